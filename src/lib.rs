@@ -1,0 +1,29 @@
+#![doc = include_str!("../README.md")]
+//!
+//! # Text rules
+//!
+//! A record's text is pinned: blocks in order, joined with `"\n"`; string
+//! content as is; null, missing or wrongly typed content is empty text;
+//! `text` as its text; `thinking` as its text (nothing when redacted);
+//! `toolCall` as `<name> <arguments as compact JSON>`; `image` as
+//! `[image <mime type>, <decoded size> bytes]`; bash as `$ <command>`, `"\n"`,
+//! then the output; compaction and branch summaries as their summary.
+#![deny(unsafe_code)]
+#![deny(missing_docs)]
+
+mod error;
+pub mod line_reader;
+mod mmap;
+mod pi;
+mod record;
+mod report;
+mod source;
+mod time;
+
+pub use error::{Error, ErrorKind};
+pub use mmap::MmapSessionSource;
+pub use pi::{Header, RoleFilter};
+pub use record::{OwnedRecord, Record, Role, Usage};
+pub use report::{EntryCounts, ModelUsage, Report, Skip, SkipReason, DEFAULT_MAX_SKIPS};
+pub use source::{PiSessionSource, RecordSource, SourceOptions};
+pub use time::parse_iso_millis;

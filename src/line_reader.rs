@@ -1,0 +1,448 @@
+//! The line reader: one rolling buffer over any [`io::Read`], complete lines
+//! found with `memchr`.
+//!
+//! This is the only module that knows about buffers. It hands out byte
+//! ranges into its buffer, not borrows, so the caller can take
+//! `&mut buf[start..end]` for an in-place parser.
+//!
+//! Positions: byte offsets are absolute, 0-based `u64`; line numbers are
+//! 1-based and count every line, blank or not, including a line skipped for
+//! being too long. Lines are split on `\n` only; the `\n` is not part of the
+//! line (a `\r` before it is, and left to the parser).
+
+use std::io::{self, Read};
+
+/// Default buffer capacity: 256 KiB.
+pub const DEFAULT_BUFFER_CAPACITY: usize = 256 * 1024;
+/// Default maximum line length: 512 MiB (pi writes single lines of several
+/// MB for inline images; a 4 MB limit is known to break viewers).
+pub const DEFAULT_MAX_LINE: usize = 512 * 1024 * 1024;
+
+/// One event of the line reader.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LineEvent {
+    /// A complete line, in `buffer()[start..end]`.
+    Line(Line),
+    /// A line longer than the maximum line length. Its bytes were read and
+    /// discarded without being held in memory; the reader resumed after its
+    /// `\n` (or at the end of the input).
+    TooLong {
+        /// Absolute offset of the line's first byte (0-based).
+        byte: u64,
+        /// Line number (1-based).
+        number: u64,
+        /// Length of the line in bytes, without its `\n`.
+        len: u64,
+        /// Whether the line ended with `\n` (false: it ran to the end of input).
+        terminated: bool,
+    },
+}
+
+/// A complete line, as a range of the reader's buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Line {
+    /// Start of the line in the buffer.
+    pub start: usize,
+    /// End of the line in the buffer (exclusive; the `\n` is not included).
+    pub end: usize,
+    /// Absolute offset of the line's first byte (0-based).
+    pub byte: u64,
+    /// Line number (1-based).
+    pub number: u64,
+    /// Whether the line ended with `\n`; false only for a last line that
+    /// runs to the end of the input.
+    pub terminated: bool,
+}
+
+impl Line {
+    /// The line's length in bytes, without its `\n`.
+    pub fn len(&self) -> usize {
+        self.end - self.start
+    }
+
+    /// Whether the line has no bytes.
+    pub fn is_empty(&self) -> bool {
+        self.start == self.end
+    }
+}
+
+/// A line reader over any [`io::Read`]: one fixed-size buffer, grown only for
+/// a line longer than it, up to the maximum line length.
+///
+/// Memory use is the buffer capacity, or the longest line (up to the
+/// maximum line length) when that is longer; never the file size.
+#[derive(Debug)]
+pub struct LineReader<R> {
+    rdr: R,
+    /// `buf.len()` is the capacity in use; valid data is `buf[pos..end]`.
+    buf: Vec<u8>,
+    /// Start of the unconsumed data in `buf`.
+    pos: usize,
+    /// End of the valid data in `buf`. Invariant: `pos <= scan <= end <= buf.len()`.
+    end: usize,
+    /// `buf[pos..scan]` is known to hold no `\n`.
+    scan: usize,
+    /// Absolute offset of `buf[0]`.
+    base: u64,
+    /// Number of lines handed out so far.
+    lines: u64,
+    eof: bool,
+    max_line: usize,
+}
+
+impl<R: Read> LineReader<R> {
+    /// A reader with the default buffer capacity and maximum line length.
+    pub fn new(rdr: R) -> Self {
+        Self::with_capacity(rdr, DEFAULT_BUFFER_CAPACITY, DEFAULT_MAX_LINE)
+    }
+
+    /// A reader with the given buffer capacity (at least 1 byte) and
+    /// maximum line length (lines longer than this are skipped).
+    pub fn with_capacity(rdr: R, capacity: usize, max_line: usize) -> Self {
+        Self::starting_at(rdr, capacity, max_line, 0, 0)
+    }
+
+    /// A reader whose first byte is at absolute offset `byte` and whose
+    /// first line has number `lines + 1` (to read a part of a file whose
+    /// earlier lines are known).
+    pub fn starting_at(rdr: R, capacity: usize, max_line: usize, byte: u64, lines: u64) -> Self {
+        let capacity = capacity.max(1);
+        LineReader {
+            rdr,
+            buf: vec![0; capacity],
+            pos: 0,
+            end: 0,
+            scan: 0,
+            base: byte,
+            lines,
+            eof: false,
+            max_line,
+        }
+    }
+
+    /// The buffer that [`Line`] ranges index into.
+    pub fn buffer(&self) -> &[u8] {
+        &self.buf
+    }
+
+    /// The buffer, mutable, for an in-place parser.
+    pub fn buffer_mut(&mut self) -> &mut [u8] {
+        &mut self.buf
+    }
+
+    /// Absolute offset just after the last line handed out (its `\n`
+    /// included).
+    pub fn consumed(&self) -> u64 {
+        self.base + self.pos as u64
+    }
+
+    /// Number of lines handed out so far.
+    pub fn lines(&self) -> u64 {
+        self.lines
+    }
+
+    /// The underlying reader.
+    pub fn get_ref(&self) -> &R {
+        &self.rdr
+    }
+
+    /// The next line, `Ok(None)` at the end of the input.
+    ///
+    /// # Errors
+    /// An I/O error of the underlying reader (`Interrupted` is retried).
+    pub fn next_line(&mut self) -> io::Result<Option<LineEvent>> {
+        loop {
+            if let Some(i) = memchr::memchr(b'\n', &self.buf[self.scan..self.end]) {
+                let nl = self.scan + i;
+                return Ok(Some(self.take_line(nl, true)));
+            }
+            self.scan = self.end;
+            if self.end - self.pos > self.max_line {
+                return self.skip_long_line().map(Some);
+            }
+            if self.eof {
+                if self.pos < self.end {
+                    let end = self.end;
+                    return Ok(Some(self.take_line(end, false)));
+                }
+                return Ok(None);
+            }
+            self.fill()?;
+        }
+    }
+
+    fn take_line(&mut self, end: usize, terminated: bool) -> LineEvent {
+        self.lines += 1;
+        let (start, byte, number) = (self.pos, self.base + self.pos as u64, self.lines);
+        self.pos = if terminated { end + 1 } else { end };
+        self.scan = self.pos;
+        if end - start > self.max_line {
+            // Only possible when the buffer is larger than the maximum.
+            let len = (end - start) as u64;
+            return LineEvent::TooLong {
+                byte,
+                number,
+                len,
+                terminated,
+            };
+        }
+        LineEvent::Line(Line {
+            start,
+            end,
+            byte,
+            number,
+            terminated,
+        })
+    }
+
+    /// Makes room and reads more bytes; sets `eof` on a read of 0 bytes.
+    fn fill(&mut self) -> io::Result<()> {
+        if self.pos > 0 {
+            self.buf.copy_within(self.pos..self.end, 0);
+            self.base += self.pos as u64;
+            self.end -= self.pos;
+            self.scan -= self.pos;
+            self.pos = 0;
+        }
+        if self.end == self.buf.len() {
+            // The pending line fills the buffer: grow, up to one byte past
+            // the maximum line length (so that a too-long line is seen).
+            let limit = self.max_line.saturating_add(1);
+            let new_len = self
+                .buf
+                .len()
+                .saturating_mul(2)
+                .min(limit)
+                .max(self.end + 1);
+            self.buf.resize(new_len, 0);
+        }
+        loop {
+            match self.rdr.read(&mut self.buf[self.end..]) {
+                Ok(0) => {
+                    self.eof = true;
+                    return Ok(());
+                }
+                Ok(n) => {
+                    self.end += n;
+                    return Ok(());
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Discards the pending over-long line up to and including its `\n`,
+    /// reading through the buffer without growing it.
+    fn skip_long_line(&mut self) -> io::Result<LineEvent> {
+        self.lines += 1;
+        let byte = self.base + self.pos as u64;
+        let number = self.lines;
+        let mut len = 0u64;
+        loop {
+            if let Some(i) = memchr::memchr(b'\n', &self.buf[self.pos..self.end]) {
+                len += i as u64;
+                self.pos += i + 1;
+                self.scan = self.pos;
+                return Ok(LineEvent::TooLong {
+                    byte,
+                    number,
+                    len,
+                    terminated: true,
+                });
+            }
+            len += (self.end - self.pos) as u64;
+            self.base += self.end as u64;
+            self.pos = 0;
+            self.end = 0;
+            self.scan = 0;
+            if self.eof {
+                return Ok(LineEvent::TooLong {
+                    byte,
+                    number,
+                    len,
+                    terminated: false,
+                });
+            }
+            self.fill()?;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The naive reference: split the whole input at once.
+    fn reference(input: &[u8]) -> Vec<(u64, u64, Vec<u8>, bool)> {
+        let mut out = Vec::new();
+        let mut byte = 0u64;
+        let mut parts: Vec<&[u8]> = input.split(|b| *b == b'\n').collect();
+        let last_terminated = parts.last().is_some_and(|p| p.is_empty());
+        if last_terminated {
+            parts.pop();
+        }
+        let n = parts.len();
+        for (i, p) in parts.into_iter().enumerate() {
+            let terminated = i + 1 < n || last_terminated;
+            out.push((byte, i as u64 + 1, p.to_vec(), terminated));
+            byte += p.len() as u64 + 1;
+        }
+        out
+    }
+
+    fn collect(input: &[u8], cap: usize, max_line: usize) -> Vec<(u64, u64, Vec<u8>, bool)> {
+        let mut r = LineReader::with_capacity(input, cap, max_line);
+        let mut out = Vec::new();
+        while let Some(ev) = r.next_line().unwrap() {
+            match ev {
+                LineEvent::Line(l) => out.push((
+                    l.byte,
+                    l.number,
+                    r.buffer()[l.start..l.end].to_vec(),
+                    l.terminated,
+                )),
+                LineEvent::TooLong { .. } => panic!("unexpected too-long line"),
+            }
+        }
+        out
+    }
+
+    /// A reader that returns at most `n` bytes per read.
+    struct Trickle<'a>(&'a [u8], usize);
+    impl Read for Trickle<'_> {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            let n = self.1.min(buf.len()).min(self.0.len());
+            buf[..n].copy_from_slice(&self.0[..n]);
+            self.0 = &self.0[n..];
+            Ok(n)
+        }
+    }
+
+    #[test]
+    fn every_capacity_matches_splitting_at_once() {
+        let mut input = Vec::new();
+        for i in 0..200u32 {
+            let len = (i * 37 % 301) as usize;
+            input.extend(std::iter::repeat_n(b'a' + (i % 26) as u8, len));
+            input.push(b'\n');
+            if i % 17 == 0 {
+                input.extend_from_slice(b"\r\n\n");
+            }
+        }
+        input.extend_from_slice(b"tail without newline");
+        let want = reference(&input);
+        assert_eq!(want.len(), 200 + 2 * 12 + 1);
+        for cap in (1..=600).chain([1024, 4096, 5000]) {
+            assert_eq!(collect(&input, cap, usize::MAX), want, "capacity {cap}");
+        }
+        for step in [1, 2, 3, 7, 64] {
+            let mut r = LineReader::with_capacity(Trickle(&input, step), 5, usize::MAX);
+            let mut got = Vec::new();
+            while let Some(LineEvent::Line(l)) = r.next_line().unwrap() {
+                got.push((
+                    l.byte,
+                    l.number,
+                    r.buffer()[l.start..l.end].to_vec(),
+                    l.terminated,
+                ));
+            }
+            assert_eq!(got, want, "short reads of {step}");
+        }
+    }
+
+    #[test]
+    fn edge_inputs() {
+        assert!(collect(b"", 4, 100).is_empty());
+        assert_eq!(collect(b"\n", 1, 100), vec![(0, 1, vec![], true)]);
+        assert_eq!(collect(b"a", 1, 100), vec![(0, 1, b"a".to_vec(), false)]);
+        assert_eq!(
+            collect(b"ab\n\ncd", 1, 100),
+            vec![
+                (0, 1, b"ab".to_vec(), true),
+                (3, 2, vec![], true),
+                (4, 3, b"cd".to_vec(), false)
+            ]
+        );
+    }
+
+    #[test]
+    fn offsets_after_every_step_with_one_byte_capacity() {
+        let mut r = LineReader::with_capacity(&b"xy\nz\n"[..], 1, 100);
+        let Some(LineEvent::Line(l)) = r.next_line().unwrap() else {
+            panic!()
+        };
+        assert_eq!((l.byte, l.number, l.len()), (0, 1, 2));
+        assert_eq!(r.consumed(), 3);
+        let Some(LineEvent::Line(l)) = r.next_line().unwrap() else {
+            panic!()
+        };
+        assert_eq!((l.byte, l.number, l.len()), (3, 2, 1));
+        assert_eq!(r.consumed(), 5);
+        assert_eq!(r.next_line().unwrap(), None);
+        assert_eq!(r.lines(), 2);
+    }
+
+    #[test]
+    fn too_long_line_is_skipped_and_reader_resyncs() {
+        let mut input = b"short\n".to_vec();
+        input.extend(std::iter::repeat_n(b'x', 10_000));
+        input.extend_from_slice(b"\nafter\n");
+        input.extend(std::iter::repeat_n(b'y', 11));
+        for cap in [1, 3, 8, 64, 20_000] {
+            let mut r = LineReader::with_capacity(&input[..], cap, 10);
+            let mut events = Vec::new();
+            while let Some(ev) = r.next_line().unwrap() {
+                events.push(match ev {
+                    LineEvent::Line(l) => format!(
+                        "line {} @{} {:?}",
+                        l.number,
+                        l.byte,
+                        String::from_utf8_lossy(&r.buffer()[l.start..l.end])
+                    ),
+                    LineEvent::TooLong {
+                        byte,
+                        number,
+                        len,
+                        terminated,
+                    } => {
+                        format!("long {number} @{byte} len {len} {terminated}")
+                    }
+                });
+                // Memory stays bounded by the maximum line length.
+                assert!(
+                    r.buffer().len() <= cap.max(11),
+                    "cap {cap}: {}",
+                    r.buffer().len()
+                );
+            }
+            assert_eq!(
+                events,
+                vec![
+                    "line 1 @0 \"short\"".to_string(),
+                    "long 2 @6 len 10000 true".to_string(),
+                    "line 3 @10007 \"after\"".to_string(),
+                    "long 4 @10013 len 11 false".to_string(),
+                ],
+                "capacity {cap}"
+            );
+        }
+    }
+
+    #[test]
+    fn line_exactly_max_is_kept() {
+        let input = b"0123456789\n0123456789A\n";
+        let mut r = LineReader::with_capacity(&input[..], 2, 10);
+        assert!(matches!(r.next_line().unwrap(), Some(LineEvent::Line(l)) if l.len() == 10));
+        assert!(matches!(
+            r.next_line().unwrap(),
+            Some(LineEvent::TooLong {
+                len: 11,
+                number: 2,
+                byte: 11,
+                terminated: true
+            })
+        ));
+        assert_eq!(r.next_line().unwrap(), None);
+    }
+}

@@ -1,0 +1,907 @@
+//! The pi adapter: the only module that knows pi's key names.
+//!
+//! One line is copied into the arena, parsed in place with simd-json onto a
+//! reused tape, and mapped to a [`Record`] whose strings borrow the arena
+//! copy. Lines that simd-json rejects for invalid UTF-8 or lone surrogate
+//! escapes (both kept by pi) are repaired from the untouched original and
+//! parsed again.
+
+use bumpalo::Bump;
+use simd_json::{ErrorType, Node, StaticNode, Tape};
+
+use crate::record::{Record, Role, Usage};
+use crate::report::{Report, SkipReason};
+use crate::time::parse_iso_millis;
+
+/// A role filter: which roles a source hands out.
+///
+/// Records of other roles are still counted in the report (`records`,
+/// `roles`, `filtered`), but their text is never built.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RoleFilter(u8);
+
+impl RoleFilter {
+    /// Every role.
+    pub const ALL: RoleFilter = RoleFilter(0b11_1111);
+
+    /// Only the given roles.
+    pub fn only(roles: &[Role]) -> RoleFilter {
+        RoleFilter(roles.iter().fold(0, |m, r| m | 1 << r.index()))
+    }
+
+    /// Whether `role` passes.
+    pub fn allows(self, role: Role) -> bool {
+        self.0 & (1 << role.index()) != 0
+    }
+}
+
+impl Default for RoleFilter {
+    fn default() -> Self {
+        RoleFilter::ALL
+    }
+}
+
+/// The session header (first non-blank line), owned.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Header {
+    /// Session id (the header's `id`).
+    pub id: String,
+    /// The project: the header's `cwd` (empty when absent).
+    pub cwd: String,
+    /// Format version (`version`; 1 when absent).
+    pub version: u64,
+    /// The header's timestamp in Unix ms, when it parses.
+    pub timestamp: Option<i64>,
+    /// The parent session's path (`parentSession`; v1: `branchedFrom`).
+    pub parent_session: Option<String>,
+}
+
+/// What the records of one session share: header and provenance.
+#[derive(Debug, Clone)]
+pub(crate) struct Context {
+    pub header: Header,
+    /// `pi:<file stem>`.
+    pub source: String,
+}
+
+/// Where a line sits in its file.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct LinePos {
+    pub line: u64,
+    pub byte: u64,
+    pub terminated: bool,
+}
+
+/// The first line that is not blank is not a session header.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct NotAHeader(pub String);
+
+/// Arena bytes after which lines are first parsed into the parser's own
+/// scratch buffer, so that a long run of lines without a record cannot grow
+/// the arena (a record line is then parsed a second time, into the arena).
+const ARENA_SOFT_LIMIT: usize = 8 << 20;
+
+/// Line parser: simd-json scratch space reused from line to line.
+pub(crate) struct LineParser {
+    buffers: simd_json::Buffers,
+    tape: Option<Tape<'static>>,
+    filter: RoleFilter,
+}
+
+impl std::fmt::Debug for LineParser {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LineParser")
+            .field("filter", &self.filter)
+            .finish_non_exhaustive()
+    }
+}
+
+impl LineParser {
+    pub fn new(filter: RoleFilter) -> Self {
+        LineParser {
+            buffers: simd_json::Buffers::default(),
+            tape: Some(Tape::null()),
+            filter,
+        }
+    }
+
+    /// Parses the session header from the first non-blank line.
+    pub fn header(&mut self, line: &[u8], report: &mut Report) -> Result<Header, NotAHeader> {
+        let line = line.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(line);
+        let arena = Bump::new();
+        let mut tape = self.take_tape();
+        let parsed = parse_into(&mut self.buffers, &mut tape, &arena, line);
+        let result = match parsed {
+            Err(reason) => Err(NotAHeader(format!("not a session header: {reason}"))),
+            Ok(repaired) => {
+                let nodes = &tape.0[..];
+                let f = Fields::of(nodes);
+                match (f.str("type"), f.str("id")) {
+                    (Some("session"), Some(id)) => {
+                        report.lines += 1;
+                        report.entries.add("session", 1);
+                        report.no_record += 1;
+                        report.repaired += u64::from(repaired);
+                        Ok(Header {
+                            id: id.to_owned(),
+                            cwd: f.str("cwd").unwrap_or("").to_owned(),
+                            version: f.get("version").and_then(as_u64).unwrap_or(1),
+                            timestamp: f.str("timestamp").and_then(parse_iso_millis),
+                            parent_session: f
+                                .str("parentSession")
+                                .or_else(|| f.str("branchedFrom"))
+                                .map(str::to_owned),
+                        })
+                    }
+                    (Some("session"), None) => Err(NotAHeader(
+                        "session header without a string \"id\"".to_owned(),
+                    )),
+                    (Some(ty), _) => Err(NotAHeader(format!(
+                        "not a session header: first entry has type {ty:?}"
+                    ))),
+                    (None, _) => Err(NotAHeader(
+                        "not a session header: not an object with a string \"type\"".to_owned(),
+                    )),
+                }
+            }
+        };
+        self.tape = Some(tape.reset());
+        result
+    }
+
+    /// Parses and maps one line. Counts it in `report`; returns its record
+    /// when it gives one that the role filter lets through. Blank lines are
+    /// not counted.
+    pub fn line<'a>(
+        &mut self,
+        line: &[u8],
+        pos: LinePos,
+        arena: &'a Bump,
+        ctx: &'a Context,
+        report: &mut Report,
+    ) -> Option<Record<'a>> {
+        if is_blank(line) {
+            return None;
+        }
+        report.lines += 1;
+        if arena.allocated_bytes() - arena.chunk_capacity() > ARENA_SOFT_LIMIT {
+            // A long run of lines without a record filled the arena: parse
+            // into a short-lived one, and only a record line, counted there,
+            // is parsed again into the arena (with its counts discarded).
+            let local = Bump::new();
+            if self.parse_and_map(line, pos, &local, ctx, report).is_none() {
+                return None;
+            }
+            return self.parse_and_map(line, pos, arena, ctx, &mut Report::default());
+        }
+        self.parse_and_map(line, pos, arena, ctx, report)
+    }
+
+    fn take_tape<'a>(&mut self) -> Tape<'a> {
+        self.tape.take().unwrap_or_else(Tape::null).reset()
+    }
+
+    fn parse_and_map<'a>(
+        &mut self,
+        line: &[u8],
+        pos: LinePos,
+        arena: &'a Bump,
+        ctx: &'a Context,
+        report: &mut Report,
+    ) -> Option<Record<'a>> {
+        let mut tape = self.take_tape();
+        let out = match parse_into(&mut self.buffers, &mut tape, arena, line) {
+            Err(reason) => {
+                let reason = match reason {
+                    SkipReason::Malformed(e) if !pos.terminated => SkipReason::Truncated(e),
+                    r => r,
+                };
+                report.skip(pos.line, pos.byte, reason);
+                None
+            }
+            Ok(repaired) => {
+                report.repaired += u64::from(repaired);
+                map_entry(&tape.0, pos, repaired, arena, ctx, self.filter, report)
+            }
+        };
+        self.tape = Some(tape.reset());
+        out
+    }
+}
+
+/// Whether a line holds only spaces, tabs and `\r`.
+pub(crate) fn is_blank(line: &[u8]) -> bool {
+    line.iter().all(|b| matches!(b, b' ' | b'\t' | b'\r'))
+}
+
+/// Copies `line` into the arena with simd-json's padding and parses it in
+/// place. Ok(true) when the line needed repair.
+fn parse_into<'a>(
+    buffers: &mut simd_json::Buffers,
+    tape: &mut Tape<'a>,
+    arena: &'a Bump,
+    line: &[u8],
+) -> Result<bool, SkipReason> {
+    let err = match parse_padded(buffers, tape, arena, line) {
+        Ok(()) => return Ok(false),
+        Err(e) => e,
+    };
+    match err.error() {
+        ErrorType::InvalidUtf8 | ErrorType::InvalidUnicodeCodepoint => {}
+        _ => return Err(reason_for(line, &err)),
+    }
+    let mut fixed = bumpalo::collections::Vec::with_capacity_in(line.len() + 16, arena);
+    repair(line, &mut fixed);
+    match parse_padded(buffers, tape, arena, &fixed) {
+        Ok(()) => Ok(true),
+        Err(e) => Err(reason_for(line, &e)),
+    }
+}
+
+fn parse_padded<'a>(
+    buffers: &mut simd_json::Buffers,
+    tape: &mut Tape<'a>,
+    arena: &'a Bump,
+    line: &[u8],
+) -> Result<(), simd_json::Error> {
+    let len = line.len();
+    let buf = arena.alloc_slice_fill_copy(len + simd_json::INPUT_PADDING, b' ');
+    buf[..len].copy_from_slice(line);
+    simd_json::fill_tape_padded(buf, len, buffers, tape)
+}
+
+fn reason_for(line: &[u8], err: &simd_json::Error) -> SkipReason {
+    if memchr::memchr(0, line).is_some() {
+        return SkipReason::Nul;
+    }
+    match err.error() {
+        ErrorType::DepthLimitExceeded => SkipReason::TooDeep,
+        other => SkipReason::Malformed(error_text(other)),
+    }
+}
+
+fn error_text(err: &ErrorType) -> String {
+    match err {
+        ErrorType::InternalError | ErrorType::TrailingData => {
+            "unexpected bytes after the value or invalid structure".to_owned()
+        }
+        ErrorType::Syntax => "syntax error".to_owned(),
+        ErrorType::Eof => "unexpected end of line".to_owned(),
+        ErrorType::InvalidUtf8 => "invalid UTF-8 outside a string".to_owned(),
+        ErrorType::InvalidUnicodeCodepoint => "invalid unicode escape".to_owned(),
+        other => format!("parser error {other:?}"),
+    }
+}
+
+/// Replaces invalid UTF-8 with U+FFFD (one per maximal invalid subpart, as
+/// pi's decoder does) and lone surrogate escapes with `\ufffd`.
+pub(crate) fn repair(line: &[u8], out: &mut bumpalo::collections::Vec<'_, u8>) {
+    for chunk in line.utf8_chunks() {
+        out.extend_from_slice(chunk.valid().as_bytes());
+        if !chunk.invalid().is_empty() {
+            out.extend_from_slice("\u{FFFD}".as_bytes());
+        }
+    }
+    let hex4 = |b: &[u8]| -> Option<u32> {
+        let s = std::str::from_utf8(b.get(..4)?).ok()?;
+        u32::from_str_radix(s, 16).ok()
+    };
+    let mut i = 0;
+    while let Some(k) = memchr::memchr(b'\\', &out[i..]) {
+        let at = i + k;
+        if out.get(at + 1) != Some(&b'u') {
+            i = at + 2; // an escaped character, `\\` included
+            continue;
+        }
+        let Some(cp) = hex4(&out[at + 2..]) else {
+            i = at + 2;
+            continue;
+        };
+        let low_follows = || {
+            out.get(at + 6..at + 8) == Some(b"\\u")
+                && hex4(&out[at + 8..]).is_some_and(|c| (0xDC00..0xE000).contains(&c))
+        };
+        if (0xD800..0xDC00).contains(&cp) && low_follows() {
+            i = at + 12;
+        } else if (0xD800..0xE000).contains(&cp) {
+            out[at + 2..at + 6].copy_from_slice(b"fffd");
+            i = at + 6;
+        } else {
+            i = at + 6;
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Tape access
+
+/// Number of tape nodes a value spans.
+fn span(n: &Node<'_>) -> usize {
+    match n {
+        Node::Object { count, .. } | Node::Array { count, .. } => count + 1,
+        _ => 1,
+    }
+}
+
+/// The top-level fields of an object on the tape (empty for a non-object).
+#[derive(Clone, Copy)]
+struct Fields<'t, 'a> {
+    nodes: &'t [Node<'a>],
+    len: usize,
+}
+
+impl<'t, 'a> Fields<'t, 'a> {
+    fn of(nodes: &'t [Node<'a>]) -> Self {
+        match nodes.first() {
+            Some(Node::Object { len, .. }) => Fields { nodes, len: *len },
+            _ => Fields { nodes: &[], len: 0 },
+        }
+    }
+
+    fn iter(self) -> impl Iterator<Item = (&'a str, &'t [Node<'a>])> {
+        let mut idx = 1;
+        (0..self.len).map_while(move |_| {
+            let Node::String(k) = *self.nodes.get(idx)? else {
+                return None;
+            };
+            let v = self.nodes.get(idx + 1)?;
+            let value = &self.nodes[idx + 1..idx + 1 + span(v)];
+            idx += 1 + span(v);
+            Some((k, value))
+        })
+    }
+
+    fn get(self, key: &str) -> Option<&'t [Node<'a>]> {
+        self.iter().find(|(k, _)| *k == key).map(|(_, v)| v)
+    }
+
+    fn str(self, key: &str) -> Option<&'a str> {
+        self.get(key).and_then(as_str)
+    }
+}
+
+fn as_str<'a>(v: &[Node<'a>]) -> Option<&'a str> {
+    match v.first() {
+        Some(Node::String(s)) => Some(s),
+        _ => None,
+    }
+}
+
+fn as_u64(v: &[Node<'_>]) -> Option<u64> {
+    match v.first()? {
+        Node::Static(StaticNode::U64(n)) => Some(*n),
+        Node::Static(StaticNode::I64(n)) => u64::try_from(*n).ok(),
+        Node::Static(StaticNode::F64(f)) if f.is_finite() && *f >= 0.0 => Some(*f as u64),
+        _ => None,
+    }
+}
+
+fn as_i64(v: &[Node<'_>]) -> Option<i64> {
+    match v.first()? {
+        Node::Static(StaticNode::I64(n)) => Some(*n),
+        Node::Static(StaticNode::U64(n)) => i64::try_from(*n).ok(),
+        Node::Static(StaticNode::F64(f)) if f.is_finite() => Some(*f as i64),
+        _ => None,
+    }
+}
+
+fn as_f64(v: &[Node<'_>]) -> Option<f64> {
+    match v.first()? {
+        Node::Static(StaticNode::I64(n)) => Some(*n as f64),
+        Node::Static(StaticNode::U64(n)) => Some(*n as f64),
+        Node::Static(StaticNode::F64(f)) => Some(*f),
+        _ => None,
+    }
+}
+
+fn as_bool(v: &[Node<'_>]) -> Option<bool> {
+    match v.first()? {
+        Node::Static(StaticNode::Bool(b)) => Some(*b),
+        _ => None,
+    }
+}
+
+/// The elements of an array on the tape (none for a non-array).
+fn elements<'t, 'a>(v: &'t [Node<'a>]) -> impl Iterator<Item = &'t [Node<'a>]> {
+    let len = match v.first() {
+        Some(Node::Array { len, .. }) => *len,
+        _ => 0,
+    };
+    let mut idx = 1;
+    (0..len).map_while(move |_| {
+        let n = v.get(idx)?;
+        let e = &v[idx..idx + span(n)];
+        idx += span(n);
+        Some(e)
+    })
+}
+
+// ---------------------------------------------------------------------------
+// Mapping
+
+/// The fields of an entry and of its message that the mapping reads, found
+/// in one pass over each object.
+#[derive(Default)]
+struct EntryFields<'t, 'a> {
+    ty: Option<&'a str>,
+    id: Option<&'a str>,
+    parent_id: Option<&'a str>,
+    timestamp: Option<&'a str>,
+    message: Option<&'t [Node<'a>]>,
+    summary: Option<&'a str>,
+    custom_type: Option<&'a str>,
+    content: Option<&'t [Node<'a>]>,
+    provider: Option<&'a str>,
+    model: Option<&'a str>,
+    usage: Option<&'t [Node<'a>]>,
+}
+
+#[derive(Default)]
+struct MessageFields<'t, 'a> {
+    role: Option<&'a str>,
+    content: Option<&'t [Node<'a>]>,
+    timestamp: Option<&'t [Node<'a>]>,
+    provider: Option<&'a str>,
+    model: Option<&'a str>,
+    usage: Option<&'t [Node<'a>]>,
+    stop_reason: Option<&'a str>,
+    tool_name: Option<&'a str>,
+    tool_call_id: Option<&'a str>,
+    is_error: Option<bool>,
+    custom_type: Option<&'a str>,
+    command: Option<&'a str>,
+    output: Option<&'a str>,
+    exit_code: Option<i64>,
+    summary: Option<&'a str>,
+}
+
+fn entry_fields<'t, 'a>(nodes: &'t [Node<'a>]) -> EntryFields<'t, 'a> {
+    let mut e = EntryFields::default();
+    for (k, v) in Fields::of(nodes).iter() {
+        match k {
+            "type" => e.ty = as_str(v),
+            "id" => e.id = as_str(v),
+            "parentId" => e.parent_id = as_str(v),
+            "timestamp" => e.timestamp = as_str(v),
+            "message" => e.message = Some(v),
+            "summary" => e.summary = as_str(v),
+            "customType" => e.custom_type = as_str(v),
+            "content" => e.content = Some(v),
+            "provider" => e.provider = as_str(v),
+            "model" => e.model = as_str(v),
+            "usage" => e.usage = Some(v),
+            _ => {}
+        }
+    }
+    e
+}
+
+fn message_fields<'t, 'a>(nodes: &'t [Node<'a>]) -> MessageFields<'t, 'a> {
+    let mut m = MessageFields::default();
+    for (k, v) in Fields::of(nodes).iter() {
+        match k {
+            "role" => m.role = as_str(v),
+            "content" => m.content = Some(v),
+            "timestamp" => m.timestamp = Some(v),
+            "provider" => m.provider = as_str(v),
+            "model" => m.model = as_str(v),
+            "usage" => m.usage = Some(v),
+            "stopReason" => m.stop_reason = as_str(v),
+            "toolName" => m.tool_name = as_str(v),
+            "toolCallId" => m.tool_call_id = as_str(v),
+            "isError" => m.is_error = as_bool(v),
+            "customType" => m.custom_type = as_str(v),
+            "command" => m.command = as_str(v),
+            "output" => m.output = as_str(v),
+            "exitCode" => m.exit_code = as_i64(v),
+            "summary" => m.summary = as_str(v),
+            _ => {}
+        }
+    }
+    m
+}
+
+fn message_role(role: &str) -> Option<Role> {
+    Some(match role {
+        "user" => Role::User,
+        "assistant" => Role::Assistant,
+        "toolResult" => Role::ToolResult,
+        "bashExecution" => Role::BashExecution,
+        "custom" | "hookMessage" => Role::Custom,
+        "system" | "branchSummary" | "compactionSummary" => Role::System,
+        _ => return None,
+    })
+}
+
+fn entry_role(ty: &str) -> Option<Role> {
+    match ty {
+        "compaction" | "branch_summary" => Some(Role::System),
+        "custom_message" => Some(Role::Custom),
+        _ => None,
+    }
+}
+
+fn usage_of(v: &[Node<'_>]) -> Option<Usage> {
+    if !matches!(v.first(), Some(Node::Object { .. })) {
+        return None;
+    }
+    let mut u = Usage::default();
+    let mut total = None;
+    for (k, v) in Fields::of(v).iter() {
+        match k {
+            "input" => u.input = as_u64(v).unwrap_or(0),
+            "output" => u.output = as_u64(v).unwrap_or(0),
+            "cacheRead" => u.cache_read = as_u64(v).unwrap_or(0),
+            "cacheWrite" => u.cache_write = as_u64(v).unwrap_or(0),
+            "totalTokens" => total = as_u64(v),
+            "cost" => u.cost = Fields::of(v).get("total").and_then(as_f64).unwrap_or(0.0),
+            _ => {}
+        }
+    }
+    u.total_tokens = total.unwrap_or(u.input + u.output + u.cache_read + u.cache_write);
+    Some(u)
+}
+
+fn map_entry<'a>(
+    nodes: &[Node<'a>],
+    pos: LinePos,
+    repaired: bool,
+    arena: &'a Bump,
+    ctx: &'a Context,
+    filter: RoleFilter,
+    report: &mut Report,
+) -> Option<Record<'a>> {
+    let e = entry_fields(nodes);
+    let Some(ty) = e.ty else {
+        report.repaired -= u64::from(repaired);
+        report.skip(pos.line, pos.byte, SkipReason::NotAnEntry);
+        return None;
+    };
+    report.entries.add(ty, 1);
+    let m = match (ty, e.message) {
+        ("message", Some(msg)) => message_fields(msg),
+        _ => MessageFields::default(),
+    };
+    let role = match ty {
+        "message" => m.role.and_then(message_role),
+        other => entry_role(other),
+    };
+    let usage = match ty {
+        "message" => m.usage.and_then(usage_of),
+        _ => e.usage.and_then(usage_of),
+    };
+    let Some(role) = role else {
+        report.no_record += 1;
+        if ty == "message" {
+            report.add_unknown_role(m.role.unwrap_or("(none)"));
+        }
+        if let Some(u) = &usage {
+            report.add_usage(e.provider, e.model, u, false);
+        }
+        return None;
+    };
+    report.records += 1;
+    report.roles[role.index()] += 1;
+    let (provider, model) = if ty == "message" {
+        (m.provider, m.model)
+    } else {
+        (e.provider, e.model)
+    };
+    if let Some(u) = &usage {
+        report.add_usage(
+            provider,
+            model,
+            u,
+            role == Role::Assistant && ty == "message",
+        );
+    }
+    if !filter.allows(role) {
+        report.filtered += 1;
+        return None;
+    }
+
+    let mut text = Text::new(arena);
+    match ty {
+        "message" => match m.role {
+            Some("bashExecution") => {
+                let mut s = bumpalo::collections::String::new_in(arena);
+                s.push_str("$ ");
+                s.push_str(m.command.unwrap_or(""));
+                s.push('\n');
+                s.push_str(m.output.unwrap_or(""));
+                text.push(s.into_bump_str());
+            }
+            Some("branchSummary" | "compactionSummary") => text.push(m.summary.unwrap_or("")),
+            _ => text.content(m.content),
+        },
+        "compaction" | "branch_summary" => text.push(e.summary.unwrap_or("")),
+        _ => text.content(e.content),
+    }
+    let (text, kinds) = text.finish();
+
+    let key = match e.id {
+        Some(id) => bumpalo::format!(in arena, "{}:{}", ctx.header.id, id),
+        None => bumpalo::format!(in arena, "{}:L{}", ctx.header.id, pos.line),
+    };
+    let timestamp = match m.timestamp {
+        Some(v) => as_i64(v).or_else(|| as_str(v).and_then(parse_iso_millis)),
+        None => None,
+    }
+    .or_else(|| e.timestamp.and_then(parse_iso_millis));
+    Some(Record {
+        role,
+        text,
+        project: &ctx.header.cwd,
+        session: &ctx.header.id,
+        key: key.into_bump_str(),
+        source: &ctx.source,
+        id: e.id,
+        parent_id: e.parent_id,
+        line: pos.line,
+        byte: pos.byte,
+        entry: ty,
+        message_role: if ty == "message" { m.role } else { None },
+        kinds,
+        timestamp,
+        provider,
+        model,
+        usage,
+        stop_reason: m.stop_reason,
+        tool_name: m.tool_name,
+        tool_call_id: m.tool_call_id,
+        is_error: m.is_error,
+        custom_type: if ty == "message" {
+            m.custom_type
+        } else {
+            e.custom_type
+        },
+        command: m.command,
+        exit_code: m.exit_code,
+        repaired,
+    })
+}
+
+/// Flattened text: one borrowed piece stays borrowed; several are joined
+/// with `\n` in the arena.
+struct Text<'a> {
+    arena: &'a Bump,
+    first: Option<&'a str>,
+    joined: Option<bumpalo::collections::String<'a>>,
+    kinds: bumpalo::collections::Vec<'a, &'a str>,
+}
+
+impl<'a> Text<'a> {
+    fn new(arena: &'a Bump) -> Self {
+        Text {
+            arena,
+            first: None,
+            joined: None,
+            kinds: bumpalo::collections::Vec::new_in(arena),
+        }
+    }
+
+    fn kind(&mut self, kind: &'a str) {
+        if !self.kinds.contains(&kind) {
+            self.kinds.push(kind);
+        }
+    }
+
+    /// Starts a new piece in the joined buffer and returns it.
+    fn joined(&mut self) -> &mut bumpalo::collections::String<'a> {
+        let arena = self.arena;
+        let first = self.first.take();
+        let s = self.joined.get_or_insert_with(|| {
+            let mut s = bumpalo::collections::String::new_in(arena);
+            if let Some(f) = first {
+                s.push_str(f);
+            }
+            s
+        });
+        if first.is_some() || !s.is_empty() {
+            s.push('\n');
+        }
+        s
+    }
+
+    fn has_piece(&self) -> bool {
+        self.first.is_some() || self.joined.is_some()
+    }
+
+    fn push(&mut self, piece: &'a str) {
+        if self.has_piece() {
+            self.joined().push_str(piece);
+        } else {
+            self.first = Some(piece);
+        }
+    }
+
+    /// Flattens a `content` value: a string as is; an array of blocks in
+    /// order; anything else is empty.
+    fn content(&mut self, content: Option<&[Node<'a>]>) {
+        let Some(v) = content else { return };
+        if let Some(s) = as_str(v) {
+            self.kind("text");
+            self.push(s);
+            return;
+        }
+        for block in elements(v) {
+            let f = Fields::of(block);
+            let Some(kind) = f.str("type") else { continue };
+            self.kind(kind);
+            match kind {
+                "text" => self.push(f.str("text").unwrap_or("")),
+                "thinking" => {
+                    if f.get("redacted").and_then(as_bool) != Some(true) {
+                        self.push(f.str("thinking").unwrap_or(""));
+                    }
+                }
+                "toolCall" => {
+                    let name = f.str("name").unwrap_or("");
+                    let args = f.get("arguments");
+                    if !self.has_piece() {
+                        self.joined = Some(bumpalo::collections::String::new_in(self.arena));
+                    } else {
+                        self.joined();
+                    }
+                    let s = self.joined.as_mut().expect("set above");
+                    s.push_str(name);
+                    s.push(' ');
+                    match args {
+                        Some(a) => write_json(a, s),
+                        None => s.push_str("{}"),
+                    }
+                }
+                "image" => {
+                    let mime = f.str("mimeType").unwrap_or("unknown");
+                    let size = f.str("data").map_or(0, base64_decoded_len);
+                    let piece = bumpalo::format!(in self.arena, "[image {}, {} bytes]", mime, size);
+                    self.push(piece.into_bump_str());
+                }
+                _ => {}
+            }
+        }
+    }
+
+    fn finish(self) -> (&'a str, &'a [&'a str]) {
+        let text = match (self.first, self.joined) {
+            (Some(f), _) => f,
+            (None, Some(s)) => s.into_bump_str(),
+            (None, None) => "",
+        };
+        (text, self.kinds.into_bump_slice())
+    }
+}
+
+/// Decoded size of base64 data (padding and whitespace not counted).
+fn base64_decoded_len(data: &str) -> usize {
+    let n = data
+        .bytes()
+        .filter(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'-' | b'_'))
+        .count();
+    n * 3 / 4
+}
+
+/// Writes a value of the tape as compact JSON (as `JSON.stringify` does).
+fn write_json(v: &[Node<'_>], out: &mut bumpalo::collections::String<'_>) {
+    use std::fmt::Write;
+    match v.first() {
+        Some(Node::String(s)) => write_json_str(s, out),
+        Some(Node::Static(StaticNode::Null)) | None => out.push_str("null"),
+        Some(Node::Static(StaticNode::Bool(b))) => out.push_str(if *b { "true" } else { "false" }),
+        Some(Node::Static(StaticNode::I64(n))) => {
+            let _ = write!(out, "{n}");
+        }
+        Some(Node::Static(StaticNode::U64(n))) => {
+            let _ = write!(out, "{n}");
+        }
+        Some(Node::Static(StaticNode::F64(f))) => {
+            if f.is_finite() {
+                let _ = write!(out, "{f}");
+            } else {
+                out.push_str("null");
+            }
+        }
+        Some(Node::Array { .. }) => {
+            out.push('[');
+            for (i, e) in elements(v).enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_json(e, out);
+            }
+            out.push(']');
+        }
+        Some(Node::Object { .. }) => {
+            out.push('{');
+            for (i, (k, e)) in Fields::of(v).iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_json_str(k, out);
+                out.push(':');
+                write_json(e, out);
+            }
+            out.push('}');
+        }
+    }
+}
+
+fn write_json_str(s: &str, out: &mut bumpalo::collections::String<'_>) {
+    out.push('"');
+    let mut start = 0;
+    for (i, b) in s.bytes().enumerate() {
+        let esc: &str = match b {
+            b'"' => "\\\"",
+            b'\\' => "\\\\",
+            b'\n' => "\\n",
+            b'\r' => "\\r",
+            b'\t' => "\\t",
+            0x08 => "\\b",
+            0x0c => "\\f",
+            0..=0x1f => "",
+            _ => continue,
+        };
+        out.push_str(&s[start..i]);
+        if esc.is_empty() {
+            const HEX: &[u8; 16] = b"0123456789abcdef";
+            out.push_str("\\u00");
+            out.push(HEX[usize::from(b >> 4)] as char);
+            out.push(HEX[usize::from(b & 0xf)] as char);
+        } else {
+            out.push_str(esc);
+        }
+        start = i + 1;
+    }
+    out.push_str(&s[start..]);
+    out.push('"');
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn repaired(line: &[u8]) -> Vec<u8> {
+        let arena = Bump::new();
+        let mut out = bumpalo::collections::Vec::new_in(&arena);
+        repair(line, &mut out);
+        out.to_vec()
+    }
+
+    #[test]
+    fn repair_replaces_lone_surrogates_only() {
+        assert_eq!(repaired(br#""\ud83d""#), br#""\ufffd""#);
+        assert_eq!(repaired(br#""\ud83d\ude00""#), br#""\ud83d\ude00""#);
+        assert_eq!(repaired(br#""\ude00x\uD83D""#), br#""\ufffdx\ufffd""#);
+        assert_eq!(repaired(br#""\\ud83d""#), br#""\\ud83d""#);
+        assert_eq!(repaired(br#""\\\ud83d""#), br#""\\\ufffd""#);
+        assert_eq!(repaired(b"\"a\xffb\""), "\"a\u{FFFD}b\"".as_bytes());
+        assert_eq!(repaired(b"\"\xe2\x82\""), "\"\u{FFFD}\"".as_bytes());
+    }
+
+    #[test]
+    fn base64_sizes() {
+        assert_eq!(base64_decoded_len("aGVsbG8gd29ybGQh"), 12);
+        assert_eq!(base64_decoded_len("aGk="), 2);
+        assert_eq!(base64_decoded_len("aA=="), 1);
+        assert_eq!(base64_decoded_len(""), 0);
+    }
+
+    #[test]
+    fn compact_json_like_javascript() {
+        let mut line = r#"{"a":[1,-2,1.5,true,null,"x\"\n\u0001é"],"b":{}}"#
+            .as_bytes()
+            .to_vec();
+        let len = line.len();
+        line.resize(len + simd_json::INPUT_PADDING, b' ');
+        let mut tape = Tape::null();
+        let mut buffers = simd_json::Buffers::default();
+        simd_json::fill_tape_padded(&mut line, len, &mut buffers, &mut tape).unwrap();
+        let arena = Bump::new();
+        let mut s = bumpalo::collections::String::new_in(&arena);
+        write_json(&tape.0, &mut s);
+        assert_eq!(
+            s.as_str(),
+            r#"{"a":[1,-2,1.5,true,null,"x\"\n\u0001é"],"b":{}}"#
+        );
+    }
+}

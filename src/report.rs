@@ -1,0 +1,289 @@
+//! What happened while reading one session file (or part of one).
+
+use std::fmt;
+
+use crate::record::{Role, Usage};
+
+/// How many skips a report keeps in detail by default (all are counted).
+pub const DEFAULT_MAX_SKIPS: usize = 1000;
+
+/// Why a line was skipped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SkipReason {
+    /// Not valid JSON; the parser's message.
+    Malformed(String),
+    /// The last line, without `\n`, is not valid JSON: a partial write.
+    Truncated(String),
+    /// Valid JSON, but not an object with a string `type`.
+    NotAnEntry,
+    /// Nested deeper than the parser's limit.
+    TooDeep,
+    /// Longer than the maximum line length; its bytes were not held.
+    TooLong {
+        /// Length of the line in bytes.
+        len: u64,
+    },
+    /// The line holds NUL bytes.
+    Nul,
+}
+
+impl fmt::Display for SkipReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SkipReason::Malformed(e) => write!(f, "malformed JSON ({e})"),
+            SkipReason::Truncated(e) => {
+                write!(
+                    f,
+                    "truncated last line: no newline and not valid JSON ({e})"
+                )
+            }
+            SkipReason::NotAnEntry => {
+                f.write_str("valid JSON but not an object with a string \"type\"")
+            }
+            SkipReason::TooDeep => f.write_str("nested deeper than the parser's limit (1024)"),
+            SkipReason::TooLong { len } => {
+                write!(
+                    f,
+                    "line of {len} bytes is longer than the maximum line length"
+                )
+            }
+            SkipReason::Nul => f.write_str("line holds NUL bytes"),
+        }
+    }
+}
+
+/// One skipped line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Skip {
+    /// 1-based line number.
+    pub line: u64,
+    /// 0-based byte offset of the line.
+    pub byte: u64,
+    /// Why it was skipped.
+    pub reason: SkipReason,
+}
+
+/// Usage summed for one provider and model.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelUsage {
+    /// Provider as written.
+    pub provider: String,
+    /// Model as written.
+    pub model: String,
+    /// Assistant messages of this model.
+    pub messages: u64,
+    /// Usage summed over assistant messages and other usage-bearing
+    /// entries that name this provider and model.
+    pub usage: Usage,
+}
+
+const KNOWN_ENTRIES: [&str; 13] = [
+    "session",
+    "message",
+    "model_change",
+    "thinking_level_change",
+    "compaction",
+    "branch_summary",
+    "custom",
+    "custom_message",
+    "label",
+    "session_info",
+    "usage",
+    "context_edit",
+    "hookMessage",
+];
+
+/// Parsed lines counted by their `type`, unknown types under their own name.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EntryCounts {
+    known: [u64; KNOWN_ENTRIES.len()],
+    other: Vec<(String, u64)>,
+}
+
+impl EntryCounts {
+    /// Counts one entry of type `ty`.
+    pub fn add(&mut self, ty: &str, n: u64) {
+        match KNOWN_ENTRIES.iter().position(|k| *k == ty) {
+            Some(i) => self.known[i] += n,
+            None => add_count(&mut self.other, ty, n),
+        }
+    }
+
+    /// The count for one type.
+    pub fn get(&self, ty: &str) -> u64 {
+        self.iter().find(|(k, _)| *k == ty).map_or(0, |(_, n)| n)
+    }
+
+    /// Every type seen, with its count (known types first).
+    pub fn iter(&self) -> impl Iterator<Item = (&str, u64)> + '_ {
+        KNOWN_ENTRIES
+            .iter()
+            .zip(self.known)
+            .filter(|(_, n)| *n > 0)
+            .map(|(k, n)| (*k, n))
+            .chain(self.other.iter().map(|(k, n)| (k.as_str(), *n)))
+    }
+
+    /// The total over all types.
+    pub fn total(&self) -> u64 {
+        self.iter().map(|(_, n)| n).sum()
+    }
+}
+
+/// Counts and findings for one session file (or a part of one).
+///
+/// Invariant: `records + no_record + skipped == lines`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Report {
+    /// Bytes read.
+    pub bytes: u64,
+    /// Non-blank lines (a blank line holds only spaces, tabs and `\r`).
+    pub lines: u64,
+    /// Records produced, including those a role filter then dropped.
+    pub records: u64,
+    /// Records by role, indexed by [`Role::index`].
+    pub roles: [u64; 6],
+    /// Records a role filter dropped (counted in `records` too).
+    pub filtered: u64,
+    /// Every parsed line by its `type`, the header included.
+    pub entries: EntryCounts,
+    /// Parsed lines that give no record (header, `model_change`, unknown
+    /// types and roles, ...).
+    pub no_record: u64,
+    /// Lines skipped; the first of them are in `skips`.
+    pub skipped: u64,
+    /// Lines kept after repair (invalid UTF-8, lone surrogate escapes).
+    pub repaired: u64,
+    /// The first skipped lines (up to the source's limit).
+    pub skips: Vec<Skip>,
+    /// The file holds nothing but whitespace, NULs and a BOM.
+    pub empty: bool,
+    /// Usage summed over assistant messages, pi 1.x `usage` entries, and
+    /// the usage on compaction, branch_summary and toolResult entries.
+    pub usage: Usage,
+    /// Usage by provider and model, in order of first appearance.
+    pub by_model: Vec<ModelUsage>,
+    /// `message` entries whose role is unknown (or missing: `(none)`), by
+    /// role; they give no record.
+    pub unknown_roles: Vec<(String, u64)>,
+    pub(crate) max_skips: usize,
+}
+
+impl Default for Report {
+    fn default() -> Self {
+        Report {
+            bytes: 0,
+            lines: 0,
+            records: 0,
+            roles: [0; 6],
+            filtered: 0,
+            entries: EntryCounts::default(),
+            no_record: 0,
+            skipped: 0,
+            repaired: 0,
+            skips: Vec::new(),
+            empty: false,
+            usage: Usage::default(),
+            by_model: Vec::new(),
+            unknown_roles: Vec::new(),
+            max_skips: DEFAULT_MAX_SKIPS,
+        }
+    }
+}
+
+impl Report {
+    /// Records of one role.
+    pub fn role(&self, role: Role) -> u64 {
+        self.roles[role.index()]
+    }
+
+    pub(crate) fn skip(&mut self, line: u64, byte: u64, reason: SkipReason) {
+        self.skipped += 1;
+        if self.skips.len() < self.max_skips {
+            self.skips.push(Skip { line, byte, reason });
+        }
+    }
+
+    pub(crate) fn add_unknown_role(&mut self, role: &str) {
+        add_count(&mut self.unknown_roles, role, 1);
+    }
+
+    /// Adds usage, under a model when one is named.
+    pub(crate) fn add_usage(
+        &mut self,
+        provider: Option<&str>,
+        model: Option<&str>,
+        usage: &Usage,
+        assistant: bool,
+    ) {
+        self.usage.add(usage);
+        let (Some(provider), Some(model)) = (provider, model) else {
+            return;
+        };
+        // Few models per file: a linear search, most recent first, costs
+        // less than hashing and allocates nothing in steady state.
+        let m = match self
+            .by_model
+            .iter()
+            .rposition(|m| m.provider == provider && m.model == model)
+        {
+            Some(i) => &mut self.by_model[i],
+            None => {
+                self.by_model.push(ModelUsage {
+                    provider: provider.to_owned(),
+                    model: model.to_owned(),
+                    messages: 0,
+                    usage: Usage::default(),
+                });
+                self.by_model.last_mut().expect("just pushed")
+            }
+        };
+        m.usage.add(usage);
+        m.messages += u64::from(assistant);
+    }
+
+    /// Adds a later part's report to this one (parts in file order).
+    pub fn merge(&mut self, other: &Report) {
+        self.bytes += other.bytes;
+        self.lines += other.lines;
+        self.records += other.records;
+        for (a, b) in self.roles.iter_mut().zip(other.roles) {
+            *a += b;
+        }
+        self.filtered += other.filtered;
+        for (ty, n) in other.entries.iter() {
+            self.entries.add(ty, n);
+        }
+        self.no_record += other.no_record;
+        self.skipped += other.skipped;
+        self.repaired += other.repaired;
+        let room = self.max_skips.saturating_sub(self.skips.len());
+        self.skips.extend(other.skips.iter().take(room).cloned());
+        self.empty &= other.empty;
+        self.usage.add(&other.usage);
+        for (role, n) in &other.unknown_roles {
+            add_count(&mut self.unknown_roles, role, *n);
+        }
+        for m in &other.by_model {
+            match self
+                .by_model
+                .iter_mut()
+                .find(|x| x.provider == m.provider && x.model == m.model)
+            {
+                Some(x) => {
+                    x.messages += m.messages;
+                    x.usage.add(&m.usage);
+                }
+                None => self.by_model.push(m.clone()),
+            }
+        }
+    }
+}
+
+fn add_count(counts: &mut Vec<(String, u64)>, name: &str, n: u64) {
+    match counts.iter_mut().find(|(k, _)| k == name) {
+        Some(e) => e.1 += n,
+        None => counts.push((name.to_owned(), n)),
+    }
+}

@@ -1,0 +1,416 @@
+//! Record sources: a session file as a lending stream of records.
+
+use std::fs::File;
+use std::io::{self, Read};
+use std::path::{Path, PathBuf};
+
+use bumpalo::Bump;
+
+use crate::error::{Error, ErrorKind};
+use crate::line_reader::{LineEvent, LineReader, DEFAULT_BUFFER_CAPACITY, DEFAULT_MAX_LINE};
+use crate::pi::{is_blank, Context, Header, LineParser, LinePos, RoleFilter};
+use crate::record::Record;
+use crate::report::{Report, SkipReason, DEFAULT_MAX_SKIPS};
+
+/// A stream of records.
+///
+/// The stream *lends*: each record borrows the source (its line copy and
+/// arena) until the next call. That is what makes records zero-copy and
+/// allocation-free in steady state: the arena is reset at every call, so
+/// memory stays at one line however long the file is. A batch interface
+/// would have to keep a whole batch of parsed lines alive at once for no
+/// gain. Callers that keep records call [`Record::to_owned_record`].
+pub trait RecordSource {
+    /// The next record, `Ok(None)` at the end of the stream. Damaged lines
+    /// are skipped and counted in the report, never returned as errors.
+    ///
+    /// # Errors
+    /// An I/O error while reading; the error names the file.
+    fn next_record(&mut self) -> Result<Option<Record<'_>>, Error>;
+
+    /// What happened so far (complete once `next_record` returned `None`).
+    fn report(&self) -> &Report;
+
+    /// The session header; `None` for an empty file.
+    fn header(&self) -> Option<&Header>;
+}
+
+/// Options of a source (`Clone`, so one set serves many files). Every setter documents its default.
+#[derive(Debug, Clone)]
+pub struct SourceOptions {
+    buffer_capacity: usize,
+    max_line: usize,
+    filter: RoleFilter,
+    max_skips: usize,
+}
+
+impl Default for SourceOptions {
+    fn default() -> Self {
+        SourceOptions {
+            buffer_capacity: DEFAULT_BUFFER_CAPACITY,
+            max_line: DEFAULT_MAX_LINE,
+            filter: RoleFilter::ALL,
+            max_skips: DEFAULT_MAX_SKIPS,
+        }
+    }
+}
+
+impl SourceOptions {
+    /// Default options.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Read buffer capacity in bytes (default 256 KiB, at least 1). The
+    /// buffer grows for a longer line, up to the maximum line length.
+    pub fn buffer_capacity(mut self, bytes: usize) -> Self {
+        self.buffer_capacity = bytes.max(1);
+        self
+    }
+
+    /// Maximum line length in bytes (default 512 MiB). A longer line is
+    /// skipped (reason `TooLong`) without being held in memory.
+    pub fn max_line(mut self, bytes: usize) -> Self {
+        self.max_line = bytes;
+        self
+    }
+
+    /// Which roles are handed out (default: all). Others are counted, and
+    /// their text is never built.
+    pub fn roles(mut self, filter: RoleFilter) -> Self {
+        self.filter = filter;
+        self
+    }
+
+    /// How many skips the report keeps in detail (default 1000; all are
+    /// counted).
+    pub fn max_skips(mut self, n: usize) -> Self {
+        self.max_skips = n;
+        self
+    }
+
+    pub(crate) fn max_line_len(&self) -> usize {
+        self.max_line
+    }
+
+    fn report(&self) -> Report {
+        Report {
+            max_skips: self.max_skips,
+            ..Report::default()
+        }
+    }
+}
+
+/// One line as a line supplier hands it out.
+pub(crate) enum Supplied<'b> {
+    Line(&'b [u8], LinePos),
+    TooLong { pos: LinePos, len: u64 },
+}
+
+/// Where a source gets its lines: the chunked reader or a mapping.
+pub(crate) trait Lines {
+    fn next_line(&mut self) -> io::Result<Option<Supplied<'_>>>;
+    /// Absolute offset after the last line handed out.
+    fn consumed(&self) -> u64;
+}
+
+impl<R: Read> Lines for LineReader<R> {
+    fn next_line(&mut self) -> io::Result<Option<Supplied<'_>>> {
+        Ok(match LineReader::next_line(self)? {
+            None => None,
+            Some(LineEvent::Line(l)) => {
+                let pos = LinePos {
+                    line: l.number,
+                    byte: l.byte,
+                    terminated: l.terminated,
+                };
+                Some(Supplied::Line(&self.buffer()[l.start..l.end], pos))
+            }
+            Some(LineEvent::TooLong {
+                byte,
+                number,
+                len,
+                terminated,
+            }) => Some(Supplied::TooLong {
+                pos: LinePos {
+                    line: number,
+                    byte,
+                    terminated,
+                },
+                len,
+            }),
+        })
+    }
+
+    fn consumed(&self) -> u64 {
+        LineReader::consumed(self)
+    }
+}
+
+/// The machinery shared by every source over some line supplier.
+#[derive(Debug)]
+pub(crate) struct Session<L> {
+    lines: L,
+    pub(crate) path: PathBuf,
+    /// Absolute offset where reading started (report.bytes counts from it).
+    start: u64,
+    parser: LineParser,
+    arena: Bump,
+    pub(crate) ctx: Option<Context>,
+    pub(crate) report: Report,
+}
+
+/// `pi:<file stem>` for a path.
+fn source_name(path: &Path) -> String {
+    let stem = path
+        .file_stem()
+        .map(|s| s.to_string_lossy())
+        .unwrap_or_default();
+    format!("pi:{stem}")
+}
+
+impl<L: Lines> Session<L> {
+    /// Reads up to the session header; an empty file gives a session with
+    /// no context.
+    pub(crate) fn open(mut lines: L, path: &Path, opts: &SourceOptions) -> Result<Self, Error> {
+        let mut parser = LineParser::new(opts.filter);
+        let mut report = opts.report();
+        let mut nul_line: Option<LinePos> = None;
+        let no_header = |pos: LinePos, reason: String| {
+            Error::new(
+                path,
+                ErrorKind::NoHeader {
+                    line: pos.line,
+                    byte: pos.byte,
+                    reason,
+                },
+            )
+        };
+        let header = loop {
+            match lines.next_line().map_err(|e| Error::io(path, e))? {
+                None => break None,
+                Some(Supplied::TooLong { pos, len }) => {
+                    return Err(no_header(pos, SkipReason::TooLong { len }.to_string()))
+                }
+                Some(Supplied::Line(bytes, pos)) => {
+                    let bytes = match pos.byte {
+                        0 => bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes),
+                        _ => bytes,
+                    };
+                    if is_blank(bytes) {
+                        continue;
+                    }
+                    if bytes.iter().all(|b| matches!(b, 0 | b' ' | b'\t' | b'\r')) {
+                        nul_line.get_or_insert(pos);
+                        continue;
+                    }
+                    if let Some(nul) = nul_line {
+                        return Err(no_header(nul, "NUL bytes before the session header".into()));
+                    }
+                    match parser.header(bytes, &mut report) {
+                        Ok(h) => break Some(h),
+                        Err(e) => return Err(no_header(pos, e.0)),
+                    }
+                }
+            }
+        };
+        report.empty = header.is_none();
+        report.bytes = lines.consumed();
+        let ctx = header.map(|header| Context {
+            header,
+            source: source_name(path),
+        });
+        Ok(Session {
+            lines,
+            path: path.to_path_buf(),
+            start: 0,
+            parser,
+            arena: Bump::new(),
+            ctx,
+            report,
+        })
+    }
+
+    /// A session that starts after the header, at a known place: for reading
+    /// a part of a file whose header was read before.
+    fn resume(lines: L, path: &Path, header: Header, opts: &SourceOptions) -> Self {
+        Session {
+            start: lines.consumed(),
+            lines,
+            path: path.to_path_buf(),
+            parser: LineParser::new(opts.filter),
+            arena: Bump::new(),
+            ctx: Some(Context {
+                header,
+                source: source_name(path),
+            }),
+            report: opts.report(),
+        }
+    }
+
+    pub(crate) fn next_record(&mut self) -> Result<Option<Record<'_>>, Error> {
+        let Session {
+            lines,
+            path,
+            start,
+            parser,
+            arena,
+            ctx,
+            report,
+        } = self;
+        let start = *start;
+        arena.reset();
+        let arena = &*arena;
+        let Some(ctx) = ctx.as_ref() else {
+            return Ok(None);
+        };
+        loop {
+            let next = lines.next_line().map_err(|e| Error::io(path, e));
+            let supplied = match next {
+                Ok(Some(s)) => s,
+                Ok(None) => {
+                    report.bytes = lines.consumed() - start;
+                    return Ok(None);
+                }
+                Err(e) => {
+                    report.bytes = lines.consumed() - start;
+                    return Err(e);
+                }
+            };
+            match supplied {
+                Supplied::TooLong { pos, len } => {
+                    report.lines += 1;
+                    report.skip(pos.line, pos.byte, SkipReason::TooLong { len });
+                }
+                Supplied::Line(bytes, pos) => {
+                    if let Some(rec) = parser.line(bytes, pos, arena, ctx, report) {
+                        report.bytes = lines.consumed() - start;
+                        return Ok(Some(rec));
+                    }
+                }
+            }
+        }
+    }
+}
+
+macro_rules! record_source {
+    ($ty:ident $(<$g:ident: $b:path>)?) => {
+        impl$(<$g: $b>)? RecordSource for $ty$(<$g>)? {
+            fn next_record(&mut self) -> Result<Option<Record<'_>>, Error> {
+                self.0.next_record()
+            }
+
+            fn report(&self) -> &Report {
+                &self.0.report
+            }
+
+            fn header(&self) -> Option<&Header> {
+                self.0.ctx.as_ref().map(|c| &c.header)
+            }
+        }
+
+        impl$(<$g: $b>)? $ty$(<$g>)? {
+            /// The path the source reads (as given).
+            pub fn path(&self) -> &Path {
+                &self.0.path
+            }
+
+            /// Reads to the end, counting; returns the final report.
+            ///
+            /// # Errors
+            /// An I/O error while reading.
+            pub fn drain(mut self) -> Result<Report, Error> {
+                while self.next_record()?.is_some() {}
+                Ok(self.0.report)
+            }
+        }
+    };
+}
+
+/// The pi session source over a file or any reader: the chunked line
+/// reader (one fixed buffer, `memchr` splitting), so it copes with files
+/// that grow while they are read and never holds more than one line.
+///
+/// ```
+/// use mem_ingest::{PiSessionSource, RecordSource, Role};
+///
+/// let jsonl = concat!(
+///     r#"{"type":"session","version":3,"id":"s1","timestamp":"2025-01-01T00:00:00Z","cwd":"/tmp/my-project"}"#, "\n",
+///     r#"{"type":"message","id":"a1","parentId":null,"timestamp":"2025-01-01T00:00:01Z","message":{"role":"user","content":"hi","timestamp":1735689601000}}"#, "\n",
+/// );
+/// let mut src = PiSessionSource::from_reader(jsonl.as_bytes(), "s1.jsonl").unwrap();
+/// let rec = src.next_record().unwrap().unwrap();
+/// assert_eq!((rec.role, rec.text, rec.project, rec.key), (Role::User, "hi", "/tmp/my-project", "s1:a1"));
+/// assert!(src.next_record().unwrap().is_none());
+/// assert_eq!(src.report().records, 1);
+/// ```
+#[derive(Debug)]
+pub struct PiSessionSource<R = File>(Session<LineReader<R>>);
+
+record_source!(PiSessionSource<R: Read>);
+
+impl PiSessionSource<File> {
+    /// Opens a session file (read-only) and reads up to its header.
+    ///
+    /// # Errors
+    /// The file cannot be opened or read, or its first non-blank line is
+    /// not a session header with a string `id`. An empty file (only
+    /// whitespace, NULs and a BOM) is not an error: its report says
+    /// `empty` and it gives no records.
+    pub fn open(path: impl AsRef<Path>) -> Result<Self, Error> {
+        Self::open_with(path, &SourceOptions::default())
+    }
+
+    /// [`PiSessionSource::open`] with options.
+    ///
+    /// # Errors
+    /// As [`PiSessionSource::open`].
+    pub fn open_with(path: impl AsRef<Path>, opts: &SourceOptions) -> Result<Self, Error> {
+        let path = path.as_ref();
+        let file = File::open(path).map_err(|e| Error::io(path, e))?;
+        Self::from_reader_with(file, path, opts)
+    }
+}
+
+impl<R: Read> PiSessionSource<R> {
+    /// A source over any reader; `path` names it in reports and errors and
+    /// gives the source name `pi:<file stem>`.
+    ///
+    /// # Errors
+    /// As [`PiSessionSource::open`].
+    pub fn from_reader(rdr: R, path: impl AsRef<Path>) -> Result<Self, Error> {
+        Self::from_reader_with(rdr, path, &SourceOptions::default())
+    }
+
+    /// [`PiSessionSource::from_reader`] with options.
+    ///
+    /// # Errors
+    /// As [`PiSessionSource::open`].
+    pub fn from_reader_with(
+        rdr: R,
+        path: impl AsRef<Path>,
+        opts: &SourceOptions,
+    ) -> Result<Self, Error> {
+        let lines = LineReader::with_capacity(rdr, opts.buffer_capacity, opts.max_line);
+        Session::open(lines, path.as_ref(), opts).map(PiSessionSource)
+    }
+
+    /// A source over a part of a session file whose header is known: `rdr`
+    /// starts at absolute offset `byte`, at the start of a line, after
+    /// `lines_before` lines (the header among them). Used to read one file
+    /// on several cores, or to resume where an earlier run stopped.
+    pub fn resume(
+        rdr: R,
+        path: impl AsRef<Path>,
+        header: Header,
+        byte: u64,
+        lines_before: u64,
+        opts: &SourceOptions,
+    ) -> Self {
+        let lines =
+            LineReader::starting_at(rdr, opts.buffer_capacity, opts.max_line, byte, lines_before);
+        PiSessionSource(Session::resume(lines, path.as_ref(), header, opts))
+    }
+}
+
+pub(crate) use record_source;
