@@ -50,17 +50,24 @@ impl Error {
     pub fn kind(&self) -> &ErrorKind {
         &self.kind
     }
+
+    /// The message without the path: the place (`line:byte: `, where there
+    /// is one) and the cause.
+    pub fn cause(&self) -> String {
+        match &self.kind {
+            ErrorKind::Io(e) => e.to_string(),
+            ErrorKind::NoHeader { line, byte, reason } => format!("{line}:{byte}: {reason}"),
+        }
+    }
 }
 
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let path = self.path.display();
-        match &self.kind {
-            ErrorKind::Io(e) => write!(f, "{path}: {e}"),
-            ErrorKind::NoHeader { line, byte, reason } => {
-                write!(f, "{path}:{line}:{byte}: {reason}")
-            }
+        write!(f, "{}:", self.path.display())?;
+        if matches!(self.kind, ErrorKind::Io(_)) {
+            f.write_str(" ")?;
         }
+        f.write_str(&self.cause())
     }
 }
 
