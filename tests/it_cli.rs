@@ -1,0 +1,582 @@
+//! The command line, run as a user runs it, on the committed fixtures.
+
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use serde_json::Value;
+
+fn bin() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_mem-ingest"));
+    c.current_dir(env!("CARGO_MANIFEST_DIR"));
+    c.env_remove("PI_CODING_AGENT_SESSION_DIR")
+        .env_remove("PI_CODING_AGENT_DIR");
+    c
+}
+
+fn run(args: &[&str]) -> Output {
+    bin().args(args).output().expect("runs")
+}
+
+fn stats_json(args: &[&str]) -> (Value, Output) {
+    let mut all = vec!["stats", "--json", "--quiet"];
+    all.extend_from_slice(args);
+    let out = run(&all);
+    let v = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "stats --json gave no JSON ({e}): {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    (v, out)
+}
+
+fn tmpdir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("mem-ingest-cli-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn keys(v: &Value) -> Vec<&str> {
+    v.as_object().unwrap().keys().map(String::as_str).collect()
+}
+
+#[test]
+fn stats_over_the_fixtures_exact() {
+    let (s, out) = stats_json(&["fixtures/"]);
+    // Three files lack a valid header (garbage before it, no id, no header):
+    // each is a failure naming the path; the others are read.
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(s["files"], 20);
+    assert_eq!(s["files_failed"], 3);
+    assert_eq!(s["files_empty"], 2);
+    // pi's oracle counts over the same files, plus bom-prefixed.jsonl which
+    // pi 1.x rejects and we accept (147 entries: 123 messages, ...).
+    let entries = serde_json::json!({
+        "session": 16, "model_change": 31, "thinking_level_change": 31,
+        "message": 2040, "session_info": 22, "custom": 86, "usage": 17,
+        "compaction": 34, "context_edit": 18, "label": 50, "branch_summary": 23,
+        "custom_message": 44, "future_entry": 1
+    });
+    assert_eq!(s["entries"], entries);
+    assert_eq!(
+        s["roles"],
+        serde_json::json!({"user": 408, "assistant": 753, "tool_result": 777,
+            "bash_execution": 42, "custom": 64, "system": 96})
+    );
+    assert_eq!(s["lines"], 2417);
+    assert_eq!(s["records"], 2140);
+    assert_eq!(s["skipped"], 4);
+    assert_eq!(s["repaired"], 118);
+    let failures: Vec<(&str, &str)> = s["failures"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| (f["path"].as_str().unwrap(), f["error"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        failures,
+        vec![
+            (
+                "fixtures/bad/garbage-then-header.jsonl",
+                "1:0: not a session header: malformed JSON (unexpected bytes after the value or invalid structure)"
+            ),
+            ("fixtures/bad/header-without-id.jsonl", "1:0: session header without a string \"id\""),
+            (
+                "fixtures/bad/no-header-first-line-message.jsonl",
+                "1:0: not a session header: first entry has type \"model_change\""
+            ),
+        ]
+    );
+    let skips: Vec<String> = s["skips"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| {
+            format!(
+                "{}:{}:{}",
+                k["path"].as_str().unwrap(),
+                k["line"],
+                k["byte"]
+            )
+        })
+        .collect();
+    assert_eq!(
+        skips,
+        vec![
+            "fixtures/bad/malformed-middle-line.jsonl:11:58976",
+            "fixtures/bad/malformed-middle-line.jsonl:12:59011",
+            "fixtures/bad/nul-bytes-tail.jsonl:148:239260",
+            "fixtures/bad/truncated-last-line.jsonl:147:239126",
+        ]
+    );
+}
+
+#[test]
+fn stats_json_schema_and_usage_of_hand_built() {
+    let (s, out) = stats_json(&["fixtures/hand-built.jsonl"]);
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(
+        keys(&s),
+        [
+            "files",
+            "files_failed",
+            "files_empty",
+            "bytes",
+            "lines",
+            "records",
+            "skipped",
+            "repaired",
+            "roles",
+            "entries",
+            "usage",
+            "by_model",
+            "by_project",
+            "failures",
+            "skips"
+        ]
+    );
+    assert_eq!(
+        keys(&s["roles"]),
+        [
+            "user",
+            "assistant",
+            "tool_result",
+            "bash_execution",
+            "custom",
+            "system"
+        ]
+    );
+    assert_eq!(
+        (s["files"].as_u64(), s["bytes"].as_u64()),
+        (Some(1), Some(9517))
+    );
+    assert_eq!(
+        (s["lines"].as_u64(), s["records"].as_u64()),
+        (Some(33), Some(22))
+    );
+    // Assistant messages (A1..A6, A4 without totalTokens: 360 computed),
+    // the toolResult usage and the 1.x usage entry.
+    assert_eq!(
+        s["usage"],
+        serde_json::json!({"input": 2015, "output": 209, "cache_read": 14000,
+            "cache_write": 2400, "total_tokens": 18624, "cost": 13.5625})
+    );
+    let m = &s["by_model"][0];
+    assert_eq!(
+        keys(m),
+        [
+            "provider",
+            "model",
+            "messages",
+            "input",
+            "output",
+            "cache_read",
+            "cache_write",
+            "total_tokens",
+            "cost"
+        ]
+    );
+    assert_eq!(
+        (m["provider"].as_str(), m["model"].as_str()),
+        (Some("anthropic"), Some("claude-sonnet-4-5"))
+    );
+    assert_eq!(m["messages"], 6);
+    assert_eq!(m["total_tokens"], 18613);
+    assert_eq!(
+        s["by_project"],
+        serde_json::json!([{"project": "/tmp/my-project", "sessions": 1, "records": 22,
+            "total_tokens": 18624, "cost": 13.5625}])
+    );
+}
+
+#[test]
+fn backfill_schema_and_filters() {
+    let out = run(&["backfill", "-q", "fixtures/hand-built.jsonl"]);
+    assert_eq!(out.status.code(), Some(0));
+    let lines: Vec<Value> = out
+        .stdout
+        .split(|b| *b == b'\n')
+        .filter(|l| !l.is_empty())
+        .map(|l| serde_json::from_slice(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 22);
+    let a = &lines[2];
+    assert_eq!(
+        keys(a),
+        [
+            "key",
+            "project",
+            "session",
+            "file",
+            "source",
+            "line",
+            "byte",
+            "id",
+            "parent_id",
+            "entry",
+            "role",
+            "kinds",
+            "timestamp",
+            "text",
+            "provider",
+            "model",
+            "usage",
+            "stop_reason"
+        ]
+    );
+    assert_eq!(a["key"], "hand-built-0001:c0de0005");
+    assert_eq!(a["file"], "fixtures/hand-built.jsonl");
+    assert_eq!(a["source"], "pi:hand-built");
+    assert_eq!(
+        (a["line"].as_u64(), a["byte"].as_u64()),
+        (Some(6), Some(1128))
+    );
+    assert_eq!(
+        a["kinds"],
+        serde_json::json!(["thinking", "text", "toolCall"])
+    );
+    assert_eq!(
+        a["text"],
+        "Let me look at the files first.\nI'll list the project \u{1F600} first.\nbash {\"command\":\"ls -la /tmp/my-project\",\"timeout\":30}"
+    );
+    assert_eq!(
+        keys(&a["usage"]),
+        [
+            "input",
+            "output",
+            "cache_read",
+            "cache_write",
+            "total_tokens",
+            "cost"
+        ]
+    );
+    // Records without content still carry kinds, as [].
+    assert!(lines.iter().all(|l| l["kinds"].is_array()));
+    assert!(lines
+        .iter()
+        .all(|l| !l.as_object().unwrap().values().any(Value::is_null)));
+
+    let out = run(&[
+        "backfill",
+        "-q",
+        "--role",
+        "bash_execution",
+        "--max-text",
+        "5",
+        "fixtures/hand-built.jsonl",
+    ]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    let rows: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(rows.len(), 2);
+    assert_eq!(
+        (rows[0]["text"].as_str(), rows[0]["text_bytes"].as_u64()),
+        (Some("$ car"), Some(44))
+    );
+    assert_eq!(
+        (rows[1]["text"].as_str(), rows[1]["text_bytes"].as_u64()),
+        (Some("$ sle"), Some(12))
+    );
+
+    // A cut never splits a character: "é" is two bytes.
+    let out = run(&[
+        "backfill",
+        "-q",
+        "--max-text",
+        "24",
+        "--role",
+        "user",
+        "fixtures/hand-built.jsonl",
+    ]);
+    let first: Value =
+        serde_json::from_slice(out.stdout.split(|b| *b == b'\n').next().unwrap()).unwrap();
+    assert_eq!(first["text"], "Fix the \"bug\" in C:\\User");
+
+    // Time bounds: since inclusive, until exclusive, in Unix ms on the record.
+    let out = run(&[
+        "backfill",
+        "-q",
+        "--since",
+        "2026-01-15T10:00:05Z",
+        "--until",
+        "2026-01-15T10:00:07.000Z",
+        "fixtures/hand-built.jsonl",
+    ]);
+    let ts: Vec<i64> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["timestamp"]
+                .as_i64()
+                .unwrap()
+        })
+        .collect();
+    assert_eq!(ts, vec![1_768_471_205_000, 1_768_471_206_000]);
+}
+
+#[test]
+fn exit_codes() {
+    assert_eq!(run(&["backfill", "--no-such-flag"]).status.code(), Some(2));
+    assert_eq!(
+        run(&["backfill", "--since", "yesterday", "fixtures/"])
+            .status
+            .code(),
+        Some(2)
+    );
+    assert_eq!(
+        run(&["backfill", "--role", "robot", "fixtures/"])
+            .status
+            .code(),
+        Some(2)
+    );
+    assert_eq!(
+        run(&["stats", "--jobs", "0", "fixtures/"]).status.code(),
+        Some(2)
+    );
+    // A PATH that does not exist fails that PATH, after the others are read.
+    let (s, out) = stats_json(&["fixtures/hand-built.jsonl", "no/such/path"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        (
+            s["files"].as_u64(),
+            s["files_failed"].as_u64(),
+            s["records"].as_u64()
+        ),
+        (Some(2), Some(1), Some(22))
+    );
+    assert_eq!(s["failures"][0]["path"], "no/such/path");
+    let out = run(&["stats", "fixtures/hand-built.jsonl", "no/such/path"]);
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        err.contains("error: no/such/path: No such file or directory"),
+        "{err}"
+    );
+}
+
+#[test]
+fn missing_archive_is_a_clear_error() {
+    let d = tmpdir("noarchive");
+    let out = bin()
+        .args(["stats"])
+        .env("PI_CODING_AGENT_SESSION_DIR", d.join("gone"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        err.contains("session archive") && err.contains("gone"),
+        "{err}"
+    );
+    // PI_CODING_AGENT_DIR/sessions when only that is set.
+    std::fs::create_dir_all(d.join("agent/sessions/--tmp-p--")).unwrap();
+    std::fs::copy(
+        "fixtures/hand-built.jsonl",
+        d.join("agent/sessions/--tmp-p--/x.jsonl"),
+    )
+    .unwrap();
+    let out = bin()
+        .args(["stats", "--json", "-q"])
+        .env("PI_CODING_AGENT_DIR", d.join("agent"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let s: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(s["records"], 22);
+    std::fs::remove_dir_all(d).unwrap();
+}
+
+/// A session of more than one part (8 MiB): header, pi-written lines
+/// repeated, blank lines and a damaged line in each round.
+fn big_session(dir: &Path) -> PathBuf {
+    let src = std::fs::read("fixtures/pi-1x.jsonl").unwrap();
+    let mut lines = src.split(|b| *b == b'\n').filter(|l| !l.is_empty());
+    let header = lines.next().unwrap();
+    let body: Vec<&[u8]> = lines.collect();
+    let mut out = header.to_vec();
+    out.push(b'\n');
+    while out.len() < 20_000_000 {
+        for l in &body {
+            out.extend_from_slice(l);
+            out.push(b'\n');
+        }
+        out.extend_from_slice(b"\n \r\n{\"type\":\"message\", broken\n");
+    }
+    let p = dir.join("big.jsonl");
+    std::fs::write(&p, out).unwrap();
+    p
+}
+
+#[test]
+fn output_identical_whatever_the_jobs_and_offsets_exact() {
+    let d = tmpdir("jobs");
+    let big = big_session(&d);
+    let data = std::fs::read(&big).unwrap();
+    let args = |j: &'static str| {
+        vec![
+            "backfill",
+            "-q",
+            "--jobs",
+            j,
+            "fixtures/",
+            big.to_str().unwrap(),
+        ]
+        .into_iter()
+        .map(String::from)
+        .collect::<Vec<_>>()
+    };
+    let one = bin().args(args("1")).output().unwrap();
+    let two = bin().args(args("2")).output().unwrap();
+    let five = bin().args(args("5")).output().unwrap();
+    assert_eq!(one.status.code(), Some(1)); // the three header-less fixtures
+    assert!(
+        one.stdout == two.stdout && one.stdout == five.stdout,
+        "output differs with --jobs"
+    );
+    // Every record of the large file points at the start of its line.
+    let starts: Vec<usize> = std::iter::once(0)
+        .chain(
+            data.iter()
+                .enumerate()
+                .filter(|(_, b)| **b == b'\n')
+                .map(|(i, _)| i + 1),
+        )
+        .collect();
+    let mut n = 0;
+    for l in one.stdout.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
+        let r: Value = serde_json::from_slice(l).unwrap();
+        if r["file"] == big.to_str().unwrap() {
+            let (line, byte) = (
+                r["line"].as_u64().unwrap() as usize,
+                r["byte"].as_u64().unwrap() as usize,
+            );
+            assert_eq!(starts[line - 1], byte, "line {line}");
+            assert_eq!(data[byte], b'{');
+            n += 1;
+        }
+    }
+    let bad: &[u8] = b"{\"type\":\"message\", broken\n";
+    let rounds = data.windows(bad.len()).filter(|w| *w == bad).count();
+    assert!(rounds >= 2);
+    // pi-1x has 626 records per round (605 messages, 3 compactions, 2 branch summaries, 16 custom_message entries).
+    assert_eq!(n, 626 * rounds);
+    let (s1, _) = stats_json(&["--jobs", "1", big.to_str().unwrap()]);
+    let (s2, _) = stats_json(&["--jobs", "2", big.to_str().unwrap()]);
+    assert_eq!(s1, s2);
+    assert_eq!(s1["skipped"].as_u64(), Some(rounds as u64));
+    assert_eq!(s1["records"].as_u64(), Some(626 * rounds as u64));
+    std::fs::remove_dir_all(d).unwrap();
+}
+
+#[test]
+fn folders_links_and_damaged_files() {
+    let d = tmpdir("tree");
+    let proj = d.join("--tmp-my-project--");
+    std::fs::create_dir_all(&proj).unwrap();
+    std::fs::copy("fixtures/hand-built.jsonl", proj.join("a.jsonl")).unwrap();
+    std::fs::copy(
+        "fixtures/bad/truncated-last-line.jsonl",
+        proj.join("b.jsonl"),
+    )
+    .unwrap();
+    std::fs::copy(
+        "fixtures/bad/no-header-first-line-message.jsonl",
+        proj.join("c.jsonl"),
+    )
+    .unwrap();
+    std::fs::write(proj.join("notes.txt"), "not a session").unwrap();
+    // A symlink loop, and the same file reached through a link.
+    std::os::unix::fs::symlink(&d, proj.join("loop")).unwrap();
+    std::os::unix::fs::symlink(proj.join("a.jsonl"), d.join("link.jsonl")).unwrap();
+    let (s, out) = stats_json(&[d.to_str().unwrap(), proj.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(s["files"], 3);
+    assert_eq!(s["files_failed"], 1);
+    // a: 22 records; b: 130 (its damaged last line skipped).
+    assert_eq!(s["records"].as_u64(), Some(22 + 130));
+    assert_eq!(s["skipped"], 1);
+    assert!(s["failures"][0]["path"]
+        .as_str()
+        .unwrap()
+        .ends_with("c.jsonl"));
+    std::fs::remove_dir_all(d).unwrap();
+}
+
+#[test]
+fn closed_stdout_ends_quietly() {
+    let mut child = bin()
+        .args(["backfill", "fixtures/"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    // The reader is dropped here: the pipe is closed.
+    assert!(first.starts_with("{\"key\":"));
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(0), "{err}");
+    assert_eq!(err, "");
+}
+
+#[test]
+fn output_file_replaced_and_inputs_never_written() {
+    let d = tmpdir("out");
+    let o = d.join("out.ndjson");
+    std::fs::write(&o, "old content\n").unwrap();
+    let before = std::fs::read("fixtures/hand-built.jsonl").unwrap();
+    let out = run(&[
+        "backfill",
+        "-q",
+        "-o",
+        o.to_str().unwrap(),
+        "fixtures/hand-built.jsonl",
+    ]);
+    assert_eq!(out.status.code(), Some(0));
+    assert!(out.stdout.is_empty());
+    let written = std::fs::read_to_string(&o).unwrap();
+    assert_eq!(written.lines().count(), 22);
+    assert!(written.starts_with("{\"key\":\"hand-built-0001:c0de0003\""));
+    assert_eq!(std::fs::read("fixtures/hand-built.jsonl").unwrap(), before);
+    // The output may not be one of the inputs.
+    let copy = d.join("s.jsonl");
+    std::fs::copy("fixtures/hand-built.jsonl", &copy).unwrap();
+    let out = run(&[
+        "backfill",
+        "-q",
+        "-o",
+        copy.to_str().unwrap(),
+        d.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(std::fs::read(&copy).unwrap(), before);
+    std::fs::remove_dir_all(d).unwrap();
+}
+
+#[test]
+fn summary_on_stderr() {
+    let out = run(&["stats", "fixtures/bad/truncated-last-line.jsonl"]);
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        err.contains("warning: fixtures/bad/truncated-last-line.jsonl:147:239126: skipped: truncated last line"),
+        "{err}"
+    );
+    assert!(
+        err.contains("mem-ingest: 1 files (0 failed, 0 empty), 130 records, 1 skipped, 9 repaired"),
+        "{err}"
+    );
+    let table = String::from_utf8(out.stdout).unwrap();
+    assert!(table.contains("records             130"), "{table}");
+}
