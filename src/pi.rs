@@ -169,9 +169,7 @@ impl LineParser {
             // into a short-lived one, and only a record line, counted there,
             // is parsed again into the arena (with its counts discarded).
             let local = Bump::new();
-            if self.parse_and_map(line, pos, &local, ctx, report).is_none() {
-                return None;
-            }
+            self.parse_and_map(line, pos, &local, ctx, report)?;
             return self.parse_and_map(line, pos, arena, ctx, &mut Report::default());
         }
         self.parse_and_map(line, pos, arena, ctx, report)
@@ -730,10 +728,9 @@ impl<'a> Text<'a> {
             self.kind(kind);
             match kind {
                 "text" => self.push(f.str("text").unwrap_or("")),
-                "thinking" => {
-                    if f.get("redacted").and_then(as_bool) != Some(true) {
-                        self.push(f.str("thinking").unwrap_or(""));
-                    }
+                // Redacted thinking gives no text (its kind is kept).
+                "thinking" if f.get("redacted").and_then(as_bool) != Some(true) => {
+                    self.push(f.str("thinking").unwrap_or(""));
                 }
                 "toolCall" => {
                     let name = f.str("name").unwrap_or("");

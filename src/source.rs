@@ -395,6 +395,13 @@ impl<R: Read> PiSessionSource<R> {
         Session::open(lines, path.as_ref(), opts).map(PiSessionSource)
     }
 
+    /// The current length of the line buffer in bytes: the configured
+    /// capacity, or the longest line read so far (up to the maximum line
+    /// length plus one) when that is longer. Never the file size.
+    pub fn buffer_len(&self) -> usize {
+        self.0.lines.buffer().len()
+    }
+
     /// A source over a part of a session file whose header is known: `rdr`
     /// starts at absolute offset `byte`, at the start of a line, after
     /// `lines_before` lines (the header among them). Used to read one file
