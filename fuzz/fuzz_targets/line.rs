@@ -1,0 +1,4 @@
+//! Arbitrary bytes as one line of a session, after a fixed valid header.
+#![no_main]
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| mem_ingest_fuzz::check_line(data));

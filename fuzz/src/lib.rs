@@ -1,0 +1,277 @@
+//! The checks behind the fuzz targets `line` and `reader`.
+//!
+//! `tests/fuzz_regressions.rs` includes this very file with `#[path]`, so a
+//! crash input replays on stable `cargo test` through exactly the code the
+//! fuzzer ran. That is why it depends on `mem_ingest` and std only: the
+//! reader target's parameters are decoded from the input by hand
+//! ([`ReaderCase`]) rather than with `arbitrary`.
+
+use std::io::{self, Read};
+
+use mem_ingest::{Header, OwnedRecord, PiSessionSource, RecordSource, Report, Skip, SourceOptions};
+
+/// The valid header line that `line` puts before its input.
+pub const HEADER: &[u8] = br#"{"type":"session","version":3,"id":"fuzz-session","timestamp":"2025-01-01T00:00:00Z","cwd":"/fuzz/project"}"#;
+
+/// The path sources are given (so the source name is `pi:fuzz`).
+pub const PATH: &str = "fuzz.jsonl";
+
+/// Everything a source gave for one input.
+#[derive(Debug)]
+pub struct Outcome {
+    /// The header, `None` for an empty file.
+    pub header: Option<Header>,
+    /// Every record, owned.
+    pub records: Vec<OwnedRecord>,
+    /// The final report.
+    pub report: Report,
+}
+
+/// Reads a whole session; `Err` holds the error's `Display` text.
+pub fn read_all<R: Read>(rdr: R, opts: &SourceOptions) -> Result<Outcome, String> {
+    let mut src = PiSessionSource::from_reader_with(rdr, PATH, opts).map_err(|e| e.to_string())?;
+    let mut records = Vec::new();
+    while let Some(rec) = src.next_record().map_err(|e| e.to_string())? {
+        records.push(rec.to_owned_record());
+    }
+    Ok(Outcome {
+        header: src.header().cloned(),
+        records,
+        report: src.report().clone(),
+    })
+}
+
+/// `line`: `data` as the second line of a session whose first line is
+/// [`HEADER`]. Never panics; the outcome is consistent with the input
+/// ([`check_consistent`]); when `data` holds no `\n`, every record sits at
+/// line 2, byte `HEADER.len() + 1`, and the report counts 2 lines (1 when
+/// `data` is blank).
+pub fn check_line(data: &[u8]) {
+    let mut input = Vec::with_capacity(HEADER.len() + 1 + data.len());
+    input.extend_from_slice(HEADER);
+    input.push(b'\n');
+    input.extend_from_slice(data);
+    let out = read_all(&input[..], &SourceOptions::default())
+        .unwrap_or_else(|e| panic!("a valid header was rejected: {e}"));
+    let header = out.header.as_ref().expect("a header");
+    assert_eq!(
+        (header.id.as_str(), header.cwd.as_str(), header.version),
+        ("fuzz-session", "/fuzz/project", 3)
+    );
+    check_consistent(&input, &out);
+    if !data.contains(&b'\n') {
+        assert!(out.records.len() <= 1, "one line gave several records");
+        for r in &out.records {
+            assert_eq!((r.line, r.byte), (2, HEADER.len() as u64 + 1), "{r:?}");
+        }
+        let want = if is_blank(data) { 1 } else { 2 };
+        assert_eq!(out.report.lines, want, "{:?}", out.report);
+    }
+}
+
+/// The input of `reader`, decoded: bytes 0..2 (little-endian) choose the
+/// buffer capacity (`1 + n % 4096`), byte 2 the length of the read plan
+/// (`n % 33`), the plan follows, and the rest is the file. Short inputs
+/// give what they have (capacity 1, no plan).
+#[derive(Debug, Clone, Copy)]
+pub struct ReaderCase<'a> {
+    /// Buffer capacity for `SourceOptions::buffer_capacity`, 1..=4096.
+    pub capacity: usize,
+    /// Sizes of successive reads, cycled (see [`ShortReads`]).
+    pub plan: &'a [u8],
+    /// The session file.
+    pub file: &'a [u8],
+}
+
+impl<'a> ReaderCase<'a> {
+    /// Decodes a fuzz input.
+    pub fn decode(data: &'a [u8]) -> Self {
+        let cap = u16::from_le_bytes([
+            data.first().copied().unwrap_or(0),
+            data.get(1).copied().unwrap_or(0),
+        ]);
+        let rest = data.get(2..).unwrap_or(&[]);
+        let (plan, file) = match rest.split_first() {
+            None => (&[][..], &[][..]),
+            Some((n, rest)) => rest.split_at(usize::from(*n % 33).min(rest.len())),
+        };
+        ReaderCase {
+            capacity: 1 + usize::from(cap % 4096),
+            plan,
+            file,
+        }
+    }
+
+    /// Encodes a case (capacity 1..=4096, plan of at most 32 bytes), for
+    /// building inputs by hand.
+    pub fn encode(capacity: usize, plan: &[u8], file: &[u8]) -> Vec<u8> {
+        assert!((1..=4096).contains(&capacity) && plan.len() <= 32);
+        let cap = u16::try_from(capacity - 1).expect("capacity").to_le_bytes();
+        let mut out = vec![cap[0], cap[1], plan.len() as u8];
+        out.extend_from_slice(plan);
+        out.extend_from_slice(file);
+        out
+    }
+}
+
+/// A reader driven by a plan: each read takes the next plan byte `b`
+/// (cycling) and returns at most `b + 1` bytes; `0xFF` returns
+/// `ErrorKind::Interrupted` instead, unless the read before was interrupted
+/// too (then it returns up to 256 bytes). An empty plan fills the buffer.
+#[derive(Debug)]
+pub struct ShortReads<'a> {
+    data: &'a [u8],
+    plan: &'a [u8],
+    step: usize,
+    interrupted: bool,
+}
+
+impl<'a> ShortReads<'a> {
+    /// A reader over `data` following `plan`.
+    pub fn new(data: &'a [u8], plan: &'a [u8]) -> Self {
+        ShortReads {
+            data,
+            plan,
+            step: 0,
+            interrupted: false,
+        }
+    }
+}
+
+impl Read for ShortReads<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let mut n = buf.len();
+        if !self.plan.is_empty() {
+            let b = self.plan[self.step % self.plan.len()];
+            self.step += 1;
+            if b == 0xFF && !self.interrupted {
+                self.interrupted = true;
+                return Err(io::ErrorKind::Interrupted.into());
+            }
+            n = n.min(usize::from(b) + 1);
+        }
+        self.interrupted = false;
+        let n = n.min(self.data.len());
+        buf[..n].copy_from_slice(&self.data[..n]);
+        self.data = &self.data[n..];
+        Ok(n)
+    }
+}
+
+/// `reader`: the file read with the case's capacity through
+/// [`ShortReads`] gives exactly what reading it in one piece with the
+/// default options gives: header, records, report (skips, repairs, counts,
+/// usage) or the same error; and that outcome is consistent with the file.
+pub fn check_reader(data: &[u8]) {
+    let case = ReaderCase::decode(data);
+    let whole = read_all(case.file, &SourceOptions::default());
+    let opts = SourceOptions::default().buffer_capacity(case.capacity);
+    let pieces = read_all(ShortReads::new(case.file, case.plan), &opts);
+    match (&whole, &pieces) {
+        (Ok(a), Ok(b)) => {
+            assert_eq!(a.header, b.header, "header differs");
+            // Debug text, so that a NaN cost compares equal to itself.
+            assert_eq!(
+                format!("{:?}", a.records),
+                format!("{:?}", b.records),
+                "records differ ({case:?})"
+            );
+            assert_eq!(
+                format!("{:?}", a.report),
+                format!("{:?}", b.report),
+                "reports differ ({case:?})"
+            );
+            check_consistent(case.file, a);
+        }
+        (Err(a), Err(b)) => assert_eq!(a, b, "errors differ"),
+        _ => panic!("one piece: {whole:?}\nshort reads: {pieces:?}\n{case:?}"),
+    }
+}
+
+/// A blank line holds only spaces, tabs and `\r` (the library's rule).
+pub fn is_blank(line: &[u8]) -> bool {
+    line.iter().all(|b| matches!(b, b' ' | b'\t' | b'\r'))
+}
+
+/// The lines of `input` split on `\n` with their offsets (a last empty
+/// piece after a final `\n` is no line).
+fn lines_of(input: &[u8]) -> Vec<(u64, &[u8])> {
+    let mut out = Vec::new();
+    let mut byte = 0u64;
+    for piece in input.split(|b| *b == b'\n') {
+        out.push((byte, piece));
+        byte += piece.len() as u64 + 1;
+    }
+    if out.last().is_some_and(|(_, p)| p.is_empty()) {
+        out.pop();
+    }
+    out
+}
+
+/// What must hold for any outcome of a successful read of `input`:
+/// the report's invariant (`records + no_record + skipped == lines`),
+/// `lines` equal to the non-blank lines of the input (a BOM at byte 0 is
+/// ignored), every byte read, and each record and skip at the offset of a
+/// non-blank line, in order, with the header's session, project and a key
+/// made of the session id and the entry id (or `L<line>`).
+pub fn check_consistent(input: &[u8], out: &Outcome) {
+    let r = &out.report;
+    assert_eq!(
+        r.records + r.no_record + r.skipped,
+        r.lines,
+        "records + no_record + skipped != lines: {r:?}"
+    );
+    assert_eq!(r.bytes, input.len() as u64, "bytes read");
+    let lines = lines_of(input);
+    let non_blank = lines
+        .iter()
+        .filter(|(byte, l)| {
+            let l = match byte {
+                0 => l.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(l),
+                _ => l,
+            };
+            !is_blank(l)
+        })
+        .count() as u64;
+    let Some(header) = &out.header else {
+        assert!(r.empty && r.lines == 0 && out.records.is_empty(), "{r:?}");
+        return;
+    };
+    assert!(!r.empty);
+    assert_eq!(r.lines, non_blank, "non-blank lines: {r:?}");
+    assert_eq!(r.records, out.records.len() as u64 + r.filtered);
+    assert_eq!(r.roles.iter().sum::<u64>(), r.records);
+    assert_eq!(r.entries.total(), r.records + r.no_record, "{r:?}");
+    assert_eq!(r.skips.len() as u64, r.skipped.min(1000));
+    let repaired = out.records.iter().filter(|x| x.repaired).count() as u64;
+    assert!(repaired <= r.repaired, "{r:?}");
+
+    let at = |line: u64, byte: u64| {
+        let (start, text) = usize::try_from(line)
+            .ok()
+            .and_then(|n| lines.get(n.checked_sub(1)?))
+            .unwrap_or_else(|| panic!("line {line} is past the end"));
+        assert_eq!(*start, byte, "line {line} starts at {start}, not {byte}");
+        assert!(!is_blank(text), "line {line} is blank");
+    };
+    let mut last = 0;
+    for rec in &out.records {
+        at(rec.line, rec.byte);
+        assert!(rec.line > last.max(1), "record lines out of order");
+        last = rec.line;
+        assert_eq!(rec.session, header.id);
+        assert_eq!(rec.project, header.cwd);
+        assert_eq!(rec.source, "pi:fuzz");
+        let key = match &rec.id {
+            Some(id) => format!("{}:{id}", header.id),
+            None => format!("{}:L{}", header.id, rec.line),
+        };
+        assert_eq!(rec.key, key);
+    }
+    let mut last = 0;
+    for Skip { line, byte, .. } in &r.skips {
+        at(*line, *byte);
+        assert!(*line > last, "skips out of order");
+        last = *line;
+    }
+}
