@@ -681,3 +681,47 @@ fn write_table(out: &mut impl Write, s: &Stats) -> io::Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn file_deleted_between_discovery_and_open_fails_alone() {
+        let d = std::env::temp_dir().join(format!("mem-ingest-del-{}", std::process::id()));
+        std::fs::create_dir_all(&d).unwrap();
+        let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/hand-built.jsonl");
+        for name in ["a.jsonl", "b.jsonl", "c.jsonl"] {
+            std::fs::copy(&fixture, d.join(name)).unwrap();
+        }
+        let opts = SourceOptions::new();
+        let found = discover::discover(std::slice::from_ref(&d));
+        let plan = plan::plan(found.files, &opts);
+        assert_eq!(plan.tasks.len(), 3);
+        std::fs::remove_file(d.join("b.jsonl")).unwrap();
+        let mut totals = Totals::default();
+        let ok = |_: &mem_ingest::Record<'_>, _: &str, _: &mut Vec<u8>| true;
+        execute(
+            &plan,
+            2,
+            &opts,
+            &ProgressBar::hidden(),
+            &mut totals,
+            ok,
+            |_| true,
+        );
+        assert_eq!(
+            (totals.files, totals.files_failed, totals.report.records),
+            (3, 1, 44)
+        );
+        assert_eq!(
+            totals.failures[0].0,
+            d.join("b.jsonl").display().to_string()
+        );
+        assert_eq!(
+            totals.failures[0].1,
+            "No such file or directory (os error 2)"
+        );
+        std::fs::remove_dir_all(d).unwrap();
+    }
+}

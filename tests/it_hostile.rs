@@ -1,0 +1,388 @@
+//! Hostile input: files that change while they are read, damage inside
+//! lines, and files the command line cannot read. Each case has an exact
+//! expected outcome.
+
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use mem_ingest::{
+    MmapSessionSource, OwnedRecord, PiSessionSource, RecordSource, Report, Role, SkipReason,
+    SourceOptions,
+};
+
+fn tmpdir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("mem-ingest-hostile-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn drain(mut src: impl RecordSource) -> (Vec<OwnedRecord>, Report) {
+    let mut v = Vec::new();
+    while let Some(r) = src.next_record().unwrap() {
+        v.push(r.to_owned_record());
+    }
+    (v, src.report().clone())
+}
+
+fn read(bytes: &[u8]) -> (Vec<OwnedRecord>, Report) {
+    drain(PiSessionSource::from_reader(bytes, "t.jsonl").unwrap())
+}
+
+const HEADER: &str = r#"{"type":"session","version":3,"id":"s1","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/tmp/my-project"}"#;
+
+fn user(id: &str, text: &str) -> String {
+    format!(
+        r#"{{"type":"message","id":"{id}","parentId":null,"timestamp":"2026-01-01T00:00:01.000Z","message":{{"role":"user","content":"{text}","timestamp":1767225601000}}}}"#
+    )
+}
+
+#[test]
+fn file_growing_while_read_gives_a_prefix_and_at_most_one_partial_line() {
+    let d = tmpdir("grow");
+    let path = d.join("live.jsonl");
+    std::fs::write(&path, format!("{HEADER}\n")).unwrap();
+    let done = Arc::new(AtomicBool::new(false));
+    let writer = {
+        let (path, done) = (path.clone(), done.clone());
+        std::thread::spawn(move || {
+            let mut f = OpenOptions::new().append(true).open(&path).unwrap();
+            for i in 0..3000 {
+                let line = format!("{}\n", user(&format!("{i:08x}"), &"x".repeat(i % 300)));
+                // Whole lines, and lines written in two halves.
+                if i % 3 == 0 {
+                    let (a, b) = line.split_at(line.len() / 2);
+                    f.write_all(a.as_bytes()).unwrap();
+                    f.flush().unwrap();
+                    std::thread::yield_now();
+                    f.write_all(b.as_bytes()).unwrap();
+                } else {
+                    f.write_all(line.as_bytes()).unwrap();
+                }
+            }
+            done.store(true, Ordering::SeqCst);
+        })
+    };
+    let mut runs = 0;
+    loop {
+        let finished = done.load(Ordering::SeqCst);
+        let opts = SourceOptions::new().buffer_capacity(512);
+        let (recs, report) = drain(PiSessionSource::open_with(&path, &opts).unwrap());
+        // What was read is exactly the first records of the file, in order.
+        for (i, r) in recs.iter().enumerate() {
+            assert_eq!(r.id.as_deref(), Some(format!("{i:08x}").as_str()));
+            assert_eq!(r.text, "x".repeat(i % 300));
+            assert_eq!(r.line, i as u64 + 2);
+        }
+        // Only the last line can be partial; nothing else is lost.
+        assert!(report.skipped <= 1, "{:?}", report.skips);
+        if let Some(s) = report.skips.first() {
+            assert_eq!(s.line, recs.len() as u64 + 2);
+            assert!(
+                matches!(s.reason, SkipReason::Truncated(_)),
+                "{:?}",
+                s.reason
+            );
+        }
+        assert_eq!(
+            report.records + report.no_record + report.skipped,
+            report.lines
+        );
+        runs += 1;
+        if finished {
+            assert_eq!(recs.len(), 3000);
+            assert_eq!(report.skipped, 0);
+            break;
+        }
+    }
+    writer.join().unwrap();
+    assert!(runs >= 1);
+    std::fs::remove_dir_all(d).unwrap();
+}
+
+#[test]
+fn file_truncated_while_read_ends_early_without_a_crash() {
+    let d = tmpdir("trunc");
+    let path = d.join("t.jsonl");
+    let mut body = format!("{HEADER}\n");
+    for i in 0..2000 {
+        body.push_str(&user(&format!("{i:08x}"), &"y".repeat(200)));
+        body.push('\n');
+    }
+    std::fs::write(&path, &body).unwrap();
+    let opts = SourceOptions::new().buffer_capacity(4096);
+    let mut src = PiSessionSource::open_with(&path, &opts).unwrap();
+    let mut seen = Vec::new();
+    for _ in 0..10 {
+        seen.push(src.next_record().unwrap().unwrap().to_owned_record());
+    }
+    // The writer truncates the file to 50 bytes into line 102 (a live session
+    // rewritten, or a full disk).
+    let cut = body.match_indices('\n').nth(100).unwrap().0 + 50;
+    OpenOptions::new()
+        .write(true)
+        .open(&path)
+        .unwrap()
+        .set_len(cut as u64)
+        .unwrap();
+    while let Some(r) = src.next_record().unwrap() {
+        seen.push(r.to_owned_record());
+    }
+    let report = src.report().clone();
+    // The chunked reader goes on from where it was to the new end: the 100
+    // whole messages left (lines 2 to 101), then the partial line 102,
+    // skipped.
+    assert_eq!(seen.len(), 100);
+    for (i, r) in seen.iter().enumerate() {
+        assert_eq!(r.id.as_deref(), Some(format!("{i:08x}").as_str()));
+    }
+    assert_eq!(report.skipped, 1);
+    assert_eq!(report.skips[0].line, 102);
+    assert_eq!(
+        report.records + report.no_record + report.skipped,
+        report.lines
+    );
+    // A new read sees the same.
+    let (recs, report) = drain(PiSessionSource::open(&path).unwrap());
+    assert_eq!(recs, seen);
+    assert_eq!(report.skipped, 1);
+    assert_eq!(report.skips[0].line, 102);
+    // The mapping source agrees on the truncated file.
+    let (mrecs, mreport) = drain(MmapSessionSource::open(&path, &SourceOptions::new()).unwrap());
+    assert_eq!((mrecs, mreport), (recs, report));
+    std::fs::remove_dir_all(d).unwrap();
+}
+
+#[test]
+fn nul_runs_in_the_middle_and_at_the_end() {
+    let mut f = format!("{HEADER}\n{}\n", user("a1", "one"));
+    f.push_str(&"\0".repeat(40));
+    f.push('\n');
+    f.push_str(&format!("{}\n", user("a2", "two")));
+    f.push_str(&format!("{{\"type\":\"message\",\0\0\0\"id\":\"a3\"}}\n"));
+    f.push_str(&"\0".repeat(4096));
+    let (recs, report) = read(f.as_bytes());
+    assert_eq!(
+        recs.iter().map(|r| r.text.as_str()).collect::<Vec<_>>(),
+        ["one", "two"]
+    );
+    let skips: Vec<(u64, SkipReason)> = report
+        .skips
+        .iter()
+        .map(|s| (s.line, s.reason.clone()))
+        .collect();
+    assert_eq!(
+        skips,
+        vec![
+            (3, SkipReason::Nul),
+            (5, SkipReason::Nul),
+            (6, SkipReason::Nul)
+        ]
+    );
+    assert_eq!(report.lines, 6);
+}
+
+#[test]
+fn file_cut_in_the_middle_of_a_multibyte_character() {
+    let full = format!(
+        "{HEADER}\n{}\n{}",
+        user("a1", "ok"),
+        user("a2", "caf\u{e9} \u{1F680}")
+    );
+    let bytes = full.as_bytes();
+    // Cut inside the 4-byte rocket: the last line is partial and invalid.
+    let rocket = full.find('\u{1F680}').unwrap();
+    let (recs, report) = read(&bytes[..rocket + 2]);
+    assert_eq!(recs.len(), 1);
+    assert_eq!(report.skipped, 1);
+    assert_eq!(report.skips[0].line, 3);
+    assert!(matches!(report.skips[0].reason, SkipReason::Truncated(_)));
+    assert_eq!(report.repaired, 0);
+    // Whole, it is kept as is.
+    let (recs, report) = read(bytes);
+    assert_eq!(recs[1].text, "caf\u{e9} \u{1F680}");
+    assert_eq!((report.skipped, report.repaired), (0, 0));
+}
+
+#[test]
+fn headers_that_are_not_headers() {
+    for (first, why) in [
+        (
+            r#"{"type":"session","id":42,"cwd":"/x"}"#,
+            "session header without a string \"id\"",
+        ),
+        (
+            r#"{"type":"session","id":null,"cwd":"/x"}"#,
+            "session header without a string \"id\"",
+        ),
+        (
+            r#"["session"]"#,
+            "not a session header: not an object with a string \"type\"",
+        ),
+        ("\0\0\0\0", "NUL bytes before the session header"),
+    ] {
+        let text = format!("{first}\n{}\n", user("a1", "x"));
+        let err = PiSessionSource::from_reader(text.as_bytes(), "dir/h.jsonl").unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            format!("dir/h.jsonl:1:0: {why}"),
+            "{first}"
+        );
+    }
+    // A header repeated mid-file gives no record and is counted.
+    let text = format!(
+        "{HEADER}\n{}\n{HEADER}\n{}\n",
+        user("a1", "x"),
+        user("a2", "y")
+    );
+    let (recs, report) = read(text.as_bytes());
+    assert_eq!(recs.len(), 2);
+    assert_eq!(report.entries.get("session"), 2);
+    assert_eq!(report.no_record, 2);
+}
+
+#[test]
+fn content_of_the_wrong_type_is_empty_text() {
+    let mut text = format!("{HEADER}\n");
+    for (i, c) in ["42", "{\"text\":\"x\"}", "null", "true", "[1,\"a\",null]"]
+        .iter()
+        .enumerate()
+    {
+        text.push_str(&format!(
+            r#"{{"type":"message","id":"c{i}","message":{{"role":"assistant","content":{c}}}}}"#
+        ));
+        text.push('\n');
+    }
+    let (recs, report) = read(text.as_bytes());
+    assert_eq!(recs.len(), 5);
+    for r in &recs {
+        assert_eq!(
+            (r.role, r.text.as_str(), r.kinds.len()),
+            (Role::Assistant, "", 0)
+        );
+    }
+    assert_eq!(report.skipped, 0);
+}
+
+fn cli() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_mem-ingest"))
+}
+
+fn stats(args: &[&Path]) -> (serde_json::Value, std::process::Output) {
+    let out = cli()
+        .args(["stats", "--json", "-q"])
+        .args(args)
+        .output()
+        .unwrap();
+    (serde_json::from_slice(&out.stdout).unwrap(), out)
+}
+
+#[test]
+fn cli_skips_non_jsonl_and_survives_symlink_loops() {
+    let d = tmpdir("cli-tree");
+    std::fs::create_dir_all(d.join("a/b")).unwrap();
+    std::fs::copy(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/hand-built.jsonl"),
+        d.join("a/b/s.jsonl"),
+    )
+    .unwrap();
+    std::fs::write(d.join("a/README.md"), "# not a session\n").unwrap();
+    std::fs::write(d.join("a/b/s.jsonl.bak"), "garbage").unwrap();
+    std::os::unix::fs::symlink(d.join("a"), d.join("a/b/up")).unwrap();
+    std::os::unix::fs::symlink(d.join("a/b"), d.join("a/b/self")).unwrap();
+    let (s, out) = stats(&[&d]);
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(
+        (s["files"].as_u64(), s["records"].as_u64()),
+        (Some(1), Some(22))
+    );
+    std::fs::remove_dir_all(d).unwrap();
+}
+
+#[test]
+fn cli_file_without_read_permission_fails_alone() {
+    let d = tmpdir("cli-perm");
+    for dir in [&d, &d.join("p")] {
+        std::fs::create_dir_all(dir).unwrap();
+    }
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/hand-built.jsonl");
+    std::fs::copy(&fixture, d.join("p/ok.jsonl")).unwrap();
+    std::fs::copy(&fixture, d.join("p/locked.jsonl")).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    for (p, mode) in [
+        (d.clone(), 0o755),
+        (d.join("p"), 0o755),
+        (d.join("p/ok.jsonl"), 0o644),
+        (d.join("p/locked.jsonl"), 0o000),
+    ] {
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap();
+    }
+    // Root reads any file: run as the unprivileged `nobody` then.
+    let root = std::process::Command::new("id")
+        .arg("-u")
+        .output()
+        .unwrap()
+        .stdout
+        == b"0\n";
+    let mut cmd = if root {
+        let mut c = Command::new("setpriv");
+        c.args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            env!("CARGO_BIN_EXE_mem-ingest"),
+        ]);
+        c
+    } else {
+        cli()
+    };
+    let out = cmd
+        .args(["stats", "--json", "-q"])
+        .arg(d.join("p"))
+        .output()
+        .unwrap();
+    let s: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|_| panic!("{}", String::from_utf8_lossy(&out.stderr)));
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        (s["files"].as_u64(), s["files_failed"].as_u64()),
+        (Some(2), Some(1))
+    );
+    assert_eq!(s["records"], 22);
+    assert_eq!(
+        s["failures"][0]["path"],
+        d.join("p/locked.jsonl").to_str().unwrap()
+    );
+    assert_eq!(s["failures"][0]["error"], "Permission denied (os error 13)");
+    std::fs::remove_dir_all(d).unwrap();
+}
+
+#[test]
+fn cli_never_writes_to_inputs() {
+    let d = tmpdir("cli-ro");
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/bad");
+    let mut before = Vec::new();
+    for e in std::fs::read_dir(&fixtures).unwrap() {
+        let p = e.unwrap().path();
+        let m = std::fs::metadata(&p).unwrap();
+        before.push((p.clone(), std::fs::read(&p).unwrap(), m.modified().unwrap()));
+    }
+    let out = cli()
+        .args(["backfill", "-q", "-o"])
+        .arg(d.join("o.ndjson"))
+        .arg(&fixtures)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    for (p, bytes, mtime) in before {
+        assert_eq!(std::fs::read(&p).unwrap(), bytes, "{}", p.display());
+        assert_eq!(std::fs::metadata(&p).unwrap().modified().unwrap(), mtime);
+    }
+    // A file without a final newline is not given one (pi 1.x would).
+    let _ = File::open(fixtures.join("truncated-last-line-no-newline-valid.jsonl")).unwrap();
+    std::fs::remove_dir_all(d).unwrap();
+}
