@@ -1685,4 +1685,298 @@ mod pi_source {
             assert_eq!(std::fs::read(&path).unwrap(), before, "{}", path.display());
         }
     }
+
+    /// More than 8 MB of lines without a record between two records: the
+    /// source parses them into a short-lived arena (so its own arena stays
+    /// bounded) and the record after them is still exact, counted once.
+    #[test]
+    fn long_run_without_records_keeps_counts_and_records() {
+        let custom = |i: usize| {
+            format!(
+                r#"{{"type":"custom","id":"c{i}","parentId":null,"timestamp":"2026-01-01T00:00:02.000Z","customType":"state","data":{{"blob":"{}"}}}}"#,
+                "z".repeat(64 * 1024)
+            )
+        };
+        let mut lines: Vec<String> = vec![user_line("m1", r#""first""#)];
+        lines.extend((0..200).map(custom));
+        lines.push(user_line("m2", r#""x\ud83dy""#));
+        lines.extend((200..400).map(custom));
+        lines.push(user_line("m3", r#""third""#));
+        let refs: Vec<&[u8]> = lines.iter().map(|l| l.as_bytes()).collect();
+        let bytes = session(&refs);
+        assert!(bytes.len() > 2 * 8 * 1024 * 1024);
+        let (records, report) = read_bytes(&bytes).unwrap();
+        let got: Vec<_> = records
+            .iter()
+            .map(|r| (r.line, r.text.as_str(), r.repaired))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (2, "first", false),
+                (203, "x\u{FFFD}y", true),
+                (404, "third", false)
+            ]
+        );
+        assert_eq!(report.records, 3);
+        assert_eq!(report.roles, [3, 0, 0, 0, 0, 0]);
+        assert_eq!(report.entries.get("custom"), 400);
+        assert_eq!(report.entries.get("message"), 3);
+        assert_eq!(
+            (report.repaired, report.no_record, report.lines),
+            (1, 401, 404)
+        );
+        assert_invariant(&report, "long run");
+        let tmp = TempDir::new("longrun");
+        let path = tmp.0.join("long-run.jsonl");
+        std::fs::write(&path, &bytes).unwrap();
+        assert_eq!(
+            outcome(read_mmap(&path)).map(|(r, _)| r.len()),
+            Ok(3),
+            "mapping"
+        );
+    }
+
+    /// A role filter hands out only its roles, counts the others, and
+    /// leaves every other number of the report as it was.
+    #[test]
+    fn role_filter_counts_what_it_drops() {
+        let path = fixture("pi-1x.jsonl");
+        let (all, all_report) = read_path(&path).unwrap();
+        let opts =
+            SourceOptions::new().roles(mem_ingest::RoleFilter::only(&[Role::User, Role::System]));
+        let (some, report) = read_path_with(&path, &opts).unwrap();
+        let want: Vec<_> = all
+            .iter()
+            .filter(|r| matches!(r.role, Role::User | Role::System))
+            .cloned()
+            .collect();
+        assert_eq!(some, want);
+        assert_eq!(report.filtered, 626 - 113 - 15);
+        let mut report = report;
+        report.filtered = 0;
+        assert_eq!(report, all_report);
+    }
+
+    /// Reading a file in two parts (the second resumed at a line start with
+    /// the header known) gives the records and report of one pass.
+    #[test]
+    fn resume_in_two_parts_matches_one_pass() {
+        let path = fixture("pi-1x.jsonl");
+        let bytes = std::fs::read(&path).unwrap();
+        let (all, all_report) = read_path(&path).unwrap();
+        let header = PiSessionSource::open(&path)
+            .unwrap()
+            .header()
+            .unwrap()
+            .clone();
+        let lines = split_lines(&bytes);
+        let (line_no, cut, _) = lines[350];
+        let first = &bytes[..cut as usize];
+        let opts = SourceOptions::default();
+        let (mut recs, mut report) = read_bytes_with(first, &opts).unwrap();
+        let rest = PiSessionSource::resume(
+            &bytes[cut as usize..],
+            &path,
+            header,
+            cut,
+            line_no - 1,
+            &opts,
+        );
+        let (more, more_report) = drain(rest);
+        recs.extend(more);
+        report.merge(&more_report);
+        for r in &mut recs {
+            r.source = "pi:pi-1x".into();
+        }
+        assert_eq!(recs, all);
+        // Float sums of costs depend on the order of addition: compare
+        // them to 1e-9, everything else exactly.
+        let close = |a: &mut Usage, b: &Usage| {
+            assert!((a.cost - b.cost).abs() < 1e-9, "{} vs {}", a.cost, b.cost);
+            a.cost = b.cost;
+        };
+        close(&mut report.usage, &all_report.usage);
+        assert_eq!(report.by_model.len(), all_report.by_model.len());
+        for (a, b) in report.by_model.iter_mut().zip(&all_report.by_model) {
+            close(&mut a.usage, &b.usage);
+        }
+        assert_eq!(report, all_report);
+    }
+
+    /// Usage totals and per-model sums, checked against sums computed
+    /// independently (Python over the raw JSON: every `usage` object of a
+    /// message or entry; `totalTokens`, when absent, the sum of the four).
+    /// Tokens exact; costs to 1e-6 (float sums).
+    fn check_usage(
+        report: &Report,
+        total: [u64; 5],
+        cost: f64,
+        models: &[(&str, &str, u64, [u64; 5], f64)],
+    ) {
+        let tokens = |u: &Usage| {
+            [
+                u.input,
+                u.output,
+                u.cache_read,
+                u.cache_write,
+                u.total_tokens,
+            ]
+        };
+        assert_eq!(tokens(&report.usage), total);
+        assert!(
+            (report.usage.cost - cost).abs() < 1e-6,
+            "{}",
+            report.usage.cost
+        );
+        let got: Vec<_> = report
+            .by_model
+            .iter()
+            .map(|m| {
+                (
+                    m.provider.as_str(),
+                    m.model.as_str(),
+                    m.messages,
+                    tokens(&m.usage),
+                )
+            })
+            .collect();
+        let want: Vec<_> = models.iter().map(|m| (m.0, m.1, m.2, m.3)).collect();
+        assert_eq!(got, want);
+        for (m, w) in report.by_model.iter().zip(models) {
+            assert!(
+                (m.usage.cost - w.4).abs() < 1e-6,
+                "{}: {}",
+                m.model,
+                m.usage.cost
+            );
+        }
+    }
+
+    #[test]
+    fn usage_totals_pi_written() {
+        let (_, report) = read_path(&fixture("pi-1x.jsonl")).unwrap();
+        check_usage(
+            &report,
+            [609_405, 496_880, 18_400_161, 2_477_033, 21_983_479],
+            24.090_337_05,
+            &[
+                (
+                    "anthropic",
+                    "claude-sonnet-4-5",
+                    94,
+                    [242_344, 186_861, 7_254_760, 983_923, 8_667_888],
+                    9.396_086_25,
+                ),
+                (
+                    "openai",
+                    "gpt-5.1-codex",
+                    62,
+                    [150_147, 123_421, 4_670_807, 725_731, 5_670_106],
+                    6.424_489_35,
+                ),
+                (
+                    "google",
+                    "gemini-2.5-pro",
+                    65,
+                    [167_426, 146_207, 4_775_563, 590_487, 5_679_683],
+                    6.342_378_15,
+                ),
+            ],
+        );
+        let (_, report) = read_path(&fixture("pi-classic.jsonl")).unwrap();
+        check_usage(
+            &report,
+            [302_308, 230_917, 8_703_518, 1_049_214, 10_285_957],
+            10.916_286_9,
+            &[
+                (
+                    "anthropic",
+                    "claude-sonnet-4-5",
+                    54,
+                    [144_869, 104_532, 4_244_259, 483_297, 4_976_957],
+                    5.088_228_45,
+                ),
+                (
+                    "openai",
+                    "gpt-5.1-codex",
+                    33,
+                    [76_538, 64_117, 2_196_812, 280_384, 2_617_851],
+                    2.901_852_6,
+                ),
+                (
+                    "google",
+                    "gemini-2.5-pro",
+                    32,
+                    [80_901, 62_268, 2_262_447, 285_533, 2_691_149],
+                    2.926_205_85,
+                ),
+            ],
+        );
+    }
+
+    #[test]
+    #[ignore = "reads ../shared/real (MEM_INGEST_REAL_DIR); run with --include-ignored"]
+    fn usage_totals_real() {
+        let (_, report) = read_path(&real("pi-mono_before-compaction.jsonl")).unwrap();
+        check_usage(
+            &report,
+            [3689, 187_895, 54_693_675, 1_685_320, 56_570_579],
+            42.595_907_5,
+            &[(
+                "anthropic",
+                "claude-opus-4-5",
+                484,
+                [3689, 187_895, 54_693_675, 1_685_320, 56_570_579],
+                42.595_907_5,
+            )],
+        );
+        let (_, report) = read_path(&real("pi-mono_large-session.jsonl")).unwrap();
+        check_usage(
+            &report,
+            [1049, 83_156, 43_229_469, 4_296_232, 47_609_906],
+            30.330_197_7,
+            &[
+                ("openai", "gpt-5.1-codex", 1, [0; 5], 0.0),
+                (
+                    "anthropic",
+                    "claude-sonnet-4-5",
+                    452,
+                    [1049, 83_156, 43_229_469, 4_296_232, 47_609_906],
+                    30.330_197_7,
+                ),
+            ],
+        );
+    }
+
+    /// A live writer's partial last line often ends inside a multi-byte
+    /// character or a lone surrogate escape: still one Truncated skip, and
+    /// no repair counted for a line that was not kept.
+    #[test]
+    fn damage_truncated_inside_a_character() {
+        let full = user_line("m2", r#""café 🚀 \ud83d tail""#);
+        let cuts = [
+            full.find('é').unwrap() + 1,
+            full.find('🚀').unwrap() + 2,
+            full.find("\\ud83d").unwrap() + 4,
+        ];
+        for cut in cuts {
+            let mut bytes = session(&[user_line("m1", r#""ok""#).as_bytes()]);
+            bytes.extend_from_slice(&full.as_bytes()[..cut]);
+            let (records, report) = read_bytes(&bytes).unwrap();
+            assert_eq!(records.len(), 1, "cut {cut}");
+            assert_eq!(report.skipped, 1, "cut {cut}");
+            assert_eq!(report.repaired, 0, "cut {cut}");
+            let s = &report.skips[0];
+            assert_eq!(s.line, 3);
+            assert!(
+                matches!(s.reason, SkipReason::Truncated(_)),
+                "cut {cut}: {:?}",
+                s.reason
+            );
+        }
+        // A repaired line that is not an entry is skipped, not repaired.
+        let (_, report) = read_bytes(&session(&[br#""\ud83d""#, b"[\"\xff\"]"])).unwrap();
+        assert_eq!((report.skipped, report.repaired), (2, 0));
+    }
 }
