@@ -7,24 +7,17 @@
 #           reader prefixes: 2 bytes of buffer capacity (little-endian, 1 + n
 #           % 4096), 1 byte of plan length, the plan (see fuzz/src/lib.rs).
 # Files are named by their SHA-1, so running it again adds nothing twice.
-# Usage: fuzz/seed.sh   (from anywhere)
+# Usage: fuzz/seed.sh [CORPUS_DIR]   (from anywhere; default fuzz/corpus)
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(dirname "$here")
-line_dir=$here/corpus/line
-reader_dir=$here/corpus/reader
+corpus=${1:-$here/corpus}
+line_dir=$corpus/line
+reader_dir=$corpus/reader
 mkdir -p "$line_dir" "$reader_dir"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-
-# Writes stdin to $1/<sha1 of the content>.
-save() {
-    local f
-    f=$tmp/piece
-    cat >"$f"
-    cp "$f" "$1/$(sha1sum <"$f" | cut -c1-40)"
-}
 
 shopt -s nullglob
 fixtures=("$root"/fixtures/*.jsonl "$root"/fixtures/bad/*.jsonl)
@@ -37,23 +30,42 @@ fi
 # interruption; 64 interrupted before every read; 4096 whole reads.
 prefixes=('\000\000\001\000' '\006\000\003\002\377\012' '\077\000\001\377' '\377\017\000')
 
-for f in "${fixtures[@]}"; do
-    # Lines: split keeps each line's \n; tr drops it (a line holds no other).
-    mkdir "$tmp/split"
-    split -l 1 -a 6 "$f" "$tmp/split/l"
-    for l in "$tmp"/split/l*; do
-        head -c 8192 "$l" | tr -d '\n' | save "$line_dir"
+# Moves every file of directory $1 to $2/<sha1 of its content>.
+by_sha1() {
+    (cd "$1" && sha1sum -- *) | while read -r sum name; do
+        mv "$1/$name" "$2/$sum"
     done
-    rm -rf "$tmp/split"
+}
 
+# Lines: the distinct lines of all fixtures, one file each (split keeps
+# each line's \n; tr drops it, a line holds no other).
+mkdir "$tmp/split" "$tmp/lines" "$tmp/files"
+for f in "${fixtures[@]}"; do
+    cat "$f"
+    echo
+done | LC_ALL=C sort -u >"$tmp/all"
+split -l 1 -a 6 "$tmp/all" "$tmp/split/l"
+for l in "$tmp"/split/l*; do
+    head -c 8192 "$l" | tr -d '\n' >"$tmp/lines/${l##*/}"
+done
+by_sha1 "$tmp/lines" "$line_dir"
+
+# Files, behind each reader prefix.
+i=0
+for f in "${fixtures[@]}"; do
     if [ "$(wc -c <"$f")" -le 16384 ]; then
         cp "$f" "$tmp/file"
     else
-        { head -n 12 "$f" | head -c 12288; tail -n 3 "$f" | tail -c 4096; } >"$tmp/file"
+        # (through files: `head | head` would die of SIGPIPE under pipefail)
+        head -n 12 "$f" >"$tmp/head"
+        tail -n 3 "$f" >"$tmp/tail"
+        { head -c 12288 "$tmp/head"; tail -c 4096 "$tmp/tail"; } >"$tmp/file"
     fi
     for p in "${prefixes[@]}"; do
-        { printf "$p"; cat "$tmp/file"; } | save "$reader_dir"
+        i=$((i + 1))
+        { printf "$p"; cat "$tmp/file"; } >"$tmp/files/$i"
     done
 done
+by_sha1 "$tmp/files" "$reader_dir"
 
 echo "seed.sh: $(ls "$line_dir" | wc -l) inputs in $line_dir, $(ls "$reader_dir" | wc -l) in $reader_dir"

@@ -26,6 +26,30 @@ fn replay(target: &str, name: &str) {
     }
 }
 
+/// `line`, found in the first 20 s: the two bytes `E4 5C` (an invalid UTF-8
+/// byte, then a backslash that ends the line) panic with "range start index
+/// 5 out of range for slice of length 4" (the fuzzer's input: index 12 of
+/// 11).
+///
+/// Root cause: simd-json rejects the line as invalid UTF-8, so
+/// `pi::parse_into` calls `pi::repair` (src/pi.rs). After replacing invalid
+/// UTF-8, `repair` scans for lone surrogate escapes with
+/// `memchr(b'\\', &out[i..])` and skips an escaped character with
+/// `i = at + 2`. When the backslash is the last byte there is no escaped
+/// character, `i` is `out.len() + 1`, and `&out[i..]` panics. Any line that
+/// needs repair (invalid UTF-8 or a lone surrogate escape) and ends with a
+/// backslash kills the reader: pi keeps both kinds of line, and a line cut by
+/// a crash can end anywhere. Fix: in the loop condition, take
+/// `out.get(i..).unwrap_or_default()` instead of `&out[i..]` (or clamp,
+/// `i = (at + 2).min(out.len())`).
+#[test]
+fn repair_trailing_backslash() {
+    replay("line", "repair-trailing-backslash");
+    // The same line in a whole file, read in pieces.
+    let file = [checks::HEADER, b"\n\xE4\\"].concat();
+    checks::check_reader(&checks::ReaderCase::encode(3, &[0], &file));
+}
+
 #[test]
 fn every_saved_input_replays() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/regressions");

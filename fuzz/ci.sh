@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Runs each fuzz target for a bounded time, for CI (called by .ci/run).
+#
+# With a nightly toolchain: installs cargo-fuzz if it is missing, seeds the
+# corpus from the fixtures (fuzz/seed.sh), then runs `line` and `reader`
+# for FUZZ_SECONDS each (default 60). Exits non-zero when a target crashes
+# (its input is then under fuzz/artifacts/<target>/; see fuzz/README.md to
+# turn it into a regression test). Without a nightly toolchain it says so
+# and exits 0: the saved inputs still replay in `cargo test`
+# (tests/fuzz_regressions.rs).
+set -uo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(dirname "$here")
+seconds=${FUZZ_SECONDS:-60}
+targets=(line reader)
+
+say() { echo "fuzz/ci.sh: $*"; }
+
+if ! command -v rustup >/dev/null 2>&1 || ! rustup run nightly rustc --version >/dev/null 2>&1; then
+    say "no nightly toolchain; skipping the fuzz runs (install one with: rustup toolchain install nightly)"
+    exit 0
+fi
+say "nightly: $(rustup run nightly rustc --version)"
+
+if ! cargo +nightly fuzz --version >/dev/null 2>&1; then
+    say "installing cargo-fuzz"
+    cargo install cargo-fuzz --locked || { say "cargo install cargo-fuzz failed"; exit 1; }
+fi
+say "$(cargo +nightly fuzz --version)"
+
+"$here/seed.sh" || { say "seeding failed"; exit 1; }
+
+cd "$root" || exit 1
+say "building the targets"
+cargo +nightly fuzz build || { say "build failed"; exit 1; }
+
+failed=()
+for t in "${targets[@]}"; do
+    log=$(mktemp)
+    say "running $t for ${seconds}s"
+    cargo +nightly fuzz run "$t" -- \
+        -max_total_time="$seconds" -timeout=30 -dict="$here/pi.dict" -print_final_stats=1 \
+        >"$log" 2>&1
+    rc=$?
+    if [ $rc -eq 0 ]; then
+        # "Done N runs in S second(s)" is libFuzzer's last word on a clean run.
+        say "$t: clean: $(grep -E '^Done [0-9]+ runs' "$log" | tail -n 1)"
+    else
+        say "$t: FAILED (exit $rc); the end of its log:"
+        tail -n 60 "$log"
+        ls -l "$here/artifacts/$t" 2>/dev/null
+        failed+=("$t")
+    fi
+    rm -f "$log"
+done
+
+if [ ${#failed[@]} -gt 0 ]; then
+    say "crashed: ${failed[*]} (see fuzz/README.md: minimise, then add to tests/fuzz_regressions.rs)"
+    exit 1
+fi
+say "all targets clean"
