@@ -285,7 +285,8 @@ pub(crate) fn repair(line: &[u8], out: &mut bumpalo::collections::Vec<'_, u8>) {
         u32::from_str_radix(s, 16).ok()
     };
     let mut i = 0;
-    while let Some(k) = memchr::memchr(b'\\', &out[i..]) {
+    // `i` may pass the end by one after a backslash that ends the line.
+    while let Some(k) = memchr::memchr(b'\\', out.get(i..).unwrap_or_default()) {
         let at = i + k;
         if out.get(at + 1) != Some(&b'u') {
             i = at + 2; // an escaped character, `\\` included
@@ -873,6 +874,7 @@ mod tests {
         assert_eq!(repaired(br#""\\\ud83d""#), br#""\\\ufffd""#);
         assert_eq!(repaired(b"\"a\xffb\""), "\"a\u{FFFD}b\"".as_bytes());
         assert_eq!(repaired(b"\"\xe2\x82\""), "\"\u{FFFD}\"".as_bytes());
+        assert_eq!(repaired(b"\xe4\\"), "\u{FFFD}\\".as_bytes());
     }
 
     #[test]
