@@ -12,10 +12,12 @@ use std::path::Path;
 use memmap2::Mmap;
 
 use crate::error::Error;
-use crate::pi::{Header, LinePos};
+use crate::pi::{Entry, Header, LinePos};
 use crate::record::Record;
 use crate::report::Report;
-use crate::source::{record_source, Lines, RecordSource, Session, SourceOptions, Supplied};
+use crate::source::{
+    record_source, Lines, Position, RecordSource, Session, SourceOptions, Supplied,
+};
 
 /// Lines of a mapping, split with `memchr`.
 #[derive(Debug)]
@@ -55,6 +57,10 @@ impl Lines for MmapLines {
 
     fn consumed(&self) -> u64 {
         self.pos as u64
+    }
+
+    fn lines_read(&self) -> u64 {
+        self.lines
     }
 }
 

@@ -54,6 +54,52 @@ pub struct Header {
     pub timestamp: Option<i64>,
     /// The parent session's path (`parentSession`; v1: `branchedFrom`).
     pub parent_session: Option<String>,
+    /// The header's entry fingerprint (see [`Entry::fingerprint`]), which a
+    /// repeated copy of the header shares.
+    pub fingerprint: u64,
+}
+
+/// One parsed entry: every line that parses to an object with a string
+/// `type`, whether it gives a record or not.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Entry<'a> {
+    /// Identity of the entry for deduplication: a hash of its type, `id`
+    /// and `timestamp` as written; for entries without an id (format v1),
+    /// a hash of the line's bytes. Copies of an entry (forks, a history
+    /// written twice) share it.
+    pub fingerprint: u64,
+    /// 1-based line number.
+    pub line: u64,
+    /// 0-based byte offset of the line.
+    pub byte: u64,
+    /// The record, when the entry gives one that the role filter lets
+    /// through.
+    pub record: Option<Record<'a>>,
+}
+
+/// A 64-bit hash of byte strings (a multiply-fold mix; not for security).
+pub(crate) fn fingerprint(parts: &[&[u8]]) -> u64 {
+    const K: [u64; 3] = [
+        0xa076_1d64_78bd_642f,
+        0xe703_7ed1_a0b4_28db,
+        0x8ebc_6af0_9c88_c6e3,
+    ];
+    let mix = |a: u64, b: u64| {
+        let r = u128::from(a) * u128::from(b);
+        (r as u64) ^ ((r >> 64) as u64)
+    };
+    let mut h = K[2];
+    for part in parts {
+        let mut chunks = part.chunks_exact(8);
+        for c in &mut chunks {
+            let w = u64::from_le_bytes(c.try_into().expect("8 bytes"));
+            h = mix(h ^ w, K[0]);
+        }
+        let mut tail = [0u8; 8];
+        tail[..chunks.remainder().len()].copy_from_slice(chunks.remainder());
+        h = mix(h ^ u64::from_le_bytes(tail), K[1] ^ part.len() as u64);
+    }
+    mix(h, K[0] ^ parts.len() as u64)
 }
 
 /// What the records of one session share: header and provenance.
@@ -123,6 +169,11 @@ impl LineParser {
                         report.no_record += 1;
                         report.repaired += u64::from(repaired);
                         Ok(Header {
+                            fingerprint: fingerprint(&[
+                                b"session",
+                                id.as_bytes(),
+                                f.str("timestamp").unwrap_or("").as_bytes(),
+                            ]),
                             id: id.to_owned(),
                             cwd: f.str("cwd").unwrap_or("").to_owned(),
                             version: f.get("version").and_then(as_u64).unwrap_or(1),
@@ -149,9 +200,11 @@ impl LineParser {
         result
     }
 
-    /// Parses and maps one line. Counts it in `report`; returns its record
-    /// when it gives one that the role filter lets through. Blank lines are
-    /// not counted.
+    /// Parses and maps one line. Counts it in `report`; returns the entry
+    /// (with its record when it gives one that the role filter lets
+    /// through), `None` for a blank or skipped line. With `hold_partial`, a
+    /// last line without `\n` that does not parse is neither counted nor
+    /// skipped: its length goes to `report.pending`.
     pub fn line<'a>(
         &mut self,
         line: &[u8],
@@ -159,20 +212,29 @@ impl LineParser {
         arena: &'a Bump,
         ctx: &'a Context,
         report: &mut Report,
-    ) -> Option<Record<'a>> {
+        hold_partial: bool,
+    ) -> Option<Entry<'a>> {
         if is_blank(line) {
             return None;
         }
         report.lines += 1;
+        let hold = hold_partial && !pos.terminated;
         if arena.allocated_bytes() - arena.chunk_capacity() > ARENA_SOFT_LIMIT {
             // A long run of lines without a record filled the arena: parse
             // into a short-lived one, and only a record line, counted there,
             // is parsed again into the arena (with its counts discarded).
             let local = Bump::new();
-            self.parse_and_map(line, pos, &local, ctx, report)?;
-            return self.parse_and_map(line, pos, arena, ctx, &mut Report::default());
+            let entry = self.parse_and_map(line, pos, &local, ctx, report, hold)?;
+            if entry.record.is_none() {
+                return Some(Entry {
+                    record: None,
+                    ..entry
+                });
+            }
+            drop(entry);
+            return self.parse_and_map(line, pos, arena, ctx, &mut Report::default(), false);
         }
-        self.parse_and_map(line, pos, arena, ctx, report)
+        self.parse_and_map(line, pos, arena, ctx, report, hold)
     }
 
     fn take_tape<'a>(&mut self) -> Tape<'a> {
@@ -186,9 +248,15 @@ impl LineParser {
         arena: &'a Bump,
         ctx: &'a Context,
         report: &mut Report,
-    ) -> Option<Record<'a>> {
+        hold: bool,
+    ) -> Option<Entry<'a>> {
         let mut tape = self.take_tape();
         let out = match parse_into(&mut self.buffers, &mut tape, arena, line) {
+            Err(_) if hold => {
+                report.lines -= 1;
+                report.pending = line.len() as u64;
+                None
+            }
             Err(reason) => {
                 let reason = match reason {
                     SkipReason::Malformed(e) if !pos.terminated => SkipReason::Truncated(e),
@@ -199,7 +267,16 @@ impl LineParser {
             }
             Ok(repaired) => {
                 report.repaired += u64::from(repaired);
-                map_entry(&tape.0, pos, repaired, arena, ctx, self.filter, report)
+                map_entry(
+                    &tape.0,
+                    line,
+                    pos,
+                    repaired,
+                    arena,
+                    ctx,
+                    self.filter,
+                    report,
+                )
             }
         };
         self.tape = Some(tape.reset());
@@ -541,15 +618,17 @@ fn usage_of(v: &[Node<'_>]) -> Option<Usage> {
     Some(u)
 }
 
+#[allow(clippy::too_many_arguments)]
 fn map_entry<'a>(
     nodes: &[Node<'a>],
+    raw: &[u8],
     pos: LinePos,
     repaired: bool,
     arena: &'a Bump,
     ctx: &'a Context,
     filter: RoleFilter,
     report: &mut Report,
-) -> Option<Record<'a>> {
+) -> Option<Entry<'a>> {
     let e = entry_fields(nodes);
     let Some(ty) = e.ty else {
         report.repaired -= u64::from(repaired);
@@ -557,6 +636,22 @@ fn map_entry<'a>(
         return None;
     };
     report.entries.add(ty, 1);
+    let entry = |record| {
+        let fingerprint = match e.id {
+            Some(id) => fingerprint(&[
+                ty.as_bytes(),
+                id.as_bytes(),
+                e.timestamp.unwrap_or("").as_bytes(),
+            ]),
+            None => fingerprint(&[raw]),
+        };
+        Some(Entry {
+            fingerprint,
+            line: pos.line,
+            byte: pos.byte,
+            record,
+        })
+    };
     let m = match (ty, e.message) {
         ("message", Some(msg)) => message_fields(msg),
         _ => MessageFields::default(),
@@ -577,7 +672,7 @@ fn map_entry<'a>(
         if let Some(u) = &usage {
             report.add_usage(e.provider, e.model, u, false);
         }
-        return None;
+        return entry(None);
     };
     report.records += 1;
     report.roles[role.index()] += 1;
@@ -596,7 +691,7 @@ fn map_entry<'a>(
     }
     if !filter.allows(role) {
         report.filtered += 1;
-        return None;
+        return entry(None);
     }
 
     let mut text = Text::new(arena);
@@ -627,7 +722,7 @@ fn map_entry<'a>(
         None => None,
     }
     .or_else(|| e.timestamp.and_then(parse_iso_millis));
-    Some(Record {
+    entry(Some(Record {
         role,
         text,
         project: &ctx.header.cwd,
@@ -657,7 +752,7 @@ fn map_entry<'a>(
         command: m.command,
         exit_code: m.exit_code,
         repaired,
-    })
+    }))
 }
 
 /// Flattened text: one borrowed piece stays borrowed; several are joined

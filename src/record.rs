@@ -80,6 +80,16 @@ pub struct Usage {
 }
 
 impl Usage {
+    /// Takes another usage out of this one.
+    pub fn sub(&mut self, other: &Usage) {
+        self.input -= other.input;
+        self.output -= other.output;
+        self.cache_read -= other.cache_read;
+        self.cache_write -= other.cache_write;
+        self.total_tokens -= other.total_tokens;
+        self.cost -= other.cost;
+    }
+
     /// Adds another usage to this one.
     pub fn add(&mut self, other: &Usage) {
         self.input += other.input;

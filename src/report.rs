@@ -110,6 +110,17 @@ impl EntryCounts {
         }
     }
 
+    fn sub(&mut self, ty: &str, n: u64) {
+        match KNOWN_ENTRIES.iter().position(|k| *k == ty) {
+            Some(i) => self.known[i] -= n,
+            None => {
+                if let Some(e) = self.other.iter_mut().find(|(k, _)| k == ty) {
+                    e.1 -= n;
+                }
+            }
+        }
+    }
+
     /// The count for one type.
     pub fn get(&self, ty: &str) -> u64 {
         self.iter().find(|(k, _)| *k == ty).map_or(0, |(_, n)| n)
@@ -122,7 +133,12 @@ impl EntryCounts {
             .zip(self.known)
             .filter(|(_, n)| *n > 0)
             .map(|(k, n)| (*k, n))
-            .chain(self.other.iter().map(|(k, n)| (k.as_str(), *n)))
+            .chain(
+                self.other
+                    .iter()
+                    .filter(|(_, n)| *n > 0)
+                    .map(|(k, n)| (k.as_str(), *n)),
+            )
     }
 
     /// The total over all types.
@@ -133,7 +149,7 @@ impl EntryCounts {
 
 /// Counts and findings for one session file (or a part of one).
 ///
-/// Invariant: `records + no_record + skipped == lines`.
+/// Invariant: `records + deduplicated + no_record + skipped == lines`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Report {
     /// Bytes read.
@@ -157,6 +173,12 @@ pub struct Report {
     pub repaired: u64,
     /// The first skipped lines (up to the source's limit).
     pub skips: Vec<Skip>,
+    /// Bytes of a last line without `\n` that does not parse yet, held
+    /// back (not counted) when the source was told to wait for the rest.
+    pub pending: u64,
+    /// Entries dropped as copies of an entry seen before (counted by
+    /// callers that deduplicate; the sources themselves never drop one).
+    pub deduplicated: u64,
     /// The file holds nothing but whitespace, NULs and a BOM.
     pub empty: bool,
     /// Usage summed over assistant messages, pi 1.x `usage` entries, and
@@ -183,6 +205,8 @@ impl Default for Report {
             skipped: 0,
             repaired: 0,
             skips: Vec::new(),
+            pending: 0,
+            deduplicated: 0,
             empty: false,
             usage: Usage::default(),
             by_model: Vec::new(),
@@ -243,6 +267,39 @@ impl Report {
         m.messages += u64::from(assistant);
     }
 
+    /// Takes out one entry's counts (the report of reading that entry's
+    /// line alone) as a duplicate: it stays a line, counted in
+    /// `deduplicated` instead.
+    pub fn remove_duplicate(&mut self, entry: &Report) {
+        self.records -= entry.records;
+        for (a, b) in self.roles.iter_mut().zip(entry.roles) {
+            *a -= b;
+        }
+        self.filtered -= entry.filtered;
+        for (ty, n) in entry.entries.iter() {
+            self.entries.sub(ty, n);
+        }
+        self.no_record -= entry.no_record;
+        self.repaired -= entry.repaired;
+        self.usage.sub(&entry.usage);
+        for (role, n) in &entry.unknown_roles {
+            if let Some(e) = self.unknown_roles.iter_mut().find(|(k, _)| k == role) {
+                e.1 -= n;
+            }
+        }
+        for m in &entry.by_model {
+            if let Some(x) = self
+                .by_model
+                .iter_mut()
+                .find(|x| x.provider == m.provider && x.model == m.model)
+            {
+                x.messages -= m.messages;
+                x.usage.sub(&m.usage);
+            }
+        }
+        self.deduplicated += 1;
+    }
+
     /// Adds a later part's report to this one (parts in file order).
     pub fn merge(&mut self, other: &Report) {
         self.bytes += other.bytes;
@@ -260,6 +317,8 @@ impl Report {
         self.repaired += other.repaired;
         let room = self.max_skips.saturating_sub(self.skips.len());
         self.skips.extend(other.skips.iter().take(room).cloned());
+        self.pending = other.pending;
+        self.deduplicated += other.deduplicated;
         self.empty &= other.empty;
         self.usage.add(&other.usage);
         for (role, n) in &other.unknown_roles {

@@ -8,7 +8,7 @@ use bumpalo::Bump;
 
 use crate::error::{Error, ErrorKind};
 use crate::line_reader::{LineEvent, LineReader, DEFAULT_BUFFER_CAPACITY, DEFAULT_MAX_LINE};
-use crate::pi::{is_blank, Context, Header, LineParser, LinePos, RoleFilter};
+use crate::pi::{is_blank, Context, Entry, Header, LineParser, LinePos, RoleFilter};
 use crate::record::Record;
 use crate::report::{Report, SkipReason, DEFAULT_MAX_SKIPS};
 
@@ -33,6 +33,31 @@ pub trait RecordSource {
 
     /// The session header; `None` for an empty file.
     fn header(&self) -> Option<&Header>;
+
+    /// The next entry, with or without a record: every line that parses
+    /// to an object with a string `type` after the header, for callers that
+    /// deduplicate or track what they consumed. Mixing it with
+    /// `next_record` is fine: each line is handed out once.
+    ///
+    /// # Errors
+    /// As `next_record`.
+    fn next_entry(&mut self) -> Result<Option<Entry<'_>>, Error>;
+
+    /// Where a later read of the same file would resume: just after the
+    /// last line consumed (a held partial tail excluded).
+    fn position(&self) -> Position;
+}
+
+/// A place in a session file, after a whole number of lines.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Position {
+    /// Absolute byte offset.
+    pub byte: u64,
+    /// Lines before it (blank lines included).
+    pub line: u64,
+    /// The last line consumed had no `\n` (and was not held back): when
+    /// the file has grown, a `\n` at `byte` ends that line.
+    pub open_line: bool,
 }
 
 /// Options of a source (`Clone`, so one set serves many files). Every setter documents its default.
@@ -42,6 +67,7 @@ pub struct SourceOptions {
     max_line: usize,
     filter: RoleFilter,
     max_skips: usize,
+    hold_partial: bool,
 }
 
 impl Default for SourceOptions {
@@ -51,6 +77,7 @@ impl Default for SourceOptions {
             max_line: DEFAULT_MAX_LINE,
             filter: RoleFilter::ALL,
             max_skips: DEFAULT_MAX_SKIPS,
+            hold_partial: false,
         }
     }
 }
@@ -89,6 +116,17 @@ impl SourceOptions {
         self
     }
 
+    /// Whether a last line without `\n` that does not parse (yet) is held
+    /// back instead of skipped (default false): it is then neither counted
+    /// nor skipped, its length is `Report::pending`, and
+    /// [`RecordSource::position`] stops before it, for a later read to
+    /// resume from when the writer has finished the line. A last line that
+    /// parses is a record either way.
+    pub fn hold_partial_tail(mut self, hold: bool) -> Self {
+        self.hold_partial = hold;
+        self
+    }
+
     pub(crate) fn max_line_len(&self) -> usize {
         self.max_line
     }
@@ -112,6 +150,8 @@ pub(crate) trait Lines {
     fn next_line(&mut self) -> io::Result<Option<Supplied<'_>>>;
     /// Absolute offset after the last line handed out.
     fn consumed(&self) -> u64;
+    /// Lines handed out, counted from the first line of the file.
+    fn lines_read(&self) -> u64;
 }
 
 impl<R: Read> Lines for LineReader<R> {
@@ -145,6 +185,10 @@ impl<R: Read> Lines for LineReader<R> {
     fn consumed(&self) -> u64 {
         LineReader::consumed(self)
     }
+
+    fn lines_read(&self) -> u64 {
+        LineReader::lines(self)
+    }
 }
 
 /// The machinery shared by every source over some line supplier.
@@ -158,6 +202,9 @@ pub(crate) struct Session<L> {
     arena: Bump,
     pub(crate) ctx: Option<Context>,
     pub(crate) report: Report,
+    hold_partial: bool,
+    /// The last line handed out had no `\n`.
+    last_unterminated: bool,
 }
 
 /// `pi:<file stem>` for a path.
@@ -228,6 +275,8 @@ impl<L: Lines> Session<L> {
             arena: Bump::new(),
             ctx,
             report,
+            hold_partial: opts.hold_partial,
+            last_unterminated: false,
         })
     }
 
@@ -245,10 +294,31 @@ impl<L: Lines> Session<L> {
                 source: source_name(path),
             }),
             report: opts.report(),
+            hold_partial: opts.hold_partial,
+            last_unterminated: false,
+        }
+    }
+
+    /// Where a later read would resume.
+    pub(crate) fn position(&self) -> Position {
+        let held = self.report.pending > 0;
+        Position {
+            byte: self.lines.consumed() - self.report.pending,
+            line: self.lines.lines_read() - u64::from(held),
+            open_line: !held && self.last_unterminated,
         }
     }
 
     pub(crate) fn next_record(&mut self) -> Result<Option<Record<'_>>, Error> {
+        Ok(self.advance(false)?.and_then(|e| e.record))
+    }
+
+    pub(crate) fn next_entry(&mut self) -> Result<Option<Entry<'_>>, Error> {
+        self.advance(true)
+    }
+
+    /// The next entry with a record, or with `all`, the next entry.
+    fn advance(&mut self, all: bool) -> Result<Option<Entry<'_>>, Error> {
         let Session {
             lines,
             path,
@@ -257,6 +327,8 @@ impl<L: Lines> Session<L> {
             arena,
             ctx,
             report,
+            hold_partial,
+            last_unterminated,
         } = self;
         let start = *start;
         arena.reset();
@@ -279,13 +351,18 @@ impl<L: Lines> Session<L> {
             };
             match supplied {
                 Supplied::TooLong { pos, len } => {
+                    *last_unterminated = !pos.terminated;
                     report.lines += 1;
                     report.skip(pos.line, pos.byte, SkipReason::TooLong { len });
                 }
                 Supplied::Line(bytes, pos) => {
-                    if let Some(rec) = parser.line(bytes, pos, arena, ctx, report) {
-                        report.bytes = lines.consumed() - start;
-                        return Ok(Some(rec));
+                    *last_unterminated = !pos.terminated;
+                    let entry = parser.line(bytes, pos, arena, ctx, report, *hold_partial);
+                    if let Some(entry) = entry {
+                        if all || entry.record.is_some() {
+                            report.bytes = lines.consumed() - start;
+                            return Ok(Some(entry));
+                        }
                     }
                 }
             }
@@ -306,6 +383,14 @@ macro_rules! record_source {
 
             fn header(&self) -> Option<&Header> {
                 self.0.ctx.as_ref().map(|c| &c.header)
+            }
+
+            fn next_entry(&mut self) -> Result<Option<Entry<'_>>, Error> {
+                self.0.next_entry()
+            }
+
+            fn position(&self) -> Position {
+                self.0.position()
             }
         }
 

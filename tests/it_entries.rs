@@ -1,0 +1,185 @@
+//! Entries, fingerprints, held partial tails and resume positions: what
+//! incremental and deduplicating callers build on.
+
+use mem_ingest::{PiSessionSource, Position, RecordSource, SourceOptions};
+
+const HEADER: &str = r#"{"type":"session","version":3,"id":"s1","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/tmp/p"}"#;
+
+fn msg(id: &str, ts: &str, text: &str) -> String {
+    format!(
+        r#"{{"type":"message","id":"{id}","parentId":null,"timestamp":"{ts}","message":{{"role":"user","content":"{text}"}}}}"#
+    )
+}
+
+fn entries<'t>(
+    text: &'t str,
+    opts: &SourceOptions,
+) -> (Vec<(u64, u64, bool, u64)>, PiSessionSource<&'t [u8]>) {
+    let mut src = PiSessionSource::from_reader_with(text.as_bytes(), "s.jsonl", opts).unwrap();
+    let mut out = Vec::new();
+    while let Some(e) = src.next_entry().unwrap() {
+        out.push((e.line, e.byte, e.record.is_some(), e.fingerprint));
+    }
+    (out, src)
+}
+
+#[test]
+fn every_entry_with_a_fingerprint_that_copies_share() {
+    let a = msg("a1", "2026-01-01T00:00:01.000Z", "hi");
+    let a_later = msg("a1", "2026-01-01T00:00:09.000Z", "hi");
+    let mc = r#"{"type":"model_change","id":"m1","parentId":"a1","timestamp":"2026-01-01T00:00:02.000Z","provider":"p","modelId":"m"}"#;
+    let text = format!("{HEADER}\n{a}\n{mc}\n\nnot json\n{HEADER}\n{a}\n{a_later}\n");
+    let (es, src) = entries(&text, &SourceOptions::new());
+    let lines: Vec<(u64, bool)> = es.iter().map(|e| (e.0, e.2)).collect();
+    // The header comes with the source; blank and skipped lines are no entry.
+    assert_eq!(
+        lines,
+        vec![(2, true), (3, false), (6, false), (7, true), (8, true)]
+    );
+    let header_fp = src.header().unwrap().fingerprint;
+    assert_eq!(
+        es[2].3, header_fp,
+        "a repeated header is a copy of the header"
+    );
+    assert_eq!(es[3].3, es[0].3, "the same id and timestamp");
+    assert_ne!(
+        es[4].3, es[0].3,
+        "the same id at another time is another entry"
+    );
+    assert_ne!(es[1].3, es[0].3);
+    assert_eq!(es[0].1, HEADER.len() as u64 + 1);
+    let r = src.report();
+    assert_eq!((r.lines, r.records, r.no_record, r.skipped), (7, 3, 3, 1));
+}
+
+#[test]
+fn v1_entries_without_id_are_fingerprinted_by_their_bytes() {
+    let v1h =
+        r#"{"type":"session","id":"s-v1","timestamp":"2025-11-20T00:00:00.000Z","cwd":"/tmp/p"}"#;
+    let m = r#"{"type":"message","timestamp":"2025-11-20T00:00:01.000Z","message":{"role":"user","content":"hi","timestamp":1}}"#;
+    let m2 = r#"{"type":"message","timestamp":"2025-11-20T00:00:01.000Z","message":{"role":"user","content":"ho","timestamp":1}}"#;
+    let (es, _) = entries(&format!("{v1h}\n{m}\n{m2}\n{m}\n"), &SourceOptions::new());
+    assert_eq!(es[0].3, es[2].3);
+    assert_ne!(es[0].3, es[1].3);
+}
+
+#[test]
+fn a_partial_tail_is_held_only_when_asked() {
+    let a = msg("a1", "2026-01-01T00:00:01.000Z", "hi");
+    let b = msg("b2", "2026-01-01T00:00:02.000Z", "there");
+    let half = &b[..b.len() / 2];
+    let text = format!("{HEADER}\n{a}\n{half}");
+    let held = SourceOptions::new().hold_partial_tail(true);
+    let (es, src) = entries(&text, &held);
+    assert_eq!(es.len(), 1);
+    let r = src.report();
+    assert_eq!((r.lines, r.skipped, r.pending), (2, 0, half.len() as u64));
+    let after_a = (HEADER.len() + 1 + a.len() + 1) as u64;
+    assert_eq!(
+        src.position(),
+        Position {
+            byte: after_a,
+            line: 2,
+            open_line: false
+        }
+    );
+    // Without holding, it is a skip, and the position is the end, with the
+    // line still open.
+    let (_, src) = entries(&text, &SourceOptions::new());
+    let r = src.report();
+    assert_eq!((r.lines, r.skipped, r.pending), (3, 1, 0));
+    assert_eq!(
+        src.position(),
+        Position {
+            byte: text.len() as u64,
+            line: 3,
+            open_line: true
+        }
+    );
+    // A whole last line without "\n" is a record either way, and the
+    // position says the line is still open.
+    let text = format!("{HEADER}\n{a}\n{b}");
+    let (es, src) = entries(&text, &held);
+    assert_eq!(es.len(), 2);
+    assert_eq!(src.report().pending, 0);
+    assert_eq!(
+        src.position(),
+        Position {
+            byte: text.len() as u64,
+            line: 3,
+            open_line: true
+        }
+    );
+}
+
+#[test]
+fn resuming_at_a_position_continues_exactly() {
+    let a = msg("a1", "2026-01-01T00:00:01.000Z", "hi");
+    let b = msg("b2", "2026-01-01T00:00:02.000Z", "there");
+    let c = msg("c3", "2026-01-01T00:00:03.000Z", "again");
+    let first = format!("{HEADER}\n{a}\n{}", &b[..10]);
+    let held = SourceOptions::new().hold_partial_tail(true);
+    let (_, src) = entries(&first, &held);
+    let pos = src.position();
+    let header = src.header().unwrap().clone();
+    // The writer finished the line and wrote another.
+    let grown = format!("{HEADER}\n{a}\n{b}\n\n{c}\n");
+    let rest = &grown.as_bytes()[pos.byte as usize..];
+    let mut src = PiSessionSource::resume(rest, "s.jsonl", header, pos.byte, pos.line, &held);
+    let mut got = Vec::new();
+    while let Some(r) = src.next_record().unwrap() {
+        got.push((r.line, r.byte, r.text.to_owned()));
+    }
+    let b_at = (HEADER.len() + 1 + a.len() + 1) as u64;
+    assert_eq!(
+        got,
+        vec![
+            (3, b_at, "there".to_owned()),
+            (5, b_at + b.len() as u64 + 2, "again".to_owned())
+        ]
+    );
+    assert_eq!(
+        src.position(),
+        Position {
+            byte: grown.len() as u64,
+            line: 5,
+            open_line: false
+        }
+    );
+}
+
+#[test]
+fn removing_a_duplicate_takes_out_exactly_its_counts() {
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/fixtures/hand-built.jsonl"
+    ))
+    .unwrap();
+    let mut full = PiSessionSource::from_reader(text.as_bytes(), "h.jsonl").unwrap();
+    while full.next_record().unwrap().is_some() {}
+    let before = full.report().clone();
+    let header = full.header().unwrap().clone();
+    // Line 6: an assistant message with usage.
+    let line6: String = text.lines().nth(5).unwrap().to_owned() + "\n";
+    let mut one = PiSessionSource::resume(
+        line6.as_bytes(),
+        "h.jsonl",
+        header,
+        0,
+        5,
+        &SourceOptions::new(),
+    );
+    while one.next_record().unwrap().is_some() {}
+    let mut r = before.clone();
+    r.remove_duplicate(one.report());
+    assert_eq!(r.records, before.records - 1);
+    assert_eq!(r.deduplicated, 1);
+    assert_eq!(r.lines, before.lines);
+    assert_eq!(
+        r.records + r.deduplicated + r.no_record + r.skipped,
+        r.lines
+    );
+    assert_eq!(r.usage.total_tokens, before.usage.total_tokens - 3520);
+    assert_eq!(r.by_model[0].messages, before.by_model[0].messages - 1);
+    assert_eq!(r.entries.get("message"), before.entries.get("message") - 1);
+}
