@@ -298,7 +298,7 @@ fn tool_output(rng: &mut Rng, n: usize) -> String {
                 s.push_str(&rng.range(1, 900).to_string());
                 s.push_str("\n    |\n    | let s = \"a\\\\b\";  // ");
                 s.push_str(rng.pick(WORDS));
-                s.push_str("\r");
+                s.push('\r');
             }
             4 => {
                 for _ in 0..rng.range(4, 16) {
@@ -829,17 +829,26 @@ fn write_file(path: &Path, size_mb: f64, seed: u64) -> io::Result<Written> {
 fn write_archive(dir: &Path, total_mb: f64, seed: u64) -> io::Result<(u64, u64, Written)> {
     let mut rng = Rng::new(seed ^ 0xA2C7);
     let total = (total_mb * MB as f64) as u64;
-    // Pareto sizes (alpha 1.16: roughly 80/20), at least 8 KiB, at most a
-    // quarter of the total and 256 MiB.
-    let cap = (total / 4).clamp(64 * 1024, 256 * MB);
-    let mut sizes = Vec::new();
-    let mut sum = 0u64;
+    // A few large files (10%, 6%, 4% of the total), then Pareto sizes
+    // (alpha 1.1: many small, a long tail) of at least 8 KiB and at most 2%
+    // of the total, in a deterministic shuffled order.
+    let mut sizes: Vec<u64> = [10, 6, 4]
+        .iter()
+        .map(|p| total * p / 100)
+        .filter(|&s| s >= 64 * 1024)
+        .collect();
+    let mut sum: u64 = sizes.iter().sum();
+    let cap = (total / 50).max(64 * 1024);
     while sum < total {
         let u = rng.unit();
-        let s = (8192.0 * (1.0 - u).powf(-1.0 / 1.16)) as u64;
-        let s = s.min(cap).min(total - sum).max(4096);
+        let s = (12_288.0 * (1.0 - u).powf(-1.0 / 1.1)) as u64;
+        // Each file overshoots its size by part of a line: aim a little low.
+        let s = s.min(cap).min(total - sum).max(8192);
         sizes.push(s);
-        sum += s;
+        sum += s + 6000;
+    }
+    for i in (1..sizes.len()).rev() {
+        sizes.swap(i, rng.below(i as u64 + 1) as usize);
     }
     let projects = 12.min(sizes.len().max(1));
     let mut all = Written {
