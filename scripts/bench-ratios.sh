@@ -39,12 +39,13 @@ names = [
     "5_mem_ingest_file_mmap",
 ]
 med = {}
-print(f"{'bench':28} {'median':>10} {'low':>10} {'high':>10} {'GB/s':>7}")
+print(f"{'bench':28} {'median':>9} {'95% CI of median':>19} {'samples min-max':>19} {'GB/s':>7}")
 for n in names:
     d = os.path.join(crit, n, "new")
     try:
         est = json.load(open(os.path.join(d, "estimates.json")))
         bench = json.load(open(os.path.join(d, "benchmark.json")))
+        sample = json.load(open(os.path.join(d, "sample.json")))
     except OSError:
         print(f"{n:28} (no result)")
         continue
@@ -53,7 +54,9 @@ for n in names:
     lo = est["median"]["confidence_interval"]["lower_bound"]
     hi = est["median"]["confidence_interval"]["upper_bound"]
     med[n] = bytes_ / m  # bytes per ns = GB/s
-    print(f"{n:28} {m/1e6:8.1f}ms {lo/1e6:8.1f}ms {hi/1e6:8.1f}ms {med[n]:7.3f}")
+    per_iter = [t / i for t, i in zip(sample["times"], sample["iters"])]
+    smin, smax = min(per_iter), max(per_iter)
+    print(f"{n:28} {m/1e6:7.1f}ms {lo/1e6:8.1f}-{hi/1e6:6.1f}ms {smin/1e6:8.1f}-{smax/1e6:6.1f}ms {med[n]:7.3f}")
 
 def ratio(a, b, label, target):
     if a in med and b in med:
