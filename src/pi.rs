@@ -42,7 +42,7 @@ impl Default for RoleFilter {
 }
 
 /// The session header (first non-blank line), owned.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Header {
     /// Session id (the header's `id`).
     pub id: String,
@@ -231,7 +231,6 @@ impl LineParser {
                     ..entry
                 });
             }
-            drop(entry);
             return self.parse_and_map(line, pos, arena, ctx, &mut Report::default(), false);
         }
         self.parse_and_map(line, pos, arena, ctx, report, hold)

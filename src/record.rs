@@ -62,7 +62,7 @@ impl fmt::Display for Role {
 }
 
 /// Token usage and cost as pi recorded them.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Usage {
     /// Input tokens.
     pub input: u64,

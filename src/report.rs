@@ -2,13 +2,15 @@
 
 use std::fmt;
 
+use serde::{Deserialize, Serialize};
+
 use crate::record::{Role, Usage};
 
 /// How many skips a report keeps in detail by default (all are counted).
 pub const DEFAULT_MAX_SKIPS: usize = 1000;
 
 /// Why a line was skipped.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub enum SkipReason {
     /// Not valid JSON; the parser's message.
@@ -54,7 +56,7 @@ impl fmt::Display for SkipReason {
 }
 
 /// One skipped line.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Skip {
     /// 1-based line number.
     pub line: u64,
@@ -65,7 +67,7 @@ pub struct Skip {
 }
 
 /// Usage summed for one provider and model.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ModelUsage {
     /// Provider as written.
     pub provider: String,
@@ -95,7 +97,7 @@ const KNOWN_ENTRIES: [&str; 13] = [
 ];
 
 /// Parsed lines counted by their `type`, unknown types under their own name.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EntryCounts {
     known: [u64; KNOWN_ENTRIES.len()],
     other: Vec<(String, u64)>,
@@ -150,7 +152,7 @@ impl EntryCounts {
 /// Counts and findings for one session file (or a part of one).
 ///
 /// Invariant: `records + deduplicated + no_record + skipped == lines`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Report {
     /// Bytes read.
     pub bytes: u64,
@@ -189,7 +191,12 @@ pub struct Report {
     /// `message` entries whose role is unknown (or missing: `(none)`), by
     /// role; they give no record.
     pub unknown_roles: Vec<(String, u64)>,
+    #[serde(skip, default = "default_max_skips")]
     pub(crate) max_skips: usize,
+}
+
+fn default_max_skips() -> usize {
+    DEFAULT_MAX_SKIPS
 }
 
 impl Default for Report {

@@ -44,7 +44,9 @@ fn keys(v: &Value) -> Vec<&str> {
 
 #[test]
 fn stats_over_the_fixtures_exact() {
-    let (s, out) = stats_json(&["fixtures/"]);
+    // Without deduplication: every file counted as if alone, as pi's loader
+    // sees each.
+    let (s, out) = stats_json(&["--no-dedupe", "fixtures/"]);
     // Three files lack a valid header (garbage before it, no id, no header):
     // each is a failure naming the path; the others are read.
     assert_eq!(out.status.code(), Some(1));
@@ -89,6 +91,7 @@ fn stats_over_the_fixtures_exact() {
             ),
         ]
     );
+    assert_eq!(s["deduplicated"], 0);
     let skips: Vec<String> = s["skips"]
         .as_array()
         .unwrap()
@@ -114,6 +117,33 @@ fn stats_over_the_fixtures_exact() {
 }
 
 #[test]
+fn stats_over_the_fixtures_deduplicated() {
+    // By default each entry counts once per lineage. The damaged variants
+    // in fixtures/bad are copies of one session (same id): together they
+    // hold sample-all-types once. Six sessions: hand-built, pi-1x,
+    // pi-classic, sample-all-types, s-v1, s-v2.
+    let (s, out) = stats_json(&["fixtures/"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(s["entries"]["session"], 6);
+    // 22 + 626 + 315 (pi-classic) + 130 (sample) + 4 (v1) + 3 (v2)
+    assert_eq!(s["records"], 1100);
+    assert_eq!(s["entries"]["message"], 19 + 605 + 303 + 123 + 3 + 3);
+    assert_eq!(s["deduplicated"], 1177);
+    assert_eq!(s["lines"], 2417);
+    // The invariant: records + deduplicated + entries without a record +
+    // skipped = non-blank lines.
+    let no_record: u64 = s["entries"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|v| v.as_u64().unwrap())
+        .sum::<u64>()
+        - s["records"].as_u64().unwrap();
+    assert_eq!(1100 + 1177 + no_record + 4, 2417);
+    assert_eq!(s["skipped"], 4);
+}
+
+#[test]
 fn stats_json_schema_and_usage_of_hand_built() {
     let (s, out) = stats_json(&["fixtures/hand-built.jsonl"]);
     assert_eq!(out.status.code(), Some(0));
@@ -128,6 +158,8 @@ fn stats_json_schema_and_usage_of_hand_built() {
             "records",
             "skipped",
             "repaired",
+            "deduplicated",
+            "pending",
             "roles",
             "entries",
             "usage",
@@ -415,23 +447,42 @@ fn output_identical_whatever_the_jobs_and_offsets_exact() {
     let d = tmpdir("jobs");
     let big = big_session(&d);
     let data = std::fs::read(&big).unwrap();
-    let args = |j: &'static str| {
+    let args = |j: &'static str, dedupe: &'static str| {
         vec![
             "backfill",
             "-q",
+            dedupe,
             "--jobs",
             j,
             "fixtures/",
             big.to_str().unwrap(),
         ]
         .into_iter()
+        .filter(|a| !a.is_empty())
         .map(String::from)
         .collect::<Vec<_>>()
     };
-    let one = bin().args(args("1")).output().unwrap();
-    let two = bin().args(args("2")).output().unwrap();
-    let five = bin().args(args("5")).output().unwrap();
+    // Deduplicated (the default): the repeated rounds of the large file
+    // are copies of its first round.
+    let one = bin().args(args("1", "")).output().unwrap();
+    let two = bin().args(args("2", "")).output().unwrap();
+    let five = bin().args(args("5", "")).output().unwrap();
     assert_eq!(one.status.code(), Some(1)); // the three header-less fixtures
+    assert!(
+        one.stdout == two.stdout && one.stdout == five.stdout,
+        "deduplicated output differs with --jobs"
+    );
+    let big_name = big.to_str().unwrap();
+    let from_big = |out: &[u8]| {
+        out.split(|b| *b == b'\n')
+            .filter(|l| !l.is_empty())
+            .filter(|l| serde_json::from_slice::<Value>(l).unwrap()["file"] == big_name)
+            .count()
+    };
+    assert_eq!(from_big(&one.stdout), 626);
+    let one = bin().args(args("1", "--no-dedupe")).output().unwrap();
+    let two = bin().args(args("2", "--no-dedupe")).output().unwrap();
+    let five = bin().args(args("5", "--no-dedupe")).output().unwrap();
     assert!(
         one.stdout == two.stdout && one.stdout == five.stdout,
         "output differs with --jobs"
@@ -463,8 +514,13 @@ fn output_identical_whatever_the_jobs_and_offsets_exact() {
     assert!(rounds >= 2);
     // pi-1x has 626 records per round (605 messages, 3 compactions, 2 branch summaries, 16 custom_message entries).
     assert_eq!(n, 626 * rounds);
-    let (s1, _) = stats_json(&["--jobs", "1", big.to_str().unwrap()]);
-    let (s2, _) = stats_json(&["--jobs", "2", big.to_str().unwrap()]);
+    let (s1, _) = stats_json(&["--no-dedupe", "--jobs", "1", big.to_str().unwrap()]);
+    let (s2, _) = stats_json(&["--no-dedupe", "--jobs", "2", big.to_str().unwrap()]);
+    let (d1, _) = stats_json(&["--jobs", "1", big.to_str().unwrap()]);
+    let (d2, _) = stats_json(&["--jobs", "2", big.to_str().unwrap()]);
+    assert_eq!(d1, d2);
+    assert_eq!(d1["records"], 626);
+    assert_eq!(d1["deduplicated"].as_u64(), Some((rounds as u64 - 1) * 697));
     assert_eq!(s1, s2);
     assert_eq!(s1["skipped"].as_u64(), Some(rounds as u64));
     assert_eq!(s1["records"].as_u64(), Some(626 * rounds as u64));
@@ -574,7 +630,7 @@ fn summary_on_stderr() {
         "{err}"
     );
     assert!(
-        err.contains("mem-ingest: 1 files (0 failed, 0 empty), 130 records, 1 skipped, 9 repaired"),
+        err.contains("mem-ingest: 1 files (0 failed, 0 empty), 130 records, 0 deduplicated, 1 skipped, 9 repaired"),
         "{err}"
     );
     let table = String::from_utf8(out.stdout).unwrap();

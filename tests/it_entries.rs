@@ -11,10 +11,10 @@ fn msg(id: &str, ts: &str, text: &str) -> String {
     )
 }
 
-fn entries<'t>(
-    text: &'t str,
-    opts: &SourceOptions,
-) -> (Vec<(u64, u64, bool, u64)>, PiSessionSource<&'t [u8]>) {
+/// (line, byte, gives a record, fingerprint) of each entry.
+type Seen = Vec<(u64, u64, bool, u64)>;
+
+fn entries<'t>(text: &'t str, opts: &SourceOptions) -> (Seen, PiSessionSource<&'t [u8]>) {
     let mut src = PiSessionSource::from_reader_with(text.as_bytes(), "s.jsonl", opts).unwrap();
     let mut out = Vec::new();
     while let Some(e) = src.next_entry().unwrap() {

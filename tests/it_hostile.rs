@@ -163,7 +163,7 @@ fn nul_runs_in_the_middle_and_at_the_end() {
     f.push_str(&"\0".repeat(40));
     f.push('\n');
     f.push_str(&format!("{}\n", user("a2", "two")));
-    f.push_str(&format!("{{\"type\":\"message\",\0\0\0\"id\":\"a3\"}}\n"));
+    f.push_str("{\"type\":\"message\",\0\0\0\"id\":\"a3\"}\n");
     f.push_str(&"\0".repeat(4096));
     let (recs, report) = read(f.as_bytes());
     assert_eq!(

@@ -1,6 +1,7 @@
 //! The pinned output schemas: one NDJSON line per record, the stats JSON.
 
 use std::collections::BTreeMap;
+use std::io::{self, Write};
 
 use mem_ingest::{Record, Role, Usage};
 use serde::Serialize;
@@ -192,6 +193,10 @@ pub struct Stats {
     pub records: u64,
     pub skipped: u64,
     pub repaired: u64,
+    /// Entries dropped as copies (forks, a history written twice).
+    pub deduplicated: u64,
+    /// Bytes of partial last lines waiting for their writer (with --state).
+    pub pending: u64,
     pub roles: Roles,
     pub entries: BTreeMap<String, u64>,
     pub usage: OutUsageTotals,
@@ -208,4 +213,68 @@ impl From<&Usage> for OutUsageTotals {
     fn from(u: &Usage) -> Self {
         OutUsageTotals(OutUsage::from(u))
     }
+}
+
+pub fn write_table(out: &mut impl Write, s: &Stats) -> io::Result<()> {
+    writeln!(
+        out,
+        "files      {:>12}  ({} failed, {} empty)",
+        s.files, s.files_failed, s.files_empty
+    )?;
+    writeln!(out, "bytes      {:>12}", s.bytes)?;
+    writeln!(out, "lines      {:>12}", s.lines)?;
+    writeln!(out, "records    {:>12}", s.records)?;
+    writeln!(out, "skipped    {:>12}", s.skipped)?;
+    writeln!(out, "repaired   {:>12}", s.repaired)?;
+    writeln!(out, "deduplicated {:>10}", s.deduplicated)?;
+    if s.pending > 0 {
+        writeln!(
+            out,
+            "pending    {:>12}  bytes of partial last lines",
+            s.pending
+        )?;
+    }
+    writeln!(out, "\nroles")?;
+    let r = &s.roles;
+    for (name, n) in [
+        ("user", r.user),
+        ("assistant", r.assistant),
+        ("tool_result", r.tool_result),
+        ("bash_execution", r.bash_execution),
+        ("custom", r.custom),
+        ("system", r.system),
+    ] {
+        writeln!(out, "  {name:<22} {n:>12}")?;
+    }
+    writeln!(out, "\nentries")?;
+    for (name, n) in &s.entries {
+        writeln!(out, "  {name:<22} {n:>12}")?;
+    }
+    writeln!(out, "\nusage by model          messages        input       output   cache_read  cache_write        total       cost")?;
+    for m in &s.by_model {
+        writeln!(
+            out,
+            "  {:<22} {:>8} {:>12} {:>12} {:>12} {:>12} {:>12} {:>10.4}",
+            format!("{}/{}", m.provider, m.model),
+            m.messages,
+            m.input,
+            m.output,
+            m.cache_read,
+            m.cache_write,
+            m.total_tokens,
+            m.cost
+        )?;
+    }
+    writeln!(
+        out,
+        "\nby project              sessions      records  total_tokens       cost"
+    )?;
+    for p in &s.by_project {
+        writeln!(
+            out,
+            "  {:<22} {:>8} {:>12} {:>13} {:>10.4}",
+            p.project, p.sessions, p.records, p.total_tokens, p.cost
+        )?;
+    }
+    Ok(())
 }

@@ -1,6 +1,9 @@
-//! Cutting the archive into tasks: small files whole, large files in parts
-//! at newline boundaries, so one file of several GB keeps every core busy.
+//! Cutting the archive into tasks: what of each file is new (all of it, or
+//! what grew since the saved state), small regions whole, large ones in
+//! parts at newline boundaries, so one file of several GB keeps every core
+//! busy.
 
+use std::collections::BTreeMap;
 use std::fs::File;
 use std::io;
 use std::os::unix::fs::FileExt;
@@ -9,42 +12,59 @@ use std::path::PathBuf;
 use mem_ingest::{Header, PiSessionSource, RecordSource, SourceOptions};
 use rayon::prelude::*;
 
-/// Files larger than this are read in parts of about this size. It does
+use super::state::{FileState, Identity};
+
+/// Regions larger than this are read in parts of about this size. It does
 /// not depend on `--jobs`, so neither does the order of any sum.
 pub const PART_BYTES: u64 = 8 << 20;
 
-/// One unit of work.
+/// One unit of work: bytes `start..end` of a file (`end` = `None`: to its
+/// end as it is when read), after `lines` lines. Without a header the task
+/// starts at 0 and reads the header itself.
 #[derive(Debug)]
 pub struct Task {
     /// Index into the plan's files.
     pub file: usize,
-    pub kind: TaskKind,
+    pub start: u64,
+    pub end: Option<u64>,
+    pub lines: u64,
+    pub header: Option<Header>,
 }
 
-#[derive(Debug)]
-pub enum TaskKind {
-    /// The whole file, header included, to its end.
-    Whole,
-    /// Bytes `start..end` of a file whose header is known, after `lines`
-    /// lines. Part 0 starts at 0 and reads the header itself.
-    Part {
-        start: u64,
-        end: u64,
-        lines: u64,
-        header: Option<Header>,
-    },
+/// How a file is read in this run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// New to the state, or no state.
+    New,
+    /// Unchanged since the state was saved: not opened.
+    Unchanged,
+    /// Grown: read from the saved offset.
+    Resumed,
+    /// Shrunk or replaced: read again from the start.
+    Reread,
 }
 
 /// A file of the plan.
 #[derive(Debug)]
 pub struct PlannedFile {
     pub path: PathBuf,
-    /// Size when planned (0 when it could not be read).
-    pub size: u64,
+    /// Identity and size when planned (None when it could not be read).
+    pub identity: Option<Identity>,
     /// Set when the file failed while planning (it gets no task).
     pub error: Option<String>,
     /// Number of tasks of this file.
     pub tasks: usize,
+    pub mode: Mode,
+    /// What earlier runs consumed, when the file is resumed or unchanged.
+    pub prior: Option<FileState>,
+    /// The session header, when it could be read while planning.
+    pub header: Option<Header>,
+}
+
+impl PlannedFile {
+    pub fn size(&self) -> u64 {
+        self.identity.map_or(0, |i| i.size)
+    }
 }
 
 #[derive(Debug, Default)]
@@ -86,16 +106,17 @@ fn count_newlines(path: &PathBuf, start: u64, end: u64) -> io::Result<u64> {
     Ok(count)
 }
 
-/// Part boundaries of a large file: each starts just after a `\n`.
-fn boundaries(path: &PathBuf, size: u64) -> io::Result<Vec<u64>> {
+/// Part boundaries of `start..size`: each starts just after a `\n`.
+fn boundaries(path: &PathBuf, start: u64, size: u64) -> io::Result<Vec<u64>> {
     let file = File::open(path)?;
-    let mut cuts = vec![0];
+    let mut cuts = vec![start];
     let mut k = 1;
-    while k * PART_BYTES < size {
-        let from = (k * PART_BYTES - 1).max(*cuts.last().expect("non-empty"));
+    while start + k * PART_BYTES < size {
+        let last = *cuts.last().expect("non-empty");
+        let from = (start + k * PART_BYTES - 1).max(last);
         match next_newline(&file, from, size)? {
             Some(nl) if nl + 1 < size => {
-                if nl + 1 > *cuts.last().expect("non-empty") {
+                if nl + 1 > last {
                     cuts.push(nl + 1);
                 }
             }
@@ -107,91 +128,212 @@ fn boundaries(path: &PathBuf, size: u64) -> io::Result<Vec<u64>> {
     Ok(cuts)
 }
 
+/// The header digest kept in the state: a re-run reads a file from the
+/// start again when its header changed.
+pub fn header_digest(h: &Header) -> u64 {
+    let text = serde_json::to_string(h).expect("a header serialises");
+    // FNV-1a: small, stable across versions.
+    text.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+    })
+}
+
+/// Where the new bytes of a file start.
+struct Region {
+    start: u64,
+    lines: u64,
+    header: Option<Header>,
+    mode: Mode,
+}
+
+fn region(
+    path: &PathBuf,
+    id: &Identity,
+    prior: Option<&FileState>,
+    opts: &SourceOptions,
+) -> Region {
+    let fresh = |mode| Region {
+        start: 0,
+        lines: 0,
+        header: None,
+        mode,
+    };
+    let Some(p) = prior else {
+        return fresh(Mode::New);
+    };
+    let same_file = p.identity.dev == id.dev && p.identity.ino == id.ino;
+    if same_file && p.identity == *id {
+        return Region {
+            start: p.offset,
+            lines: p.line,
+            header: Some(p.header.clone()),
+            mode: Mode::Unchanged,
+        };
+    }
+    if !same_file || id.size < p.offset + p.pending {
+        return fresh(Mode::Reread);
+    }
+    // Same file, not shrunk below what was consumed: the header must be the
+    // same too, or it was rewritten in place.
+    let header = PiSessionSource::open_with(path, opts)
+        .ok()
+        .and_then(|s| s.header().cloned());
+    match header {
+        Some(h) if header_digest(&h) == p.header_digest => {
+            let mut start = p.offset;
+            if p.open_line {
+                // The line consumed last had no "\n": one that follows
+                // now ends it.
+                let mut b = [0u8; 1];
+                if File::open(path).and_then(|f| f.read_at(&mut b, start)).ok() == Some(1)
+                    && b[0] == b'\n'
+                {
+                    start += 1;
+                }
+            }
+            Region {
+                start,
+                lines: p.line,
+                header: Some(h),
+                mode: Mode::Resumed,
+            }
+        }
+        _ => fresh(Mode::Reread),
+    }
+}
+
 struct Split {
     cuts: Vec<u64>,
     counts: Vec<u64>,
-    header: Header,
+    header: Option<Header>,
 }
 
-/// Plans the work. Large files are cut, their newlines counted (in
-/// parallel), and their header read once.
-pub fn plan(paths: Vec<PathBuf>, opts: &SourceOptions) -> Plan {
-    let mut files: Vec<PlannedFile> = paths
+/// Plans the work over `paths`, given what earlier runs consumed.
+pub fn plan(
+    paths: Vec<PathBuf>,
+    prior: &BTreeMap<String, FileState>,
+    opts: &SourceOptions,
+) -> Plan {
+    let files: Vec<(PathBuf, Result<Identity, String>)> = paths
         .into_iter()
         .map(|path| {
-            let (size, error) = match std::fs::metadata(&path) {
-                Ok(m) => (m.len(), None),
-                Err(e) => (0, Some(e.to_string())),
-            };
-            PlannedFile {
-                path,
-                size,
-                error,
-                tasks: 0,
-            }
+            let id = std::fs::metadata(&path)
+                .map(|m| Identity::of(&m))
+                .map_err(|e| e.to_string());
+            (path, id)
         })
         .collect();
-    let splits: Vec<Option<Result<Split, String>>> = files
+    let regions: Vec<Option<(Region, Split)>> = files
         .par_iter()
-        .map(|f| {
-            if f.error.is_some() || f.size <= PART_BYTES {
-                return None;
+        .map(|(path, id)| {
+            let id = id.as_ref().ok()?;
+            let p = prior.get(&path.to_string_lossy().into_owned());
+            let r = region(path, id, p, opts);
+            if r.mode == Mode::Unchanged || r.start >= id.size {
+                let split = Split {
+                    cuts: vec![],
+                    counts: vec![],
+                    header: r.header.clone(),
+                };
+                return Some((r, split));
             }
-            Some(split(f, opts))
+            let split = split(path, &r, id.size, opts);
+            Some((r, split))
         })
         .collect();
-    let mut tasks = Vec::new();
-    for (i, (f, split)) in files.iter_mut().zip(splits).enumerate() {
-        if f.error.is_some() {
-            continue;
-        }
-        match split {
-            None => tasks.push(Task {
-                file: i,
-                kind: TaskKind::Whole,
-            }),
-            // A header that fails is reported by the whole-file task.
-            Some(Err(_)) => tasks.push(Task {
-                file: i,
-                kind: TaskKind::Whole,
-            }),
-            Some(Ok(s)) => {
-                let mut lines = 0;
-                for (k, w) in s.cuts.windows(2).enumerate() {
-                    let header = (k > 0).then(|| s.header.clone());
-                    tasks.push(Task {
+    let mut plan = Plan::default();
+    for (i, ((path, id), region)) in files.into_iter().zip(regions).enumerate() {
+        let key = path.to_string_lossy().into_owned();
+        let (identity, error) = match id {
+            Ok(id) => (Some(id), None),
+            Err(e) => (None, Some(e)),
+        };
+        let mut f = PlannedFile {
+            path,
+            identity,
+            error,
+            tasks: 0,
+            mode: Mode::New,
+            prior: None,
+            header: None,
+        };
+        if let Some((r, split)) = region {
+            f.mode = r.mode;
+            f.header = split.header.clone();
+            if matches!(r.mode, Mode::Unchanged | Mode::Resumed) {
+                f.prior = prior.get(&key).cloned();
+            }
+            if r.mode != Mode::Unchanged {
+                if split.cuts.len() < 2 {
+                    // Nothing new, or one region read to the end.
+                    plan.tasks.push(Task {
                         file: i,
-                        kind: TaskKind::Part {
+                        start: r.start,
+                        end: None,
+                        lines: r.lines,
+                        header: r.header,
+                    });
+                    f.tasks = 1;
+                } else {
+                    let mut lines = r.lines;
+                    let last = split.cuts.len() - 2;
+                    for (k, w) in split.cuts.windows(2).enumerate() {
+                        let header = if w[0] == 0 {
+                            None
+                        } else {
+                            split.header.clone()
+                        };
+                        let end = (k < last).then_some(w[1]);
+                        plan.tasks.push(Task {
+                            file: i,
                             start: w[0],
-                            end: w[1],
+                            end,
                             lines,
                             header,
-                        },
-                    });
-                    lines += s.counts[k];
-                    f.tasks += 1;
+                        });
+                        lines += split.counts[k];
+                        f.tasks += 1;
+                    }
                 }
-                continue;
             }
         }
-        f.tasks = 1;
+        plan.files.push(f);
     }
-    Plan { files, tasks }
+    plan
 }
 
-fn split(f: &PlannedFile, opts: &SourceOptions) -> Result<Split, String> {
-    let src = PiSessionSource::open_with(&f.path, opts).map_err(|e| e.to_string())?;
-    let header = src.header().cloned().ok_or("empty")?;
-    drop(src);
-    let cuts = boundaries(&f.path, f.size).map_err(|e| e.to_string())?;
+/// Reads the header (when not known) and cuts a region of more than one
+/// part; a region that is small, or whose header cannot be read here (the
+/// task reports why), stays whole.
+fn split(path: &PathBuf, r: &Region, size: u64, opts: &SourceOptions) -> Split {
+    let header = match &r.header {
+        Some(h) => Some(h.clone()),
+        None => PiSessionSource::open_with(path, opts)
+            .ok()
+            .and_then(|s| s.header().cloned()),
+    };
+    let whole = Split {
+        cuts: vec![],
+        counts: vec![],
+        header: header.clone(),
+    };
+    let Some(header) = header else { return whole };
+    if size - r.start <= PART_BYTES {
+        return whole;
+    }
+    let Ok(cuts) = boundaries(path, r.start, size) else {
+        return whole;
+    };
     let counts = cuts
         .par_windows(2)
-        .map(|w| count_newlines(&f.path, w[0], w[1]))
-        .collect::<io::Result<Vec<u64>>>()
-        .map_err(|e| e.to_string())?;
-    Ok(Split {
-        cuts,
-        counts,
-        header,
-    })
+        .map(|w| count_newlines(path, w[0], w[1]))
+        .collect::<io::Result<Vec<u64>>>();
+    match counts {
+        Ok(counts) => Split {
+            cuts,
+            counts,
+            header: Some(header),
+        },
+        Err(_) => whole,
+    }
 }

@@ -1,0 +1,265 @@
+//! Deduplication: each entry once per lineage (a session, the files that
+//! name it as parent, and repeated headers of it), never across unrelated
+//! sessions.
+
+use std::collections::{HashMap, HashSet};
+use std::hash::{BuildHasherDefault, Hasher};
+
+/// Fingerprints are hashes already: hash them as themselves.
+#[derive(Default)]
+pub struct Identity(u64);
+
+impl Hasher for Identity {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = (self.0 << 8) | u64::from(*b);
+        }
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n;
+    }
+}
+
+type FastSet = HashSet<u64, BuildHasherDefault<Identity>>;
+
+/// A set of fingerprints in about 8 to 11 bytes each: a sorted vector, and
+/// a hash set of recent ones that is merged into it when it reaches an
+/// eighth of the vector's size.
+#[derive(Default)]
+pub struct FpSet {
+    sorted: Vec<u64>,
+    recent: FastSet,
+}
+
+impl FpSet {
+    pub fn from_sorted(sorted: Vec<u64>) -> Self {
+        debug_assert!(sorted.windows(2).all(|w| w[0] < w[1]));
+        FpSet {
+            sorted,
+            recent: FastSet::default(),
+        }
+    }
+
+    pub fn contains(&self, fp: u64) -> bool {
+        self.recent.contains(&fp) || self.sorted.binary_search(&fp).is_ok()
+    }
+
+    /// Inserts; false when it was there.
+    pub fn insert(&mut self, fp: u64) -> bool {
+        if self.contains(fp) {
+            return false;
+        }
+        self.recent.insert(fp);
+        if self.recent.len() >= (self.sorted.len() / 8).max(4096) {
+            self.compact();
+        }
+        true
+    }
+
+    fn compact(&mut self) {
+        let mut recent: Vec<u64> = self.recent.drain().collect();
+        recent.sort_unstable();
+        let old = std::mem::take(&mut self.sorted);
+        let mut merged = Vec::with_capacity(old.len() + recent.len());
+        let (mut i, mut j) = (0, 0);
+        while i < old.len() && j < recent.len() {
+            if old[i] < recent[j] {
+                merged.push(old[i]);
+                i += 1;
+            } else {
+                merged.push(recent[j]);
+                j += 1;
+            }
+        }
+        merged.extend_from_slice(&old[i..]);
+        merged.extend_from_slice(&recent[j..]);
+        self.sorted = merged;
+    }
+
+    pub fn merge(&mut self, other: FpSet) {
+        self.recent.extend(other.recent);
+        self.recent.extend(other.sorted);
+        self.compact();
+    }
+
+    #[cfg(test)]
+    pub fn into_sorted(mut self) -> Vec<u64> {
+        self.compact();
+        self.sorted
+    }
+
+    #[cfg(test)]
+    pub fn len(&self) -> usize {
+        self.sorted.len() + self.recent.len()
+    }
+}
+
+/// The session id a `parentSession` path names: pi names files
+/// `<timestamp>_<session id>.jsonl`; a name without `_` is taken whole.
+pub fn session_of_path(path: &str) -> String {
+    // The path comes from the machine that wrote it: `/` or `\`.
+    let file = path.rsplit(['/', '\\']).next().unwrap_or(path);
+    let name = file.strip_suffix(".jsonl").unwrap_or(file).to_owned();
+    match name.split_once('_') {
+        Some((_, id)) => id.to_owned(),
+        None => name,
+    }
+}
+
+/// Lineages: a union-find over session ids, each root owning the set of
+/// fingerprints emitted in its lineage.
+#[derive(Default)]
+pub struct Lineages {
+    parent: HashMap<String, String>,
+    sets: HashMap<String, FpSet>,
+}
+
+impl Lineages {
+    fn root(&mut self, s: &str) -> String {
+        let mut cur = s.to_owned();
+        let mut path = Vec::new();
+        while let Some(p) = self.parent.get(&cur) {
+            if *p == cur {
+                break;
+            }
+            path.push(cur.clone());
+            cur = p.clone();
+        }
+        for n in path {
+            self.parent.insert(n, cur.clone());
+        }
+        self.parent
+            .entry(cur.clone())
+            .or_insert_with(|| cur.clone());
+        cur
+    }
+
+    /// Joins two sessions into one lineage.
+    pub fn join(&mut self, a: &str, b: &str) {
+        let (ra, rb) = (self.root(a), self.root(b));
+        if ra == rb {
+            return;
+        }
+        self.parent.insert(rb.clone(), ra.clone());
+        if let Some(set) = self.sets.remove(&rb) {
+            match self.sets.get_mut(&ra) {
+                Some(into) => into.merge(set),
+                None => {
+                    self.sets.insert(ra, set);
+                }
+            }
+        }
+    }
+
+    /// Whether the lineage of `session` has emitted `fp`.
+    #[cfg(test)]
+    pub fn contains(&mut self, session: &str, fp: u64) -> bool {
+        let r = self.root(session);
+        self.sets.get(&r).is_some_and(|s| s.contains(fp))
+    }
+
+    /// Records `fp` as emitted in the lineage of `session`; false when it
+    /// was already.
+    pub fn insert(&mut self, session: &str, fp: u64) -> bool {
+        let r = self.root(session);
+        self.sets.entry(r).or_default().insert(fp)
+    }
+
+    /// Every lineage: its sessions and its sorted fingerprints.
+    pub fn snapshot(&mut self) -> Vec<(Vec<String>, Vec<u64>)> {
+        let sessions: Vec<String> = self.parent.keys().cloned().collect();
+        let mut groups: HashMap<String, Vec<String>> = HashMap::new();
+        for s in sessions {
+            let r = self.root(&s);
+            groups.entry(r).or_default().push(s);
+        }
+        let mut out: Vec<(Vec<String>, Vec<u64>)> = groups
+            .into_iter()
+            .filter_map(|(r, mut members)| {
+                members.sort();
+                let set = self.sets.get_mut(&r)?;
+                set.compact();
+                Some((members, set.sorted.clone()))
+            })
+            .filter(|(_, fps)| !fps.is_empty())
+            .collect();
+        out.sort();
+        out
+    }
+
+    /// Whether two sessions are of one lineage.
+    pub fn same(&mut self, a: &str, b: &str) -> bool {
+        self.root(a) == self.root(b)
+    }
+
+    /// Restores exported lineages.
+    pub fn import(groups: Vec<(Vec<String>, Vec<u64>)>) -> Self {
+        let mut l = Lineages::default();
+        for (members, fps) in groups {
+            let Some(first) = members.first() else {
+                continue;
+            };
+            for m in &members[1..] {
+                l.join(first, m);
+            }
+            let r = l.root(first);
+            l.sets.insert(r, FpSet::from_sorted(fps));
+        }
+        l
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fp_set_agrees_with_a_hash_set() {
+        let mut s = FpSet::default();
+        let mut reference = HashSet::new();
+        let mut x = 1u64;
+        for i in 0..100_000u64 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let v = if i % 5 == 0 { i } else { x % 200_000 };
+            assert_eq!(s.insert(v), reference.insert(v));
+        }
+        assert_eq!(s.len(), reference.len());
+        let sorted = s.into_sorted();
+        assert!(sorted.windows(2).all(|w| w[0] < w[1]));
+        assert_eq!(sorted.len(), reference.len());
+    }
+
+    #[test]
+    fn lineages_join_and_survive_export() {
+        let mut l = Lineages::default();
+        assert!(l.insert("parent", 1));
+        assert!(l.insert("other", 1), "unrelated sessions never share");
+        assert!(l.insert("fork", 2));
+        l.join("parent", "fork");
+        assert!(l.contains("fork", 1) && l.contains("parent", 2));
+        assert!(!l.insert("fork", 1));
+        let mut back = Lineages::import(l.snapshot());
+        assert!(back.contains("parent", 2) && back.contains("fork", 1));
+        assert!(!back.contains("other", 2));
+        assert!(back.contains("other", 1));
+    }
+
+    #[test]
+    fn parent_session_from_pi_file_names() {
+        assert_eq!(
+            session_of_path(
+                "/Users/x/.pi/agent/sessions/--p--/2025-11-20T23-33-50-805Z_d703a1a9-1b7b.jsonl"
+            ),
+            "d703a1a9-1b7b"
+        );
+        assert_eq!(
+            session_of_path("C:\\imported\\session-7.jsonl"),
+            "session-7"
+        );
+    }
+}

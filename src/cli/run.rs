@@ -1,0 +1,1076 @@
+//! One run of `backfill` or `stats`: discovery, the plan, tasks on every
+//! core, and, in task order, deduplication, output, totals and checkpoints.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::fs::{File, OpenOptions};
+use std::io::{self, BufWriter, IsTerminal, Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use mem_ingest::{Header, PiSessionSource, Position, RecordSource, Report, SourceOptions};
+
+use super::dedupe::{session_of_path, FpSet, Lineages};
+use super::output::{self, FailureLine, ModelLine, ProjectLine, Roles, SkipLine, Stats};
+use super::plan::{self, Mode, Plan, PlannedFile, Task};
+use super::state::{self, FileState, LineageState, OutputState, Shape, State};
+use super::{discover, exec};
+
+/// What backfill keeps of the records, beyond roles.
+#[derive(Debug, Clone, Copy)]
+pub struct Keep {
+    pub since: Option<i64>,
+    pub until: Option<i64>,
+    pub max_text: Option<usize>,
+}
+
+/// Where records go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sink {
+    /// Nowhere: `stats`.
+    None,
+    /// NDJSON to stdout or `-o`.
+    Records,
+}
+
+#[derive(Debug)]
+pub struct RunConfig {
+    pub command: String,
+    pub paths: Vec<PathBuf>,
+    pub jobs: usize,
+    pub quiet: bool,
+    pub state: Option<PathBuf>,
+    pub dedupe: bool,
+    pub opts: SourceOptions,
+    pub keep: Option<Keep>,
+    /// `--role` names, sorted, for the state's shape.
+    pub roles: Vec<String>,
+    pub output: Option<PathBuf>,
+    pub follow: bool,
+    pub checkpoint: Duration,
+}
+
+/// A skip as reported, with its file.
+#[derive(Debug, Clone)]
+pub struct SkipAt {
+    pub path: String,
+    pub line: u64,
+    pub byte: u64,
+    pub reason: String,
+}
+
+const MAX_SKIPS: usize = 1000;
+
+/// Everything a run found, aggregated in file order.
+#[derive(Default)]
+pub struct Totals {
+    pub files: u64,
+    pub files_failed: u64,
+    pub files_empty: u64,
+    /// Bytes of the files read (all of them, over every run with a state).
+    pub bytes: u64,
+    /// Bytes read in this run.
+    pub read: u64,
+    /// Records written in this run.
+    pub written: u64,
+    pub report: Report,
+    by_project: BTreeMap<String, (u64, u64, u64, f64)>,
+    pub failures: Vec<(String, String)>,
+    pub skips: Vec<SkipAt>,
+    pub unchanged: u64,
+    pub resumed: u64,
+    pub reread: u64,
+    pub stateful: bool,
+    pub dedupe: bool,
+    /// The output was closed by its reader (`| head`).
+    pub closed: bool,
+    /// Stopped by SIGINT or SIGTERM.
+    pub interrupted: bool,
+    pub follow: bool,
+}
+
+impl Totals {
+    fn fail(&mut self, path: &Path, size: u64, error: String) {
+        self.files += 1;
+        self.files_failed += 1;
+        self.bytes += size;
+        self.failures.push((path.display().to_string(), error));
+    }
+
+    fn file_done(&mut self, path: &Path, report: &Report, header: Option<&Header>) {
+        self.files += 1;
+        self.bytes += report.bytes + report.pending;
+        self.files_empty += u64::from(report.empty);
+        let pending = self.report.pending + report.pending;
+        self.report.merge(report);
+        self.report.pending = pending;
+        let room = MAX_SKIPS.saturating_sub(self.skips.len());
+        let p = path.display().to_string();
+        self.skips
+            .extend(report.skips.iter().take(room).map(|s| SkipAt {
+                path: p.clone(),
+                line: s.line,
+                byte: s.byte,
+                reason: s.reason.to_string(),
+            }));
+        if let Some(h) = header {
+            let e = self.by_project.entry(h.cwd.clone()).or_default();
+            e.0 += 1;
+            e.1 += report.records;
+            e.2 += report.usage.total_tokens;
+            e.3 += report.usage.cost;
+        }
+    }
+
+    pub fn to_stats(&self) -> Stats {
+        let r = &self.report;
+        let mut by_model: Vec<ModelLine> = r
+            .by_model
+            .iter()
+            .map(|m| ModelLine {
+                provider: m.provider.clone(),
+                model: m.model.clone(),
+                messages: m.messages,
+                input: m.usage.input,
+                output: m.usage.output,
+                cache_read: m.usage.cache_read,
+                cache_write: m.usage.cache_write,
+                total_tokens: m.usage.total_tokens,
+                cost: m.usage.cost,
+            })
+            .collect();
+        by_model.sort_by(|a, b| (&a.provider, &a.model).cmp(&(&b.provider, &b.model)));
+        Stats {
+            files: self.files,
+            files_failed: self.files_failed,
+            files_empty: self.files_empty,
+            bytes: self.bytes,
+            lines: r.lines,
+            records: r.records,
+            skipped: r.skipped,
+            repaired: r.repaired,
+            deduplicated: r.deduplicated,
+            pending: r.pending,
+            roles: Roles::from_counts(&r.roles),
+            entries: r.entries.iter().map(|(k, n)| (k.to_owned(), n)).collect(),
+            usage: (&r.usage).into(),
+            by_model,
+            by_project: self
+                .by_project
+                .iter()
+                .map(|(p, (sessions, records, tokens, cost))| ProjectLine {
+                    project: p.clone(),
+                    sessions: *sessions,
+                    records: *records,
+                    total_tokens: *tokens,
+                    cost: *cost,
+                })
+                .collect(),
+            failures: self
+                .failures
+                .iter()
+                .map(|(p, e)| FailureLine {
+                    path: p.clone(),
+                    error: e.clone(),
+                })
+                .collect(),
+            skips: self
+                .skips
+                .iter()
+                .map(|s| SkipLine {
+                    path: s.path.clone(),
+                    line: s.line,
+                    byte: s.byte,
+                    reason: s.reason.clone(),
+                })
+                .collect(),
+        }
+    }
+}
+
+/// One entry of a task, for deduplication at delivery.
+struct Note {
+    fingerprint: u64,
+    line: u64,
+    byte: u64,
+    /// Its record line in the task's output.
+    out: Option<(usize, usize)>,
+}
+
+/// The result of one task.
+#[derive(Default)]
+struct PartResult {
+    report: Report,
+    out: Vec<u8>,
+    error: Option<String>,
+    header: Option<Header>,
+    position: Option<Position>,
+    notes: Vec<Note>,
+    kept: u64,
+}
+
+/// The output and how much of it is written.
+enum Out {
+    Stdout(BufWriter<io::Stdout>),
+    File {
+        w: BufWriter<File>,
+        len: u64,
+        path: PathBuf,
+        tmp: Option<PathBuf>,
+    },
+}
+
+impl Out {
+    fn write(&mut self, bytes: &[u8]) -> io::Result<()> {
+        match self {
+            Out::Stdout(w) => w.write_all(bytes),
+            Out::File { w, len, .. } => {
+                w.write_all(bytes)?;
+                *len += bytes.len() as u64;
+                Ok(())
+            }
+        }
+    }
+
+    /// Flushes, and for a file makes it durable.
+    fn sync(&mut self) -> io::Result<()> {
+        match self {
+            Out::Stdout(w) => w.flush(),
+            Out::File { w, .. } => {
+                w.flush()?;
+                w.get_ref().sync_data()
+            }
+        }
+    }
+}
+
+/// Everything a run carries from pass to pass.
+struct Ctx {
+    cfg: RunConfig,
+    state: Option<State>,
+    lineages: Option<Lineages>,
+    out: Option<Out>,
+    stop: Arc<AtomicBool>,
+    last_checkpoint: Instant,
+    failed_paths: HashSet<String>,
+}
+
+type Fail = (i32, String);
+
+/// Runs the command; `Err((exit code, message))` when it cannot start.
+pub fn run(cfg: RunConfig, sink: Sink) -> Result<Totals, Fail> {
+    let shape = Shape {
+        command: cfg.command.clone(),
+        roles: cfg.roles.clone(),
+        since: cfg.keep.and_then(|k| k.since),
+        until: cfg.keep.and_then(|k| k.until),
+        max_text: cfg.keep.and_then(|k| k.max_text),
+        no_dedupe: !cfg.dedupe,
+        record_format: state::RECORD_FORMAT,
+    };
+    let _lock = match &cfg.state {
+        Some(p) => Some(state::lock(p).map_err(|e| (2, e))?),
+        None => None,
+    };
+    let mut saved = match &cfg.state {
+        Some(p) => state::load(p).map_err(|e| (1, e))?,
+        None => None,
+    };
+    if let Some(s) = &saved {
+        let diff = s.shape.differences(&shape);
+        if !diff.is_empty() {
+            return Err((
+                2,
+                format!(
+                    "the state {} was written with other options ({}); use another state file",
+                    cfg.state.as_ref().expect("state").display(),
+                    diff.join("; ")
+                ),
+            ));
+        }
+    }
+    let out = if sink == Sink::Records {
+        Some(open_output(&cfg, saved.as_ref())?)
+    } else {
+        None
+    };
+    let lineages = cfg.dedupe.then(|| {
+        let groups = saved.as_ref().map(|s| {
+            s.lineages
+                .iter()
+                .map(|l| {
+                    Ok((
+                        l.sessions.clone(),
+                        state::decode_fingerprints(&l.fingerprints)?,
+                    ))
+                })
+                .collect::<Result<Vec<_>, String>>()
+        });
+        groups
+            .transpose()
+            .map(|g| Lineages::import(g.unwrap_or_default()))
+    });
+    let lineages = lineages.transpose().map_err(|e| (1, e))?;
+    if cfg.state.is_some() && saved.is_none() {
+        saved = Some(State {
+            version: state::STATE_VERSION,
+            shape,
+            output: None,
+            files: BTreeMap::new(),
+            lineages: Vec::new(),
+        });
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    if cfg.state.is_some() {
+        for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+            signal_hook::flag::register(sig, stop.clone()).map_err(|e| (1, e.to_string()))?;
+        }
+    }
+    let mut ctx = Ctx {
+        cfg,
+        state: saved,
+        lineages,
+        out,
+        stop,
+        last_checkpoint: Instant::now(),
+        failed_paths: HashSet::new(),
+    };
+    let (mut read, mut written) = (0, 0);
+    let totals = loop {
+        let mut totals = pass(&mut ctx)?;
+        read += totals.read;
+        written += totals.written;
+        totals.read = read;
+        totals.written = written;
+        if totals.closed || !ctx.cfg.follow || ctx.stop.load(Ordering::SeqCst) {
+            totals.interrupted = ctx.stop.load(Ordering::SeqCst);
+            break totals;
+        }
+        // Following: a short poll keeps the latency from a line written to
+        // its record well under a second.
+        let until = Instant::now() + Duration::from_millis(200);
+        while Instant::now() < until && !ctx.stop.load(Ordering::SeqCst) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    finish(&mut ctx, totals)
+}
+
+fn finish(ctx: &mut Ctx, mut totals: Totals) -> Result<Totals, Fail> {
+    if totals.closed {
+        return Ok(totals);
+    }
+    match ctx.out.as_mut().map(Out::sync) {
+        Some(Err(e)) if e.kind() == io::ErrorKind::BrokenPipe => {
+            totals.closed = true;
+            return Ok(totals);
+        }
+        Some(Err(e)) => return Err((1, format!("writing the output: {e}"))),
+        _ => {}
+    }
+    checkpoint(ctx, None).map_err(|e| (1, e))?;
+    if let Some(Out::File {
+        tmp: Some(tmp),
+        path,
+        ..
+    }) = &ctx.out
+    {
+        std::fs::rename(tmp, path).map_err(|e| (1, format!("{}: {e}", path.display())))?;
+    }
+    totals.follow = ctx.cfg.follow;
+    Ok(totals)
+}
+
+/// Opens the output. With a state, `-o` is appended to and cut back to the
+/// length the state covers; without one, it is written to a temporary file
+/// renamed at the end.
+fn open_output(cfg: &RunConfig, saved: Option<&State>) -> Result<Out, Fail> {
+    let Some(path) = &cfg.output else {
+        return Ok(Out::Stdout(BufWriter::with_capacity(1 << 20, io::stdout())));
+    };
+    let err = |e: io::Error| (1, format!("{}: {e}", path.display()));
+    if cfg.state.is_none() {
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let tmp = path.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
+        let f = File::create(&tmp).map_err(|e| (1, format!("{}: {e}", tmp.display())))?;
+        let w = BufWriter::with_capacity(1 << 20, f);
+        return Ok(Out::File {
+            w,
+            len: 0,
+            path: path.clone(),
+            tmp: Some(tmp),
+        });
+    }
+    let covered = match saved.and_then(|s| s.output.as_ref()) {
+        Some(o) if Path::new(&o.path) != path.as_path() => {
+            return Err((
+                2,
+                format!(
+                    "the state pairs with the output {}, not {}: one state, one output",
+                    o.path,
+                    path.display()
+                ),
+            ))
+        }
+        Some(o) => o.len,
+        // No saved state: whatever the output holds is from a run that never
+        // saved one.
+        None => 0,
+    };
+    let mut f = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+        .map_err(err)?;
+    let len = f.metadata().map_err(err)?.len();
+    if len < covered {
+        return Err((
+            1,
+            format!(
+                "{} holds {len} bytes but the state covers {covered}: it was changed outside mem-ingest \
+                 (remove the state to start over)",
+                path.display()
+            ),
+        ));
+    }
+    if len > covered {
+        // The torn tail of a run that was killed before its checkpoint.
+        f.set_len(covered).map_err(err)?;
+        f.sync_data().map_err(err)?;
+    }
+    f.seek(SeekFrom::Start(covered)).map_err(err)?;
+    Ok(Out::File {
+        w: BufWriter::with_capacity(1 << 20, f),
+        len: covered,
+        path: path.clone(),
+        tmp: None,
+    })
+}
+
+/// Writes the state, after making the output it covers durable.
+fn checkpoint(ctx: &mut Ctx, in_progress: Option<(String, FileState)>) -> Result<(), String> {
+    ctx.last_checkpoint = Instant::now();
+    let (Some(path), Some(st)) = (&ctx.cfg.state, ctx.state.as_mut()) else {
+        return Ok(());
+    };
+    if let Some(out) = ctx.out.as_mut() {
+        match out.sync() {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::BrokenPipe => return Ok(()),
+            Err(e) => return Err(format!("writing the output: {e}")),
+        }
+        if let Out::File { len, path, .. } = out {
+            st.output = Some(OutputState {
+                path: path.to_string_lossy().into_owned(),
+                len: *len,
+            });
+        }
+    }
+    if let Some(l) = ctx.lineages.as_mut() {
+        st.lineages = l
+            .snapshot()
+            .into_iter()
+            .map(|(sessions, fps)| LineageState {
+                sessions,
+                fingerprints: state::encode_fingerprints(&fps),
+            })
+            .collect();
+    }
+    let saved = match in_progress {
+        None => state::save(path, st),
+        Some((key, fs)) => {
+            let old = st.files.insert(key.clone(), fs);
+            let r = state::save(path, st);
+            match old {
+                Some(o) => st.files.insert(key, o),
+                None => st.files.remove(&key),
+            };
+            r
+        }
+    };
+    saved.map_err(|e| format!("{}: {e}", path.display()))
+}
+
+fn progress(quiet: bool, total: u64) -> ProgressBar {
+    if quiet || !io::stderr().is_terminal() {
+        return ProgressBar::hidden();
+    }
+    let pb = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr());
+    pb.set_style(
+        ProgressStyle::with_template(
+            "{bar:40} {decimal_bytes}/{decimal_total_bytes} {decimal_bytes_per_sec} eta {eta}",
+        )
+        .expect("valid template"),
+    );
+    pb
+}
+
+/// Reads one task.
+fn run_task(plan: &Plan, i: usize, cfg: &RunConfig, emit: bool) -> PartResult {
+    let task = &plan.tasks[i];
+    let path = &plan.files[task.file].path;
+    let file = path.to_string_lossy();
+    let mut res = PartResult::default();
+    let result = (|| -> Result<(), String> {
+        let mut f = File::open(path).map_err(|e| e.to_string())?;
+        let len = task.end.map_or(u64::MAX, |e| e - task.start);
+        match &task.header {
+            None => {
+                let src = PiSessionSource::from_reader_with(f.take(len), path, &cfg.opts)
+                    .map_err(|e| e.cause())?;
+                drain(src, &mut res, cfg, emit, &file)
+            }
+            Some(h) => {
+                f.seek(SeekFrom::Start(task.start))
+                    .map_err(|e| e.to_string())?;
+                let src = PiSessionSource::resume(
+                    f.take(len),
+                    path,
+                    h.clone(),
+                    task.start,
+                    task.lines,
+                    &cfg.opts,
+                );
+                drain(src, &mut res, cfg, emit, &file)
+            }
+        }
+    })();
+    if let Err(e) = result {
+        res.error = Some(e);
+    }
+    res
+}
+
+fn drain<R: Read>(
+    mut src: PiSessionSource<R>,
+    res: &mut PartResult,
+    cfg: &RunConfig,
+    emit: bool,
+    file: &str,
+) -> Result<(), String> {
+    let keep = cfg.keep.unwrap_or(Keep {
+        since: None,
+        until: None,
+        max_text: None,
+    });
+    let r = loop {
+        let entry = match src.next_entry() {
+            Ok(Some(e)) => e,
+            Ok(None) => break Ok(()),
+            Err(e) => break Err(e.cause()),
+        };
+        let mut out = None;
+        if let (true, Some(rec)) = (emit, &entry.record) {
+            let in_time = match rec.timestamp {
+                Some(t) => keep.since.is_none_or(|s| t >= s) && keep.until.is_none_or(|u| t < u),
+                None => keep.since.is_none() && keep.until.is_none(),
+            };
+            if in_time {
+                let start = res.out.len();
+                output::write_record(&mut res.out, rec, file, keep.max_text);
+                out = Some((start, res.out.len()));
+                res.kept += 1;
+            }
+        }
+        if cfg.dedupe {
+            res.notes.push(Note {
+                fingerprint: entry.fingerprint,
+                line: entry.line,
+                byte: entry.byte,
+                out,
+            });
+        }
+    };
+    res.header = src.header().cloned();
+    res.report = src.report().clone();
+    res.position = Some(src.position());
+    r
+}
+
+/// The counts one entry adds, from reading its line again (a rare path:
+/// only for a duplicate).
+fn counts_of(
+    path: &Path,
+    header: &Header,
+    note: &Note,
+    opts: &SourceOptions,
+) -> Result<Report, String> {
+    let mut f = File::open(path).map_err(|e| e.to_string())?;
+    f.seek(SeekFrom::Start(note.byte))
+        .map_err(|e| e.to_string())?;
+    // A small buffer: only this line is wanted (it grows for a long one).
+    let opts = opts.clone().buffer_capacity(4096);
+    let mut src = PiSessionSource::resume(f, path, header.clone(), note.byte, note.line - 1, &opts);
+    match src.next_entry().map_err(|e| e.cause())? {
+        Some(e) if e.line == note.line => {}
+        _ => return Err(format!("line {} changed while it was read", note.line)),
+    }
+    Ok(src.report().clone())
+}
+
+/// The file being assembled from its parts, in delivery.
+struct Assembling {
+    file: usize,
+    report: Option<Report>,
+    header: Option<Header>,
+    error: Option<String>,
+    parts: usize,
+    position: Option<Position>,
+}
+
+fn one_pass_failures(ctx: &mut Ctx, totals: &mut Totals) -> Result<Vec<PathBuf>, Fail> {
+    let paths = if ctx.cfg.paths.is_empty() {
+        vec![discover::default_archive().map_err(|e| (1, e))?]
+    } else {
+        ctx.cfg.paths.clone()
+    };
+    let found = discover::discover(&paths);
+    for (p, e) in &found.failures {
+        totals.fail(p, 0, e.clone());
+        ctx.failed_paths.insert(p.display().to_string());
+    }
+    Ok(found.files)
+}
+
+/// One pass over the archive.
+fn pass(ctx: &mut Ctx) -> Result<Totals, Fail> {
+    let mut totals = Totals {
+        stateful: ctx.state.is_some(),
+        dedupe: ctx.cfg.dedupe,
+        ..Totals::default()
+    };
+    let files = one_pass_failures(ctx, &mut totals)?;
+    // Never write the output over an input.
+    if let Some(Out::File { path: o, .. }) = &ctx.out {
+        if let Ok(om) = std::fs::metadata(o) {
+            let clash = files.iter().any(|f| {
+                std::fs::metadata(f).is_ok_and(|m| m.dev() == om.dev() && m.ino() == om.ino())
+            });
+            if clash {
+                return Err((
+                    2,
+                    format!("the output {} is one of the input files", o.display()),
+                ));
+            }
+        }
+    }
+    if let Some(st) = ctx.state.as_mut() {
+        // Files gone from the disk leave the state (their entries stay in
+        // the lineages, so a copy elsewhere is still known).
+        st.files.retain(|p, _| Path::new(p).exists());
+    }
+    let empty = BTreeMap::new();
+    let prior = ctx.state.as_ref().map_or(&empty, |s| &s.files);
+    let mut opts = ctx.cfg.opts.clone();
+    if ctx.state.is_some() {
+        opts = opts.hold_partial_tail(true);
+    }
+    let plan = plan::plan(files, prior, &opts);
+    let reserved = if ctx.cfg.dedupe {
+        reserve_parents(&plan, &opts)
+    } else {
+        HashMap::new()
+    };
+    let emit = ctx.out.is_some();
+    let pb = progress(
+        ctx.cfg.quiet || ctx.cfg.follow,
+        plan.tasks.iter().map(|t| task_bytes(&plan, t)).sum(),
+    );
+    let cfg_opts = std::mem::replace(&mut ctx.cfg.opts, opts);
+    let mut current: Option<Assembling> = None;
+    let mut next_file = 0usize;
+    let mut failure: Option<Fail> = None;
+    let mut reserved = reserved;
+    // Tasks run on the pool with their own copy of the configuration;
+    // delivery runs in order on this thread.
+    let work_cfg = clone_cfg(&ctx.cfg);
+    exec::run_ordered(
+        plan.tasks.len(),
+        ctx.cfg.jobs,
+        |i| {
+            let r = run_task(&plan, i, &work_cfg, emit);
+            pb.inc(task_bytes(&plan, &plan.tasks[i]));
+            r
+        },
+        |i, res| {
+            let task = &plan.tasks[i];
+            settle_files_before(&plan, task.file, &mut next_file, &mut totals);
+            let going = deliver(
+                ctx,
+                &plan,
+                task,
+                res,
+                &mut current,
+                &mut reserved,
+                &mut totals,
+            );
+            match going {
+                Ok(true) => !ctx.stop.load(Ordering::SeqCst),
+                Ok(false) => false,
+                Err(f) => {
+                    failure = Some(f);
+                    false
+                }
+            }
+        },
+    );
+    pb.finish_and_clear();
+    ctx.cfg.opts = cfg_opts;
+    if let Some(f) = failure {
+        return Err(f);
+    }
+    if !totals.closed && !ctx.stop.load(Ordering::SeqCst) {
+        settle_files_before(&plan, plan.files.len(), &mut next_file, &mut totals);
+    } else if let Some(a) = current.take() {
+        // Stopped inside a file: checkpoint what was delivered of it.
+        if let Some(fs) = file_state(&plan.files[a.file], &a) {
+            checkpoint(ctx, Some((key_of(&plan.files[a.file]), fs))).map_err(|e| (1, e))?;
+        }
+    }
+    Ok(totals)
+}
+
+fn clone_cfg(c: &RunConfig) -> RunConfig {
+    RunConfig {
+        command: c.command.clone(),
+        paths: c.paths.clone(),
+        jobs: c.jobs,
+        quiet: c.quiet,
+        state: c.state.clone(),
+        dedupe: c.dedupe,
+        opts: c.opts.clone(),
+        keep: c.keep,
+        roles: c.roles.clone(),
+        output: c.output.clone(),
+        follow: c.follow,
+        checkpoint: c.checkpoint,
+    }
+}
+
+fn task_bytes(plan: &Plan, t: &Task) -> u64 {
+    let size = plan.files[t.file].size();
+    t.end.unwrap_or(size).saturating_sub(t.start)
+}
+
+fn key_of(f: &PlannedFile) -> String {
+    f.path.to_string_lossy().into_owned()
+}
+
+/// Files with no task before `upto` (failed while planning, unchanged)
+/// are accounted in order.
+fn settle_files_before(plan: &Plan, upto: usize, next: &mut usize, totals: &mut Totals) {
+    while *next < upto {
+        let f = &plan.files[*next];
+        if f.tasks == 0 {
+            if let Some(e) = &f.error {
+                totals.fail(&f.path, f.size(), e.clone());
+            } else if let Some(p) = &f.prior {
+                totals.unchanged += 1;
+                totals.file_done(&f.path, &p.report, Some(&p.header));
+            }
+        }
+        *next += 1;
+    }
+}
+
+/// The state of a file after what was delivered of it.
+fn file_state(f: &PlannedFile, a: &Assembling) -> Option<FileState> {
+    if a.error.is_some() {
+        return None;
+    }
+    let (report, header, position, identity) = (
+        a.report.clone()?,
+        a.header.clone()?,
+        a.position?,
+        f.identity?,
+    );
+    Some(FileState {
+        identity,
+        header_digest: plan::header_digest(&header),
+        header,
+        offset: position.byte,
+        line: position.line,
+        open_line: position.open_line,
+        pending: report.pending,
+        report,
+    })
+}
+
+/// Delivers one task's result, in task order: deduplication, output,
+/// totals, state. Ok(false) to stop (closed output).
+fn deliver(
+    ctx: &mut Ctx,
+    plan: &Plan,
+    task: &Task,
+    mut res: PartResult,
+    current: &mut Option<Assembling>,
+    reserved: &mut HashMap<String, FpSet>,
+    totals: &mut Totals,
+) -> Result<bool, Fail> {
+    let f = &plan.files[task.file];
+    let a = current.get_or_insert_with(|| Assembling {
+        file: task.file,
+        report: f
+            .prior
+            .clone()
+            .filter(|_| f.mode == Mode::Resumed)
+            .map(|p| p.report),
+        header: f.prior.as_ref().map(|p| p.header.clone()),
+        error: None,
+        parts: 0,
+        position: None,
+    });
+    a.parts += 1;
+    totals.read += res.report.bytes;
+    if let Some(e) = res.error.take() {
+        a.error.get_or_insert(e);
+    }
+    if a.header.is_none() {
+        a.header = res.header.clone();
+    }
+    let mut going = true;
+    if a.error.is_none() {
+        let cuts = match (ctx.lineages.as_mut(), a.header.clone()) {
+            (Some(l), Some(h)) => dedupe(l, reserved, &f.path, &h, task, &mut res, &ctx.cfg.opts),
+            _ => Ok(Vec::new()),
+        };
+        match cuts {
+            Err(e) => {
+                a.error = Some(e);
+            }
+            Ok(cuts) => {
+                if let Some(out) = ctx.out.as_mut() {
+                    let mut at = 0;
+                    let mut written = Ok(());
+                    for (s, e) in cuts.iter().copied().chain([(res.out.len(), res.out.len())]) {
+                        if written.is_ok() && s > at {
+                            written = out.write(&res.out[at..s]);
+                        }
+                        at = e;
+                    }
+                    match written {
+                        Ok(()) => totals.written += res.kept - cuts.len() as u64,
+                        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => {
+                            totals.closed = true;
+                            going = false;
+                        }
+                        Err(e) => return Err((1, format!("writing the output: {e}"))),
+                    }
+                }
+                match a.report.as_mut() {
+                    Some(r) => r.merge(&res.report),
+                    None => a.report = Some(res.report),
+                }
+                a.position = res.position;
+            }
+        }
+    }
+    if a.parts == f.tasks {
+        let a = current.take().expect("set above");
+        reserved.remove(&a.header.as_ref().map(|h| h.id.clone()).unwrap_or_default());
+        match (&a.error, &a.report) {
+            (None, Some(report)) => {
+                match f.mode {
+                    Mode::Resumed => totals.resumed += 1,
+                    Mode::Reread => totals.reread += 1,
+                    _ => {}
+                }
+                totals.file_done(&f.path, report, a.header.as_ref());
+                if let (Some(st), Some(fs)) = (ctx.state.as_mut(), file_state(f, &a)) {
+                    st.files.insert(key_of(f), fs);
+                }
+            }
+            (e, _) => totals.fail(&f.path, f.size(), e.clone().unwrap_or_default()),
+        }
+        if going && ctx.last_checkpoint.elapsed() >= ctx.cfg.checkpoint {
+            checkpoint(ctx, None).map_err(|e| (1, e))?;
+        }
+    } else if going && ctx.last_checkpoint.elapsed() >= ctx.cfg.checkpoint {
+        let fs = current.as_ref().and_then(|a| file_state(f, a));
+        checkpoint(ctx, fs.map(|fs| (key_of(f), fs))).map_err(|e| (1, e))?;
+    }
+    Ok(going)
+}
+
+/// Drops the copies among a part's entries: returns the output ranges to
+/// cut, and takes their counts out of the part's report.
+fn dedupe(
+    l: &mut Lineages,
+    reserved: &HashMap<String, FpSet>,
+    path: &Path,
+    header: &Header,
+    task: &Task,
+    res: &mut PartResult,
+    opts: &SourceOptions,
+) -> Result<Vec<(usize, usize)>, String> {
+    let session = header.id.as_str();
+    if let Some(parent) = &header.parent_session {
+        l.join(session, &session_of_path(parent));
+    }
+    // Entries that a session which wrote them first will emit later in
+    // this run (a fork that sorts before its parent).
+    let mut earlier: Vec<&FpSet> = Vec::new();
+    for (s, set) in reserved {
+        if s != session && l.same(s, session) {
+            earlier.push(set);
+        }
+    }
+    let dup = |l: &mut Lineages, fp: u64| {
+        earlier.iter().any(|s| s.contains(fp)) || !l.insert(session, fp)
+    };
+    if task.header.is_none() && res.header.is_some() && dup(l, header.fingerprint) {
+        // A second file of the same session (a history written twice).
+        let mut h = Report::default();
+        h.entries.add("session", 1);
+        h.no_record = 1;
+        res.report.remove_duplicate(&h);
+    }
+    let mut cuts = Vec::new();
+    for note in &res.notes {
+        if dup(l, note.fingerprint) {
+            let counts = counts_of(path, header, note, opts)?;
+            res.report.remove_duplicate(&counts);
+            if let Some(range) = note.out {
+                cuts.push(range);
+            }
+        }
+    }
+    Ok(cuts)
+}
+
+/// Fingerprints of parents that are delivered after a fork of theirs, so
+/// the fork's copies are dropped and the parent's kept.
+fn reserve_parents(plan: &Plan, opts: &SourceOptions) -> HashMap<String, FpSet> {
+    let mut first_file: HashMap<&str, usize> = HashMap::new();
+    for (i, f) in plan.files.iter().enumerate() {
+        if let Some(h) = &f.header {
+            first_file.entry(h.id.as_str()).or_insert(i);
+        }
+    }
+    let mut needed: Vec<usize> = Vec::new();
+    for (i, f) in plan.files.iter().enumerate() {
+        let Some(parent) = f.header.as_ref().and_then(|h| h.parent_session.as_deref()) else {
+            continue;
+        };
+        if let Some(&j) = first_file.get(session_of_path(parent).as_str()) {
+            if j > i && plan.files[j].tasks > 0 && !needed.contains(&j) {
+                needed.push(j);
+            }
+        }
+    }
+    let mut out = HashMap::new();
+    for j in needed {
+        let f = &plan.files[j];
+        let mut set = FpSet::default();
+        for t in plan.tasks.iter().filter(|t| t.file == j) {
+            let Ok(mut file) = File::open(&f.path) else {
+                continue;
+            };
+            let len = t.end.map_or(u64::MAX, |e| e - t.start);
+            let src: Result<PiSessionSource<_>, _> = match &t.header {
+                None => PiSessionSource::from_reader_with(file.take(len), &f.path, opts),
+                Some(h) => {
+                    if file.seek(SeekFrom::Start(t.start)).is_err() {
+                        continue;
+                    }
+                    Ok(PiSessionSource::resume(
+                        file.take(len),
+                        &f.path,
+                        h.clone(),
+                        t.start,
+                        t.lines,
+                        opts,
+                    ))
+                }
+            };
+            let Ok(mut src) = src else { continue };
+            while let Ok(Some(e)) = src.next_entry() {
+                set.insert(e.fingerprint);
+            }
+        }
+        if let Some(h) = &f.header {
+            out.insert(h.id.clone(), set);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn file_deleted_between_discovery_and_open_fails_alone() {
+        let d = std::env::temp_dir().join(format!("mem-ingest-del-{}", std::process::id()));
+        std::fs::create_dir_all(&d).unwrap();
+        let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/hand-built.jsonl");
+        for name in ["a.jsonl", "b.jsonl", "c.jsonl"] {
+            std::fs::copy(&fixture, d.join(name)).unwrap();
+        }
+        let cfg = RunConfig {
+            command: "stats".into(),
+            paths: vec![d.clone()],
+            jobs: 2,
+            quiet: true,
+            state: None,
+            dedupe: true,
+            opts: SourceOptions::new(),
+            keep: None,
+            roles: vec![],
+            output: None,
+            follow: false,
+            checkpoint: Duration::from_secs(5),
+        };
+        let mut ctx = Ctx {
+            cfg,
+            state: None,
+            lineages: Some(Lineages::default()),
+            out: None,
+            stop: Arc::new(AtomicBool::new(false)),
+            last_checkpoint: Instant::now(),
+            failed_paths: HashSet::new(),
+        };
+        let mut totals = Totals::default();
+        let files = one_pass_failures(&mut ctx, &mut totals).unwrap();
+        let plan = plan::plan(files, &BTreeMap::new(), &ctx.cfg.opts);
+        assert_eq!(plan.tasks.len(), 3);
+        std::fs::remove_file(d.join("b.jsonl")).unwrap();
+        let mut current = None;
+        let mut reserved = HashMap::new();
+        for (i, task) in plan.tasks.iter().enumerate() {
+            let res = run_task(&plan, i, &ctx.cfg, false);
+            deliver(
+                &mut ctx,
+                &plan,
+                task,
+                res,
+                &mut current,
+                &mut reserved,
+                &mut totals,
+            )
+            .unwrap();
+        }
+        // The three copies are one session: the two read are one lineage,
+        // so the second is all duplicates.
+        assert_eq!((totals.files, totals.files_failed), (3, 1));
+        assert_eq!(totals.report.records, 22);
+        assert_eq!(totals.report.deduplicated, 33);
+        assert_eq!(
+            totals.failures[0].0,
+            d.join("b.jsonl").display().to_string()
+        );
+        assert_eq!(
+            totals.failures[0].1,
+            "No such file or directory (os error 2)"
+        );
+        std::fs::remove_dir_all(d).unwrap();
+    }
+}
