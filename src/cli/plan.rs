@@ -162,7 +162,9 @@ fn region(
         return fresh(Mode::New);
     };
     let same_file = p.identity.dev == id.dev && p.identity.ino == id.ino;
-    if same_file && p.identity == *id {
+    // Unchanged: the same file, size and time, and all of it consumed (a
+    // checkpoint taken inside a file covers only a part of it).
+    if same_file && p.identity == *id && p.offset + p.pending >= id.size {
         return Region {
             start: p.offset,
             lines: p.line,

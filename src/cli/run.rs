@@ -349,6 +349,10 @@ pub fn run(cfg: RunConfig, sink: Sink) -> Result<Totals, Fail> {
             totals.interrupted = ctx.stop.load(Ordering::SeqCst);
             break totals;
         }
+        if totals.read > 0 {
+            // What this pass found goes out now, and the state with it.
+            checkpoint(&mut ctx, None).map_err(|e| (1, e))?;
+        }
         // Following: a short poll keeps the latency from a line written to
         // its record well under a second.
         let until = Instant::now() + Duration::from_millis(200);

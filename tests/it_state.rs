@@ -1,0 +1,725 @@
+//! Incremental backfill: checkpoints, resume, exactly once under kill -9,
+//! deduplication of forks and repeated histories, following live sessions.
+
+use std::fs::{self, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+fn bin() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_mem-ingest"));
+    c.env_remove("PI_CODING_AGENT_SESSION_DIR")
+        .env_remove("PI_CODING_AGENT_DIR");
+    c
+}
+
+fn tmpdir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("mem-ingest-state-{}-{name}", std::process::id()));
+    let _ = fs::remove_dir_all(&d);
+    fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn run(args: &[&dyn AsRef<std::ffi::OsStr>]) -> Output {
+    bin()
+        .args(args.iter().map(|a| a.as_ref()))
+        .output()
+        .unwrap()
+}
+
+fn records(bytes: &[u8]) -> Vec<Value> {
+    bytes
+        .split(|b| *b == b'\n')
+        .filter(|l| !l.is_empty())
+        .map(|l| serde_json::from_slice(l).unwrap())
+        .collect()
+}
+
+fn keys(bytes: &[u8]) -> Vec<String> {
+    records(bytes)
+        .iter()
+        .map(|r| r["key"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+const HEADER_A: &str = r#"{"type":"session","version":3,"id":"sess-a","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/tmp/p"}"#;
+
+fn msg(id: &str, second: u32, text: &str) -> String {
+    format!(
+        r#"{{"type":"message","id":"{id}","parentId":null,"timestamp":"2026-01-01T00:00:{second:02}.000Z","message":{{"role":"user","content":"{text}","timestamp":{}}}}}"#,
+        1_767_225_600_000u64 + u64::from(second) * 1000
+    )
+}
+
+fn append(path: &Path, text: &str) {
+    OpenOptions::new()
+        .append(true)
+        .open(path)
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+}
+
+fn stats(state: &Path, dir: &Path) -> Value {
+    let out = run(&[&"stats", &"--json", &"-q", &"--state", &state, &dir]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn rerun_reads_only_what_is_new() {
+    let d = tmpdir("rerun");
+    let archive = d.join("sessions");
+    fs::create_dir_all(archive.join("--tmp-p--")).unwrap();
+    let s = archive.join("--tmp-p--/2026-01-01T00-00-00-000Z_sess-a.jsonl");
+    fs::write(
+        &s,
+        format!(
+            "{HEADER_A}\n{}\n{}\n",
+            msg("a1", 1, "one"),
+            msg("a2", 2, "two")
+        ),
+    )
+    .unwrap();
+    fs::copy(
+        concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/hand-built.jsonl"),
+        archive.join("--tmp-p--/hand.jsonl"),
+    )
+    .unwrap();
+    let (state, out) = (d.join("state.json"), d.join("out.ndjson"));
+    let backfill = || {
+        run(&[
+            &"backfill",
+            &"-q",
+            &"--state",
+            &state,
+            &"-o",
+            &out,
+            &archive,
+        ])
+    };
+
+    let r = backfill();
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    assert_eq!(keys(&fs::read(&out).unwrap()).len(), 2 + 22);
+
+    // Unchanged: nothing new, and the files are not even opened (made
+    // unreadable: a run that opened them would fail).
+    let summary = bin()
+        .args(["backfill", "--state"])
+        .arg(&state)
+        .arg("-o")
+        .arg(&out)
+        .arg(&archive)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&summary.stderr);
+    assert!(err.contains("2 unchanged, 0 resumed, 0 re-read"), "{err}");
+    assert!(err.contains("24 records (0 written)"), "{err}");
+    assert_eq!(keys(&fs::read(&out).unwrap()).len(), 24);
+
+    // Grown: a whole line, then half of one.
+    let third = msg("a3", 3, "three");
+    let fourth = msg("a4", 4, "four");
+    append(&s, &format!("{third}\n{}", &fourth[..20]));
+    let r = backfill();
+    assert!(r.status.success());
+    let got = keys(&fs::read(&out).unwrap());
+    assert_eq!(got.len(), 25);
+    assert_eq!(got[24], "sess-a:a3");
+    // The partial line waits: stats shows it as pending.
+    let st = stats(&d.join("stats-state.json"), &archive);
+    assert_eq!(st["pending"], 20);
+    assert_eq!(st["skipped"], 0);
+    assert_eq!(st["records"], 25);
+    // The writer finishes the line.
+    append(&s, &format!("{}\n", &fourth[20..]));
+    let r = backfill();
+    assert!(r.status.success());
+    let got = keys(&fs::read(&out).unwrap());
+    assert_eq!(got[25..], ["sess-a:a4".to_owned()]);
+    let st = stats(&d.join("stats-state.json"), &archive);
+    assert_eq!(
+        (st["pending"].as_u64(), st["records"].as_u64()),
+        (Some(0), Some(26))
+    );
+    // The resumed record carries its true line and byte.
+    let last = records(&fs::read(&out).unwrap()).pop().unwrap();
+    let text = fs::read_to_string(&s).unwrap();
+    assert_eq!(last["line"], 5);
+    assert_eq!(
+        last["byte"].as_u64().unwrap() as usize,
+        text.find(&fourth).unwrap()
+    );
+
+    // The same records as one run over the final archive, each once (in
+    // the order the runs found them).
+    let fresh = run(&[&"backfill", &"-q", &archive]);
+    let sorted = |b: &[u8]| {
+        let mut v: Vec<Vec<u8>> = b.split(|c| *c == b'\n').map(<[u8]>::to_vec).collect();
+        v.sort();
+        v
+    };
+    assert!(sorted(&fs::read(&out).unwrap()) == sorted(&fresh.stdout));
+    fs::remove_dir_all(d).unwrap();
+}
+
+#[test]
+fn unchanged_files_are_not_opened() {
+    let d = tmpdir("noopen");
+    use std::os::unix::fs::PermissionsExt;
+    fs::set_permissions(&d, fs::Permissions::from_mode(0o777)).unwrap();
+    let s = d.join("s.jsonl");
+    fs::write(&s, format!("{HEADER_A}\n{}\n", msg("a1", 1, "one"))).unwrap();
+    let state = d.join("state.json");
+    let root = Command::new("id").arg("-u").output().unwrap().stdout == b"0\n";
+    let as_user = |args: &[&dyn AsRef<std::ffi::OsStr>]| {
+        let mut c = if root {
+            let mut c = Command::new("setpriv");
+            c.args([
+                "--reuid=65534",
+                "--regid=65534",
+                "--clear-groups",
+                env!("CARGO_BIN_EXE_mem-ingest"),
+            ]);
+            c
+        } else {
+            bin()
+        };
+        c.args(args.iter().map(|a| a.as_ref())).output().unwrap()
+    };
+    fs::set_permissions(&s, fs::Permissions::from_mode(0o644)).unwrap();
+    let first = as_user(&[&"stats", &"--json", &"-q", &"--state", &state, &d]);
+    assert!(
+        first.status.success(),
+        "{}",
+        String::from_utf8_lossy(&first.stderr)
+    );
+    // chmod leaves size and mtime alone: the file is unchanged, unreadable.
+    fs::set_permissions(&s, fs::Permissions::from_mode(0o000)).unwrap();
+    let second = as_user(&[&"stats", &"--json", &"-q", &"--state", &state, &d]);
+    assert!(
+        second.status.success(),
+        "{}",
+        String::from_utf8_lossy(&second.stderr)
+    );
+    assert_eq!(first.stdout, second.stdout);
+    // Without the state it must open the file, and cannot.
+    let third = as_user(&[&"stats", &"--json", &"-q", &d]);
+    assert_eq!(third.status.code(), Some(1));
+    fs::set_permissions(&s, fs::Permissions::from_mode(0o644)).unwrap();
+    fs::remove_dir_all(d).unwrap();
+}
+
+#[test]
+fn replaced_file_is_read_again_and_copies_dropped() {
+    let d = tmpdir("replace");
+    let s = d.join("s.jsonl");
+    fs::write(
+        &s,
+        format!(
+            "{HEADER_A}\n{}\n{}\n",
+            msg("a1", 1, "one"),
+            msg("a2", 2, "two")
+        ),
+    )
+    .unwrap();
+    let (state, out) = (d.join("state.json"), d.join("out.ndjson"));
+    let r = run(&[&"backfill", &"-q", &"--state", &state, &"-o", &out, &s]);
+    assert!(r.status.success());
+    // Replaced by a new file (new inode): a rewrite that kept a1 and changed
+    // the rest.
+    let tmp = d.join("new.tmp");
+    fs::write(
+        &tmp,
+        format!(
+            "{HEADER_A}\n{}\n{}\n",
+            msg("a1", 1, "one"),
+            msg("b2", 2, "new")
+        ),
+    )
+    .unwrap();
+    fs::rename(&tmp, &s).unwrap();
+    let r = run(&[&"backfill", &"--state", &state, &"-o", &out, &s]);
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert!(err.contains("1 files shrank or were replaced"), "{err}");
+    assert!(err.contains("0 unchanged, 0 resumed, 1 re-read"), "{err}");
+    assert_eq!(
+        keys(&fs::read(&out).unwrap()),
+        ["sess-a:a1", "sess-a:a2", "sess-a:b2"]
+    );
+    // Shrunk: read again too.
+    fs::write(&s, format!("{HEADER_A}\n{}\n", msg("a1", 1, "one"))).unwrap();
+    let r = run(&[&"backfill", &"--state", &state, &"-o", &out, &s]);
+    assert!(String::from_utf8_lossy(&r.stderr).contains("1 re-read"));
+    assert_eq!(keys(&fs::read(&out).unwrap()).len(), 3);
+    // Without deduplication, the records of a re-read file come again.
+    let (state2, out2) = (d.join("state2.json"), d.join("out2.ndjson"));
+    run(&[
+        &"backfill",
+        &"-q",
+        &"--no-dedupe",
+        &"--state",
+        &state2,
+        &"-o",
+        &out2,
+        &s,
+    ]);
+    fs::write(&s, format!("{HEADER_A}\n{}\n", msg("z1", 1, "x"))).unwrap();
+    run(&[
+        &"backfill",
+        &"-q",
+        &"--no-dedupe",
+        &"--state",
+        &state2,
+        &"-o",
+        &out2,
+        &s,
+    ]);
+    assert_eq!(keys(&fs::read(&out2).unwrap()), ["sess-a:a1", "sess-a:z1"]);
+    fs::remove_dir_all(d).unwrap();
+}
+
+#[test]
+fn other_options_and_a_second_run_refuse() {
+    let d = tmpdir("refuse");
+    let s = d.join("s.jsonl");
+    fs::write(&s, format!("{HEADER_A}\n{}\n", msg("a1", 1, "one"))).unwrap();
+    let (state, out) = (d.join("state.json"), d.join("out.ndjson"));
+    assert!(run(&[
+        &"backfill",
+        &"-q",
+        &"--state",
+        &state,
+        &"-o",
+        &out,
+        &"--role",
+        &"user",
+        &s
+    ])
+    .status
+    .success());
+    let r = run(&[&"backfill", &"-q", &"--state", &state, &"-o", &out, &s]);
+    assert_eq!(r.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert!(
+        err.contains("--role: state has [\"user\"], this run []"),
+        "{err}"
+    );
+    let r = run(&[
+        &"backfill",
+        &"-q",
+        &"--state",
+        &state,
+        &"-o",
+        &out,
+        &"--role",
+        &"user",
+        &"--max-text",
+        &"9",
+        &s,
+    ]);
+    assert_eq!(r.status.code(), Some(2));
+    let r = run(&[&"stats", &"-q", &"--state", &state, &s]);
+    assert_eq!(r.status.code(), Some(2));
+    // Another output than the one the state pairs with.
+    let r = run(&[
+        &"backfill",
+        &"-q",
+        &"--state",
+        &state,
+        &"-o",
+        &d.join("other"),
+        &"--role",
+        &"user",
+        &s,
+    ]);
+    assert_eq!(r.status.code(), Some(2));
+    // A lock held by another run.
+    let lock = fs::OpenOptions::new()
+        .write(true)
+        .open(d.join("state.json.lock"))
+        .unwrap();
+    lock.try_lock().unwrap();
+    let r = run(&[
+        &"backfill",
+        &"-q",
+        &"--state",
+        &state,
+        &"-o",
+        &out,
+        &"--role",
+        &"user",
+        &s,
+    ]);
+    assert_eq!(r.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&r.stderr).contains("another mem-ingest run is using the state")
+    );
+    drop(lock);
+    assert!(run(&[
+        &"backfill",
+        &"-q",
+        &"--state",
+        &state,
+        &"-o",
+        &out,
+        &"--role",
+        &"user",
+        &s
+    ])
+    .status
+    .success());
+    // An output longer than the state says (a torn tail) is cut back.
+    append(&out, "{\"torn\":");
+    assert!(run(&[
+        &"backfill",
+        &"-q",
+        &"--state",
+        &state,
+        &"-o",
+        &out,
+        &"--role",
+        &"user",
+        &s
+    ])
+    .status
+    .success());
+    assert_eq!(keys(&fs::read(&out).unwrap()), ["sess-a:a1"]);
+    fs::remove_dir_all(d).unwrap();
+}
+
+/// An archive of pi-written sessions under distinct session ids, some
+/// large enough to be read in parts.
+fn archive(dir: &Path) -> PathBuf {
+    let root = dir.join("archive");
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures");
+    for (i, name) in [
+        "pi-1x.jsonl",
+        "pi-classic.jsonl",
+        "hand-built.jsonl",
+        "pi-1x.jsonl",
+        "pi-classic.jsonl",
+    ]
+    .iter()
+    .enumerate()
+    {
+        let text = fs::read_to_string(fixtures.join(name)).unwrap();
+        let first_id = text
+            .split("\"id\":\"")
+            .nth(1)
+            .unwrap()
+            .split('"')
+            .next()
+            .unwrap()
+            .to_owned();
+        let mut body = text.replacen(&first_id, &format!("kill-{i}"), 1);
+        if i == 3 {
+            // One session over 8 MiB: read in parts, entries made distinct.
+            let lines: Vec<&str> = text.lines().skip(1).collect();
+            let mut big = body.lines().next().unwrap().to_owned() + "\n";
+            let mut round = 0;
+            while big.len() < 20_000_000 {
+                for l in &lines {
+                    big.push_str(&l.replace("\"id\":\"", &format!("\"id\":\"r{round}-")));
+                    big.push('\n');
+                }
+                round += 1;
+            }
+            body = big;
+        }
+        let folder = root.join(format!("--tmp-p{}--", i % 2));
+        fs::create_dir_all(&folder).unwrap();
+        fs::write(
+            folder.join(format!("2026-01-0{}T00-00-00-000Z_kill-{i}.jsonl", i + 1)),
+            body,
+        )
+        .unwrap();
+    }
+    root
+}
+
+#[test]
+fn killed_at_any_moment_every_record_exactly_once() {
+    let d = tmpdir("kill");
+    let root = archive(&d);
+    let clean = run(&[&"backfill", &"-q", &"--jobs", &"2", &root]);
+    assert!(clean.status.success());
+    let want = clean.stdout;
+    assert!(keys(&want).len() > 8_000);
+    let (state, out) = (d.join("state.json"), d.join("out.ndjson"));
+    let mut kills = 0;
+    let mut delay_ms = 5u64;
+    let started = Instant::now();
+    loop {
+        let mut child = bin()
+            .args([
+                "backfill",
+                "-q",
+                "--jobs",
+                "2",
+                "--checkpoint-ms",
+                "1",
+                "--state",
+            ])
+            .arg(&state)
+            .arg("-o")
+            .arg(&out)
+            .arg(&root)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_millis(delay_ms);
+        let mut done = None;
+        while Instant::now() < deadline {
+            if let Some(st) = child.try_wait().unwrap() {
+                done = Some(st);
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        match done {
+            Some(st) => {
+                assert!(st.success(), "a run failed");
+                break;
+            }
+            None => {
+                child.kill().unwrap(); // SIGKILL
+                child.wait().unwrap();
+                kills += 1;
+            }
+        }
+        // Kill at many points: early, in the middle of files, late.
+        delay_ms = delay_ms * 3 / 2 + 7;
+        assert!(
+            started.elapsed() < Duration::from_secs(240),
+            "did not finish"
+        );
+    }
+    assert!(
+        kills >= 3,
+        "only {kills} kills: the runs were too fast to test anything"
+    );
+    let got = fs::read(&out).unwrap();
+    let (g, w) = (keys(&got), keys(&want));
+    assert_eq!(
+        g.len(),
+        w.len(),
+        "records lost or doubled after {kills} kills"
+    );
+    assert!(
+        got == want,
+        "output differs from a clean run after {kills} kills"
+    );
+    // And a re-run adds nothing.
+    let again = run(&[
+        &"backfill",
+        &"-q",
+        &"--jobs",
+        &"2",
+        &"--state",
+        &state,
+        &"-o",
+        &out,
+        &root,
+    ]);
+    assert!(again.status.success());
+    assert_eq!(fs::read(&out).unwrap(), want);
+    fs::remove_dir_all(d).unwrap();
+}
+
+#[test]
+fn forks_and_repeated_histories_once_per_lineage() {
+    let d = tmpdir("forks");
+    let proj = d.join("--tmp-p--");
+    let other = d.join("--a-other-project--"); // sorts before the parent's folder
+    fs::create_dir_all(&proj).unwrap();
+    fs::create_dir_all(&other).unwrap();
+    let parent_path = proj.join("2026-01-01T00-00-00-000Z_sess-a.jsonl");
+    let history: Vec<String> = (1..=4)
+        .map(|i| msg(&format!("a{i}"), i, &format!("m{i}")))
+        .collect();
+    fs::write(
+        &parent_path,
+        format!("{HEADER_A}\n{}\n", history.join("\n")),
+    )
+    .unwrap();
+    // A fork, written on another machine: parentSession is a foreign path.
+    let fork_header = r#"{"type":"session","version":3,"id":"sess-b","timestamp":"2026-01-02T00:00:00.000Z","cwd":"/tmp/p","parentSession":"/Users/someone/.pi/agent/sessions/--tmp-p--/2026-01-01T00-00-00-000Z_sess-a.jsonl"}"#;
+    let fork = format!(
+        "{fork_header}\n{}\n{}\n{}\n",
+        history[0],
+        history[1],
+        msg("b1", 30, "fork's own")
+    );
+    fs::write(other.join("2026-01-02T00-00-00-000Z_sess-b.jsonl"), &fork).unwrap();
+    // pi's bug: a whole history written twice into one file.
+    let twice_header = r#"{"type":"session","version":3,"id":"sess-c","timestamp":"2026-01-03T00:00:00.000Z","cwd":"/tmp/q"}"#;
+    let once = format!(
+        "{twice_header}\n{}\n{}\n",
+        msg("c1", 1, "x"),
+        msg("c2", 2, "y")
+    );
+    fs::write(
+        proj.join("2026-01-03T00-00-00-000Z_sess-c.jsonl"),
+        format!("{once}{once}{}\n", msg("c3", 3, "z")),
+    )
+    .unwrap();
+    // An unrelated session that happens to reuse an entry id: kept.
+    let unrelated = r#"{"type":"session","version":3,"id":"sess-d","timestamp":"2026-01-04T00:00:00.000Z","cwd":"/tmp/p"}"#;
+    fs::write(
+        proj.join("2026-01-04T00-00-00-000Z_sess-d.jsonl"),
+        format!("{unrelated}\n{}\n", history[0]),
+    )
+    .unwrap();
+
+    let out = run(&[&"backfill", &"-q", &d]);
+    assert!(out.status.success());
+    let recs = records(&out.stdout);
+    let got: Vec<(String, String)> = recs
+        .iter()
+        .map(|r| {
+            (
+                r["key"].as_str().unwrap().to_owned(),
+                r["session"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    // The fork (first in path order) keeps only its own entry: the copies
+    // are kept where they were written first, in the parent.
+    let want: Vec<(String, String)> = [
+        ("sess-b:b1", "sess-b"),
+        ("sess-a:a1", "sess-a"),
+        ("sess-a:a2", "sess-a"),
+        ("sess-a:a3", "sess-a"),
+        ("sess-a:a4", "sess-a"),
+        ("sess-c:c1", "sess-c"),
+        ("sess-c:c2", "sess-c"),
+        ("sess-c:c3", "sess-c"),
+        ("sess-d:a1", "sess-d"),
+    ]
+    .iter()
+    .map(|(k, s)| (k.to_string(), s.to_string()))
+    .collect();
+    assert_eq!(got, want);
+    let st: Value = serde_json::from_slice(&run(&[&"stats", &"--json", &"-q", &d]).stdout).unwrap();
+    // Deduplicated: the fork's 2 copies; sess-c's repeated header and 2
+    // entries.
+    assert_eq!(st["deduplicated"], 2 + 3);
+    assert_eq!(st["records"], 9);
+    assert_eq!(st["lines"], 5 + 4 + 7 + 2);
+    assert_eq!(st["entries"]["session"], 4);
+    let plain: Value =
+        serde_json::from_slice(&run(&[&"stats", &"--json", &"-q", &"--no-dedupe", &d]).stdout)
+            .unwrap();
+    assert_eq!(
+        (plain["records"].as_u64(), plain["deduplicated"].as_u64()),
+        (Some(13), Some(0))
+    );
+
+    // Later runs dedupe against earlier ones: a fork made after the first
+    // run copies the parent's history.
+    let state = d.join("state.json");
+    let o = d.join("out.ndjson");
+    assert!(
+        run(&[&"backfill", &"-q", &"--state", &state, &"-o", &o, &d])
+            .status
+            .success()
+    );
+    let late_header = fork_header
+        .replace("sess-b", "sess-e")
+        .replace("2026-01-02", "2026-01-05");
+    fs::write(
+        proj.join("2026-01-05T00-00-00-000Z_sess-e.jsonl"),
+        format!(
+            "{late_header}\n{}\n{}\n",
+            history.join("\n"),
+            msg("e1", 40, "late")
+        ),
+    )
+    .unwrap();
+    assert!(
+        run(&[&"backfill", &"-q", &"--state", &state, &"-o", &o, &d])
+            .status
+            .success()
+    );
+    let keys_now = keys(&fs::read(&o).unwrap());
+    assert_eq!(keys_now.len(), 10);
+    assert_eq!(keys_now[9], "sess-e:e1");
+    fs::remove_dir_all(d).unwrap();
+}
+
+#[test]
+fn follow_emits_new_lines_and_files_then_stops_cleanly() {
+    let d = tmpdir("follow");
+    let proj = d.join("archive/--tmp-p--");
+    fs::create_dir_all(&proj).unwrap();
+    let s = proj.join("2026-01-01T00-00-00-000Z_sess-a.jsonl");
+    fs::write(&s, format!("{HEADER_A}\n{}\n", msg("a1", 1, "one"))).unwrap();
+    let (state, out) = (d.join("state.json"), d.join("out.ndjson"));
+    let mut child = bin()
+        .args(["backfill", "-q", "--follow", "--state"])
+        .arg(&state)
+        .arg("-o")
+        .arg(&out)
+        .arg(d.join("archive"))
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let wait_for = |n: usize| {
+        let t = Instant::now();
+        while t.elapsed() < Duration::from_secs(10) {
+            if fs::read(&out).map(|b| keys(&b).len()).unwrap_or(0) >= n {
+                return t.elapsed();
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        panic!("no {n} records after 10 s");
+    };
+    // -o is written as records come: the first pass.
+    let t0 = Instant::now();
+    while t0.elapsed() < Duration::from_secs(10)
+        && fs::metadata(&out).map(|m| m.len()).unwrap_or(0) == 0
+    {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    wait_for(1);
+    append(&s, &format!("{}\n", msg("a2", 2, "two")));
+    let latency = wait_for(2);
+    assert!(latency < Duration::from_secs(1), "latency {latency:?}");
+    let s2 = proj.join("2026-01-02T00-00-00-000Z_sess-b.jsonl");
+    let hb = HEADER_A.replace("sess-a", "sess-b");
+    fs::write(&s2, format!("{hb}\n{}\n", msg("b1", 1, "new file"))).unwrap();
+    wait_for(3);
+    // SIGTERM: a clean stop, state saved.
+    Command::new("kill")
+        .arg("-TERM")
+        .arg(child.id().to_string())
+        .status()
+        .unwrap();
+    let st = child.wait().unwrap();
+    assert_eq!(st.code(), Some(0));
+    assert_eq!(
+        keys(&fs::read(&out).unwrap()),
+        ["sess-a:a1", "sess-a:a2", "sess-b:b1"]
+    );
+    let again = run(&[
+        &"backfill",
+        &"--state",
+        &state,
+        &"-o",
+        &out,
+        &d.join("archive"),
+    ]);
+    assert!(String::from_utf8_lossy(&again.stderr).contains("2 unchanged"));
+    assert_eq!(keys(&fs::read(&out).unwrap()).len(), 3);
+    fs::remove_dir_all(d).unwrap();
+}
