@@ -659,13 +659,26 @@ fn forks_and_repeated_histories_once_per_lineage() {
 
 #[test]
 fn follow_emits_new_lines_and_files_then_stops_cleanly() {
-    let d = tmpdir("follow");
+    follow(false);
+}
+
+#[test]
+fn follow_by_polling_alone() {
+    follow(true);
+}
+
+fn follow(poll: bool) {
+    let d = tmpdir(if poll { "follow-poll" } else { "follow" });
     let proj = d.join("archive/--tmp-p--");
     fs::create_dir_all(&proj).unwrap();
     let s = proj.join("2026-01-01T00-00-00-000Z_sess-a.jsonl");
     fs::write(&s, format!("{HEADER_A}\n{}\n", msg("a1", 1, "one"))).unwrap();
     let (state, out) = (d.join("state.json"), d.join("out.ndjson"));
-    let mut child = bin()
+    let mut cmd = bin();
+    if poll {
+        cmd.env("MEM_INGEST_FOLLOW_POLL", "1");
+    }
+    let mut child = cmd
         .args(["backfill", "-q", "--follow", "--state"])
         .arg(&state)
         .arg("-o")

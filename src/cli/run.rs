@@ -338,6 +338,11 @@ pub fn run(cfg: RunConfig, sink: Sink) -> Result<Totals, Fail> {
         last_checkpoint: Instant::now(),
         failed_paths: HashSet::new(),
     };
+    let (watcher, events) = if ctx.cfg.follow {
+        watch(&ctx.cfg.paths)
+    } else {
+        (None, None)
+    };
     let (mut read, mut written) = (0, 0);
     let totals = loop {
         let mut totals = pass(&mut ctx)?;
@@ -353,14 +358,67 @@ pub fn run(cfg: RunConfig, sink: Sink) -> Result<Totals, Fail> {
             // What this pass found goes out now, and the state with it.
             checkpoint(&mut ctx, None).map_err(|e| (1, e))?;
         }
-        // Following: a short poll keeps the latency from a line written to
-        // its record well under a second.
-        let until = Instant::now() + Duration::from_millis(200);
+        // Following: wake on a file notification, or after a short poll
+        // (the fallback, for file systems without notifications), which
+        // keeps the latency from a line written to its record under a
+        // second either way.
+        let poll = if watcher.is_some() {
+            Duration::from_millis(500)
+        } else {
+            Duration::from_millis(200)
+        };
+        let until = Instant::now() + poll;
         while Instant::now() < until && !ctx.stop.load(Ordering::SeqCst) {
-            std::thread::sleep(Duration::from_millis(20));
+            if let Some(rx) = &events {
+                if rx.recv_timeout(Duration::from_millis(20)).is_ok() {
+                    // Let a burst of writes settle, then read them at once.
+                    std::thread::sleep(Duration::from_millis(5));
+                    while rx.try_recv().is_ok() {}
+                    break;
+                }
+            } else {
+                std::thread::sleep(Duration::from_millis(20));
+            }
         }
     };
     finish(&mut ctx, totals)
+}
+
+/// File notifications for the PATHs (pi's archive when none), when the
+/// platform gives them.
+fn watch(
+    paths: &[PathBuf],
+) -> (
+    Option<notify::RecommendedWatcher>,
+    Option<std::sync::mpsc::Receiver<()>>,
+) {
+    use notify::Watcher;
+    // Polling alone, as on a file system without notifications (tests).
+    if std::env::var_os("MEM_INGEST_FOLLOW_POLL").is_some() {
+        return (None, None);
+    }
+    let roots = if paths.is_empty() {
+        discover::default_archive()
+            .map(|p| vec![p])
+            .unwrap_or_default()
+    } else {
+        paths.to_vec()
+    };
+    let (tx, rx) = std::sync::mpsc::channel();
+    let watcher = notify::recommended_watcher(move |e: notify::Result<notify::Event>| {
+        if e.is_ok() {
+            let _ = tx.send(());
+        }
+    });
+    let Ok(mut watcher) = watcher else {
+        return (None, None);
+    };
+    for r in &roots {
+        if watcher.watch(r, notify::RecursiveMode::Recursive).is_err() {
+            return (None, None);
+        }
+    }
+    (Some(watcher), Some(rx))
 }
 
 fn finish(ctx: &mut Ctx, mut totals: Totals) -> Result<Totals, Fail> {
