@@ -42,6 +42,9 @@ fn replay(target: &str, name: &str) {
 /// a crash can end anywhere. Fix: in the loop condition, take
 /// `out.get(i..).unwrap_or_default()` instead of `&out[i..]` (or clamp,
 /// `i = (at + 2).min(out.len())`).
+///
+/// Fixed in 10cbe9a ("Fix pi::repair panic on a repaired line ending in a
+/// backslash"), exactly so.
 #[test]
 fn repair_trailing_backslash() {
     replay("line", "repair-trailing-backslash");
