@@ -21,7 +21,9 @@ use std::time::Duration;
 
 use criterion::{Criterion, SamplingMode, Throughput};
 use mem_ingest::line_reader::{LineEvent, LineReader};
-use mem_ingest::{MmapSessionSource, PiSessionSource, RecordSource, Role, SourceOptions};
+use mem_ingest::{
+    MmapSessionSource, PiSessionSource, RecordSource, Role, SliceSessionSource, SourceOptions,
+};
 use serde::de::{self, Deserializer, IgnoredAny, SeqAccess, Visitor};
 use serde::Deserialize;
 
@@ -514,7 +516,8 @@ fn benches(c: &mut Criterion, corpus: &Corpus) {
 
     g.bench_function("4_mem_ingest_in_memory", |b| {
         b.iter(|| {
-            let mut src = PiSessionSource::from_reader(data, "corpus.jsonl").expect("header");
+            let mut src = SliceSessionSource::new(data, "corpus.jsonl", &SourceOptions::new())
+                .expect("header");
             let mut n = 0u64;
             while let Some(r) = src.next_record().expect("read") {
                 black_box(&r);

@@ -25,5 +25,5 @@ pub use mmap::MmapSessionSource;
 pub use pi::{Entry, Header, RoleFilter};
 pub use record::{OwnedRecord, Record, Role, Usage};
 pub use report::{EntryCounts, ModelUsage, Report, Skip, SkipReason, DEFAULT_MAX_SKIPS};
-pub use source::{PiSessionSource, Position, RecordSource, SourceOptions};
+pub use source::{PiSessionSource, Position, RecordSource, SliceSessionSource, SourceOptions};
 pub use time::parse_iso_millis;

@@ -6,69 +6,32 @@
 //! while it is read, and does not see bytes appended after it was made.
 
 use std::fs::File;
-use std::io;
 use std::path::Path;
 
 use memmap2::Mmap;
 
 use crate::error::Error;
-use crate::pi::{Entry, Header, LinePos};
+use crate::pi::{Entry, Header};
 use crate::record::Record;
 use crate::report::Report;
-use crate::source::{
-    record_source, Lines, Position, RecordSource, Session, SourceOptions, Supplied,
-};
+use crate::source::{record_source, Position, RecordSource, Session, SliceLines, SourceOptions};
 
-/// Lines of a mapping, split with `memchr`.
+/// A mapping, or nothing for an empty file (which cannot be mapped on
+/// every platform).
 #[derive(Debug)]
-pub(crate) struct MmapLines {
-    map: Option<Mmap>,
-    pos: usize,
-    lines: u64,
-    max_line: usize,
-}
+pub(crate) struct MappedBytes(Option<Mmap>);
 
-impl Lines for MmapLines {
-    fn next_line(&mut self) -> io::Result<Option<Supplied<'_>>> {
-        let data: &[u8] = self.map.as_deref().unwrap_or(&[]);
-        if self.pos >= data.len() {
-            return Ok(None);
-        }
-        let rest = &data[self.pos..];
-        let (len, terminated) = match memchr::memchr(b'\n', rest) {
-            Some(i) => (i, true),
-            None => (rest.len(), false),
-        };
-        self.lines += 1;
-        let pos = LinePos {
-            line: self.lines,
-            byte: self.pos as u64,
-            terminated,
-        };
-        self.pos += len + usize::from(terminated);
-        if len > self.max_line {
-            return Ok(Some(Supplied::TooLong {
-                pos,
-                len: len as u64,
-            }));
-        }
-        Ok(Some(Supplied::Line(&rest[..len], pos)))
-    }
-
-    fn consumed(&self) -> u64 {
-        self.pos as u64
-    }
-
-    fn lines_read(&self) -> u64 {
-        self.lines
+impl AsRef<[u8]> for MappedBytes {
+    fn as_ref(&self) -> &[u8] {
+        self.0.as_deref().unwrap_or_default()
     }
 }
 
 /// A pi session source over a memory mapping of the whole file.
 #[derive(Debug)]
-pub struct MmapSessionSource(Session<MmapLines>);
+pub struct MmapSessionSource(Session<SliceLines<MappedBytes>>);
 
-record_source!(MmapSessionSource);
+record_source!(impl[] MmapSessionSource);
 
 impl MmapSessionSource {
     /// Maps a session file (read-only) and reads up to its header.
@@ -92,12 +55,7 @@ impl MmapSessionSource {
             // chunked reader is the default.
             Some(unsafe { Mmap::map(&file) }.map_err(|e| Error::io(path, e))?)
         };
-        let lines = MmapLines {
-            map,
-            pos: 0,
-            lines: 0,
-            max_line: opts.max_line_len(),
-        };
+        let lines = SliceLines::new(MappedBytes(map), opts.max_line_len());
         Session::open(lines, path, opts).map(MmapSessionSource)
     }
 }

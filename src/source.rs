@@ -191,6 +191,63 @@ impl<R: Read> Lines for LineReader<R> {
     }
 }
 
+/// Lines of bytes in memory (a slice, a mapping), split with `memchr`: no
+/// copy into a read buffer.
+#[derive(Debug)]
+pub(crate) struct SliceLines<D> {
+    data: D,
+    pos: usize,
+    lines: u64,
+    max_line: usize,
+}
+
+impl<D: AsRef<[u8]>> SliceLines<D> {
+    pub(crate) fn new(data: D, max_line: usize) -> Self {
+        SliceLines {
+            data,
+            pos: 0,
+            lines: 0,
+            max_line,
+        }
+    }
+}
+
+impl<D: AsRef<[u8]>> Lines for SliceLines<D> {
+    fn next_line(&mut self) -> io::Result<Option<Supplied<'_>>> {
+        let data = self.data.as_ref();
+        if self.pos >= data.len() {
+            return Ok(None);
+        }
+        let rest = &data[self.pos..];
+        let (len, terminated) = match memchr::memchr(b'\n', rest) {
+            Some(i) => (i, true),
+            None => (rest.len(), false),
+        };
+        self.lines += 1;
+        let pos = LinePos {
+            line: self.lines,
+            byte: self.pos as u64,
+            terminated,
+        };
+        self.pos += len + usize::from(terminated);
+        if len > self.max_line {
+            return Ok(Some(Supplied::TooLong {
+                pos,
+                len: len as u64,
+            }));
+        }
+        Ok(Some(Supplied::Line(&rest[..len], pos)))
+    }
+
+    fn consumed(&self) -> u64 {
+        self.pos as u64
+    }
+
+    fn lines_read(&self) -> u64 {
+        self.lines
+    }
+}
+
 /// The machinery shared by every source over some line supplier.
 #[derive(Debug)]
 pub(crate) struct Session<L> {
@@ -370,9 +427,11 @@ impl<L: Lines> Session<L> {
     }
 }
 
+/// `RecordSource` and the shared methods for a source wrapping a
+/// `Session`: `record_source!(impl[generics] Type)`.
 macro_rules! record_source {
-    ($ty:ident $(<$g:ident: $b:path>)?) => {
-        impl$(<$g: $b>)? RecordSource for $ty$(<$g>)? {
+    (impl[$($g:tt)*] $ty:ty) => {
+        impl<$($g)*> RecordSource for $ty {
             fn next_record(&mut self) -> Result<Option<Record<'_>>, Error> {
                 self.0.next_record()
             }
@@ -394,7 +453,7 @@ macro_rules! record_source {
             }
         }
 
-        impl$(<$g: $b>)? $ty$(<$g>)? {
+        impl<$($g)*> $ty {
             /// The path the source reads (as given).
             pub fn path(&self) -> &Path {
                 &self.0.path
@@ -432,7 +491,7 @@ macro_rules! record_source {
 #[derive(Debug)]
 pub struct PiSessionSource<R = File>(Session<LineReader<R>>);
 
-record_source!(PiSessionSource<R: Read>);
+record_source!(impl[R: Read] PiSessionSource<R>);
 
 impl PiSessionSource<File> {
     /// Opens a session file (read-only) and reads up to its header.
@@ -502,6 +561,40 @@ impl<R: Read> PiSessionSource<R> {
         let lines =
             LineReader::starting_at(rdr, opts.buffer_capacity, opts.max_line, byte, lines_before);
         PiSessionSource(Session::resume(lines, path.as_ref(), header, opts))
+    }
+}
+
+/// A pi session source over bytes already in memory (a line a hook just
+/// received, a buffer): lines are split in place, with no read buffer and
+/// no copy but the one the parser makes. Records are identical to
+/// [`PiSessionSource`]'s.
+///
+/// ```
+/// use mem_ingest::{RecordSource, SliceSessionSource, SourceOptions};
+///
+/// let jsonl = br#"{"type":"session","id":"s1","cwd":"/p"}
+/// {"type":"message","id":"a","message":{"role":"user","content":"hi"}}
+/// "#;
+/// let mut src = SliceSessionSource::new(jsonl, "s1.jsonl", &SourceOptions::new()).unwrap();
+/// assert_eq!(src.next_record().unwrap().unwrap().text, "hi");
+/// ```
+#[derive(Debug)]
+pub struct SliceSessionSource<'d>(Session<SliceLines<&'d [u8]>>);
+
+record_source!(impl['d] SliceSessionSource<'d>);
+
+impl<'d> SliceSessionSource<'d> {
+    /// A source over `data`; `path` names it in reports and errors.
+    ///
+    /// # Errors
+    /// As [`PiSessionSource::open`], less the I/O.
+    pub fn new(
+        data: &'d [u8],
+        path: impl AsRef<Path>,
+        opts: &SourceOptions,
+    ) -> Result<Self, Error> {
+        Session::open(SliceLines::new(data, opts.max_line), path.as_ref(), opts)
+            .map(SliceSessionSource)
     }
 }
 

@@ -183,3 +183,46 @@ fn removing_a_duplicate_takes_out_exactly_its_counts() {
     assert_eq!(r.by_model[0].messages, before.by_model[0].messages - 1);
     assert_eq!(r.entries.get("message"), before.entries.get("message") - 1);
 }
+
+#[test]
+fn slice_source_matches_the_chunked_reader_on_every_fixture() {
+    use mem_ingest::SliceSessionSource;
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures");
+    let mut paths: Vec<std::path::PathBuf> = Vec::new();
+    for d in [dir.to_owned(), format!("{dir}/bad")] {
+        for e in std::fs::read_dir(d).unwrap() {
+            let p = e.unwrap().path();
+            if p.extension().is_some_and(|x| x == "jsonl") {
+                paths.push(p);
+            }
+        }
+    }
+    paths.sort();
+    assert_eq!(paths.len(), 20);
+    for p in paths {
+        let bytes = std::fs::read(&p).unwrap();
+        let chunked = PiSessionSource::open(&p);
+        let slice = SliceSessionSource::new(&bytes, &p, &SourceOptions::new());
+        let (mut a, mut b) = match (chunked, slice) {
+            (Ok(a), Ok(b)) => (a, b),
+            (Err(a), Err(b)) => {
+                assert_eq!(a.to_string(), b.to_string());
+                continue;
+            }
+            _ => panic!("{}: one source failed, the other not", p.display()),
+        };
+        loop {
+            let (x, y) = (a.next_entry().unwrap(), b.next_entry().unwrap());
+            let (x, y) = (
+                x.map(|e| (e.fingerprint, e.record.map(|r| r.to_owned_record()))),
+                y.map(|e| (e.fingerprint, e.record.map(|r| r.to_owned_record()))),
+            );
+            assert_eq!(x, y, "{}", p.display());
+            if x.is_none() {
+                break;
+            }
+        }
+        assert_eq!(a.report(), b.report(), "{}", p.display());
+        assert_eq!(a.position(), b.position(), "{}", p.display());
+    }
+}
