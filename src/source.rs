@@ -197,16 +197,23 @@ impl<R: Read> Lines for LineReader<R> {
 pub(crate) struct SliceLines<D> {
     data: D,
     pos: usize,
+    /// Absolute offset of the first byte of `data`.
+    base: u64,
     lines: u64,
     max_line: usize,
 }
 
 impl<D: AsRef<[u8]>> SliceLines<D> {
     pub(crate) fn new(data: D, max_line: usize) -> Self {
+        Self::starting_at(data, max_line, 0, 0)
+    }
+
+    fn starting_at(data: D, max_line: usize, base: u64, lines: u64) -> Self {
         SliceLines {
             data,
             pos: 0,
-            lines: 0,
+            base,
+            lines,
             max_line,
         }
     }
@@ -226,7 +233,7 @@ impl<D: AsRef<[u8]>> Lines for SliceLines<D> {
         self.lines += 1;
         let pos = LinePos {
             line: self.lines,
-            byte: self.pos as u64,
+            byte: self.base + self.pos as u64,
             terminated,
         };
         self.pos += len + usize::from(terminated);
@@ -240,7 +247,7 @@ impl<D: AsRef<[u8]>> Lines for SliceLines<D> {
     }
 
     fn consumed(&self) -> u64 {
-        self.pos as u64
+        self.base + self.pos as u64
     }
 
     fn lines_read(&self) -> u64 {
@@ -595,6 +602,21 @@ impl<'d> SliceSessionSource<'d> {
     ) -> Result<Self, Error> {
         Session::open(SliceLines::new(data, opts.max_line), path.as_ref(), opts)
             .map(SliceSessionSource)
+    }
+
+    /// A source over a part of a session file whose header is known, as
+    /// [`PiSessionSource::resume`]: `data` starts at absolute offset
+    /// `byte`, at the start of a line, after `lines_before` lines.
+    pub fn resume(
+        data: &'d [u8],
+        path: impl AsRef<Path>,
+        header: Header,
+        byte: u64,
+        lines_before: u64,
+        opts: &SourceOptions,
+    ) -> Self {
+        let lines = SliceLines::starting_at(data, opts.max_line, byte, lines_before);
+        SliceSessionSource(Session::resume(lines, path.as_ref(), header, opts))
     }
 }
 

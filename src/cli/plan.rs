@@ -18,16 +18,30 @@ use super::state::{FileState, Identity};
 /// not depend on `--jobs`, so neither does the order of any sum.
 pub const PART_BYTES: u64 = 8 << 20;
 
+/// Reads the header of a file: a small buffer (it grows for a long header
+/// line), so that planning does not read whole small files.
+pub fn read_header(path: &PathBuf, opts: &SourceOptions) -> Option<Header> {
+    let opts = opts.clone().buffer_capacity(4096);
+    PiSessionSource::open_with(path, &opts)
+        .ok()
+        .and_then(|s| s.header().cloned())
+}
+
 /// One unit of work: bytes `start..end` of a file (`end` = `None`: to its
-/// end as it is when read), after `lines` lines. Without a header the task
-/// starts at 0 and reads the header itself.
+/// end as it is when read). Without a header the task starts at 0 and reads
+/// the header itself.
 #[derive(Debug)]
 pub struct Task {
     /// Index into the plan's files.
     pub file: usize,
     pub start: u64,
     pub end: Option<u64>,
-    pub lines: u64,
+    /// Lines before `start`, for the first part of a region. Later parts
+    /// learn theirs when the parts before them have counted their
+    /// newlines (while they read: no second pass over the file).
+    pub lines: Option<u64>,
+    /// Index of the file's first task.
+    pub first_task: usize,
     pub header: Option<Header>,
 }
 
@@ -57,7 +71,8 @@ pub struct PlannedFile {
     pub mode: Mode,
     /// What earlier runs consumed, when the file is resumed or unchanged.
     pub prior: Option<FileState>,
-    /// The session header, when it could be read while planning.
+    /// The session header, when known while planning (from the state, or
+    /// read to cut a large file).
     pub header: Option<Header>,
 }
 
@@ -87,23 +102,6 @@ fn next_newline(file: &File, mut from: u64, size: u64) -> io::Result<Option<u64>
         from += n as u64;
     }
     Ok(None)
-}
-
-/// Number of `\n` in `start..end`.
-fn count_newlines(path: &PathBuf, start: u64, end: u64) -> io::Result<u64> {
-    let file = File::open(path)?;
-    let mut buf = vec![0u8; 1 << 20];
-    let (mut pos, mut count) = (start, 0u64);
-    while pos < end {
-        let want = ((end - pos) as usize).min(buf.len());
-        let n = file.read_at(&mut buf[..want], pos)?;
-        if n == 0 {
-            break;
-        }
-        count += memchr::memchr_iter(b'\n', &buf[..n]).count() as u64;
-        pos += n as u64;
-    }
-    Ok(count)
 }
 
 /// Part boundaries of `start..size`: each starts just after a `\n`.
@@ -177,9 +175,7 @@ fn region(
     }
     // Same file, not shrunk below what was consumed: the header must be the
     // same too, or it was rewritten in place.
-    let header = PiSessionSource::open_with(path, opts)
-        .ok()
-        .and_then(|s| s.header().cloned());
+    let header = read_header(path, opts);
     match header {
         Some(h) if header_digest(&h) == p.header_digest => {
             let mut start = p.offset;
@@ -206,7 +202,6 @@ fn region(
 
 struct Split {
     cuts: Vec<u64>,
-    counts: Vec<u64>,
     header: Option<Header>,
 }
 
@@ -234,7 +229,6 @@ pub fn plan(
             if r.mode == Mode::Unchanged || r.start >= id.size {
                 let split = Split {
                     cuts: vec![],
-                    counts: vec![],
                     header: r.header.clone(),
                 };
                 return Some((r, split));
@@ -268,16 +262,18 @@ pub fn plan(
             if r.mode != Mode::Unchanged {
                 if split.cuts.len() < 2 {
                     // Nothing new, or one region read to the end.
+                    let first_task = plan.tasks.len();
                     plan.tasks.push(Task {
                         file: i,
                         start: r.start,
                         end: None,
-                        lines: r.lines,
+                        lines: Some(r.lines),
+                        first_task,
                         header: r.header,
                     });
                     f.tasks = 1;
                 } else {
-                    let mut lines = r.lines;
+                    let first_task = plan.tasks.len();
                     let last = split.cuts.len() - 2;
                     for (k, w) in split.cuts.windows(2).enumerate() {
                         let header = if w[0] == 0 {
@@ -290,10 +286,10 @@ pub fn plan(
                             file: i,
                             start: w[0],
                             end,
-                            lines,
+                            lines: (k == 0).then_some(r.lines),
+                            first_task,
                             header,
                         });
-                        lines += split.counts[k];
                         f.tasks += 1;
                     }
                 }
@@ -304,38 +300,29 @@ pub fn plan(
     plan
 }
 
-/// Reads the header (when not known) and cuts a region of more than one
-/// part; a region that is small, or whose header cannot be read here (the
+/// Cuts a region of more than one part (reading its header when not
+/// known); a region that is small, or whose header cannot be read here (the
 /// task reports why), stays whole.
 fn split(path: &PathBuf, r: &Region, size: u64, opts: &SourceOptions) -> Split {
-    let header = match &r.header {
-        Some(h) => Some(h.clone()),
-        None => PiSessionSource::open_with(path, opts)
-            .ok()
-            .and_then(|s| s.header().cloned()),
-    };
     let whole = Split {
         cuts: vec![],
-        counts: vec![],
-        header: header.clone(),
+        header: r.header.clone(),
     };
-    let Some(header) = header else { return whole };
     if size - r.start <= PART_BYTES {
         return whole;
     }
+    let header = match &r.header {
+        Some(h) => h.clone(),
+        None => match read_header(path, opts) {
+            Some(h) => h,
+            None => return whole,
+        },
+    };
     let Ok(cuts) = boundaries(path, r.start, size) else {
         return whole;
     };
-    let counts = cuts
-        .par_windows(2)
-        .map(|w| count_newlines(path, w[0], w[1]))
-        .collect::<io::Result<Vec<u64>>>();
-    match counts {
-        Ok(counts) => Split {
-            cuts,
-            counts,
-            header: Some(header),
-        },
-        Err(_) => whole,
+    Split {
+        cuts,
+        header: Some(header),
     }
 }

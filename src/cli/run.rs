@@ -7,11 +7,13 @@ use std::io::{self, BufWriter, IsTerminal, Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use mem_ingest::{Header, PiSessionSource, Position, RecordSource, Report, SourceOptions};
+use mem_ingest::{
+    Header, PiSessionSource, Position, RecordSource, Report, SliceSessionSource, SourceOptions,
+};
 
 use super::dedupe::{session_of_path, FpSet, Lineages};
 use super::output::{self, FailureLine, ModelLine, ProjectLine, Roles, SkipLine, Stats};
@@ -575,44 +577,133 @@ fn progress(quiet: bool, total: u64) -> ProgressBar {
     pb
 }
 
-/// Reads one task.
-fn run_task(plan: &Plan, i: usize, cfg: &RunConfig, emit: bool) -> PartResult {
+/// Newline counts of the parts of large files, published by each part as
+/// soon as it has read its bytes, so that the parts after it know where
+/// their lines start without a second pass over the file.
+#[derive(Default)]
+pub(crate) struct Bases {
+    counts: Mutex<HashMap<usize, u64>>,
+    published: Condvar,
+}
+
+impl Bases {
+    fn publish(&self, task: usize, newlines: u64) {
+        self.counts
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(task, newlines);
+        self.published.notify_all();
+    }
+
+    /// Lines before task `i`: its region's lines and the newlines of the
+    /// parts before it, once they are all published.
+    fn lines_before(&self, plan: &Plan, i: usize) -> u64 {
+        let t = &plan.tasks[i];
+        let base = plan.tasks[t.first_task].lines.unwrap_or(0);
+        let mut counts = self.counts.lock().unwrap_or_else(|e| e.into_inner());
+        loop {
+            let sum: Option<u64> = (t.first_task..i).map(|j| counts.get(&j).copied()).sum();
+            if let Some(sum) = sum {
+                return base + sum;
+            }
+            counts = self
+                .published
+                .wait(counts)
+                .unwrap_or_else(|e| e.into_inner());
+        }
+    }
+}
+
+/// Reads one task. A part that ends before the file does is read into
+/// memory (about [`plan::PART_BYTES`]), counts its newlines for the parts
+/// after it, and is parsed from there; a region too large to hold is
+/// streamed through the chunked reader.
+fn run_task(plan: &Plan, i: usize, cfg: &RunConfig, emit: bool, bases: &Bases) -> PartResult {
     let task = &plan.tasks[i];
     let path = &plan.files[task.file].path;
     let file = path.to_string_lossy();
     let mut res = PartResult::default();
+    let len = task.end.map_or(u64::MAX, |e| e - task.start);
+    let size = plan.files[task.file]
+        .size()
+        .saturating_sub(task.start)
+        .min(len);
+    let in_memory = task.end.is_some() || size <= 2 * plan::PART_BYTES;
+    let published = std::cell::Cell::new(false);
+    let publish = |n: u64| {
+        if task.end.is_some() && !published.replace(true) {
+            bases.publish(i, n);
+        }
+    };
     let result = (|| -> Result<(), String> {
         let mut f = File::open(path).map_err(|e| e.to_string())?;
-        let len = task.end.map_or(u64::MAX, |e| e - task.start);
-        match &task.header {
-            None => {
-                let src = PiSessionSource::from_reader_with(f.take(len), path, &cfg.opts)
-                    .map_err(|e| e.cause())?;
-                drain(src, &mut res, cfg, emit, &file)
+        if task.start > 0 {
+            f.seek(SeekFrom::Start(task.start))
+                .map_err(|e| e.to_string())?;
+        }
+        let mut f = f.take(len);
+        if in_memory {
+            // One buffer per worker thread, reused from task to task: no
+            // fresh pages to fault in for every file.
+            thread_local! {
+                static DATA: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
             }
-            Some(h) => {
-                f.seek(SeekFrom::Start(task.start))
-                    .map_err(|e| e.to_string())?;
-                let src = PiSessionSource::resume(
-                    f.take(len),
-                    path,
-                    h.clone(),
-                    task.start,
-                    task.lines,
-                    &cfg.opts,
-                );
-                drain(src, &mut res, cfg, emit, &file)
+            DATA.with_borrow_mut(|data| {
+                data.clear();
+                data.reserve(usize::try_from(size).unwrap_or(0) + 1);
+                let read = f.read_to_end(data).map_err(|e| e.to_string());
+                publish(memchr::memchr_iter(b'\n', data).count() as u64);
+                read?;
+                if data.capacity() > 4 * plan::PART_BYTES as usize {
+                    // Keep no more than about a part between tasks.
+                    data.shrink_to(2 * plan::PART_BYTES as usize);
+                }
+                match (&task.header, task.lines) {
+                    (None, _) => {
+                        let src = SliceSessionSource::new(data, path, &cfg.opts)
+                            .map_err(|e| e.cause())?;
+                        drain(src, &mut res, cfg, emit, &file)
+                    }
+                    (Some(h), lines) => {
+                        let lines = lines.unwrap_or_else(|| bases.lines_before(plan, i));
+                        let src = SliceSessionSource::resume(
+                            data,
+                            path,
+                            h.clone(),
+                            task.start,
+                            lines,
+                            &cfg.opts,
+                        );
+                        drain(src, &mut res, cfg, emit, &file)
+                    }
+                }
+            })
+        } else {
+            match (&task.header, task.lines) {
+                (None, _) => {
+                    let src = PiSessionSource::from_reader_with(f, path, &cfg.opts)
+                        .map_err(|e| e.cause())?;
+                    drain(src, &mut res, cfg, emit, &file)
+                }
+                (Some(h), lines) => {
+                    let lines = lines.unwrap_or_else(|| bases.lines_before(plan, i));
+                    let src =
+                        PiSessionSource::resume(f, path, h.clone(), task.start, lines, &cfg.opts);
+                    drain(src, &mut res, cfg, emit, &file)
+                }
             }
         }
     })();
     if let Err(e) = result {
+        // Parts after a failed one must not wait for it: the file fails.
+        publish(0);
         res.error = Some(e);
     }
     res
 }
 
-fn drain<R: Read>(
-    mut src: PiSessionSource<R>,
+fn drain(
+    mut src: impl RecordSource,
     res: &mut PartResult,
     cfg: &RunConfig,
     emit: bool,
@@ -736,11 +827,19 @@ fn pass(ctx: &mut Ctx) -> Result<Totals, Fail> {
         opts = opts.hold_partial_tail(true);
     }
     let plan = plan::plan(files, prior, &opts);
-    let reserved = if ctx.cfg.dedupe {
-        reserve_parents(&plan, &opts)
-    } else {
-        HashMap::new()
-    };
+    // Files by name, to find a fork's parent (pi names files
+    // `<timestamp>_<session id>.jsonl`; `parentSession` is a path from the
+    // machine that wrote it, so only its file name is compared).
+    let mut by_name: HashMap<String, usize> = HashMap::new();
+    for (i, f) in plan.files.iter().enumerate() {
+        let name = f
+            .path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        by_name.entry(name).or_insert(i);
+    }
+    let reserved: HashMap<String, FpSet> = HashMap::new();
     let emit = ctx.out.is_some();
     let pb = progress(
         ctx.cfg.quiet || ctx.cfg.follow,
@@ -754,11 +853,17 @@ fn pass(ctx: &mut Ctx) -> Result<Totals, Fail> {
     // Tasks run on the pool with their own copy of the configuration;
     // delivery runs in order on this thread.
     let work_cfg = clone_cfg(&ctx.cfg);
+    let bases = Bases::default();
+    // Bytes of input in flight: a few parts per worker and 64 MiB of small
+    // files; what waits to be delivered holds their records.
+    let budget = 64 * (1 << 20) + 2 * plan::PART_BYTES * ctx.cfg.jobs as u64;
     exec::run_ordered(
         plan.tasks.len(),
         ctx.cfg.jobs,
+        |i| task_bytes(&plan, &plan.tasks[i]),
+        budget,
         |i| {
-            let r = run_task(&plan, i, &work_cfg, emit);
+            let r = run_task(&plan, i, &work_cfg, emit, &bases);
             pb.inc(task_bytes(&plan, &plan.tasks[i]));
             r
         },
@@ -771,7 +876,10 @@ fn pass(ctx: &mut Ctx) -> Result<Totals, Fail> {
                 task,
                 res,
                 &mut current,
-                &mut reserved,
+                &mut Reserved {
+                    sets: &mut reserved,
+                    by_name: &by_name,
+                },
                 &mut totals,
             );
             match going {
@@ -874,7 +982,7 @@ fn deliver(
     task: &Task,
     mut res: PartResult,
     current: &mut Option<Assembling>,
-    reserved: &mut HashMap<String, FpSet>,
+    reserved: &mut Reserved<'_>,
     totals: &mut Totals,
 ) -> Result<bool, Fail> {
     let f = &plan.files[task.file];
@@ -901,7 +1009,10 @@ fn deliver(
     let mut going = true;
     if a.error.is_none() {
         let cuts = match (ctx.lineages.as_mut(), a.header.clone()) {
-            (Some(l), Some(h)) => dedupe(l, reserved, &f.path, &h, task, &mut res, &ctx.cfg.opts),
+            (Some(l), Some(h)) => {
+                reserved.parent_ahead(plan, task.file, &h, &ctx.cfg.opts);
+                dedupe(l, reserved.sets, &f.path, &h, task, &mut res, &ctx.cfg.opts)
+            }
             _ => Ok(Vec::new()),
         };
         match cuts {
@@ -937,7 +1048,9 @@ fn deliver(
     }
     if a.parts == f.tasks {
         let a = current.take().expect("set above");
-        reserved.remove(&a.header.as_ref().map(|h| h.id.clone()).unwrap_or_default());
+        reserved
+            .sets
+            .remove(&a.header.as_ref().map(|h| h.id.clone()).unwrap_or_default());
         match (&a.error, &a.report) {
             (None, Some(report)) => {
                 match f.mode {
@@ -1009,60 +1122,54 @@ fn dedupe(
 }
 
 /// Fingerprints of parents that are delivered after a fork of theirs, so
-/// the fork's copies are dropped and the parent's kept.
-fn reserve_parents(plan: &Plan, opts: &SourceOptions) -> HashMap<String, FpSet> {
-    let mut first_file: HashMap<&str, usize> = HashMap::new();
-    for (i, f) in plan.files.iter().enumerate() {
-        if let Some(h) = &f.header {
-            first_file.entry(h.id.as_str()).or_insert(i);
-        }
-    }
-    let mut needed: Vec<usize> = Vec::new();
-    for (i, f) in plan.files.iter().enumerate() {
-        let Some(parent) = f.header.as_ref().and_then(|h| h.parent_session.as_deref()) else {
-            continue;
+/// the fork's copies are dropped and the parent's kept: read ahead, when the
+/// fork is delivered, from the parent's file.
+pub(crate) struct Reserved<'p> {
+    sets: &'p mut HashMap<String, FpSet>,
+    /// Files of the plan by file name.
+    by_name: &'p HashMap<String, usize>,
+}
+
+impl Reserved<'_> {
+    /// When `header` names a parent whose file comes later in the plan,
+    /// reads that file's fingerprints now.
+    fn parent_ahead(&mut self, plan: &Plan, file: usize, header: &Header, opts: &SourceOptions) {
+        let Some(parent) = &header.parent_session else {
+            return;
         };
-        if let Some(&j) = first_file.get(session_of_path(parent).as_str()) {
-            if j > i && plan.files[j].tasks > 0 && !needed.contains(&j) {
-                needed.push(j);
-            }
+        let session = session_of_path(parent);
+        let name = parent.rsplit(['/', '\\']).next().unwrap_or(parent);
+        let Some(&j) = self.by_name.get(name) else {
+            return;
+        };
+        if j <= file || plan.files[j].tasks == 0 || self.sets.contains_key(&session) {
+            return;
         }
-    }
-    let mut out = HashMap::new();
-    for j in needed {
         let f = &plan.files[j];
         let mut set = FpSet::default();
-        for t in plan.tasks.iter().filter(|t| t.file == j) {
-            let Ok(mut file) = File::open(&f.path) else {
-                continue;
-            };
-            let len = t.end.map_or(u64::MAX, |e| e - t.start);
-            let src: Result<PiSessionSource<_>, _> = match &t.header {
-                None => PiSessionSource::from_reader_with(file.take(len), &f.path, opts),
-                Some(h) => {
-                    if file.seek(SeekFrom::Start(t.start)).is_err() {
-                        continue;
+        // The parent's new region, from its first task to its end, in one
+        // read (line numbers do not enter fingerprints).
+        if let Some(t) = plan.tasks.iter().find(|t| t.file == j) {
+            if let Ok(mut fh) = File::open(&f.path) {
+                let src = match &t.header {
+                    None => PiSessionSource::from_reader_with(fh, &f.path, opts).ok(),
+                    Some(h) => fh
+                        .seek(SeekFrom::Start(t.start))
+                        .ok()
+                        .map(|_| PiSessionSource::resume(fh, &f.path, h.clone(), t.start, 0, opts)),
+                };
+                if let Some(mut src) = src {
+                    if let Some(h) = src.header() {
+                        set.insert(h.fingerprint);
                     }
-                    Ok(PiSessionSource::resume(
-                        file.take(len),
-                        &f.path,
-                        h.clone(),
-                        t.start,
-                        t.lines,
-                        opts,
-                    ))
+                    while let Ok(Some(e)) = src.next_entry() {
+                        set.insert(e.fingerprint);
+                    }
                 }
-            };
-            let Ok(mut src) = src else { continue };
-            while let Ok(Some(e)) = src.next_entry() {
-                set.insert(e.fingerprint);
             }
         }
-        if let Some(h) = &f.header {
-            out.insert(h.id.clone(), set);
-        }
+        self.sets.insert(session, set);
     }
-    out
 }
 
 #[cfg(test)]
@@ -1106,16 +1213,20 @@ mod tests {
         assert_eq!(plan.tasks.len(), 3);
         std::fs::remove_file(d.join("b.jsonl")).unwrap();
         let mut current = None;
-        let mut reserved = HashMap::new();
+        let mut sets = HashMap::new();
+        let by_name = HashMap::new();
         for (i, task) in plan.tasks.iter().enumerate() {
-            let res = run_task(&plan, i, &ctx.cfg, false);
+            let res = run_task(&plan, i, &ctx.cfg, false, &Bases::default());
             deliver(
                 &mut ctx,
                 &plan,
                 task,
                 res,
                 &mut current,
-                &mut reserved,
+                &mut Reserved {
+                    sets: &mut sets,
+                    by_name: &by_name,
+                },
                 &mut totals,
             )
             .unwrap();
