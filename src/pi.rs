@@ -151,6 +151,17 @@ impl LineParser {
         }
     }
 
+    pub fn set_filter(&mut self, filter: RoleFilter) {
+        self.filter = filter;
+    }
+
+    /// Bytes of scratch space held (approximate).
+    pub fn capacity(&self) -> usize {
+        self.tape
+            .as_ref()
+            .map_or(0, |t| t.0.capacity() * std::mem::size_of::<Node<'_>>())
+    }
+
     /// Parses the session header from the first non-blank line.
     pub fn header(&mut self, line: &[u8], report: &mut Report) -> Result<Header, NotAHeader> {
         let line = line.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(line);

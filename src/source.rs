@@ -271,6 +271,48 @@ pub(crate) struct Session<L> {
     last_unterminated: bool,
 }
 
+/// Parser scratch space (simd-json's buffers, the tape, the arena) kept per
+/// thread when a source is dropped, for the next source on that thread:
+/// reading thousands of small files then allocates nothing per file.
+mod scratch {
+    use std::cell::RefCell;
+
+    use bumpalo::Bump;
+
+    use crate::pi::{LineParser, RoleFilter};
+
+    /// Scratch space above this is not kept.
+    const KEEP_AT_MOST: usize = 64 << 20;
+
+    thread_local! {
+        static SPARE: RefCell<Option<(LineParser, Bump)>> = const { RefCell::new(None) };
+    }
+
+    pub(super) fn take(filter: RoleFilter) -> (LineParser, Bump) {
+        match SPARE.with_borrow_mut(Option::take) {
+            Some((mut parser, arena)) => {
+                parser.set_filter(filter);
+                (parser, arena)
+            }
+            None => (LineParser::new(filter), Bump::new()),
+        }
+    }
+
+    pub(super) fn give(parser: LineParser, mut arena: Bump) {
+        arena.reset();
+        if arena.allocated_bytes() + parser.capacity() <= KEEP_AT_MOST {
+            SPARE.with_borrow_mut(|s| *s = Some((parser, arena)));
+        }
+    }
+}
+
+impl<L> Drop for Session<L> {
+    fn drop(&mut self) {
+        let parser = std::mem::replace(&mut self.parser, LineParser::new(RoleFilter::ALL));
+        scratch::give(parser, std::mem::take(&mut self.arena));
+    }
+}
+
 /// `pi:<file stem>` for a path.
 fn source_name(path: &Path) -> String {
     let stem = path
@@ -284,7 +326,7 @@ impl<L: Lines> Session<L> {
     /// Reads up to the session header; an empty file gives a session with
     /// no context.
     pub(crate) fn open(mut lines: L, path: &Path, opts: &SourceOptions) -> Result<Self, Error> {
-        let mut parser = LineParser::new(opts.filter);
+        let (mut parser, arena) = scratch::take(opts.filter);
         let mut report = opts.report();
         let mut nul_line: Option<LinePos> = None;
         let no_header = |pos: LinePos, reason: String| {
@@ -336,7 +378,7 @@ impl<L: Lines> Session<L> {
             path: path.to_path_buf(),
             start: 0,
             parser,
-            arena: Bump::new(),
+            arena,
             ctx,
             report,
             hold_partial: opts.hold_partial,
@@ -347,12 +389,13 @@ impl<L: Lines> Session<L> {
     /// A session that starts after the header, at a known place: for reading
     /// a part of a file whose header was read before.
     fn resume(lines: L, path: &Path, header: Header, opts: &SourceOptions) -> Self {
+        let (parser, arena) = scratch::take(opts.filter);
         Session {
             start: lines.consumed(),
             lines,
             path: path.to_path_buf(),
-            parser: LineParser::new(opts.filter),
-            arena: Bump::new(),
+            parser,
+            arena,
             ctx: Some(Context {
                 header,
                 source: source_name(path),
@@ -472,7 +515,7 @@ macro_rules! record_source {
             /// An I/O error while reading.
             pub fn drain(mut self) -> Result<Report, Error> {
                 while self.next_record()?.is_some() {}
-                Ok(self.0.report)
+                Ok(std::mem::take(&mut self.0.report))
             }
         }
     };

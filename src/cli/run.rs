@@ -249,6 +249,28 @@ impl Out {
     }
 }
 
+/// Output buffers handed back by delivery for the next tasks.
+static OUT_BUFFERS: Mutex<Vec<Vec<u8>>> = Mutex::new(Vec::new());
+
+fn take_out_buffer() -> Vec<u8> {
+    OUT_BUFFERS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .pop()
+        .unwrap_or_default()
+}
+
+fn give_out_buffer(mut buf: Vec<u8>) {
+    if buf.capacity() > 64 << 20 {
+        return;
+    }
+    buf.clear();
+    let mut pool = OUT_BUFFERS.lock().unwrap_or_else(|e| e.into_inner());
+    if pool.len() < 32 {
+        pool.push(buf);
+    }
+}
+
 /// Everything a run carries from pass to pass.
 struct Ctx {
     cfg: RunConfig,
@@ -623,6 +645,14 @@ fn run_task(plan: &Plan, i: usize, cfg: &RunConfig, emit: bool, bases: &Bases) -
     let path = &plan.files[task.file].path;
     let file = path.to_string_lossy();
     let mut res = PartResult::default();
+    if emit {
+        // A buffer from earlier tasks, sized for this one's records: no
+        // growth copies, no fresh pages.
+        res.out = take_out_buffer();
+        let size = plan.files[task.file].size().saturating_sub(task.start);
+        res.out
+            .reserve(usize::try_from(size + size / 4).unwrap_or(0).min(64 << 20));
+    }
     let len = task.end.map_or(u64::MAX, |e| e - task.start);
     let size = plan.files[task.file]
         .size()
@@ -1029,6 +1059,7 @@ fn deliver(
                         }
                         at = e;
                     }
+                    give_out_buffer(std::mem::take(&mut res.out));
                     match written {
                         Ok(()) => totals.written += res.kept - cuts.len() as u64,
                         Err(e) if e.kind() == io::ErrorKind::BrokenPipe => {
