@@ -6,12 +6,15 @@ use std::fs;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
+use super::state::Identity;
+
 /// What discovery found.
 #[derive(Debug, Default)]
 pub struct Found {
     /// Session files in sorted path order, each read once (a file reached
-    /// twice through links or overlapping PATHs keeps its first path).
-    pub files: Vec<PathBuf>,
+    /// twice through links or overlapping PATHs keeps its first path), with
+    /// their identity and size when found.
+    pub files: Vec<(PathBuf, Identity)>,
     /// PATHs (or folders below them) that could not be read.
     pub failures: Vec<(PathBuf, String)>,
 }
@@ -46,14 +49,22 @@ pub fn discover(paths: &[PathBuf]) -> Found {
         match fs::metadata(p) {
             Err(e) => found.failures.push((p.clone(), e.to_string())),
             Ok(m) if m.is_dir() => walk(p, &m, &mut seen_dirs, &mut candidates, &mut found),
-            Ok(m) => candidates.push((p.clone(), (m.dev(), m.ino()))),
+            Ok(m) => candidates.push((p.clone(), Identity::of(&m))),
         }
     }
-    candidates.sort();
+    // Path order (component by component), as byte order with the
+    // separator below every other byte: one key per path, not a component
+    // walk per comparison.
+    candidates.sort_by_cached_key(|(p, _)| {
+        use std::os::unix::ffi::OsStrExt;
+        let mut k = p.as_os_str().as_bytes().to_vec();
+        k.iter_mut().filter(|b| **b == b'/').for_each(|b| *b = 0);
+        k
+    });
     let mut seen_files = HashSet::new();
     for (path, id) in candidates {
-        if seen_files.insert(id) {
-            found.files.push(path);
+        if seen_files.insert((id.dev, id.ino)) {
+            found.files.push((path, id));
         }
     }
     found.failures.sort();
@@ -64,7 +75,7 @@ fn walk(
     dir: &Path,
     meta: &fs::Metadata,
     seen: &mut HashSet<(u64, u64)>,
-    out: &mut Vec<(PathBuf, (u64, u64))>,
+    out: &mut Vec<(PathBuf, Identity)>,
     found: &mut Found,
 ) {
     // A folder reached again (a symlink loop, or overlapping PATHs) is
@@ -85,12 +96,17 @@ fn walk(
             }
         };
         let path = entry.path();
+        let jsonl = path.extension().is_some_and(|e| e == "jsonl");
+        // Other plain files are not even looked at.
+        if entry.file_type().is_ok_and(|t| t.is_file()) && !jsonl {
+            continue;
+        }
         // Follow symlinks; a dangling one is not a session file.
         let Ok(m) = fs::metadata(&path) else { continue };
         if m.is_dir() {
             walk(&path, &m, seen, out, found);
-        } else if m.is_file() && path.extension().is_some_and(|e| e == "jsonl") {
-            out.push((path, (m.dev(), m.ino())));
+        } else if m.is_file() && jsonl {
+            out.push((path, Identity::of(&m)));
         }
     }
 }

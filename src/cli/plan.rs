@@ -8,6 +8,7 @@ use std::fs::File;
 use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use mem_ingest::{Header, PiSessionSource, RecordSource, SourceOptions};
 use rayon::prelude::*;
@@ -70,7 +71,7 @@ pub struct PlannedFile {
     pub tasks: usize,
     pub mode: Mode,
     /// What earlier runs consumed, when the file is resumed or unchanged.
-    pub prior: Option<FileState>,
+    pub prior: Option<Arc<FileState>>,
     /// The session header, when known while planning (from the state, or
     /// read to cut a large file).
     pub header: Option<Header>,
@@ -205,27 +206,21 @@ struct Split {
     header: Option<Header>,
 }
 
-/// Plans the work over `paths`, given what earlier runs consumed.
+/// Plans the work over the files found (with their identity when found),
+/// given what earlier runs consumed.
 pub fn plan(
-    paths: Vec<PathBuf>,
-    prior: &BTreeMap<String, FileState>,
+    found: Vec<(PathBuf, Identity)>,
+    prior: &BTreeMap<String, Arc<FileState>>,
     opts: &SourceOptions,
 ) -> Plan {
-    let files: Vec<(PathBuf, Result<Identity, String>)> = paths
-        .into_iter()
-        .map(|path| {
-            let id = std::fs::metadata(&path)
-                .map(|m| Identity::of(&m))
-                .map_err(|e| e.to_string());
-            (path, id)
-        })
-        .collect();
+    let files: Vec<(PathBuf, Result<Identity, String>)> =
+        found.into_iter().map(|(path, id)| (path, Ok(id))).collect();
     let regions: Vec<Option<(Region, Split)>> = files
         .par_iter()
         .map(|(path, id)| {
             let id = id.as_ref().ok()?;
             let p = prior.get(&path.to_string_lossy().into_owned());
-            let r = region(path, id, p, opts);
+            let r = region(path, id, p.map(|a| &**a), opts);
             if r.mode == Mode::Unchanged || r.start >= id.size {
                 let split = Split {
                     cuts: vec![],

@@ -280,6 +280,8 @@ struct Ctx {
     stop: Arc<AtomicBool>,
     last_checkpoint: Instant,
     failed_paths: HashSet<String>,
+    /// The state changed since it was loaded or last saved.
+    dirty: bool,
 }
 
 type Fail = (i32, String);
@@ -338,7 +340,8 @@ pub fn run(cfg: RunConfig, sink: Sink) -> Result<Totals, Fail> {
             .map(|g| Lineages::import(g.unwrap_or_default()))
     });
     let lineages = lineages.transpose().map_err(|e| (1, e))?;
-    if cfg.state.is_some() && saved.is_none() {
+    let fresh = cfg.state.is_some() && saved.is_none();
+    if fresh {
         saved = Some(State {
             version: state::STATE_VERSION,
             shape,
@@ -361,6 +364,7 @@ pub fn run(cfg: RunConfig, sink: Sink) -> Result<Totals, Fail> {
         stop,
         last_checkpoint: Instant::now(),
         failed_paths: HashSet::new(),
+        dirty: fresh,
     };
     let (watcher, events) = if ctx.cfg.follow {
         watch(&ctx.cfg.paths)
@@ -457,7 +461,10 @@ fn finish(ctx: &mut Ctx, mut totals: Totals) -> Result<Totals, Fail> {
         Some(Err(e)) => return Err((1, format!("writing the output: {e}"))),
         _ => {}
     }
-    checkpoint(ctx, None).map_err(|e| (1, e))?;
+    // An unchanged archive leaves the state as it was: nothing to save.
+    if ctx.dirty {
+        checkpoint(ctx, None).map_err(|e| (1, e))?;
+    }
     if let Some(Out::File {
         tmp: Some(tmp),
         path,
@@ -544,6 +551,7 @@ fn open_output(cfg: &RunConfig, saved: Option<&State>) -> Result<Out, Fail> {
 /// Writes the state, after making the output it covers durable.
 fn checkpoint(ctx: &mut Ctx, in_progress: Option<(String, FileState)>) -> Result<(), String> {
     ctx.last_checkpoint = Instant::now();
+    ctx.dirty = false;
     let (Some(path), Some(st)) = (&ctx.cfg.state, ctx.state.as_mut()) else {
         return Ok(());
     };
@@ -573,7 +581,7 @@ fn checkpoint(ctx: &mut Ctx, in_progress: Option<(String, FileState)>) -> Result
     let saved = match in_progress {
         None => state::save(path, st),
         Some((key, fs)) => {
-            let old = st.files.insert(key.clone(), fs);
+            let old = st.files.insert(key.clone(), Arc::new(fs));
             let r = state::save(path, st);
             match old {
                 Some(o) => st.files.insert(key, o),
@@ -809,7 +817,10 @@ struct Assembling {
     position: Option<Position>,
 }
 
-fn one_pass_failures(ctx: &mut Ctx, totals: &mut Totals) -> Result<Vec<PathBuf>, Fail> {
+fn one_pass_failures(
+    ctx: &mut Ctx,
+    totals: &mut Totals,
+) -> Result<Vec<(PathBuf, state::Identity)>, Fail> {
     let paths = if ctx.cfg.paths.is_empty() {
         vec![discover::default_archive().map_err(|e| (1, e))?]
     } else {
@@ -834,9 +845,9 @@ fn pass(ctx: &mut Ctx) -> Result<Totals, Fail> {
     // Never write the output over an input.
     if let Some(Out::File { path: o, .. }) = &ctx.out {
         if let Ok(om) = std::fs::metadata(o) {
-            let clash = files.iter().any(|f| {
-                std::fs::metadata(f).is_ok_and(|m| m.dev() == om.dev() && m.ino() == om.ino())
-            });
+            let clash = files
+                .iter()
+                .any(|(_, id)| id.dev == om.dev() && id.ino == om.ino());
             if clash {
                 return Err((
                     2,
@@ -848,7 +859,11 @@ fn pass(ctx: &mut Ctx) -> Result<Totals, Fail> {
     if let Some(st) = ctx.state.as_mut() {
         // Files gone from the disk leave the state (their entries stay in
         // the lineages, so a copy elsewhere is still known).
-        st.files.retain(|p, _| Path::new(p).exists());
+        let found: HashSet<&Path> = files.iter().map(|(p, _)| p.as_path()).collect();
+        let before = st.files.len();
+        st.files
+            .retain(|p, _| found.contains(Path::new(p)) || Path::new(p).exists());
+        ctx.dirty |= st.files.len() != before;
     }
     let empty = BTreeMap::new();
     let prior = ctx.state.as_ref().map_or(&empty, |s| &s.files);
@@ -1016,13 +1031,14 @@ fn deliver(
     totals: &mut Totals,
 ) -> Result<bool, Fail> {
     let f = &plan.files[task.file];
+    ctx.dirty = true;
     let a = current.get_or_insert_with(|| Assembling {
         file: task.file,
         report: f
             .prior
             .clone()
             .filter(|_| f.mode == Mode::Resumed)
-            .map(|p| p.report),
+            .map(|p| p.report.clone()),
         header: f.prior.as_ref().map(|p| p.header.clone()),
         error: None,
         parts: 0,
@@ -1091,7 +1107,7 @@ fn deliver(
                 }
                 totals.file_done(&f.path, report, a.header.as_ref());
                 if let (Some(st), Some(fs)) = (ctx.state.as_mut(), file_state(f, &a)) {
-                    st.files.insert(key_of(f), fs);
+                    st.files.insert(key_of(f), Arc::new(fs));
                 }
             }
             (e, _) => totals.fail(&f.path, f.size(), e.clone().unwrap_or_default()),
@@ -1237,6 +1253,7 @@ mod tests {
             stop: Arc::new(AtomicBool::new(false)),
             last_checkpoint: Instant::now(),
             failed_paths: HashSet::new(),
+            dirty: false,
         };
         let mut totals = Totals::default();
         let files = one_pass_failures(&mut ctx, &mut totals).unwrap();

@@ -10,6 +10,7 @@ use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use mem_ingest::{Header, Report};
 use serde::{Deserialize, Serialize};
@@ -132,7 +133,8 @@ pub struct State {
     pub shape: Shape,
     /// Bytes of the output file the state covers (`-o`), if any.
     pub output: Option<OutputState>,
-    pub files: BTreeMap<String, FileState>,
+    /// Shared with the plan, which reads them without copying.
+    pub files: BTreeMap<String, Arc<FileState>>,
     pub lineages: Vec<LineageState>,
 }
 
@@ -175,12 +177,13 @@ fn sibling(path: &Path, suffix: &str) -> PathBuf {
 
 /// Loads the state; `Ok(None)` when there is none yet.
 pub fn load(path: &Path) -> Result<Option<State>, String> {
-    let bytes = match fs::read(path) {
+    let mut bytes = match fs::read(path) {
         Ok(b) => b,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(format!("{}: {e}", path.display())),
     };
-    let state: State = serde_json::from_slice(&bytes)
+    // simd-json's serde front end: states hold thousands of files.
+    let state: State = simd_json::serde::from_slice(&mut bytes)
         .map_err(|e| format!("{}: not a mem-ingest state ({e})", path.display()))?;
     if state.version != STATE_VERSION {
         return Err(format!(
@@ -232,23 +235,42 @@ pub fn encode_fingerprints(fps: &[u64]) -> String {
 }
 
 pub fn decode_fingerprints(s: &str) -> Result<Vec<u64>, String> {
-    let mut val = [0u8; 256];
-    for (i, c) in B64.iter().enumerate() {
-        val[usize::from(*c)] = i as u8;
-    }
-    let mut bytes = Vec::with_capacity(s.len() / 4 * 3);
-    for c in s.as_bytes().chunks(4) {
-        if c.len() != 4 || c.iter().any(|b| *b != b'=' && !B64.contains(b)) {
-            return Err("corrupt fingerprint set in the state".into());
+    const INVALID: u8 = 0xff;
+    const VAL: [u8; 256] = {
+        let mut t = [INVALID; 256];
+        let mut i = 0;
+        while i < 64 {
+            t[B64[i] as usize] = i as u8;
+            i += 1;
         }
-        let n = c
-            .iter()
-            .fold(0u32, |n, b| (n << 6) | u32::from(val[usize::from(*b)]));
-        let keep = 3 - c.iter().filter(|b| **b == b'=').count();
+        t
+    };
+    let corrupt = || "corrupt fingerprint set in the state".to_owned();
+    let b = s.as_bytes();
+    if !b.len().is_multiple_of(4) {
+        return Err(corrupt());
+    }
+    let pad = b.iter().rev().take_while(|c| **c == b'=').count();
+    let mut bytes = Vec::with_capacity(b.len() / 4 * 3);
+    for (k, c) in b.chunks_exact(4).enumerate() {
+        let last = (k + 1) * 4 == b.len();
+        let mut n = 0u32;
+        for (j, ch) in c.iter().enumerate() {
+            let v = if last && j >= 4 - pad {
+                0
+            } else {
+                VAL[usize::from(*ch)]
+            };
+            if v == INVALID {
+                return Err(corrupt());
+            }
+            n = (n << 6) | u32::from(v);
+        }
+        let keep = if last { 3 - pad.min(2) } else { 3 };
         bytes.extend_from_slice(&n.to_be_bytes()[1..1 + keep]);
     }
-    if bytes.len() % 8 != 0 {
-        return Err("corrupt fingerprint set in the state".into());
+    if !bytes.len().is_multiple_of(8) {
+        return Err(corrupt());
     }
     Ok(bytes
         .chunks_exact(8)
@@ -272,5 +294,8 @@ mod tests {
             );
         }
         assert!(decode_fingerprints("abc").is_err());
+        assert!(decode_fingerprints("ab!d").is_err());
+        assert!(decode_fingerprints("AAAAAAAA").is_err()); // 6 bytes: no whole fingerprint
+        assert_eq!(decode_fingerprints("AAAAAAAAAAA=").unwrap(), [0]);
     }
 }
