@@ -56,17 +56,19 @@ printf 'backfill --state, re-run  %8.3f s   %.0f times faster (target >= 50)\n' 
 
 # Append 1 MB of whole lines (copies of a session's own lines with new ids)
 # to one session, and read what the re-run reports.
-victim=$(find "$ARCH" -name '*.jsonl' | sort | head -1)
+victim=$(find "$ARCH" -name '*.jsonl' | sort | sed -n 1p)
 python3 - "$victim" <<'EOF'
 import json, sys
 path = sys.argv[1]
 lines = [l for l in open(path, encoding="utf-8").read().splitlines()[1:] if l]
-out, n = [], 0
-while sum(len(l) + 1 for l in out) < 1_000_000:
+out, n, size = [], 0, 0
+while size < 1_000_000:
     e = json.loads(lines[n % len(lines)])
     if "id" in e:
         e["id"] = f"app{n:06d}"
-    out.append(json.dumps(e, separators=(",", ":"), ensure_ascii=False))
+    # ASCII escapes keep lone surrogates (\ud83d) as pi writes them.
+    out.append(json.dumps(e, separators=(",", ":")))
+    size += len(out[-1]) + 1
     n += 1
 with open(path, "a", encoding="utf-8") as f:
     f.write("\n".join(out) + "\n")
