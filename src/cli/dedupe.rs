@@ -91,6 +91,13 @@ impl FpSet {
         self.sorted
     }
 
+    /// Bytes of heap held (hash set buckets counted with their control
+    /// bytes).
+    #[cfg(test)]
+    pub fn heap_bytes(&self) -> usize {
+        self.sorted.capacity() * 8 + self.recent.capacity() * 9 * 8 / 7
+    }
+
     #[cfg(test)]
     pub fn len(&self) -> usize {
         self.sorted.len() + self.recent.len()
@@ -232,6 +239,32 @@ mod tests {
         let sorted = s.into_sorted();
         assert!(sorted.windows(2).all(|w| w[0] < w[1]));
         assert_eq!(sorted.len(), reference.len());
+    }
+
+    #[test]
+    fn at_most_16_bytes_per_fingerprint() {
+        let mut s = FpSet::default();
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        for n in 1..=1_000_000u64 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            s.insert(x);
+            if n % 50_000 == 0 {
+                assert!(
+                    s.heap_bytes() <= 16 * s.len() + 4096 * 20,
+                    "{} bytes for {}",
+                    s.heap_bytes(),
+                    s.len()
+                );
+            }
+        }
+        assert!(
+            s.heap_bytes() <= 16 * s.len(),
+            "{} bytes for {}",
+            s.heap_bytes(),
+            s.len()
+        );
     }
 
     #[test]
