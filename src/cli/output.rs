@@ -6,29 +6,6 @@ use std::io::{self, Write};
 use mem_ingest::{Record, Role, Usage};
 use serde::Serialize;
 
-#[derive(Serialize)]
-struct OutUsage {
-    input: u64,
-    output: u64,
-    cache_read: u64,
-    cache_write: u64,
-    total_tokens: u64,
-    cost: f64,
-}
-
-impl From<&Usage> for OutUsage {
-    fn from(u: &Usage) -> Self {
-        OutUsage {
-            input: u.input,
-            output: u.output,
-            cache_read: u.cache_read,
-            cache_write: u.cache_write,
-            total_tokens: u.total_tokens,
-            cost: u.cost,
-        }
-    }
-}
-
 /// The longest prefix of `s` of at most `max` bytes that ends on a char
 /// boundary.
 fn cut(s: &str, max: usize) -> &str {
@@ -249,7 +226,7 @@ struct OutRecord<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     model: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    usage: Option<OutUsage>,
+    usage: Option<Usage>,
     #[serde(skip_serializing_if = "Option::is_none")]
     stop_reason: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -290,7 +267,7 @@ fn write_record_serde(out: &mut Vec<u8>, rec: &Record<'_>, file: &str, max_text:
         text,
         provider: rec.provider,
         model: rec.model,
-        usage: rec.usage.as_ref().map(OutUsage::from),
+        usage: rec.usage,
         stop_reason: rec.stop_reason,
         tool_name: rec.tool_name,
         tool_call_id: rec.tool_call_id,
@@ -381,20 +358,12 @@ pub struct Stats {
     pub pending: u64,
     pub roles: Roles,
     pub entries: BTreeMap<String, u64>,
-    pub usage: OutUsageTotals,
+    /// pi's usage summed: its field names are the schema's.
+    pub usage: Usage,
     pub by_model: Vec<ModelLine>,
     pub by_project: Vec<ProjectLine>,
     pub failures: Vec<FailureLine>,
     pub skips: Vec<SkipLine>,
-}
-
-#[derive(Serialize)]
-pub struct OutUsageTotals(OutUsage);
-
-impl From<&Usage> for OutUsageTotals {
-    fn from(u: &Usage) -> Self {
-        OutUsageTotals(OutUsage::from(u))
-    }
 }
 
 pub fn write_table(out: &mut impl Write, s: &Stats) -> io::Result<()> {

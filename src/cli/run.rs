@@ -158,7 +158,7 @@ impl Totals {
             pending: r.pending,
             roles: Roles::from_counts(&r.roles),
             entries: r.entries.iter().map(|(k, n)| (k.to_owned(), n)).collect(),
-            usage: (&r.usage).into(),
+            usage: r.usage,
             by_model,
             by_project: self
                 .by_project
