@@ -448,9 +448,42 @@ fn archive(dir: &Path) -> PathBuf {
 
 #[test]
 fn killed_at_any_moment_every_record_exactly_once() {
-    let d = tmpdir("kill");
+    // Without deduplication: the state and the output alone must keep each
+    // record once (deduplication would hide a doubled one).
+    killed_runs("kill", "--no-dedupe", false);
+}
+
+#[test]
+fn interrupted_at_any_moment_every_record_exactly_once() {
+    // SIGINT and SIGTERM stop a run cleanly, state saved, also inside a
+    // file. No deduplication to hide a double.
+    killed_runs("interrupt", "--no-dedupe", true);
+}
+
+#[test]
+fn stopped_while_deduplicating_every_record_exactly_once() {
+    // The same with deduplication on (the lineages are saved with the
+    // state).
+    killed_runs("interrupt-dedupe", "--jobs", true);
+}
+
+/// Runs backfill --state -o over a generated archive, stopping it after
+/// growing delays until one run finishes; the output must then be exactly a
+/// clean run's. `extra` is one more argument (`--jobs` is harmless).
+fn killed_runs(name: &str, extra: &str, polite: bool) {
+    let d = tmpdir(name);
     let root = archive(&d);
-    let clean = run(&[&"backfill", &"-q", &"--jobs", &"2", &root]);
+    let extra_args: Vec<&str> = if extra == "--jobs" {
+        vec![]
+    } else {
+        vec![extra]
+    };
+    let clean = bin()
+        .args(["backfill", "-q", "--jobs", "2"])
+        .args(&extra_args)
+        .arg(&root)
+        .output()
+        .unwrap();
     assert!(clean.status.success());
     let want = clean.stdout;
     assert!(keys(&want).len() > 8_000);
@@ -459,6 +492,9 @@ fn killed_at_any_moment_every_record_exactly_once() {
     let mut delay_ms = 5u64;
     let started = Instant::now();
     loop {
+        // Killed runs checkpoint as often as they can; a clean stop must
+        // save the state itself (no checkpoint in between to lean on).
+        let checkpoint = if polite { "5000" } else { "1" };
         let mut child = bin()
             .args([
                 "backfill",
@@ -466,9 +502,10 @@ fn killed_at_any_moment_every_record_exactly_once() {
                 "--jobs",
                 "2",
                 "--checkpoint-ms",
-                "1",
-                "--state",
+                checkpoint,
             ])
+            .args(&extra_args)
+            .arg("--state")
             .arg(&state)
             .arg("-o")
             .arg(&out)
@@ -492,13 +529,30 @@ fn killed_at_any_moment_every_record_exactly_once() {
                 break;
             }
             None => {
-                child.kill().unwrap(); // SIGKILL
-                child.wait().unwrap();
+                if polite {
+                    let sig = if kills % 2 == 0 { "-INT" } else { "-TERM" };
+                    Command::new("kill")
+                        .arg(sig)
+                        .arg(child.id().to_string())
+                        .status()
+                        .unwrap();
+                    let st = child.wait().unwrap();
+                    // Stopped cleanly (130), or it had just finished.
+                    assert!(matches!(st.code(), Some(130) | Some(0)), "{st:?}");
+                } else {
+                    child.kill().unwrap(); // SIGKILL
+                    child.wait().unwrap();
+                }
                 kills += 1;
             }
         }
-        // Kill at many points: early, in the middle of files, late.
-        delay_ms = delay_ms * 3 / 2 + 7;
+        // Stop at many points: early, in the middle of files, late (a
+        // clean stop resumes where it stopped, so it steps more finely).
+        delay_ms = if polite {
+            delay_ms + 20
+        } else {
+            delay_ms * 3 / 2 + 7
+        };
         assert!(
             started.elapsed() < Duration::from_secs(240),
             "did not finish"
@@ -506,33 +560,32 @@ fn killed_at_any_moment_every_record_exactly_once() {
     }
     assert!(
         kills >= 3,
-        "only {kills} kills: the runs were too fast to test anything"
+        "only {kills} stops: the runs were too fast to test anything"
     );
     let got = fs::read(&out).unwrap();
     let (g, w) = (keys(&got), keys(&want));
     assert_eq!(
         g.len(),
         w.len(),
-        "records lost or doubled after {kills} kills"
+        "records lost or doubled after {kills} stops"
     );
     assert!(
         got == want,
-        "output differs from a clean run after {kills} kills"
+        "output differs from a clean run after {kills} stops"
     );
     // And a re-run adds nothing.
-    let again = run(&[
-        &"backfill",
-        &"-q",
-        &"--jobs",
-        &"2",
-        &"--state",
-        &state,
-        &"-o",
-        &out,
-        &root,
-    ]);
+    let again = bin()
+        .args(["backfill", "-q", "--jobs", "2"])
+        .args(&extra_args)
+        .arg("--state")
+        .arg(&state)
+        .arg("-o")
+        .arg(&out)
+        .arg(&root)
+        .output()
+        .unwrap();
     assert!(again.status.success());
-    assert_eq!(fs::read(&out).unwrap(), want);
+    assert!(fs::read(&out).unwrap() == want);
     fs::remove_dir_all(d).unwrap();
 }
 

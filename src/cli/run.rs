@@ -38,7 +38,7 @@ pub enum Sink {
     Records,
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct RunConfig {
     pub command: String,
     pub paths: Vec<PathBuf>,
@@ -279,7 +279,6 @@ struct Ctx {
     out: Option<Out>,
     stop: Arc<AtomicBool>,
     last_checkpoint: Instant,
-    failed_paths: HashSet<String>,
     /// The state changed since it was loaded or last saved.
     dirty: bool,
 }
@@ -363,7 +362,6 @@ pub fn run(cfg: RunConfig, sink: Sink) -> Result<Totals, Fail> {
         out,
         stop,
         last_checkpoint: Instant::now(),
-        failed_paths: HashSet::new(),
         dirty: fresh,
     };
     let (watcher, events) = if ctx.cfg.follow {
@@ -817,19 +815,20 @@ struct Assembling {
     position: Option<Position>,
 }
 
-fn one_pass_failures(
-    ctx: &mut Ctx,
+/// The session files under the PATHs (pi's archive when none); PATHs that
+/// cannot be read are failures in `totals`.
+fn find_files(
+    cfg: &RunConfig,
     totals: &mut Totals,
 ) -> Result<Vec<(PathBuf, state::Identity)>, Fail> {
-    let paths = if ctx.cfg.paths.is_empty() {
+    let paths = if cfg.paths.is_empty() {
         vec![discover::default_archive().map_err(|e| (1, e))?]
     } else {
-        ctx.cfg.paths.clone()
+        cfg.paths.clone()
     };
     let found = discover::discover(&paths);
     for (p, e) in &found.failures {
         totals.fail(p, 0, e.clone());
-        ctx.failed_paths.insert(p.display().to_string());
     }
     Ok(found.files)
 }
@@ -841,7 +840,7 @@ fn pass(ctx: &mut Ctx) -> Result<Totals, Fail> {
         dedupe: ctx.cfg.dedupe,
         ..Totals::default()
     };
-    let files = one_pass_failures(ctx, &mut totals)?;
+    let files = find_files(&ctx.cfg, &mut totals)?;
     // Never write the output over an input.
     if let Some(Out::File { path: o, .. }) = &ctx.out {
         if let Ok(om) = std::fs::metadata(o) {
@@ -884,7 +883,7 @@ fn pass(ctx: &mut Ctx) -> Result<Totals, Fail> {
             .unwrap_or_default();
         by_name.entry(name).or_insert(i);
     }
-    let reserved: HashMap<String, FpSet> = HashMap::new();
+    let mut reserved: HashMap<String, FpSet> = HashMap::new();
     let emit = ctx.out.is_some();
     let pb = progress(
         ctx.cfg.quiet || ctx.cfg.follow,
@@ -894,10 +893,9 @@ fn pass(ctx: &mut Ctx) -> Result<Totals, Fail> {
     let mut current: Option<Assembling> = None;
     let mut next_file = 0usize;
     let mut failure: Option<Fail> = None;
-    let mut reserved = reserved;
     // Tasks run on the pool with their own copy of the configuration;
     // delivery runs in order on this thread.
-    let work_cfg = clone_cfg(&ctx.cfg);
+    let work_cfg = ctx.cfg.clone();
     let bases = Bases::default();
     // Bytes of input in flight: a few parts per worker and 64 MiB of small
     // files; what waits to be delivered holds their records.
@@ -945,29 +943,14 @@ fn pass(ctx: &mut Ctx) -> Result<Totals, Fail> {
     if !totals.closed && !ctx.stop.load(Ordering::SeqCst) {
         settle_files_before(&plan, plan.files.len(), &mut next_file, &mut totals);
     } else if let Some(a) = current.take() {
-        // Stopped inside a file: checkpoint what was delivered of it.
-        if let Some(fs) = file_state(&plan.files[a.file], &a) {
-            checkpoint(ctx, Some((key_of(&plan.files[a.file]), fs))).map_err(|e| (1, e))?;
+        // Stopped inside a file: the state says what was delivered of it,
+        // which is what the output holds.
+        if let (Some(st), Some(fs)) = (ctx.state.as_mut(), file_state(&plan.files[a.file], &a)) {
+            st.files.insert(key_of(&plan.files[a.file]), Arc::new(fs));
+            ctx.dirty = true;
         }
     }
     Ok(totals)
-}
-
-fn clone_cfg(c: &RunConfig) -> RunConfig {
-    RunConfig {
-        command: c.command.clone(),
-        paths: c.paths.clone(),
-        jobs: c.jobs,
-        quiet: c.quiet,
-        state: c.state.clone(),
-        dedupe: c.dedupe,
-        opts: c.opts.clone(),
-        keep: c.keep,
-        roles: c.roles.clone(),
-        output: c.output.clone(),
-        follow: c.follow,
-        checkpoint: c.checkpoint,
-    }
 }
 
 fn task_bytes(plan: &Plan, t: &Task) -> u64 {
@@ -1252,11 +1235,10 @@ mod tests {
             out: None,
             stop: Arc::new(AtomicBool::new(false)),
             last_checkpoint: Instant::now(),
-            failed_paths: HashSet::new(),
             dirty: false,
         };
         let mut totals = Totals::default();
-        let files = one_pass_failures(&mut ctx, &mut totals).unwrap();
+        let files = find_files(&ctx.cfg, &mut totals).unwrap();
         let plan = plan::plan(files, &BTreeMap::new(), &ctx.cfg.opts);
         assert_eq!(plan.tasks.len(), 3);
         std::fs::remove_file(d.join("b.jsonl")).unwrap();
