@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Fills fuzz/corpus/line/ and fuzz/corpus/reader/ from the fixtures.
-#   line:   every distinct line of fixtures/*.jsonl and fixtures/bad/*.jsonl
+#   line:   every distinct line of fixtures/*.jsonl, fixtures/bad/*.jsonl and fixtures/no-header/*.jsonl
 #           (without its \n, cut to 8 KiB).
 #   reader: every fixture file (large ones as their first 12 lines, cut to
 #           12 KiB, plus their last 3 lines, cut to 4 KiB), each behind a few
@@ -20,7 +20,7 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
 shopt -s nullglob
-fixtures=("$root"/fixtures/*.jsonl "$root"/fixtures/bad/*.jsonl)
+fixtures=("$root"/fixtures/*.jsonl "$root"/fixtures/bad/*.jsonl "$root"/fixtures/no-header/*.jsonl)
 if [ ${#fixtures[@]} -eq 0 ]; then
     echo "seed.sh: no fixtures under $root/fixtures" >&2
     exit 1

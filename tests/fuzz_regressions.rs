@@ -77,7 +77,7 @@ fn every_saved_input_replays() {
 fn fixtures_pass_the_checks() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures");
     let mut files = Vec::new();
-    for dir in [root.clone(), root.join("bad")] {
+    for dir in [root.clone(), root.join("bad"), root.join("no-header")] {
         for entry in fs::read_dir(dir).unwrap() {
             let path = entry.unwrap().path();
             if path.extension().is_some_and(|e| e == "jsonl") {

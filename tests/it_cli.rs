@@ -81,12 +81,12 @@ fn stats_over_the_fixtures_exact() {
         failures,
         vec![
             (
-                "fixtures/bad/garbage-then-header.jsonl",
+                "fixtures/no-header/garbage-then-header.jsonl",
                 "1:0: not a session header: malformed JSON (unexpected bytes after the value or invalid structure)"
             ),
-            ("fixtures/bad/header-without-id.jsonl", "1:0: session header without a string \"id\""),
+            ("fixtures/no-header/header-without-id.jsonl", "1:0: session header without a string \"id\""),
             (
-                "fixtures/bad/no-header-first-line-message.jsonl",
+                "fixtures/no-header/no-header-first-line-message.jsonl",
                 "1:0: not a session header: first entry has type \"model_change\""
             ),
         ]
@@ -539,7 +539,7 @@ fn folders_links_and_damaged_files() {
     )
     .unwrap();
     std::fs::copy(
-        "fixtures/bad/no-header-first-line-message.jsonl",
+        "fixtures/no-header/no-header-first-line-message.jsonl",
         proj.join("c.jsonl"),
     )
     .unwrap();

@@ -189,7 +189,11 @@ fn slice_source_matches_the_chunked_reader_on_every_fixture() {
     use mem_ingest::SliceSessionSource;
     let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures");
     let mut paths: Vec<std::path::PathBuf> = Vec::new();
-    for d in [dir.to_owned(), format!("{dir}/bad")] {
+    for d in [
+        dir.to_owned(),
+        format!("{dir}/bad"),
+        format!("{dir}/no-header"),
+    ] {
         for e in std::fs::read_dir(d).unwrap() {
             let p = e.unwrap().path();
             if p.extension().is_some_and(|x| x == "jsonl") {

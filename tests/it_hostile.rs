@@ -2,7 +2,7 @@
 //! lines, and files the command line cannot read. Each case has an exact
 //! expected outcome.
 
-use std::fs::{File, OpenOptions};
+use std::fs::OpenOptions;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -364,12 +364,16 @@ fn cli_file_without_read_permission_fails_alone() {
 #[test]
 fn cli_never_writes_to_inputs() {
     let d = tmpdir("cli-ro");
-    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/bad");
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures");
     let mut before = Vec::new();
-    for e in std::fs::read_dir(&fixtures).unwrap() {
-        let p = e.unwrap().path();
-        let m = std::fs::metadata(&p).unwrap();
-        before.push((p.clone(), std::fs::read(&p).unwrap(), m.modified().unwrap()));
+    for dir in ["", "bad", "no-header"] {
+        for e in std::fs::read_dir(fixtures.join(dir)).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_file() {
+                let m = std::fs::metadata(&p).unwrap();
+                before.push((p.clone(), std::fs::read(&p).unwrap(), m.modified().unwrap()));
+            }
+        }
     }
     let out = cli()
         .args(["backfill", "-q", "-o"])
@@ -383,6 +387,8 @@ fn cli_never_writes_to_inputs() {
         assert_eq!(std::fs::metadata(&p).unwrap().modified().unwrap(), mtime);
     }
     // A file without a final newline is not given one (pi 1.x would).
-    let _ = File::open(fixtures.join("truncated-last-line-no-newline-valid.jsonl")).unwrap();
+    let tail =
+        std::fs::read(fixtures.join("bad/truncated-last-line-no-newline-valid.jsonl")).unwrap();
+    assert_ne!(tail.last(), Some(&b'\n'));
     std::fs::remove_dir_all(d).unwrap();
 }

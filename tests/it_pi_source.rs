@@ -490,7 +490,7 @@ mod pi_source {
     /// A file whose first line is a `message`: an error naming the path.
     #[test]
     fn a5_missing_header() {
-        let path = fixture("bad/no-header-first-line-message.jsonl");
+        let path = fixture("no-header/no-header-first-line-message.jsonl");
         let err = PiSessionSource::open(&path).unwrap_err();
         assert_eq!(err.path(), path);
         let msg = err.to_string();
@@ -801,7 +801,7 @@ mod pi_source {
         // the header on line 2 (147 entries); we fail the file with an
         // error naming the path, since the first line not being a header
         // is the signature of a file recreated without one.
-        let path = fixture("bad/garbage-then-header.jsonl");
+        let path = fixture("no-header/garbage-then-header.jsonl");
         let err = PiSessionSource::open(&path).unwrap_err();
         assert_eq!(err.path(), path);
         assert!(err
@@ -833,7 +833,7 @@ mod pi_source {
     #[test]
     fn conformance_bad_header_without_id() {
         // pi rejects it too (0 entries).
-        let path = fixture("bad/header-without-id.jsonl");
+        let path = fixture("no-header/header-without-id.jsonl");
         let err = PiSessionSource::open(&path).unwrap_err();
         assert_eq!(err.path(), path);
         assert!(err
@@ -845,7 +845,7 @@ mod pi_source {
     #[test]
     fn conformance_bad_no_header_first_line_message() {
         // pi rejects it too (0 entries).
-        let path = fixture("bad/no-header-first-line-message.jsonl");
+        let path = fixture("no-header/no-header-first-line-message.jsonl");
         let err = PiSessionSource::open(&path).unwrap_err();
         assert_eq!(err.path(), path);
         assert!(err
@@ -1323,7 +1323,7 @@ mod pi_source {
 
     fn all_fixtures() -> Vec<PathBuf> {
         let mut out = Vec::new();
-        for dir in [fixture(""), fixture("bad")] {
+        for dir in [fixture(""), fixture("bad"), fixture("no-header")] {
             for e in std::fs::read_dir(dir).unwrap() {
                 let p = e.unwrap().path();
                 if p.extension().is_some_and(|x| x == "jsonl") {
