@@ -141,6 +141,10 @@ fn stats_over_the_fixtures_deduplicated() {
         - s["records"].as_u64().unwrap();
     assert_eq!(1100 + 1177 + no_record + 4, 2417);
     assert_eq!(s["skipped"], 4);
+    // Sessions are distinct ids: the damaged copies are one session.
+    assert_eq!(s["by_project"][0]["project"], "/tmp/my-project");
+    assert_eq!(s["by_project"][0]["sessions"], 6);
+    assert_eq!(s["by_project"][0]["records"], 1100);
 }
 
 #[test]

@@ -321,6 +321,7 @@ pub struct ModelLine {
 #[derive(Serialize)]
 pub struct ProjectLine {
     pub project: String,
+    /// Distinct session ids.
     pub sessions: u64,
     pub records: u64,
     pub total_tokens: u64,

@@ -79,7 +79,9 @@ pub struct Totals {
     /// Records written in this run.
     pub written: u64,
     pub report: Report,
-    by_project: BTreeMap<String, (u64, u64, u64, f64)>,
+    /// Per project: its sessions (distinct ids: a history written twice
+    /// into two files is one session), records, tokens and cost.
+    by_project: BTreeMap<String, (HashSet<String>, u64, u64, f64)>,
     pub failures: Vec<(String, String)>,
     pub skips: Vec<SkipAt>,
     pub unchanged: u64,
@@ -120,7 +122,7 @@ impl Totals {
             }));
         if let Some(h) = header {
             let e = self.by_project.entry(h.cwd.clone()).or_default();
-            e.0 += 1;
+            e.0.insert(h.id.clone());
             e.1 += report.records;
             e.2 += report.usage.total_tokens;
             e.3 += report.usage.cost;
@@ -165,7 +167,7 @@ impl Totals {
                 .iter()
                 .map(|(p, (sessions, records, tokens, cost))| ProjectLine {
                     project: p.clone(),
-                    sessions: *sessions,
+                    sessions: sessions.len() as u64,
                     records: *records,
                     total_tokens: *tokens,
                     cost: *cost,
