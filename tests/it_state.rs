@@ -789,3 +789,75 @@ fn follow(poll: bool) {
     assert_eq!(keys(&fs::read(&out).unwrap()).len(), 3);
     fs::remove_dir_all(d).unwrap();
 }
+
+#[test]
+fn runs_while_pi_writes_emit_each_record_once() {
+    // A writer appends whole lines and lines in two halves while backfill
+    // --state runs again and again; when the writer is done, one last run.
+    let d = tmpdir("concurrent");
+    let s = d.join("2026-01-01T00-00-00-000Z_sess-a.jsonl");
+    fs::write(&s, format!("{HEADER_A}\n")).unwrap();
+    let (state, out) = (d.join("state.json"), d.join("out.ndjson"));
+    let writer = {
+        let s = s.clone();
+        std::thread::spawn(move || {
+            let mut f = OpenOptions::new().append(true).open(&s).unwrap();
+            for i in 0..2000u32 {
+                let line = format!(
+                    "{}\n",
+                    msg(&format!("w{i:05}"), i % 60, &"t".repeat((i % 97) as usize))
+                );
+                if i % 4 == 0 {
+                    let (a, b) = line.split_at(line.len() / 3);
+                    f.write_all(a.as_bytes()).unwrap();
+                    f.flush().unwrap();
+                    std::thread::sleep(Duration::from_micros(300));
+                    f.write_all(b.as_bytes()).unwrap();
+                } else {
+                    f.write_all(line.as_bytes()).unwrap();
+                }
+                if i % 50 == 0 {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+            }
+        })
+    };
+    let mut runs = 0;
+    while !writer.is_finished() {
+        let r = run(&[
+            &"backfill",
+            &"-q",
+            &"--no-dedupe",
+            &"--state",
+            &state,
+            &"-o",
+            &out,
+            &s,
+        ]);
+        assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+        runs += 1;
+    }
+    writer.join().unwrap();
+    let r = run(&[
+        &"backfill",
+        &"-q",
+        &"--no-dedupe",
+        &"--state",
+        &state,
+        &"-o",
+        &out,
+        &s,
+    ]);
+    assert!(r.status.success());
+    let got = keys(&fs::read(&out).unwrap());
+    let want: Vec<String> = (0..2000).map(|i| format!("sess-a:w{i:05}")).collect();
+    assert_eq!(got, want, "after {runs} runs during the writes");
+    assert!(runs >= 2, "only {runs} runs overlapped the writer");
+    // No line was ever taken for damaged.
+    let st = stats(&d.join("stats.json"), &s);
+    assert_eq!(
+        (st["skipped"].as_u64(), st["records"].as_u64()),
+        (Some(0), Some(2000))
+    );
+    fs::remove_dir_all(d).unwrap();
+}
