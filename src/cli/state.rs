@@ -1,9 +1,12 @@
 //! Checkpoints: what earlier runs consumed, per session file, and the
 //! deduplication sets, so a re-run reads only what is new.
 //!
-//! The state file is JSON, written atomically (temporary file, fsync,
-//! rename, fsync of the folder) and only after the output it covers is
-//! durable. A lock file beside it keeps two runs off one state.
+//! The state file is `MEMINGST`, the format version (u32, little endian),
+//! then the state in postcard's compact encoding: it describes every file
+//! of the archive and is read on every run, so it must load in
+//! milliseconds. It is written atomically (temporary file, fsync, rename,
+//! fsync of the folder) and only after the output it covers is durable. A
+//! lock file beside it keeps two runs off one state.
 
 use std::collections::BTreeMap;
 use std::fs::{self, File, OpenOptions};
@@ -120,11 +123,11 @@ pub struct FileState {
 }
 
 /// One deduplication lineage: its sessions and the fingerprints of the
-/// entries emitted, sorted, as little-endian u64 in base64.
+/// entries emitted, sorted, as little-endian u64 bytes (8 bytes each).
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct LineageState {
     pub sessions: Vec<String>,
-    pub fingerprints: String,
+    pub fingerprints: Vec<u8>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -175,34 +178,44 @@ fn sibling(path: &Path, suffix: &str) -> PathBuf {
     path.with_file_name(name)
 }
 
+const MAGIC: &[u8; 8] = b"MEMINGST";
+
 /// Loads the state; `Ok(None)` when there is none yet.
 pub fn load(path: &Path) -> Result<Option<State>, String> {
-    let mut bytes = match fs::read(path) {
+    let bytes = match fs::read(path) {
         Ok(b) => b,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(format!("{}: {e}", path.display())),
     };
-    // simd-json's serde front end: states hold thousands of files.
-    let state: State = simd_json::serde::from_slice(&mut bytes)
-        .map_err(|e| format!("{}: not a mem-ingest state ({e})", path.display()))?;
-    if state.version != STATE_VERSION {
+    let not_ours = || format!("{}: not a mem-ingest state file", path.display());
+    let (Some(magic), Some(version)) = (bytes.get(..8), bytes.get(8..12)) else {
+        return Err(not_ours());
+    };
+    if magic != MAGIC {
+        return Err(not_ours());
+    }
+    let version = u32::from_le_bytes(version.try_into().expect("4 bytes"));
+    if version != STATE_VERSION {
         return Err(format!(
-            "{}: state version {} (this mem-ingest writes {STATE_VERSION})",
-            path.display(),
-            state.version
+            "{}: state version {version} (this mem-ingest reads {STATE_VERSION})",
+            path.display()
         ));
     }
+    let state: State = postcard::from_bytes(&bytes[12..])
+        .map_err(|e| format!("{}: damaged state ({e})", path.display()))?;
     Ok(Some(state))
 }
 
 /// Writes the state atomically: a temporary file beside it, fsync, rename,
 /// fsync of the folder.
 pub fn save(path: &Path, state: &State) -> io::Result<()> {
+    let body = postcard::to_stdvec(state).map_err(io::Error::other)?;
     let tmp = sibling(path, &format!(".{}.tmp", std::process::id()));
     {
         let mut f = File::create(&tmp)?;
-        serde_json::to_writer(io::BufWriter::new(&mut f), state)?;
-        f.flush()?;
+        f.write_all(MAGIC)?;
+        f.write_all(&STATE_VERSION.to_le_bytes())?;
+        f.write_all(&body)?;
         f.sync_all()?;
     }
     fs::rename(&tmp, path)?;
@@ -213,68 +226,17 @@ pub fn save(path: &Path, state: &State) -> io::Result<()> {
     File::open(dir)?.sync_all()
 }
 
-const B64: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
-/// Sorted fingerprints as base64 of their little-endian bytes.
-pub fn encode_fingerprints(fps: &[u64]) -> String {
-    let bytes: Vec<u8> = fps.iter().flat_map(|f| f.to_le_bytes()).collect();
-    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
-    for c in bytes.chunks(3) {
-        let n = (u32::from(c[0]) << 16)
-            | (u32::from(*c.get(1).unwrap_or(&0)) << 8)
-            | u32::from(*c.get(2).unwrap_or(&0));
-        for (i, shift) in [18, 12, 6, 0].into_iter().enumerate() {
-            out.push(if i <= c.len() {
-                B64[(n >> shift) as usize & 63] as char
-            } else {
-                '='
-            });
-        }
-    }
-    out
+/// Sorted fingerprints as their little-endian bytes.
+pub fn encode_fingerprints(fps: &[u64]) -> Vec<u8> {
+    fps.iter().flat_map(|f| f.to_le_bytes()).collect()
 }
 
-pub fn decode_fingerprints(s: &str) -> Result<Vec<u64>, String> {
-    const INVALID: u8 = 0xff;
-    const VAL: [u8; 256] = {
-        let mut t = [INVALID; 256];
-        let mut i = 0;
-        while i < 64 {
-            t[B64[i] as usize] = i as u8;
-            i += 1;
-        }
-        t
-    };
-    let corrupt = || "corrupt fingerprint set in the state".to_owned();
-    let b = s.as_bytes();
-    if !b.len().is_multiple_of(4) {
-        return Err(corrupt());
+pub fn decode_fingerprints(b: &[u8]) -> Result<Vec<u64>, String> {
+    if !b.len().is_multiple_of(8) {
+        return Err("corrupt fingerprint set in the state".to_owned());
     }
-    let pad = b.iter().rev().take_while(|c| **c == b'=').count();
-    let mut bytes = Vec::with_capacity(b.len() / 4 * 3);
-    for (k, c) in b.chunks_exact(4).enumerate() {
-        let last = (k + 1) * 4 == b.len();
-        let mut n = 0u32;
-        for (j, ch) in c.iter().enumerate() {
-            let v = if last && j >= 4 - pad {
-                0
-            } else {
-                VAL[usize::from(*ch)]
-            };
-            if v == INVALID {
-                return Err(corrupt());
-            }
-            n = (n << 6) | u32::from(v);
-        }
-        let keep = if last { 3 - pad.min(2) } else { 3 };
-        bytes.extend_from_slice(&n.to_be_bytes()[1..1 + keep]);
-    }
-    if !bytes.len().is_multiple_of(8) {
-        return Err(corrupt());
-    }
-    Ok(bytes
-        .chunks_exact(8)
-        .map(|c| u64::from_le_bytes(c.try_into().expect("8")))
+    Ok(b.chunks_exact(8)
+        .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")))
         .collect())
 }
 
@@ -293,9 +255,57 @@ mod tests {
                 fps
             );
         }
-        assert!(decode_fingerprints("abc").is_err());
-        assert!(decode_fingerprints("ab!d").is_err());
-        assert!(decode_fingerprints("AAAAAAAA").is_err()); // 6 bytes: no whole fingerprint
-        assert_eq!(decode_fingerprints("AAAAAAAAAAA=").unwrap(), [0]);
+        assert!(decode_fingerprints(&[0; 7]).is_err());
+    }
+
+    #[test]
+    fn state_round_trips_and_refuses_what_is_not_one() {
+        let dir = std::env::temp_dir().join(format!("mem-ingest-st-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("s.state");
+        let st = State {
+            version: STATE_VERSION,
+            shape: Shape {
+                command: "backfill".into(),
+                roles: vec!["user".into()],
+                since: Some(-5),
+                until: None,
+                max_text: Some(9),
+                no_dedupe: false,
+                record_format: RECORD_FORMAT,
+            },
+            output: Some(OutputState {
+                path: "o".into(),
+                len: 42,
+            }),
+            files: BTreeMap::new(),
+            lineages: vec![LineageState {
+                sessions: vec!["a".into(), "b".into()],
+                fingerprints: encode_fingerprints(&[1, 2]),
+            }],
+        };
+        save(&p, &st).unwrap();
+        let back = load(&p).unwrap().unwrap();
+        assert_eq!(back.shape, st.shape);
+        assert_eq!(back.output, st.output);
+        assert_eq!(
+            decode_fingerprints(&back.lineages[0].fingerprints).unwrap(),
+            [1, 2]
+        );
+        assert_eq!(load(&dir.join("none")).unwrap().map(|s| s.version), None);
+        fs::write(&p, b"{\"json\": true}").unwrap();
+        assert!(load(&p)
+            .unwrap_err()
+            .ends_with("not a mem-ingest state file"));
+        let mut bytes = MAGIC.to_vec();
+        bytes.extend_from_slice(&99u32.to_le_bytes());
+        fs::write(&p, &bytes).unwrap();
+        assert!(load(&p).unwrap_err().contains("state version 99"));
+        let mut bytes = MAGIC.to_vec();
+        bytes.extend_from_slice(&STATE_VERSION.to_le_bytes());
+        bytes.extend_from_slice(&[0xff; 3]);
+        fs::write(&p, &bytes).unwrap();
+        assert!(load(&p).unwrap_err().contains("damaged state"));
+        fs::remove_dir_all(dir).unwrap();
     }
 }
