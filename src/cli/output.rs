@@ -310,12 +310,8 @@ pub struct ModelLine {
     pub provider: String,
     pub model: String,
     pub messages: u64,
-    pub input: u64,
-    pub output: u64,
-    pub cache_read: u64,
-    pub cache_write: u64,
-    pub total_tokens: u64,
-    pub cost: f64,
+    #[serde(flatten)]
+    pub usage: Usage,
 }
 
 #[derive(Serialize)]
@@ -409,12 +405,12 @@ pub fn write_table(out: &mut impl Write, s: &Stats) -> io::Result<()> {
             "  {:<22} {:>8} {:>12} {:>12} {:>12} {:>12} {:>12} {:>10.4}",
             format!("{}/{}", m.provider, m.model),
             m.messages,
-            m.input,
-            m.output,
-            m.cache_read,
-            m.cache_write,
-            m.total_tokens,
-            m.cost
+            m.usage.input,
+            m.usage.output,
+            m.usage.cache_read,
+            m.usage.cache_write,
+            m.usage.total_tokens,
+            m.usage.cost
         )?;
     }
     writeln!(

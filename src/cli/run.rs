@@ -138,12 +138,7 @@ impl Totals {
                 provider: m.provider.clone(),
                 model: m.model.clone(),
                 messages: m.messages,
-                input: m.usage.input,
-                output: m.usage.output,
-                cache_read: m.usage.cache_read,
-                cache_write: m.usage.cache_write,
-                total_tokens: m.usage.total_tokens,
-                cost: m.usage.cost,
+                usage: m.usage,
             })
             .collect();
         by_model.sort_by(|a, b| (&a.provider, &a.model).cmp(&(&b.provider, &b.model)));
@@ -686,57 +681,41 @@ fn run_task(plan: &Plan, i: usize, cfg: &RunConfig, emit: bool, bases: &Bases) -
                 .map_err(|e| e.to_string())?;
         }
         let mut f = f.take(len);
-        if in_memory {
-            // One buffer per worker thread, reused from task to task: no
-            // fresh pages to fault in for every file.
-            thread_local! {
-                static DATA: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
-            }
-            DATA.with_borrow_mut(|data| {
-                data.clear();
-                data.reserve(usize::try_from(size).unwrap_or(0) + 1);
-                let read = f.read_to_end(data).map_err(|e| e.to_string());
-                publish(memchr::memchr_iter(b'\n', data).count() as u64);
-                read?;
-                if data.capacity() > 4 * plan::PART_BYTES as usize {
-                    // Keep no more than about a part between tasks.
-                    data.shrink_to(2 * plan::PART_BYTES as usize);
-                }
-                match (&task.header, task.lines) {
-                    (None, _) => {
-                        let src = SliceSessionSource::new(data, path, &cfg.opts)
-                            .map_err(|e| e.cause())?;
-                        drain(src, &mut res, cfg, emit, &file)
-                    }
-                    (Some(h), lines) => {
-                        let lines = lines.unwrap_or_else(|| bases.lines_before(plan, i));
-                        let src = SliceSessionSource::resume(
-                            data,
-                            path,
-                            h.clone(),
-                            task.start,
-                            lines,
-                            &cfg.opts,
-                        );
-                        drain(src, &mut res, cfg, emit, &file)
-                    }
-                }
-            })
-        } else {
-            match (&task.header, task.lines) {
-                (None, _) => {
-                    let src = PiSessionSource::from_reader_with(f, path, &cfg.opts)
-                        .map_err(|e| e.cause())?;
-                    drain(src, &mut res, cfg, emit, &file)
-                }
-                (Some(h), lines) => {
-                    let lines = lines.unwrap_or_else(|| bases.lines_before(plan, i));
-                    let src =
-                        PiSessionSource::resume(f, path, h.clone(), task.start, lines, &cfg.opts);
-                    drain(src, &mut res, cfg, emit, &file)
-                }
-            }
+        let lines = || task.lines.unwrap_or_else(|| bases.lines_before(plan, i));
+        if !in_memory {
+            let src = open(
+                &task.header,
+                f,
+                |f| PiSessionSource::from_reader_with(f, path, &cfg.opts),
+                |f, h| PiSessionSource::resume(f, path, h, task.start, lines(), &cfg.opts),
+            )?;
+            return drain(src, &mut res, cfg, emit, &file);
         }
+        // One buffer per worker thread, reused from task to task: no fresh
+        // pages to fault in for every file.
+        thread_local! {
+            static DATA: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+        }
+        DATA.with_borrow_mut(|data| {
+            data.clear();
+            data.reserve(usize::try_from(size).unwrap_or(0) + 1);
+            let read = f.read_to_end(data).map_err(|e| e.to_string());
+            publish(memchr::memchr_iter(b'\n', data).count() as u64);
+            read?;
+            let src = open(
+                &task.header,
+                &data[..],
+                |d| SliceSessionSource::new(d, path, &cfg.opts),
+                |d, h| SliceSessionSource::resume(d, path, h, task.start, lines(), &cfg.opts),
+            );
+            let drained = src.and_then(|src| drain(src, &mut res, cfg, emit, &file));
+            if data.capacity() > 4 * plan::PART_BYTES as usize {
+                // Keep no more than about a part between tasks.
+                data.clear();
+                data.shrink_to(2 * plan::PART_BYTES as usize);
+            }
+            drained
+        })
     })();
     if let Err(e) = result {
         // Parts after a failed one must not wait for it: the file fails.
@@ -744,6 +723,20 @@ fn run_task(plan: &Plan, i: usize, cfg: &RunConfig, emit: bool, bases: &Bases) -
         res.error = Some(e);
     }
     res
+}
+
+/// A source over `input`: from the start of a file (it reads the header),
+/// or resumed after a header read before.
+fn open<R, S>(
+    header: &Option<Header>,
+    input: R,
+    fresh: impl FnOnce(R) -> Result<S, mem_ingest::Error>,
+    resume: impl FnOnce(R, Header) -> S,
+) -> Result<S, String> {
+    match header {
+        None => fresh(input).map_err(|e| e.cause()),
+        Some(h) => Ok(resume(input, h.clone())),
+    }
 }
 
 fn drain(
