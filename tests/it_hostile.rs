@@ -9,6 +9,8 @@ use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
+mod common;
+
 use mem_ingest::{
     MmapSessionSource, OwnedRecord, PiSessionSource, RecordSource, Report, Role, SkipReason,
     SourceOptions,
@@ -322,24 +324,7 @@ fn cli_file_without_read_permission_fails_alone() {
         std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap();
     }
     // Root reads any file: run as the unprivileged `nobody` then.
-    let root = std::process::Command::new("id")
-        .arg("-u")
-        .output()
-        .unwrap()
-        .stdout
-        == b"0\n";
-    let mut cmd = if root {
-        let mut c = Command::new("setpriv");
-        c.args([
-            "--reuid=65534",
-            "--regid=65534",
-            "--clear-groups",
-            env!("CARGO_BIN_EXE_mem-ingest"),
-        ]);
-        c
-    } else {
-        cli()
-    };
+    let mut cmd = common::unprivileged_cli();
     let out = cmd
         .args(["stats", "--json", "-q"])
         .arg(d.join("p"))

@@ -9,6 +9,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+mod common;
+
 fn bin() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_mem-ingest"));
     c.env_remove("PI_CODING_AGENT_SESSION_DIR")
@@ -179,20 +181,8 @@ fn unchanged_files_are_not_opened() {
     let s = d.join("s.jsonl");
     fs::write(&s, format!("{HEADER_A}\n{}\n", msg("a1", 1, "one"))).unwrap();
     let state = d.join("state.json");
-    let root = Command::new("id").arg("-u").output().unwrap().stdout == b"0\n";
     let as_user = |args: &[&dyn AsRef<std::ffi::OsStr>]| {
-        let mut c = if root {
-            let mut c = Command::new("setpriv");
-            c.args([
-                "--reuid=65534",
-                "--regid=65534",
-                "--clear-groups",
-                env!("CARGO_BIN_EXE_mem-ingest"),
-            ]);
-            c
-        } else {
-            bin()
-        };
+        let mut c = common::unprivileged_cli();
         c.args(args.iter().map(|a| a.as_ref())).output().unwrap()
     };
     fs::set_permissions(&s, fs::Permissions::from_mode(0o644)).unwrap();
