@@ -97,12 +97,20 @@ fn walk(
         };
         let path = entry.path();
         let jsonl = path.extension().is_some_and(|e| e == "jsonl");
-        // Other plain files are not even looked at.
-        if entry.file_type().is_ok_and(|t| t.is_file()) && !jsonl {
-            continue;
-        }
-        // Follow symlinks; a dangling one is not a session file.
-        let Ok(m) = fs::metadata(&path) else { continue };
+        let symlink = match entry.file_type() {
+            // Other plain files are not even looked at.
+            Ok(t) if t.is_file() && !jsonl => continue,
+            Ok(t) => t.is_symlink(),
+            Err(_) => true,
+        };
+        // Follow symlinks (a dangling one is not a session file); anything
+        // else is looked up from its folder, not by its whole path.
+        let m = if symlink {
+            fs::metadata(&path)
+        } else {
+            entry.metadata()
+        };
+        let Ok(m) = m else { continue };
         if m.is_dir() {
             walk(&path, &m, seen, out, found);
         } else if m.is_file() && jsonl {
