@@ -63,23 +63,18 @@ pub enum Mode {
 #[derive(Debug)]
 pub struct PlannedFile {
     pub path: PathBuf,
-    /// Identity and size when planned (None when it could not be read).
-    pub identity: Option<Identity>,
-    /// Set when the file failed while planning (it gets no task).
-    pub error: Option<String>,
-    /// Number of tasks of this file.
+    /// Identity and size when found.
+    pub identity: Identity,
+    /// Number of tasks of this file (none when it is unchanged).
     pub tasks: usize,
     pub mode: Mode,
     /// What earlier runs consumed, when the file is resumed or unchanged.
     pub prior: Option<Arc<FileState>>,
-    /// The session header, when known while planning (from the state, or
-    /// read to cut a large file).
-    pub header: Option<Header>,
 }
 
 impl PlannedFile {
     pub fn size(&self) -> u64 {
-        self.identity.map_or(0, |i| i.size)
+        self.identity.size
     }
 }
 
@@ -213,12 +208,9 @@ pub fn plan(
     prior: &BTreeMap<String, Arc<FileState>>,
     opts: &SourceOptions,
 ) -> Plan {
-    let files: Vec<(PathBuf, Result<Identity, String>)> =
-        found.into_iter().map(|(path, id)| (path, Ok(id))).collect();
-    let regions: Vec<Option<(Region, Split)>> = files
+    let regions: Vec<(Region, Split)> = found
         .par_iter()
         .map(|(path, id)| {
-            let id = id.as_ref().ok()?;
             let p = prior.get(&path.to_string_lossy().into_owned());
             let r = region(path, id, p.map(|a| &**a), opts);
             if r.mode == Mode::Unchanged || r.start >= id.size {
@@ -226,68 +218,50 @@ pub fn plan(
                     cuts: vec![],
                     header: r.header.clone(),
                 };
-                return Some((r, split));
+                return (r, split);
             }
             let split = split(path, &r, id.size, opts);
-            Some((r, split))
+            (r, split)
         })
         .collect();
     let mut plan = Plan::default();
-    for (i, ((path, id), region)) in files.into_iter().zip(regions).enumerate() {
-        let key = path.to_string_lossy().into_owned();
-        let (identity, error) = match id {
-            Ok(id) => (Some(id), None),
-            Err(e) => (None, Some(e)),
+    for (i, ((path, identity), (r, split))) in found.into_iter().zip(regions).enumerate() {
+        let prior = match r.mode {
+            Mode::Unchanged | Mode::Resumed => prior.get(&*path.to_string_lossy()).cloned(),
+            Mode::New | Mode::Reread => None,
         };
         let mut f = PlannedFile {
             path,
             identity,
-            error,
             tasks: 0,
-            mode: Mode::New,
-            prior: None,
-            header: None,
+            mode: r.mode,
+            prior,
         };
-        if let Some((r, split)) = region {
-            f.mode = r.mode;
-            f.header = split.header.clone();
-            if matches!(r.mode, Mode::Unchanged | Mode::Resumed) {
-                f.prior = prior.get(&key).cloned();
-            }
-            if r.mode != Mode::Unchanged {
-                if split.cuts.len() < 2 {
-                    // Nothing new, or one region read to the end.
-                    let first_task = plan.tasks.len();
-                    plan.tasks.push(Task {
-                        file: i,
-                        start: r.start,
-                        end: None,
-                        lines: Some(r.lines),
-                        first_task,
-                        header: r.header,
-                    });
-                    f.tasks = 1;
-                } else {
-                    let first_task = plan.tasks.len();
-                    let last = split.cuts.len() - 2;
-                    for (k, w) in split.cuts.windows(2).enumerate() {
-                        let header = if w[0] == 0 {
-                            None
-                        } else {
-                            split.header.clone()
-                        };
-                        let end = (k < last).then_some(w[1]);
-                        plan.tasks.push(Task {
-                            file: i,
-                            start: w[0],
-                            end,
-                            lines: (k == 0).then_some(r.lines),
-                            first_task,
-                            header,
-                        });
-                        f.tasks += 1;
-                    }
-                }
+        if r.mode != Mode::Unchanged {
+            // One region read to the end is one part from its start.
+            let cuts = if split.cuts.len() < 2 {
+                vec![r.start, identity.size.max(r.start)]
+            } else {
+                split.cuts
+            };
+            let first_task = plan.tasks.len();
+            let last = cuts.len() - 2;
+            for (k, w) in cuts.windows(2).enumerate() {
+                plan.tasks.push(Task {
+                    file: i,
+                    start: w[0],
+                    // The last part reads to the end as it is then.
+                    end: (k < last).then_some(w[1]),
+                    lines: (k == 0).then_some(r.lines),
+                    first_task,
+                    // A part from 0 reads the header itself.
+                    header: if w[0] == 0 {
+                        None
+                    } else {
+                        split.header.clone()
+                    },
+                });
+                f.tasks += 1;
             }
         }
         plan.files.push(f);

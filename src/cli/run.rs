@@ -963,18 +963,14 @@ fn key_of(f: &PlannedFile) -> String {
     f.path.to_string_lossy().into_owned()
 }
 
-/// Files with no task before `upto` (failed while planning, unchanged)
-/// are accounted in order.
+/// Files with no task before `upto` (unchanged since the state was saved)
+/// are accounted in order, from what the state says of them.
 fn settle_files_before(plan: &Plan, upto: usize, next: &mut usize, totals: &mut Totals) {
     while *next < upto {
         let f = &plan.files[*next];
-        if f.tasks == 0 {
-            if let Some(e) = &f.error {
-                totals.fail(&f.path, f.size(), e.clone());
-            } else if let Some(p) = &f.prior {
-                totals.unchanged += 1;
-                totals.file_done(&f.path, &p.report, Some(&p.header));
-            }
+        if let (0, Some(p)) = (f.tasks, &f.prior) {
+            totals.unchanged += 1;
+            totals.file_done(&f.path, &p.report, Some(&p.header));
         }
         *next += 1;
     }
@@ -985,14 +981,9 @@ fn file_state(f: &PlannedFile, a: &Assembling) -> Option<FileState> {
     if a.error.is_some() {
         return None;
     }
-    let (report, header, position, identity) = (
-        a.report.clone()?,
-        a.header.clone()?,
-        a.position?,
-        f.identity?,
-    );
+    let (report, header, position) = (a.report.clone()?, a.header.clone()?, a.position?);
     Some(FileState {
-        identity,
+        identity: f.identity,
         header_digest: plan::header_digest(&header),
         header,
         offset: position.byte,
