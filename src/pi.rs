@@ -77,6 +77,17 @@ pub struct Entry<'a> {
     pub record: Option<Record<'a>>,
 }
 
+/// The fingerprint of an entry with an id: its type, id and timestamp as
+/// written. The header and a repeated copy of it (read as an entry) must
+/// agree, so both come here.
+fn entry_fingerprint(ty: &str, id: &str, timestamp: Option<&str>) -> u64 {
+    fingerprint(&[
+        ty.as_bytes(),
+        id.as_bytes(),
+        timestamp.unwrap_or("").as_bytes(),
+    ])
+}
+
 /// A 64-bit hash of byte strings (a multiply-fold mix; not for security).
 pub(crate) fn fingerprint(parts: &[&[u8]]) -> u64 {
     const K: [u64; 3] = [
@@ -180,11 +191,7 @@ impl LineParser {
                         report.no_record += 1;
                         report.repaired += u64::from(repaired);
                         Ok(Header {
-                            fingerprint: fingerprint(&[
-                                b"session",
-                                id.as_bytes(),
-                                f.str("timestamp").unwrap_or("").as_bytes(),
-                            ]),
+                            fingerprint: entry_fingerprint("session", id, f.str("timestamp")),
                             id: id.to_owned(),
                             cwd: f.str("cwd").unwrap_or("").to_owned(),
                             version: f.get("version").and_then(as_u64).unwrap_or(1),
@@ -652,11 +659,7 @@ fn map_entry<'a>(
     report.entries.add(ty, 1);
     let entry = |record| {
         let fingerprint = match e.id {
-            Some(id) => fingerprint(&[
-                ty.as_bytes(),
-                id.as_bytes(),
-                e.timestamp.unwrap_or("").as_bytes(),
-            ]),
+            Some(id) => entry_fingerprint(ty, id, e.timestamp),
             None => fingerprint(&[raw]),
         };
         Some(Entry {
