@@ -143,6 +143,9 @@ pub(crate) struct LineParser {
     buffers: simd_json::Buffers,
     tape: Option<Tape<'static>>,
     filter: RoleFilter,
+    /// The longest line parsed: simd-json's buffers (which do not tell
+    /// their size) grow with it.
+    longest: usize,
 }
 
 impl std::fmt::Debug for LineParser {
@@ -159,6 +162,7 @@ impl LineParser {
             buffers: simd_json::Buffers::default(),
             tape: Some(Tape::null()),
             filter,
+            longest: 0,
         }
     }
 
@@ -166,11 +170,15 @@ impl LineParser {
         self.filter = filter;
     }
 
-    /// Bytes of scratch space held (approximate).
+    /// Bytes of scratch space held, at most: the tape, and simd-json's
+    /// string buffer (a line's length) and structural indexes (up to four
+    /// bytes per byte of the line) for the longest line.
     pub fn capacity(&self) -> usize {
-        self.tape
+        let tape = self
+            .tape
             .as_ref()
-            .map_or(0, |t| t.0.capacity() * std::mem::size_of::<Node<'_>>())
+            .map_or(0, |t| t.0.capacity() * std::mem::size_of::<Node<'_>>());
+        tape + 5 * self.longest
     }
 
     /// Parses the session header from the first non-blank line.
@@ -267,6 +275,7 @@ impl LineParser {
         report: &mut Report,
         hold: bool,
     ) -> Option<Entry<'a>> {
+        self.longest = self.longest.max(line.len());
         let mut tape = self.take_tape();
         let out = match parse_into(&mut self.buffers, &mut tape, arena, line) {
             Err(_) if hold => {
