@@ -788,12 +788,12 @@ fn drain(
 /// The counts one entry adds, from reading its line again (a rare path:
 /// only for a duplicate).
 fn counts_of(
+    mut f: &File,
     path: &Path,
     header: &Header,
     note: &Note,
     opts: &SourceOptions,
 ) -> Result<Report, String> {
-    let mut f = File::open(path).map_err(|e| e.to_string())?;
     f.seek(SeekFrom::Start(note.byte))
         .map_err(|e| e.to_string())?;
     // A small buffer: only this line is wanted (it grows for a long one).
@@ -1131,9 +1131,15 @@ fn dedupe(
         res.report.remove_duplicate(&h);
     }
     let mut cuts = Vec::new();
+    // Opened once for the part, at its first duplicate.
+    let mut file: Option<File> = None;
     for note in &res.notes {
         if dup(l, note.fingerprint) {
-            let counts = counts_of(path, header, note, opts)?;
+            let f = match &file {
+                Some(f) => f,
+                None => file.insert(File::open(path).map_err(|e| e.to_string())?),
+            };
+            let counts = counts_of(f, path, header, note, opts)?;
             res.report.remove_duplicate(&counts);
             if let Some(range) = note.out {
                 cuts.push(range);
