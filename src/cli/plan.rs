@@ -21,7 +21,7 @@ pub const PART_BYTES: u64 = 8 << 20;
 
 /// Reads the header of a file: a small buffer (it grows for a long header
 /// line), so that planning does not read whole small files.
-pub fn read_header(path: &PathBuf, opts: &SourceOptions) -> Option<Header> {
+fn read_header(path: &PathBuf, opts: &SourceOptions) -> Option<Header> {
     let opts = opts.clone().buffer_capacity(4096);
     PiSessionSource::open_with(path, &opts)
         .ok()

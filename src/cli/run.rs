@@ -21,8 +21,8 @@ use super::plan::{self, Mode, Plan, PlannedFile, Task};
 use super::state::{self, FileState, LineageState, OutputState, Shape, State};
 use super::{discover, exec};
 
-/// What backfill keeps of the records, beyond roles.
-#[derive(Debug, Clone, Copy)]
+/// What backfill keeps of the records, beyond roles (default: all, whole).
+#[derive(Debug, Clone, Copy, Default)]
 pub struct Keep {
     pub since: Option<i64>,
     pub until: Option<i64>,
@@ -746,11 +746,7 @@ fn drain(
     emit: bool,
     file: &str,
 ) -> Result<(), String> {
-    let keep = cfg.keep.unwrap_or(Keep {
-        since: None,
-        until: None,
-        max_text: None,
-    });
+    let keep = cfg.keep.unwrap_or_default();
     let r = loop {
         let entry = match src.next_entry() {
             Ok(Some(e)) => e,
