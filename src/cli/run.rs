@@ -293,6 +293,15 @@ pub fn run(cfg: RunConfig, sink: Sink) -> Result<Totals, Fail> {
         no_dedupe: !cfg.dedupe,
         record_format: state::RECORD_FORMAT,
     };
+    // Before anything is touched: from here on SIGINT and SIGTERM stop the
+    // run cleanly (a signal before this ends the process with nothing
+    // written, which a re-run takes like a kill).
+    let stop = Arc::new(AtomicBool::new(false));
+    if cfg.state.is_some() {
+        for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+            signal_hook::flag::register(sig, stop.clone()).map_err(|e| (1, e.to_string()))?;
+        }
+    }
     let _lock = match &cfg.state {
         Some(p) => Some(state::lock(p).map_err(|e| (2, e))?),
         None => None,
@@ -345,12 +354,6 @@ pub fn run(cfg: RunConfig, sink: Sink) -> Result<Totals, Fail> {
             files: BTreeMap::new(),
             lineages: Vec::new(),
         });
-    }
-    let stop = Arc::new(AtomicBool::new(false));
-    if cfg.state.is_some() {
-        for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-            signal_hook::flag::register(sig, stop.clone()).map_err(|e| (1, e.to_string()))?;
-        }
     }
     let mut ctx = Ctx {
         cfg,
