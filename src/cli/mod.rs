@@ -69,9 +69,11 @@ struct BackfillArgs {
     #[command(flatten)]
     common: Common,
     /// Write to FILE instead of stdout. Without --state, FILE is replaced
-    /// when the run ends. With --state, FILE is appended to, run after run,
-    /// every record exactly once even when a run is killed (the state and
-    /// the output are one pair). To stdout, --state can only promise each
+    /// when the run ends, whole (a temporary file renamed), and left to the
+    /// system to write to disk, as cp does. With --state, FILE is appended
+    /// to, run after run, every record exactly once even when a run is
+    /// killed (the state and the output are one pair, and FILE is synced
+    /// before the state is saved). To stdout, --state can only promise each
     /// record at least once.
     #[arg(long, short = 'o', value_name = "FILE")]
     output: Option<PathBuf>,

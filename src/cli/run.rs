@@ -217,6 +217,8 @@ enum Out {
     File {
         w: BufWriter<File>,
         len: u64,
+        /// Length known to be on the disk (`len` after the last sync).
+        durable: u64,
         path: PathBuf,
         tmp: Option<PathBuf>,
     },
@@ -234,13 +236,29 @@ impl Out {
         }
     }
 
-    /// Flushes, and for a file makes it durable.
+    /// Flushes, and for a file a state pairs with makes it durable. A file
+    /// written without a state is only flushed: it is renamed into place
+    /// when complete (readers see all of it or none of it), and nothing
+    /// claims to cover it, so waiting for the disk (`fdatasync` of the
+    /// whole output: 0.18 s for 318 MB here, a third of the run) would buy
+    /// nothing a re-run could use.
     fn sync(&mut self) -> io::Result<()> {
         match self {
             Out::Stdout(w) => w.flush(),
-            Out::File { w, .. } => {
+            Out::File {
+                w,
+                tmp,
+                len,
+                durable,
+                ..
+            } => {
                 w.flush()?;
-                w.get_ref().sync_data()
+                if tmp.is_some() || *len == *durable {
+                    return Ok(());
+                }
+                w.get_ref().sync_data()?;
+                *durable = *len;
+                Ok(())
             }
         }
     }
@@ -500,6 +518,7 @@ fn open_output(cfg: &RunConfig, saved: Option<&State>) -> Result<Out, Fail> {
         return Ok(Out::File {
             w,
             len: 0,
+            durable: 0,
             path: path.clone(),
             tmp: Some(tmp),
         });
@@ -544,9 +563,12 @@ fn open_output(cfg: &RunConfig, saved: Option<&State>) -> Result<Out, Fail> {
         f.sync_data().map_err(err)?;
     }
     f.seek(SeekFrom::Start(covered)).map_err(err)?;
+    // What the state covers was made durable before the state was saved
+    // (or just now, when cut back).
     Ok(Out::File {
         w: BufWriter::with_capacity(1 << 20, f),
         len: covered,
+        durable: covered,
         path: path.clone(),
         tmp: None,
     })
