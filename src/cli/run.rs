@@ -267,12 +267,28 @@ impl Out {
 /// Output buffers handed back by delivery for the next tasks.
 static OUT_BUFFERS: Mutex<Vec<Vec<u8>>> = Mutex::new(Vec::new());
 
-fn take_out_buffer() -> Vec<u8> {
-    OUT_BUFFERS
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .pop()
-        .unwrap_or_default()
+/// The capacity every output buffer gets at least: enough for the records
+/// of any task read in memory (at most two parts, and records a quarter
+/// larger than their lines), so that any pooled buffer serves any task.
+/// Untouched capacity costs address space only; a buffer that had to grow
+/// would be moved by `mremap` (a TLB shootdown on every core) or come back
+/// as fresh pages to fault in and clear.
+const OUT_CAPACITY: usize = (2 * plan::PART_BYTES as usize) / 4 * 5 + (1 << 20);
+
+/// Buffers kept in the pool at most: about the tasks in flight.
+const OUT_POOLED: usize = 96;
+
+/// A buffer for `need` bytes of records: the most recently returned one
+/// that is large enough (its pages are still mapped and warm), or a new one.
+fn take_out_buffer(need: usize) -> Vec<u8> {
+    let mut pool = OUT_BUFFERS.lock().unwrap_or_else(|e| e.into_inner());
+    match pool.iter().rposition(|b| b.capacity() >= need) {
+        Some(i) => pool.remove(i),
+        None => {
+            drop(pool);
+            Vec::with_capacity(need.max(OUT_CAPACITY))
+        }
+    }
 }
 
 fn give_out_buffer(mut buf: Vec<u8>) {
@@ -281,7 +297,7 @@ fn give_out_buffer(mut buf: Vec<u8>) {
     }
     buf.clear();
     let mut pool = OUT_BUFFERS.lock().unwrap_or_else(|e| e.into_inner());
-    if pool.len() < 32 {
+    if pool.len() < OUT_POOLED {
         pool.push(buf);
     }
 }
@@ -682,10 +698,8 @@ fn run_task(plan: &Plan, i: usize, cfg: &RunConfig, emit: bool, bases: &Bases) -
     if emit {
         // A buffer from earlier tasks, sized for this one's records: no
         // growth copies, no fresh pages.
-        res.out = take_out_buffer();
         let size = plan.files[task.file].size().saturating_sub(task.start);
-        res.out
-            .reserve(usize::try_from(size + size / 4).unwrap_or(0).min(64 << 20));
+        res.out = take_out_buffer(usize::try_from(size + size / 4).unwrap_or(0).min(64 << 20));
     }
     let len = task.end.map_or(u64::MAX, |e| e - task.start);
     let size = plan.files[task.file]
