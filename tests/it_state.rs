@@ -208,6 +208,57 @@ fn unchanged_files_are_not_opened() {
     fs::remove_dir_all(d).unwrap();
 }
 
+/// A file gone from the archive leaves the state: a new file at its path
+/// later is new, not "replaced", and the others stay unchanged.
+#[test]
+fn deleted_file_leaves_the_state() {
+    let d = tmpdir("deleted");
+    let arch = d.join("arch");
+    fs::create_dir_all(&arch).unwrap();
+    for (name, id) in [("a.jsonl", "a1"), ("b.jsonl", "b1"), ("c.jsonl", "c1")] {
+        fs::write(arch.join(name), format!("{HEADER_A}\n{}\n", msg(id, 1, id))).unwrap();
+    }
+    let state = d.join("state");
+    let backfill = || {
+        let out = run(&[&"backfill", &"--no-dedupe", &"--state", &state, &arch]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (keys(&out.stdout), String::from_utf8(out.stderr).unwrap())
+    };
+    let (first, _) = backfill();
+    assert_eq!(first.len(), 3);
+    let size_before = fs::metadata(&state).unwrap().len();
+    fs::remove_file(arch.join("b.jsonl")).unwrap();
+    let (second, summary) = backfill();
+    assert!(second.is_empty(), "{second:?}");
+    assert!(
+        summary.contains(", 2 unchanged, 0 resumed, 0 re-read"),
+        "{summary}"
+    );
+    assert!(fs::metadata(&state).unwrap().len() < size_before);
+    // Another file at b's path: new to the state, so not a re-read.
+    fs::write(
+        arch.join("b.jsonl"),
+        format!(
+            "{HEADER_A}\n{}\n{}\n",
+            msg("b2", 2, "again"),
+            msg("b3", 3, "more")
+        ),
+    )
+    .unwrap();
+    let (third, summary) = backfill();
+    assert_eq!(third.len(), 2, "{third:?}");
+    assert!(
+        summary.contains(", 2 unchanged, 0 resumed, 0 re-read"),
+        "{summary}"
+    );
+    assert!(!summary.contains("replaced"), "{summary}");
+    fs::remove_dir_all(d).unwrap();
+}
+
 #[test]
 fn replaced_file_is_read_again_and_copies_dropped() {
     let d = tmpdir("replace");

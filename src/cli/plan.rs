@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::fs::File;
 use std::io;
 use std::os::unix::fs::FileExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use mem_ingest::{Header, PiSessionSource, RecordSource, SourceOptions};
@@ -82,6 +82,9 @@ impl PlannedFile {
 pub struct Plan {
     pub files: Vec<PlannedFile>,
     pub tasks: Vec<Task>,
+    /// Files found that the state has an entry for (so the state's other
+    /// entries are of files not found).
+    pub known: usize,
 }
 
 /// The first `\n` at or after `from`, or `None`.
@@ -140,6 +143,34 @@ struct Region {
     mode: Mode,
 }
 
+/// Unchanged: the same file, size and time, and all of it consumed (a
+/// checkpoint taken inside a file covers only a part of it).
+fn unchanged(p: &FileState, id: &Identity) -> bool {
+    p.identity == *id && p.offset + p.pending >= id.size
+}
+
+/// Whether planning a file reads from it: to check the header of a file
+/// that grew, or to cut a large region into parts.
+fn reads(p: Option<&FileState>, id: &Identity) -> bool {
+    match p {
+        Some(p) if unchanged(p, id) => false,
+        Some(p) if p.identity.dev == id.dev && p.identity.ino == id.ino => true,
+        _ => id.size > PART_BYTES,
+    }
+}
+
+/// The state's entry for a file, looked up without building its key when
+/// the path is UTF-8 (the key is the path, lossily, see `run::key_of`).
+fn entry<'s>(
+    prior: &'s BTreeMap<String, Arc<FileState>>,
+    path: &Path,
+) -> Option<&'s Arc<FileState>> {
+    match path.to_str() {
+        Some(s) => prior.get(s),
+        None => prior.get(&*path.to_string_lossy()),
+    }
+}
+
 fn region(
     path: &PathBuf,
     id: &Identity,
@@ -156,13 +187,12 @@ fn region(
         return fresh(Mode::New);
     };
     let same_file = p.identity.dev == id.dev && p.identity.ino == id.ino;
-    // Unchanged: the same file, size and time, and all of it consumed (a
-    // checkpoint taken inside a file covers only a part of it).
-    if same_file && p.identity == *id && p.offset + p.pending >= id.size {
+    if unchanged(p, id) {
+        // No task: the header is not needed.
         return Region {
             start: p.offset,
             lines: p.line,
-            header: Some(p.header.clone()),
+            header: None,
             mode: Mode::Unchanged,
         };
     }
@@ -208,26 +238,41 @@ pub fn plan(
     prior: &BTreeMap<String, Arc<FileState>>,
     opts: &SourceOptions,
 ) -> Plan {
-    let regions: Vec<(Region, Split)> = found
-        .par_iter()
-        .map(|(path, id)| {
-            let p = prior.get(&path.to_string_lossy().into_owned());
-            let r = region(path, id, p.map(|a| &**a), opts);
-            if r.mode == Mode::Unchanged || r.start >= id.size {
-                let split = Split {
-                    cuts: vec![],
-                    header: r.header.clone(),
-                };
-                return (r, split);
-            }
-            let split = split(path, &r, id.size, opts);
-            (r, split)
-        })
-        .collect();
-    let mut plan = Plan::default();
-    for (i, ((path, identity), (r, split))) in found.into_iter().zip(regions).enumerate() {
+    let entries: Vec<Option<&Arc<FileState>>> =
+        found.iter().map(|(path, _)| entry(prior, path)).collect();
+    let one = |((path, id), p): (&(PathBuf, Identity), &Option<&Arc<FileState>>)| {
+        let r = region(path, id, p.map(|a| &**a), opts);
+        if r.mode == Mode::Unchanged || r.start >= id.size {
+            let split = Split {
+                cuts: vec![],
+                header: r.header.clone(),
+            };
+            return (r, split);
+        }
+        let split = split(path, &r, id.size, opts);
+        (r, split)
+    };
+    // Files are read from on the pool (headers, part boundaries); when
+    // none is (an unchanged archive, small new files), the pool is not
+    // even started.
+    let io = found
+        .iter()
+        .zip(&entries)
+        .any(|((_, id), p)| reads(p.map(|a| &**a), id));
+    let regions: Vec<(Region, Split)> = if io {
+        found.par_iter().zip(entries.par_iter()).map(one).collect()
+    } else {
+        found.iter().zip(&entries).map(one).collect()
+    };
+    let mut plan = Plan {
+        known: entries.iter().filter(|p| p.is_some()).count(),
+        ..Plan::default()
+    };
+    for (i, (((path, identity), (r, split)), entry)) in
+        found.into_iter().zip(regions).zip(entries).enumerate()
+    {
         let prior = match r.mode {
-            Mode::Unchanged | Mode::Resumed => prior.get(&*path.to_string_lossy()).cloned(),
+            Mode::Unchanged | Mode::Resumed => entry.cloned(),
             Mode::New | Mode::Reread => None,
         };
         let mut f = PlannedFile {
@@ -293,5 +338,99 @@ fn split(path: &PathBuf, r: &Region, size: u64, opts: &SourceOptions) -> Split {
     Split {
         cuts,
         header: Some(header),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn state(identity: Identity, offset: u64) -> Arc<FileState> {
+        Arc::new(FileState {
+            identity,
+            header: Header {
+                id: "s".into(),
+                cwd: "/p".into(),
+                version: 3,
+                timestamp: None,
+                parent_session: None,
+                fingerprint: 0,
+            },
+            header_digest: 0,
+            offset,
+            line: 2,
+            open_line: false,
+            pending: 0,
+            report: mem_ingest::Report::default(),
+        })
+    }
+
+    /// `reads` decides whether planning may skip the pool: it must say yes
+    /// for a file that grew (its header is read) and for a region larger
+    /// than a part (its boundaries are read), and no for the rest, which
+    /// are planned from the state and the listing alone (here the files do
+    /// not even exist).
+    #[test]
+    fn planning_reads_only_where_reads_says_so() {
+        let id = |ino, size| Identity {
+            dev: 1,
+            ino,
+            size,
+            mtime_ns: 7,
+        };
+        let big = PART_BYTES + 1;
+        let grown = Identity {
+            mtime_ns: 8,
+            ..id(1, 200)
+        };
+        // Name, state entry, identity found, whether planning reads, mode.
+        type Case = (&'static str, Option<Arc<FileState>>, Identity, bool, Mode);
+        let cases: [Case; 6] = [
+            (
+                "unchanged",
+                Some(state(id(1, 100), 100)),
+                id(1, 100),
+                false,
+                Mode::Unchanged,
+            ),
+            ("new, small", None, id(2, 100), false, Mode::New),
+            (
+                "replaced, small",
+                Some(state(id(1, 100), 100)),
+                id(3, 50),
+                false,
+                Mode::Reread,
+            ),
+            ("new, large", None, id(4, big), true, Mode::New),
+            (
+                "grown",
+                Some(state(id(1, 100), 100)),
+                grown,
+                true,
+                Mode::Reread,
+            ),
+            (
+                "unchanged, large",
+                Some(state(id(5, big), big)),
+                id(5, big),
+                false,
+                Mode::Unchanged,
+            ),
+        ];
+        let opts = SourceOptions::new();
+        for (name, prior, identity, expect_reads, mode) in cases {
+            assert_eq!(reads(prior.as_deref(), &identity), expect_reads, "{name}");
+            let path = PathBuf::from(format!("/nonexistent/mem-ingest/{name}.jsonl"));
+            let mut map = BTreeMap::new();
+            if let Some(p) = &prior {
+                map.insert(path.to_string_lossy().into_owned(), p.clone());
+            }
+            let plan = plan(vec![(path, identity)], &map, &opts);
+            assert_eq!(plan.known, usize::from(prior.is_some()), "{name}");
+            // A grown file whose header cannot be read is read again.
+            assert_eq!(plan.files[0].mode, mode, "{name}");
+            let tasks = usize::from(mode != Mode::Unchanged);
+            assert_eq!(plan.tasks.len(), tasks, "{name}: one whole region");
+        }
     }
 }

@@ -112,17 +112,25 @@ impl Totals {
         self.report.merge(report);
         self.report.pending = pending;
         let room = MAX_SKIPS.saturating_sub(self.skips.len());
-        let p = path.display().to_string();
-        self.skips
-            .extend(report.skips.iter().take(room).map(|s| SkipAt {
-                path: p.clone(),
-                line: s.line,
-                byte: s.byte,
-                reason: s.reason.to_string(),
-            }));
+        if room > 0 && !report.skips.is_empty() {
+            let p = path.display().to_string();
+            self.skips
+                .extend(report.skips.iter().take(room).map(|s| SkipAt {
+                    path: p.clone(),
+                    line: s.line,
+                    byte: s.byte,
+                    reason: s.reason.to_string(),
+                }));
+        }
         if let Some(h) = header {
-            let e = self.by_project.entry(h.cwd.clone()).or_default();
-            e.0.insert(h.id.clone());
+            // Keys are cloned only when new: this runs for every file.
+            if !self.by_project.contains_key(&h.cwd) {
+                self.by_project.insert(h.cwd.clone(), Default::default());
+            }
+            let e = self.by_project.get_mut(&h.cwd).expect("inserted");
+            if !e.0.contains(&h.id) {
+                e.0.insert(h.id.clone());
+            }
             e.1 += report.records;
             e.2 += report.usage.total_tokens;
             e.3 += report.usage.cost;
@@ -309,6 +317,8 @@ struct Ctx {
     lineages: Option<Lineages>,
     out: Option<Out>,
     stop: Arc<AtomicBool>,
+    /// The listing of the archive started with the run, for its first pass.
+    listing: Option<std::thread::JoinHandle<Listing>>,
     last_checkpoint: Instant,
     /// The state changed since it was loaded or last saved.
     dirty: bool,
@@ -336,6 +346,11 @@ pub fn run(cfg: RunConfig, sink: Sink) -> Result<Totals, Fail> {
             signal_hook::flag::register(sig, stop.clone()).map_err(|e| (1, e.to_string()))?;
         }
     }
+    // The archive is listed on another thread while the state is locked,
+    // read and decoded here: a re-run over an unchanged archive is little
+    // more than these two, and they do not depend on each other.
+    let paths = cfg.paths.clone();
+    let listing = std::thread::spawn(move || find_files(&paths));
     let _lock = match &cfg.state {
         Some(p) => Some(state::lock(p).map_err(|e| (2, e))?),
         None => None,
@@ -395,6 +410,7 @@ pub fn run(cfg: RunConfig, sink: Sink) -> Result<Totals, Fail> {
         lineages,
         out,
         stop,
+        listing: Some(listing),
         last_checkpoint: Instant::now(),
         dirty: fresh,
     };
@@ -853,20 +869,15 @@ struct Assembling {
 
 /// The session files under the PATHs (pi's archive when none); PATHs that
 /// cannot be read are failures in `totals`.
-fn find_files(
-    cfg: &RunConfig,
-    totals: &mut Totals,
-) -> Result<Vec<(PathBuf, state::Identity)>, Fail> {
-    let paths = if cfg.paths.is_empty() {
-        vec![discover::default_archive().map_err(|e| (1, e))?]
-    } else {
-        cfg.paths.clone()
-    };
-    let found = discover::discover(&paths);
-    for (p, e) in &found.failures {
-        totals.fail(p, 0, e.clone());
+/// The session files under the PATHs (pi's archive when none).
+type Listing = Result<discover::Found, Fail>;
+
+fn find_files(paths: &[PathBuf]) -> Listing {
+    if paths.is_empty() {
+        let archive = discover::default_archive().map_err(|e| (1, e))?;
+        return Ok(discover::discover(&[archive]));
     }
-    Ok(found.files)
+    Ok(discover::discover(paths))
 }
 
 /// One pass over the archive.
@@ -876,7 +887,17 @@ fn pass(ctx: &mut Ctx) -> Result<Totals, Fail> {
         dedupe: ctx.cfg.dedupe,
         ..Totals::default()
     };
-    let files = find_files(&ctx.cfg, &mut totals)?;
+    let listing = match ctx.listing.take() {
+        Some(l) => l
+            .join()
+            .unwrap_or_else(|_| Err((1, "listing the archive failed".to_owned()))),
+        None => find_files(&ctx.cfg.paths),
+    };
+    let found = listing?;
+    for (p, e) in &found.failures {
+        totals.fail(p, 0, e.clone());
+    }
+    let files = found.files;
     // Never write the output over an input.
     if let Some(Out::File { path: o, .. }) = &ctx.out {
         if let Ok(om) = std::fs::metadata(o) {
@@ -891,15 +912,6 @@ fn pass(ctx: &mut Ctx) -> Result<Totals, Fail> {
             }
         }
     }
-    if let Some(st) = ctx.state.as_mut() {
-        // Files gone from the disk leave the state (their entries stay in
-        // the lineages, so a copy elsewhere is still known).
-        let found: HashSet<&Path> = files.iter().map(|(p, _)| p.as_path()).collect();
-        let before = st.files.len();
-        st.files
-            .retain(|p, _| found.contains(Path::new(p)) || Path::new(p).exists());
-        ctx.dirty |= st.files.len() != before;
-    }
     let empty = BTreeMap::new();
     let prior = ctx.state.as_ref().map_or(&empty, |s| &s.files);
     let mut opts = ctx.cfg.opts.clone();
@@ -907,18 +919,17 @@ fn pass(ctx: &mut Ctx) -> Result<Totals, Fail> {
         opts = opts.hold_partial_tail(true);
     }
     let plan = plan::plan(files, prior, &opts);
-    // Files by name, to find a fork's parent (pi names files
-    // `<timestamp>_<session id>.jsonl`; `parentSession` is a path from the
-    // machine that wrote it, so only its file name is compared).
-    let mut by_name: HashMap<String, usize> = HashMap::new();
-    for (i, f) in plan.files.iter().enumerate() {
-        let name = f
-            .path
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        by_name.entry(name).or_insert(i);
+    if let Some(st) = ctx.state.as_mut().filter(|st| st.files.len() > plan.known) {
+        // Files gone from the disk leave the state (their entries stay in
+        // the lineages, so a copy elsewhere is still known).
+        let found: HashSet<&Path> = plan.files.iter().map(|f| f.path.as_path()).collect();
+        let before = st.files.len();
+        st.files
+            .retain(|p, _| found.contains(Path::new(p)) || Path::new(p).exists());
+        ctx.dirty |= st.files.len() != before;
     }
+    // Files by name, built when a fork first asks for its parent.
+    let by_name = std::cell::OnceCell::new();
     let mut reserved: HashMap<String, FpSet> = HashMap::new();
     let emit = ctx.out.is_some();
     let pb = progress(
@@ -1189,8 +1200,8 @@ fn dedupe(
 /// fork is delivered, from the parent's file.
 pub(crate) struct Reserved<'p> {
     sets: &'p mut HashMap<String, FpSet>,
-    /// Files of the plan by file name.
-    by_name: &'p HashMap<String, usize>,
+    /// Files of the plan by file name, built on first use.
+    by_name: &'p std::cell::OnceCell<HashMap<String, usize>>,
 }
 
 impl Reserved<'_> {
@@ -1202,7 +1213,20 @@ impl Reserved<'_> {
         };
         let session = session_of_path(parent);
         let name = parent.rsplit(['/', '\\']).next().unwrap_or(parent);
-        let Some(&j) = self.by_name.get(name) else {
+        // pi names files `<timestamp>_<session id>.jsonl`; `parentSession`
+        // is a path from the machine that wrote it, so only its file name
+        // is compared.
+        let by_name = self.by_name.get_or_init(|| {
+            let mut by_name = HashMap::new();
+            for (i, f) in plan.files.iter().enumerate() {
+                let name = f.path.file_name().unwrap_or_default();
+                by_name
+                    .entry(name.to_string_lossy().into_owned())
+                    .or_insert(i);
+            }
+            by_name
+        });
+        let Some(&j) = by_name.get(name) else {
             return;
         };
         if j <= file || plan.files[j].tasks == 0 || self.sets.contains_key(&session) {
@@ -1267,17 +1291,18 @@ mod tests {
             lineages: Some(Lineages::default()),
             out: None,
             stop: Arc::new(AtomicBool::new(false)),
+            listing: None,
             last_checkpoint: Instant::now(),
             dirty: false,
         };
         let mut totals = Totals::default();
-        let files = find_files(&ctx.cfg, &mut totals).unwrap();
+        let files = find_files(&ctx.cfg.paths).unwrap().files;
         let plan = plan::plan(files, &BTreeMap::new(), &ctx.cfg.opts);
         assert_eq!(plan.tasks.len(), 3);
         std::fs::remove_file(d.join("b.jsonl")).unwrap();
         let mut current = None;
         let mut sets = HashMap::new();
-        let by_name = HashMap::new();
+        let by_name = std::cell::OnceCell::new();
         for (i, task) in plan.tasks.iter().enumerate() {
             let res = run_task(&plan, i, &ctx.cfg, false, &Bases::default());
             deliver(
