@@ -310,10 +310,30 @@ fn give_out_buffer(mut buf: Vec<u8>) {
     }
 }
 
+/// The deduplication lineages, restored from the state when a file is
+/// first read: a re-run that reads nothing never needs them (decoding and
+/// indexing them was a tenth of such a run).
+fn lineages<'l>(
+    slot: &'l mut Option<Lineages>,
+    state: Option<&State>,
+) -> Result<&'l mut Lineages, String> {
+    if slot.is_none() {
+        let saved = state.map(State::lineages).transpose()?;
+        let groups = saved
+            .unwrap_or_default()
+            .into_iter()
+            .map(|l| (l.sessions, state::decode_fingerprints(&l.fingerprints)))
+            .collect();
+        *slot = Some(Lineages::import(groups));
+    }
+    Ok(slot.as_mut().expect("restored"))
+}
+
 /// Everything a run carries from pass to pass.
 struct Ctx {
     cfg: RunConfig,
     state: Option<State>,
+    /// With deduplication, once a file is read (see [`lineages`]).
     lineages: Option<Lineages>,
     out: Option<Out>,
     stop: Arc<AtomicBool>,
@@ -377,42 +397,23 @@ pub fn run(cfg: RunConfig, sink: Sink) -> Result<Totals, Fail> {
     } else {
         None
     };
-    let lineages = cfg.dedupe.then(|| {
-        let groups = saved.as_ref().map(|s| {
-            s.lineages
-                .iter()
-                .map(|l| {
-                    Ok((
-                        l.sessions.clone(),
-                        state::decode_fingerprints(&l.fingerprints)?,
-                    ))
-                })
-                .collect::<Result<Vec<_>, String>>()
-        });
-        groups
-            .transpose()
-            .map(|g| Lineages::import(g.unwrap_or_default()))
+    // A state of an older layout is saved in the current one at the end.
+    let upgraded = saved.as_mut().is_some_and(|s| {
+        std::mem::replace(&mut s.version, state::STATE_VERSION) != state::STATE_VERSION
     });
-    let lineages = lineages.transpose().map_err(|e| (1, e))?;
     let fresh = cfg.state.is_some() && saved.is_none();
     if fresh {
-        saved = Some(State {
-            version: state::STATE_VERSION,
-            shape,
-            output: None,
-            files: BTreeMap::new(),
-            lineages: Vec::new(),
-        });
+        saved = Some(State::new(shape));
     }
     let mut ctx = Ctx {
         cfg,
         state: saved,
-        lineages,
+        lineages: None,
         out,
         stop,
         listing: Some(listing),
         last_checkpoint: Instant::now(),
-        dirty: fresh,
+        dirty: fresh || upgraded,
     };
     let (watcher, events) = if ctx.cfg.follow {
         watch(&ctx.cfg.paths)
@@ -627,7 +628,7 @@ fn checkpoint(ctx: &mut Ctx, in_progress: Option<(String, FileState)>) -> Result
         }
     }
     if let Some(l) = ctx.lineages.as_mut() {
-        st.lineages = l
+        let snapshot: Vec<LineageState> = l
             .snapshot()
             .into_iter()
             .map(|(sessions, fps)| LineageState {
@@ -635,6 +636,7 @@ fn checkpoint(ctx: &mut Ctx, in_progress: Option<(String, FileState)>) -> Result
                 fingerprints: state::encode_fingerprints(&fps),
             })
             .collect();
+        st.set_lineages(&snapshot);
     }
     let saved = match in_progress {
         None => state::save(path, st),
@@ -1075,8 +1077,12 @@ fn deliver(
     }
     let mut going = true;
     if a.error.is_none() {
-        let cuts = match (ctx.lineages.as_mut(), a.header.clone()) {
-            (Some(l), Some(h)) => {
+        let cuts = match (ctx.cfg.dedupe, a.header.clone()) {
+            (true, Some(h)) => {
+                let l = lineages(&mut ctx.lineages, ctx.state.as_ref()).map_err(|e| {
+                    let path = ctx.cfg.state.as_deref().unwrap_or(Path::new(""));
+                    (1, format!("{}: {e}", path.display()))
+                })?;
                 reserved.parent_ahead(plan, task.file, &h, &ctx.cfg.opts);
                 dedupe(l, reserved.sets, &f.path, &h, task, &mut res, &ctx.cfg.opts)
             }
