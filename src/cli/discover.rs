@@ -6,6 +6,8 @@ use std::fs;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
 
 use super::state::Identity;
 
@@ -41,21 +43,32 @@ pub fn default_archive() -> Result<PathBuf, String> {
     Ok(dir)
 }
 
-/// Finds the session files under `paths`.
-pub fn discover(paths: &[PathBuf]) -> Found {
+/// Finds the session files under `paths`, the folders of a PATH walked on
+/// up to `threads` threads.
+pub fn discover(paths: &[PathBuf], threads: usize) -> Found {
     let mut found = Found::default();
     let mut candidates = Vec::new();
+    let mut unreadable = Vec::new();
     let mut seen_dirs = HashSet::new();
     for p in paths {
         match fs::metadata(p) {
             Err(e) => found.failures.push((p.clone(), e.to_string())),
             Ok(m) if m.is_dir() => {
                 let mut w = Walk::default();
-                w.dir(p, &m, &mut seen_dirs);
+                w.dir(p, &m, &mut seen_dirs, threads);
                 candidates.append(&mut w.files);
-                found.failures.append(&mut w.failures);
+                unreadable.append(&mut w.failures);
             }
             Ok(m) => candidates.push((p.clone(), Identity::of(&m))),
+        }
+    }
+    // A folder that could not be read is reported once, under its first
+    // path (walks in parallel may each have reached it).
+    unreadable.sort_by(|a, b| path_order(&a.0, &b.0));
+    let mut failed_dirs = HashSet::new();
+    for (path, e, dir) in unreadable {
+        if failed_dirs.insert(dir) {
+            found.failures.push((path, e));
         }
     }
     // A walk lists in path order already; several PATHs may not.
@@ -84,29 +97,48 @@ fn path_order(a: &Path, b: &Path) -> std::cmp::Ordering {
 #[derive(Default)]
 struct Walk {
     files: Vec<(PathBuf, Identity)>,
-    failures: Vec<(PathBuf, String)>,
+    /// Folders that could not be read, with their identity.
+    failures: Vec<(PathBuf, String, (u64, u64))>,
+}
+
+/// Folders walked, by device and inode.
+type Seen = HashSet<(u64, u64)>;
+
+/// An entry of a folder, looked up.
+enum Item {
+    File(PathBuf, Identity),
+    Dir(PathBuf, fs::Metadata),
 }
 
 impl Walk {
     /// Walks `dir`, its entries in name order, so that files come out in
     /// path order and a file or folder reached twice keeps its first path
     /// in that order, whatever order the system lists them in.
-    fn dir(&mut self, dir: &Path, meta: &fs::Metadata, seen: &mut HashSet<(u64, u64)>) {
+    ///
+    /// With `threads` > 1, the subfolders of `dir` are walked on that many
+    /// threads, each with its own record of the folders seen (starting
+    /// from `seen`), so that what each finds does not depend on which
+    /// thread walked what before: a folder reached from two subfolders is
+    /// then walked twice, and its files, found under two paths, keep the
+    /// first one when the listing is sorted and its duplicates dropped,
+    /// as one walk in path order would have found them.
+    fn dir(&mut self, dir: &Path, meta: &fs::Metadata, seen: &mut Seen, threads: usize) {
         // A folder reached again (a symlink loop, or overlapping PATHs) is
         // not walked twice.
-        if !seen.insert((meta.dev(), meta.ino())) {
+        let id = (meta.dev(), meta.ino());
+        if !seen.insert(id) {
             return;
         }
         let entries = match fs::read_dir(dir) {
             Ok(e) => e,
-            Err(e) => return self.failures.push((dir.to_path_buf(), e.to_string())),
+            Err(e) => return self.failures.push((dir.to_path_buf(), e.to_string(), id)),
         };
         let mut wanted = Vec::new();
         for entry in entries {
             let entry = match entry {
                 Ok(e) => e,
                 Err(e) => {
-                    self.failures.push((dir.to_path_buf(), e.to_string()));
+                    self.failures.push((dir.to_path_buf(), e.to_string(), id));
                     continue;
                 }
             };
@@ -123,6 +155,7 @@ impl Walk {
         // Paths in one folder differ only in their names: byte order of the
         // paths is name order, and path order.
         wanted.sort_unstable_by(|a, b| a.1.as_os_str().as_bytes().cmp(b.1.as_os_str().as_bytes()));
+        let mut items = Vec::new();
         for (entry, path, jsonl, symlink) in wanted {
             // Follow symlinks (a dangling one is not a session file);
             // anything else is looked up from its folder, not by its whole
@@ -134,9 +167,54 @@ impl Walk {
             };
             let Ok(m) = m else { continue };
             if m.is_dir() {
-                self.dir(&path, &m, seen);
+                items.push(Item::Dir(path, m));
             } else if m.is_file() && jsonl {
-                self.files.push((path, Identity::of(&m)));
+                items.push(Item::File(path, Identity::of(&m)));
+            }
+        }
+        let dirs = items.iter().filter(|i| matches!(i, Item::Dir(..))).count();
+        if threads < 2 || dirs < 2 {
+            for item in items {
+                match item {
+                    Item::File(path, id) => self.files.push((path, id)),
+                    Item::Dir(path, m) => self.dir(&path, &m, seen, 1),
+                }
+            }
+            return;
+        }
+        // One walk per subfolder, taken in turn by the threads; results in
+        // entry order.
+        let next = AtomicUsize::new(0);
+        let walks: Vec<Mutex<Option<(Walk, Seen)>>> =
+            items.iter().map(|_| Mutex::new(None)).collect();
+        let start: &Seen = seen;
+        std::thread::scope(|s| {
+            let walker = || loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let Some(item) = items.get(i) else { return };
+                if let Item::Dir(path, m) = item {
+                    let mut w = Walk::default();
+                    let mut own = start.clone();
+                    w.dir(path, m, &mut own, 1);
+                    *walks[i].lock().unwrap_or_else(|e| e.into_inner()) = Some((w, own));
+                }
+            };
+            for _ in 1..threads.min(dirs) {
+                s.spawn(walker);
+            }
+            walker();
+        });
+        for (item, walk) in items.into_iter().zip(walks) {
+            match item {
+                Item::File(path, id) => self.files.push((path, id)),
+                Item::Dir(..) => {
+                    let walk = walk.into_inner().unwrap_or_else(|e| e.into_inner());
+                    if let Some((mut w, own)) = walk {
+                        self.files.append(&mut w.files);
+                        self.failures.append(&mut w.failures);
+                        seen.extend(own);
+                    }
+                }
             }
         }
     }
@@ -182,7 +260,7 @@ mod tests {
         // Path order puts a folder's files before its subfolders' ("a/1"
         // before "a/x/2": the separator sorts first); the folder reached
         // again through d/a-again, the loop and the link to b/3 add nothing.
-        let one = discover(std::slice::from_ref(&d));
+        let one = discover(std::slice::from_ref(&d), 1);
         assert_eq!(
             rel(&one),
             [
@@ -197,11 +275,11 @@ mod tests {
         assert!(one.failures.is_empty(), "{:?}", one.failures);
         // Several PATHs, overlapping, listed first: the same files, each
         // still under its first path.
-        let both = discover(&[d.join("e"), d.clone()]);
+        let both = discover(&[d.join("e"), d.clone()], 2);
         assert_eq!(rel(&both), rel(&one));
         // A link that sorts before the folder it names: its path is first.
         symlink(d.join("c"), d.join("0-c")).unwrap();
-        let one = discover(std::slice::from_ref(&d));
+        let one = discover(std::slice::from_ref(&d), 1);
         assert_eq!(
             rel(&one),
             [
@@ -222,7 +300,7 @@ mod tests {
         }
         fs::write(d.join("f/sub/s.jsonl"), "{}\n").unwrap();
         symlink(d.join("f/sub"), d.join("f/000-sub")).unwrap();
-        let one = discover(std::slice::from_ref(&d));
+        let one = discover(std::slice::from_ref(&d), 1);
         let f: Vec<String> = rel(&one)
             .into_iter()
             .filter(|p| p.starts_with("f/") || p.starts_with("0-c/"))
@@ -238,6 +316,16 @@ mod tests {
             ]
         );
         assert_eq!(f[151], "f/149.jsonl");
+        // On several threads: the same, though folders reached from two
+        // subfolders are walked by each.
+        for threads in [2, 3, 8] {
+            let many = discover(std::slice::from_ref(&d), threads);
+            assert_eq!(rel(&many), rel(&one), "{threads} threads");
+            assert_eq!(
+                many.files.iter().map(|(_, id)| *id).collect::<Vec<_>>(),
+                one.files.iter().map(|(_, id)| *id).collect::<Vec<_>>()
+            );
+        }
         fs::remove_dir_all(&d).unwrap();
     }
 }

@@ -369,8 +369,8 @@ pub fn run(cfg: RunConfig, sink: Sink) -> Result<Totals, Fail> {
     // The archive is listed on another thread while the state is locked,
     // read and decoded here: a re-run over an unchanged archive is little
     // more than these two, and they do not depend on each other.
-    let paths = cfg.paths.clone();
-    let listing = std::thread::spawn(move || find_files(&paths));
+    let (paths, jobs) = (cfg.paths.clone(), cfg.jobs);
+    let listing = std::thread::spawn(move || find_files(&paths, jobs));
     let _lock = match &cfg.state {
         Some(p) => Some(state::lock(p).map_err(|e| (2, e))?),
         None => None,
@@ -874,12 +874,12 @@ struct Assembling {
 /// The session files under the PATHs (pi's archive when none).
 type Listing = Result<discover::Found, Fail>;
 
-fn find_files(paths: &[PathBuf]) -> Listing {
+fn find_files(paths: &[PathBuf], threads: usize) -> Listing {
     if paths.is_empty() {
         let archive = discover::default_archive().map_err(|e| (1, e))?;
-        return Ok(discover::discover(&[archive]));
+        return Ok(discover::discover(&[archive], threads));
     }
-    Ok(discover::discover(paths))
+    Ok(discover::discover(paths, threads))
 }
 
 /// One pass over the archive.
@@ -893,7 +893,7 @@ fn pass(ctx: &mut Ctx) -> Result<Totals, Fail> {
         Some(l) => l
             .join()
             .unwrap_or_else(|_| Err((1, "listing the archive failed".to_owned()))),
-        None => find_files(&ctx.cfg.paths),
+        None => find_files(&ctx.cfg.paths, ctx.cfg.jobs),
     };
     let found = listing?;
     for (p, e) in &found.failures {
@@ -1302,7 +1302,7 @@ mod tests {
             dirty: false,
         };
         let mut totals = Totals::default();
-        let files = find_files(&ctx.cfg.paths).unwrap().files;
+        let files = find_files(&ctx.cfg.paths, 2).unwrap().files;
         let plan = plan::plan(files, &BTreeMap::new(), &ctx.cfg.opts);
         assert_eq!(plan.tasks.len(), 3);
         std::fs::remove_file(d.join("b.jsonl")).unwrap();
