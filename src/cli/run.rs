@@ -366,15 +366,17 @@ pub fn run(cfg: RunConfig, sink: Sink) -> Result<Totals, Fail> {
             signal_hook::flag::register(sig, stop.clone()).map_err(|e| (1, e.to_string()))?;
         }
     }
-    // The archive is listed on another thread while the state is locked,
-    // read and decoded here: a re-run over an unchanged archive is little
-    // more than these two, and they do not depend on each other.
-    let (paths, jobs) = (cfg.paths.clone(), cfg.jobs);
-    let listing = std::thread::spawn(move || find_files(&paths, jobs));
     let _lock = match &cfg.state {
         Some(p) => Some(state::lock(p).map_err(|e| (2, e))?),
         None => None,
     };
+    // The archive is listed on another thread while the state is read and
+    // decoded here: a re-run over an unchanged archive is little more than
+    // these two. Not before the lock: a run that saved the state between
+    // this listing and our reading of it would leave us sizes older than
+    // the state's offsets, and files read again from the start.
+    let (paths, jobs) = (cfg.paths.clone(), cfg.jobs);
+    let listing = std::thread::spawn(move || find_files(&paths, jobs));
     let mut saved = match &cfg.state {
         Some(p) => state::load(p).map_err(|e| (1, e))?,
         None => None,
