@@ -622,6 +622,39 @@ fn output_file_replaced_and_inputs_never_written() {
     ]);
     assert_eq!(out.status.code(), Some(2));
     assert_eq!(std::fs::read(&copy).unwrap(), before);
+    // Nor a session file the listing would find, though it does not exist
+    // yet (the listing may be taken before the output is created), with a
+    // state or without; a refused run leaves nothing behind.
+    let names = || {
+        // (The lock file beside a state stays, as after any run.)
+        let mut n: Vec<String> = std::fs::read_dir(&d)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n != "state.lock")
+            .collect();
+        n.sort();
+        n
+    };
+    let files = names();
+    let new = d.join("new.jsonl");
+    let state = d.join("state");
+    for with_state in [false, true, true, true] {
+        let mut args = vec!["backfill", "-q", "-o", new.to_str().unwrap()];
+        if with_state {
+            args.extend(["--state", state.to_str().unwrap()]);
+        }
+        args.push(d.to_str().unwrap());
+        let out = run(&args);
+        assert_eq!(out.status.code(), Some(2), "state: {with_state}");
+        assert_eq!(
+            String::from_utf8_lossy(&out.stderr),
+            format!(
+                "error: the output {} is one of the input files\n",
+                new.display()
+            )
+        );
+        assert_eq!(names(), files, "state: {with_state}");
+    }
     std::fs::remove_dir_all(d).unwrap();
 }
 

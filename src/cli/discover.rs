@@ -20,6 +20,9 @@ pub struct Found {
     pub files: Vec<(PathBuf, Identity)>,
     /// PATHs (or folders below them) that could not be read.
     pub failures: Vec<(PathBuf, String)>,
+    /// Every folder walked, by device and inode: a `*.jsonl` file in one of
+    /// them is a session file to this listing, even one created after it.
+    pub dirs: Seen,
 }
 
 /// The archive pi itself would use.
@@ -49,21 +52,27 @@ pub fn discover(paths: &[PathBuf], threads: usize) -> Found {
     let mut found = Found::default();
     let mut candidates = Vec::new();
     let mut unreadable = Vec::new();
-    let mut seen_dirs = HashSet::new();
     for p in paths {
         match fs::metadata(p) {
             Err(e) => found.failures.push((p.clone(), e.to_string())),
             Ok(m) if m.is_dir() => {
+                // Each PATH is walked on its own: with overlapping PATHs,
+                // what each finds does not depend on their order (the sort
+                // below keeps a file's first path).
                 let mut w = Walk::default();
-                w.dir(p, &m, &mut seen_dirs, threads);
+                let mut seen = Seen::new();
+                if let Some(items) = w.list(p, &m, &mut seen) {
+                    w.items(items, &mut seen, threads);
+                }
                 candidates.append(&mut w.files);
                 unreadable.append(&mut w.failures);
+                found.dirs.extend(seen);
             }
             Ok(m) => candidates.push((p.clone(), Identity::of(&m))),
         }
     }
     // A folder that could not be read is reported once, under its first
-    // path (walks in parallel may each have reached it).
+    // path (walks may each have reached it).
     unreadable.sort_by(|a, b| path_order(&a.0, &b.0));
     let mut failed_dirs = HashSet::new();
     for (path, e, dir) in unreadable {
@@ -71,7 +80,7 @@ pub fn discover(paths: &[PathBuf], threads: usize) -> Found {
             found.failures.push((path, e));
         }
     }
-    // A walk lists in path order already; several PATHs may not.
+    // One walk lists in path order already; several PATHs may not.
     if !candidates.is_sorted_by(|a, b| path_order(&a.0, &b.0).is_le()) {
         candidates.sort_by(|a, b| path_order(&a.0, &b.0));
     }
@@ -93,6 +102,9 @@ fn path_order(a: &Path, b: &Path) -> std::cmp::Ordering {
     a.iter().map(key).cmp(b.iter().map(key))
 }
 
+/// Folders, by device and inode.
+pub type Seen = HashSet<(u64, u64)>;
+
 /// What a walk found.
 #[derive(Default)]
 struct Walk {
@@ -101,9 +113,6 @@ struct Walk {
     failures: Vec<(PathBuf, String, (u64, u64))>,
 }
 
-/// Folders walked, by device and inode.
-type Seen = HashSet<(u64, u64)>;
-
 /// An entry of a folder, looked up.
 enum Item {
     File(PathBuf, Identity),
@@ -111,27 +120,22 @@ enum Item {
 }
 
 impl Walk {
-    /// Walks `dir`, its entries in name order, so that files come out in
-    /// path order and a file or folder reached twice keeps its first path
-    /// in that order, whatever order the system lists them in.
-    ///
-    /// With `threads` > 1, the subfolders of `dir` are walked on that many
-    /// threads, each with its own record of the folders seen (starting
-    /// from `seen`), so that what each finds does not depend on which
-    /// thread walked what before: a folder reached from two subfolders is
-    /// then walked twice, and its files, found under two paths, keep the
-    /// first one when the listing is sorted and its duplicates dropped,
-    /// as one walk in path order would have found them.
-    fn dir(&mut self, dir: &Path, meta: &fs::Metadata, seen: &mut Seen, threads: usize) {
-        // A folder reached again (a symlink loop, or overlapping PATHs) is
-        // not walked twice.
+    /// The session files and subfolders of `dir`, in name order, looked up;
+    /// `None` for a folder already seen (a symlink loop, or a folder reached
+    /// again). Name order makes a walk list files in path order, and a file
+    /// or folder reached twice keep its first path in that order, whatever
+    /// order the system lists folders in.
+    fn list(&mut self, dir: &Path, meta: &fs::Metadata, seen: &mut Seen) -> Option<Vec<Item>> {
         let id = (meta.dev(), meta.ino());
         if !seen.insert(id) {
-            return;
+            return None;
         }
         let entries = match fs::read_dir(dir) {
             Ok(e) => e,
-            Err(e) => return self.failures.push((dir.to_path_buf(), e.to_string(), id)),
+            Err(e) => {
+                self.failures.push((dir.to_path_buf(), e.to_string(), id));
+                return None;
+            }
         };
         let mut wanted = Vec::new();
         for entry in entries {
@@ -172,15 +176,38 @@ impl Walk {
                 items.push(Item::File(path, Identity::of(&m)));
             }
         }
-        let dirs = items.iter().filter(|i| matches!(i, Item::Dir(..))).count();
-        if threads < 2 || dirs < 2 {
-            for item in items {
-                match item {
-                    Item::File(path, id) => self.files.push((path, id)),
-                    Item::Dir(path, m) => self.dir(&path, &m, seen, 1),
+        Some(items)
+    }
+
+    /// Walks `items` of a folder and all below them, depth first in name
+    /// order: with a stack, not recursion, so no depth of folders runs a
+    /// thread out of stack.
+    fn walk(&mut self, items: Vec<Item>, seen: &mut Seen) {
+        let mut stack: Vec<Item> = items.into_iter().rev().collect();
+        while let Some(item) = stack.pop() {
+            match item {
+                Item::File(path, id) => self.files.push((path, id)),
+                Item::Dir(path, m) => {
+                    if let Some(items) = self.list(&path, &m, seen) {
+                        stack.extend(items.into_iter().rev());
+                    }
                 }
             }
-            return;
+        }
+    }
+
+    /// Walks the `items` of a PATH's folder. With `threads` > 1, its
+    /// subfolders are walked on that many threads, each with its own
+    /// record of the folders seen (starting from `seen`), so that what
+    /// each finds does not depend on which thread walked what before: a
+    /// folder reached from two subfolders is then walked twice, and its
+    /// files, found under two paths, keep the first one when the listing
+    /// is sorted and its duplicates dropped, as one walk in path order
+    /// would have found them.
+    fn items(&mut self, items: Vec<Item>, seen: &mut Seen, threads: usize) {
+        let dirs = items.iter().filter(|i| matches!(i, Item::Dir(..))).count();
+        if threads < 2 || dirs < 2 {
+            return self.walk(items, seen);
         }
         // One walk per subfolder, taken in turn by the threads; results in
         // entry order.
@@ -195,7 +222,7 @@ impl Walk {
                 if let Item::Dir(path, m) = item {
                     let mut w = Walk::default();
                     let mut own = start.clone();
-                    w.dir(path, m, &mut own, 1);
+                    w.walk(vec![Item::Dir(path.clone(), m.clone())], &mut own);
                     *walks[i].lock().unwrap_or_else(|e| e.into_inner()) = Some((w, own));
                 }
             };
@@ -325,6 +352,74 @@ mod tests {
                 many.files.iter().map(|(_, id)| *id).collect::<Vec<_>>(),
                 one.files.iter().map(|(_, id)| *id).collect::<Vec<_>>()
             );
+        }
+        // Overlapping PATHs in either order: the same listing.
+        let ab = discover(&[d.join("a"), d.clone()], 2);
+        let ba = discover(&[d.clone(), d.join("a")], 2);
+        assert_eq!(rel(&ab), rel(&one));
+        assert_eq!(rel(&ba), rel(&one));
+        fs::remove_dir_all(&d).unwrap();
+    }
+
+    /// Overlapping PATHs where one reaches the other's files through a
+    /// link: each file keeps its first path in path order, whichever PATH
+    /// comes first.
+    #[test]
+    fn overlapping_paths_in_any_order() {
+        let d = std::env::temp_dir().join(format!("mem-ingest-overlap-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&d);
+        fs::create_dir_all(d.join("b")).unwrap();
+        fs::write(d.join("b/3.jsonl"), "{}\n").unwrap();
+        symlink(d.join("b"), d.join("a")).unwrap();
+        let rel = |f: &Found| -> Vec<String> {
+            f.files
+                .iter()
+                .map(|(p, _)| p.strip_prefix(&d).unwrap().display().to_string())
+                .collect()
+        };
+        for threads in [1, 2] {
+            assert_eq!(
+                rel(&discover(std::slice::from_ref(&d), threads)),
+                ["a/3.jsonl"]
+            );
+            assert_eq!(
+                rel(&discover(&[d.join("b"), d.clone()], threads)),
+                ["a/3.jsonl"]
+            );
+            assert_eq!(
+                rel(&discover(&[d.clone(), d.join("b")], threads)),
+                ["a/3.jsonl"]
+            );
+        }
+        fs::remove_dir_all(&d).unwrap();
+    }
+
+    /// Folders nested deeper than a thread's stack would take recursion
+    /// through: the walk keeps its own stack.
+    #[test]
+    fn deep_folders() {
+        let d = std::env::temp_dir().join(format!("mem-ingest-deep-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&d);
+        let mut deep = d.join("top");
+        for _ in 0..1500 {
+            deep.push("d");
+        }
+        fs::create_dir_all(&deep).unwrap();
+        fs::write(deep.join("x.jsonl"), "{}\n").unwrap();
+        fs::write(d.join("top/y.jsonl"), "{}\n").unwrap();
+        for threads in [1, 2] {
+            // On a thread with a small stack (64 KiB), as the listing is.
+            let paths = [d.clone()];
+            let found = std::thread::Builder::new()
+                .stack_size(64 << 10)
+                .spawn(move || discover(&paths, threads))
+                .unwrap()
+                .join()
+                .unwrap();
+            assert_eq!(found.files.len(), 2, "{threads} threads");
+            assert_eq!(found.files[0].0, deep.join("x.jsonl"));
+            assert_eq!(found.files[1].0, d.join("top/y.jsonl"));
+            assert!(found.failures.is_empty(), "{:?}", found.failures);
         }
         fs::remove_dir_all(&d).unwrap();
     }

@@ -227,6 +227,8 @@ enum Out {
         len: u64,
         /// Length known to be on the disk (`len` after the last sync).
         durable: u64,
+        /// This run created the file.
+        created: bool,
         path: PathBuf,
         tmp: Option<PathBuf>,
     },
@@ -417,25 +419,40 @@ pub fn run(cfg: RunConfig, sink: Sink) -> Result<Totals, Fail> {
         last_checkpoint: Instant::now(),
         dirty: fresh || upgraded,
     };
+    let result = passes(&mut ctx).and_then(|t| finish(&mut ctx, t));
+    if result.is_err() {
+        discard(ctx.out.as_ref());
+    }
+    // The process ends right after: freeing the state's thousands of small
+    // allocations one by one would cost a re-run about a tenth of its time.
+    // The output is synced and the state saved by now; the lock goes with
+    // the process.
+    std::mem::forget(ctx);
+    result
+}
+
+/// The passes of a run: one, or with `--follow` one after each change until
+/// stopped.
+fn passes(ctx: &mut Ctx) -> Result<Totals, Fail> {
     let (watcher, events) = if ctx.cfg.follow {
         watch(&ctx.cfg.paths)
     } else {
         (None, None)
     };
     let (mut read, mut written) = (0, 0);
-    let totals = loop {
-        let mut totals = pass(&mut ctx)?;
+    loop {
+        let mut totals = pass(ctx)?;
         read += totals.read;
         written += totals.written;
         totals.read = read;
         totals.written = written;
         if totals.closed || !ctx.cfg.follow || ctx.stop.load(Ordering::SeqCst) {
             totals.interrupted = ctx.stop.load(Ordering::SeqCst);
-            break totals;
+            return Ok(totals);
         }
         if totals.read > 0 {
             // What this pass found goes out now, and the state with it.
-            checkpoint(&mut ctx, None).map_err(|e| (1, e))?;
+            checkpoint(ctx, None).map_err(|e| (1, e))?;
         }
         // Following: wake on a file notification, or after a short poll
         // (the fallback, for file systems without notifications), which
@@ -459,14 +476,31 @@ pub fn run(cfg: RunConfig, sink: Sink) -> Result<Totals, Fail> {
                 std::thread::sleep(Duration::from_millis(20));
             }
         }
-    };
-    let result = finish(&mut ctx, totals);
-    // The process ends right after: freeing the state's thousands of small
-    // allocations one by one would cost a re-run about a tenth of its time.
-    // The output is synced and the state saved by now; the lock goes with
-    // the process.
-    std::mem::forget(ctx);
-    result
+    }
+}
+
+/// After a run that failed: what it created of the output goes (the
+/// temporary file of `-o` without a state; with one, an output this run
+/// created and wrote nothing to).
+fn discard(out: Option<&Out>) {
+    if let Some(Out::File {
+        tmp,
+        path,
+        created,
+        len,
+        ..
+    }) = out
+    {
+        match tmp {
+            Some(t) => {
+                let _ = std::fs::remove_file(t);
+            }
+            None if *created && *len == 0 => {
+                let _ = std::fs::remove_file(path);
+            }
+            None => {}
+        }
+    }
 }
 
 /// File notifications for the PATHs (pi's archive when none), when the
@@ -554,6 +588,7 @@ fn open_output(cfg: &RunConfig, saved: Option<&State>) -> Result<Out, Fail> {
             w,
             len: 0,
             durable: 0,
+            created: true,
             path: path.clone(),
             tmp: Some(tmp),
         });
@@ -574,6 +609,7 @@ fn open_output(cfg: &RunConfig, saved: Option<&State>) -> Result<Out, Fail> {
         // saved one.
         None => 0,
     };
+    let created = std::fs::symlink_metadata(path).is_err();
     let mut f = OpenOptions::new()
         .read(true)
         .write(true)
@@ -604,6 +640,7 @@ fn open_output(cfg: &RunConfig, saved: Option<&State>) -> Result<Out, Fail> {
         w: BufWriter::with_capacity(1 << 20, f),
         len: covered,
         durable: covered,
+        created,
         path: path.clone(),
         tmp: None,
     })
@@ -902,18 +939,26 @@ fn pass(ctx: &mut Ctx) -> Result<Totals, Fail> {
         totals.fail(p, 0, e.clone());
     }
     let files = found.files;
-    // Never write the output over an input.
+    // Never write the output over an input: one listed, or a session file
+    // to the listing, which may have been taken before the output existed.
     if let Some(Out::File { path: o, .. }) = &ctx.out {
-        if let Ok(om) = std::fs::metadata(o) {
-            let clash = files
+        let listed = std::fs::metadata(o).is_ok_and(|om| {
+            files
                 .iter()
-                .any(|(_, id)| id.dev == om.dev() && id.ino == om.ino());
-            if clash {
-                return Err((
-                    2,
-                    format!("the output {} is one of the input files", o.display()),
-                ));
-            }
+                .any(|(_, id)| id.dev == om.dev() && id.ino == om.ino())
+        });
+        let inside = o.extension().is_some_and(|e| e == "jsonl") && {
+            let dir = o
+                .parent()
+                .filter(|d| !d.as_os_str().is_empty())
+                .unwrap_or(Path::new("."));
+            std::fs::metadata(dir).is_ok_and(|m| found.dirs.contains(&(m.dev(), m.ino())))
+        };
+        if listed || inside {
+            return Err((
+                2,
+                format!("the output {} is one of the input files", o.display()),
+            ));
         }
     }
     let empty = BTreeMap::new();
