@@ -752,17 +752,16 @@ fn run_task(plan: &Plan, i: usize, cfg: &RunConfig, emit: bool, bases: &Bases) -
     let path = &plan.files[task.file].path;
     let file = path.to_string_lossy();
     let mut res = PartResult::default();
-    if emit {
-        // A buffer from earlier tasks, sized for this one's records: no
-        // growth copies, no fresh pages.
-        let size = plan.files[task.file].size().saturating_sub(task.start);
-        res.out = take_out_buffer(usize::try_from(size + size / 4).unwrap_or(0).min(64 << 20));
-    }
     let len = task.end.map_or(u64::MAX, |e| e - task.start);
     let size = plan.files[task.file]
         .size()
         .saturating_sub(task.start)
         .min(len);
+    if emit {
+        // A buffer from earlier tasks, sized for this one's records: no
+        // growth copies, no fresh pages.
+        res.out = take_out_buffer(usize::try_from(size + size / 4).unwrap_or(0).min(64 << 20));
+    }
     let in_memory = task.end.is_some() || size <= 2 * plan::PART_BYTES;
     let published = std::cell::Cell::new(false);
     let publish = |n: u64| {
