@@ -1315,6 +1315,58 @@ impl Reserved<'_> {
 mod tests {
     use super::*;
 
+    /// A state of version 1 is read, and a run that reads nothing saves it
+    /// in version 2, with the same files and lineages: the next run finds
+    /// the archive unchanged and still deduplicates against them.
+    #[test]
+    fn a_version_1_state_is_saved_anew() {
+        let d = std::env::temp_dir().join(format!("mem-ingest-upgrade-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        let arch = d.join("arch");
+        std::fs::create_dir_all(&arch).unwrap();
+        let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/hand-built.jsonl");
+        std::fs::copy(&fixture, arch.join("a.jsonl")).unwrap();
+        let state_path = d.join("state");
+        let cfg = || RunConfig {
+            command: "stats".into(),
+            paths: vec![arch.clone()],
+            jobs: 2,
+            quiet: true,
+            state: Some(state_path.clone()),
+            dedupe: true,
+            opts: SourceOptions::new(),
+            keep: None,
+            roles: vec![],
+            output: None,
+            follow: false,
+            checkpoint: Duration::from_secs(5),
+        };
+        let first = run(cfg(), Sink::None).unwrap();
+        assert_eq!(first.report.records, 22);
+        let saved = state::load(&state_path).unwrap().unwrap();
+        state::save_v1(&state_path, &saved);
+        let version = || std::fs::read(&state_path).unwrap()[8..12].to_vec();
+        assert_eq!(version(), 1u32.to_le_bytes());
+        let again = run(cfg(), Sink::None).unwrap();
+        assert_eq!((again.unchanged, again.report.records), (1, 22));
+        assert_eq!(version(), state::STATE_VERSION.to_le_bytes());
+        let upgraded = state::load(&state_path).unwrap().unwrap();
+        assert_eq!(
+            upgraded.lineages().unwrap().len(),
+            saved.lineages().unwrap().len()
+        );
+        assert_eq!(
+            upgraded.files.keys().collect::<Vec<_>>(),
+            saved.files.keys().collect::<Vec<_>>()
+        );
+        // A copy of the session under another name: all of its 33 entries
+        // are duplicates of what the upgraded lineages hold.
+        std::fs::copy(&fixture, arch.join("b.jsonl")).unwrap();
+        let copy = run(cfg(), Sink::None).unwrap();
+        assert_eq!((copy.report.records, copy.report.deduplicated), (22, 33));
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
     #[test]
     fn file_deleted_between_discovery_and_open_fails_alone() {
         let d = std::env::temp_dir().join(format!("mem-ingest-del-{}", std::process::id()));

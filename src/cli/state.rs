@@ -355,12 +355,37 @@ pub fn encode_fingerprints(fps: &[u64]) -> Vec<u8> {
     fps.iter().flat_map(|f| f.to_le_bytes()).collect()
 }
 
-/// Fingerprints from their bytes (whole: [`load`] refuses a state with a
-/// set that is not).
+/// Fingerprints from their bytes (whole: [`State::lineages`] refuses sets
+/// that are not).
 pub fn decode_fingerprints(b: &[u8]) -> Vec<u64> {
     b.chunks_exact(8)
         .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")))
         .collect()
+}
+
+/// Writes `state` in the layout of version 1 (lineages decoded in line),
+/// as mem-ingest before version 2 did: for tests of the upgrade.
+#[cfg(test)]
+pub fn save_v1(path: &Path, state: &State) {
+    #[derive(Serialize)]
+    struct V1<'a> {
+        version: u32,
+        shape: &'a Shape,
+        output: &'a Option<OutputState>,
+        files: &'a BTreeMap<String, Arc<FileState>>,
+        lineages: Vec<LineageState>,
+    }
+    let v1 = V1 {
+        version: 1,
+        shape: &state.shape,
+        output: &state.output,
+        files: &state.files,
+        lineages: state.lineages().expect("whole lineages"),
+    };
+    let mut bytes = MAGIC.to_vec();
+    bytes.extend_from_slice(&1u32.to_le_bytes());
+    bytes.extend_from_slice(&postcard::to_stdvec(&v1).expect("encodes"));
+    fs::write(path, bytes).expect("writes the state");
 }
 
 #[cfg(test)]
@@ -431,14 +456,6 @@ mod tests {
     /// the same files and lineages.
     #[test]
     fn version_1_states_are_read() {
-        #[derive(Serialize)]
-        struct V1<'a> {
-            version: u32,
-            shape: &'a Shape,
-            output: Option<OutputState>,
-            files: BTreeMap<String, Arc<FileState>>,
-            lineages: Vec<LineageState>,
-        }
         let shape = Shape {
             command: "stats".into(),
             roles: vec![],
@@ -448,34 +465,28 @@ mod tests {
             no_dedupe: false,
             record_format: RECORD_FORMAT,
         };
-        let file = file_state();
-        let v1 = V1 {
-            version: 1,
-            shape: &shape,
-            output: Some(OutputState {
-                path: "o".into(),
-                len: 9,
-            }),
-            files: BTreeMap::from([("a.jsonl".to_owned(), Arc::new(file))]),
-            lineages: vec![LineageState {
-                sessions: vec!["s".into()],
-                fingerprints: encode_fingerprints(&[3, 4]),
-            }],
-        };
-        let mut bytes = MAGIC.to_vec();
-        bytes.extend_from_slice(&1u32.to_le_bytes());
-        bytes.extend_from_slice(&postcard::to_stdvec(&v1).unwrap());
+        let mut v2 = State::new(shape.clone());
+        v2.output = Some(OutputState {
+            path: "o".into(),
+            len: 9,
+        });
+        v2.files = BTreeMap::from([("a.jsonl".to_owned(), Arc::new(file_state()))]);
+        v2.set_lineages(&[LineageState {
+            sessions: vec!["s".into()],
+            fingerprints: encode_fingerprints(&[3, 4]),
+        }]);
         let dir = std::env::temp_dir().join(format!("mem-ingest-v1-{}", std::process::id()));
         fs::create_dir_all(&dir).unwrap();
         let p = dir.join("s.state");
-        fs::write(&p, &bytes).unwrap();
+        save_v1(&p, &v2);
+        assert_eq!(fs::read(&p).unwrap()[8..12], 1u32.to_le_bytes());
         let st = load(&p).unwrap().unwrap();
         assert_eq!(st.version, 1);
         assert_eq!(st.shape, shape);
-        assert_eq!(st.output, v1.output);
+        assert_eq!(st.output, v2.output);
         assert_eq!(st.files.len(), 1);
         assert_eq!(st.files["a.jsonl"].header.id, "s");
-        assert_eq!(st.files["a.jsonl"].identity, v1.files["a.jsonl"].identity);
+        assert_eq!(st.files["a.jsonl"].identity, v2.files["a.jsonl"].identity);
         let l = st.lineages().unwrap();
         assert_eq!(l.len(), 1);
         assert_eq!(l[0].sessions, ["s"]);
