@@ -252,6 +252,15 @@ mod tests {
     use super::*;
     use std::os::unix::fs::symlink;
 
+    /// The files found, as paths below `dir`.
+    fn relative(dir: &Path, found: &Found) -> Vec<String> {
+        found
+            .files
+            .iter()
+            .map(|(p, _)| p.strip_prefix(dir).unwrap().display().to_string())
+            .collect()
+    }
+
     /// Every session file once, under its first path in path order,
     /// through loops and links, whatever order the folders list in.
     #[test]
@@ -278,12 +287,7 @@ mod tests {
         symlink(d.join("a"), d.join("d/a-again")).unwrap();
         symlink(d.join("b/3.jsonl"), d.join("e/3-link.jsonl")).unwrap();
         symlink(d.join("gone"), d.join("e/dangling.jsonl")).unwrap();
-        let rel = |f: &Found| -> Vec<String> {
-            f.files
-                .iter()
-                .map(|(p, _)| p.strip_prefix(&d).unwrap().display().to_string())
-                .collect()
-        };
+        let rel = |f: &Found| relative(&d, f);
         // Path order puts a folder's files before its subfolders' ("a/1"
         // before "a/x/2": the separator sorts first); the folder reached
         // again through d/a-again, the loop and the link to b/3 add nothing.
@@ -371,12 +375,7 @@ mod tests {
         fs::create_dir_all(d.join("b")).unwrap();
         fs::write(d.join("b/3.jsonl"), "{}\n").unwrap();
         symlink(d.join("b"), d.join("a")).unwrap();
-        let rel = |f: &Found| -> Vec<String> {
-            f.files
-                .iter()
-                .map(|(p, _)| p.strip_prefix(&d).unwrap().display().to_string())
-                .collect()
-        };
+        let rel = |f: &Found| relative(&d, f);
         for threads in [1, 2] {
             assert_eq!(
                 rel(&discover(std::slice::from_ref(&d), threads)),

@@ -1315,6 +1315,24 @@ impl Reserved<'_> {
 mod tests {
     use super::*;
 
+    /// `stats` over `dir` on two threads, with deduplication.
+    fn stats_config(dir: &Path, state: Option<&Path>) -> RunConfig {
+        RunConfig {
+            command: "stats".into(),
+            paths: vec![dir.to_path_buf()],
+            jobs: 2,
+            quiet: true,
+            state: state.map(Path::to_path_buf),
+            dedupe: true,
+            opts: SourceOptions::new(),
+            keep: None,
+            roles: vec![],
+            output: None,
+            follow: false,
+            checkpoint: Duration::from_secs(5),
+        }
+    }
+
     /// A state of version 1 is read, and a run that reads nothing saves it
     /// in version 2, with the same files and lineages: the next run finds
     /// the archive unchanged and still deduplicates against them.
@@ -1327,20 +1345,7 @@ mod tests {
         let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/hand-built.jsonl");
         std::fs::copy(&fixture, arch.join("a.jsonl")).unwrap();
         let state_path = d.join("state");
-        let cfg = || RunConfig {
-            command: "stats".into(),
-            paths: vec![arch.clone()],
-            jobs: 2,
-            quiet: true,
-            state: Some(state_path.clone()),
-            dedupe: true,
-            opts: SourceOptions::new(),
-            keep: None,
-            roles: vec![],
-            output: None,
-            follow: false,
-            checkpoint: Duration::from_secs(5),
-        };
+        let cfg = || stats_config(&arch, Some(&state_path));
         let first = run(cfg(), Sink::None).unwrap();
         assert_eq!(first.report.records, 22);
         let saved = state::load(&state_path).unwrap().unwrap();
@@ -1375,20 +1380,7 @@ mod tests {
         for name in ["a.jsonl", "b.jsonl", "c.jsonl"] {
             std::fs::copy(&fixture, d.join(name)).unwrap();
         }
-        let cfg = RunConfig {
-            command: "stats".into(),
-            paths: vec![d.clone()],
-            jobs: 2,
-            quiet: true,
-            state: None,
-            dedupe: true,
-            opts: SourceOptions::new(),
-            keep: None,
-            roles: vec![],
-            output: None,
-            follow: false,
-            checkpoint: Duration::from_secs(5),
-        };
+        let cfg = stats_config(&d, None);
         let mut ctx = Ctx {
             cfg,
             state: None,
