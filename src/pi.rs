@@ -644,7 +644,12 @@ fn usage_of(v: &[Node<'_>]) -> Option<Usage> {
             _ => {}
         }
     }
-    u.total_tokens = total.unwrap_or(u.input + u.output + u.cache_read + u.cache_write);
+    // The parts are any u64 a line holds: their sum stops at u64::MAX.
+    u.total_tokens = total.unwrap_or_else(|| {
+        [u.output, u.cache_read, u.cache_write]
+            .into_iter()
+            .fold(u.input, u64::saturating_add)
+    });
     Some(u)
 }
 

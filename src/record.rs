@@ -73,30 +73,33 @@ pub struct Usage {
     /// Tokens written to the cache.
     pub cache_write: u64,
     /// pi's `totalTokens`; when absent, `input + output + cache_read +
-    /// cache_write` (`cacheWrite1h` and `reasoning` are parts of those).
+    /// cache_write` (`cacheWrite1h` and `reasoning` are parts of those),
+    /// at most `u64::MAX`.
     pub total_tokens: u64,
     /// pi's `cost.total` (0 when absent).
     pub cost: f64,
 }
 
 impl Usage {
-    /// Takes another usage out of this one.
+    /// Takes another usage out of this one. Counts stop at 0 (see
+    /// [`Usage::add`]).
     pub fn sub(&mut self, other: &Usage) {
-        self.input -= other.input;
-        self.output -= other.output;
-        self.cache_read -= other.cache_read;
-        self.cache_write -= other.cache_write;
-        self.total_tokens -= other.total_tokens;
+        self.input = self.input.saturating_sub(other.input);
+        self.output = self.output.saturating_sub(other.output);
+        self.cache_read = self.cache_read.saturating_sub(other.cache_read);
+        self.cache_write = self.cache_write.saturating_sub(other.cache_write);
+        self.total_tokens = self.total_tokens.saturating_sub(other.total_tokens);
         self.cost -= other.cost;
     }
 
-    /// Adds another usage to this one.
+    /// Adds another usage to this one. Token counts come from the files,
+    /// any u64 a line holds: sums stop at `u64::MAX` rather than wrap.
     pub fn add(&mut self, other: &Usage) {
-        self.input += other.input;
-        self.output += other.output;
-        self.cache_read += other.cache_read;
-        self.cache_write += other.cache_write;
-        self.total_tokens += other.total_tokens;
+        self.input = self.input.saturating_add(other.input);
+        self.output = self.output.saturating_add(other.output);
+        self.cache_read = self.cache_read.saturating_add(other.cache_read);
+        self.cache_write = self.cache_write.saturating_add(other.cache_write);
+        self.total_tokens = self.total_tokens.saturating_add(other.total_tokens);
         self.cost += other.cost;
     }
 }

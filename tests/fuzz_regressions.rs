@@ -53,6 +53,46 @@ fn repair_trailing_backslash() {
     checks::check_reader(&checks::ReaderCase::encode(3, &[0], &file));
 }
 
+/// `reader`, found after about 400,000 runs of an hour-long run (the
+/// fuzzer's input minimised to 123 bytes): a message whose usage holds
+/// `"input":6E19,"cacheRead":30` and no `totalTokens` panics with "attempt
+/// to add with overflow" in a debug build, and wraps in a release build.
+///
+/// Root cause: `pi::usage_of` (src/pi.rs) fills `totalTokens`, when absent,
+/// with `input + output + cache_read + cache_write`. The parts are whatever
+/// u64 the line holds (6E19 reads as `u64::MAX`), so the sum overflows;
+/// `Usage::add` (src/record.rs), which sums usage into reports and into
+/// `by_model`, and `Usage::sub`, which takes a duplicate's usage out, would
+/// overflow the same way on two large values. A crafted or damaged line
+/// could kill a debug build's reader, and a release build reported wrapped
+/// token totals. Fix: the sum and `Usage::add` saturate at `u64::MAX`,
+/// `Usage::sub` at 0.
+#[test]
+fn usage_sum_overflow() {
+    replay("reader", "usage-sum-overflow");
+    // The same usage in a whole file, read in one piece: totals saturate.
+    let file = [
+        checks::HEADER,
+        br#"
+{"type":"message","id":"m1","message":{"role":"assistant","content":"x","usage":{"input":18446744073709551615,"cacheRead":30}}}
+{"type":"message","id":"m2","message":{"role":"assistant","content":"y","usage":{"input":18446744073709551615,"totalTokens":18446744073709551615}}}
+"#,
+    ]
+    .concat();
+    use mem_ingest::RecordSource;
+    let mut src = mem_ingest::SliceSessionSource::new(&file[..], "u.jsonl", &Default::default())
+        .expect("a header");
+    let mut totals = Vec::new();
+    while let Some(r) = src.next_record().expect("no error") {
+        totals.push(r.usage.map(|u| u.total_tokens));
+    }
+    assert_eq!(totals, [Some(u64::MAX), Some(u64::MAX)]);
+    let report = src.report();
+    assert_eq!(report.usage.input, u64::MAX);
+    assert_eq!(report.usage.cache_read, 30);
+    assert_eq!(report.usage.total_tokens, u64::MAX);
+}
+
 #[test]
 fn every_saved_input_replays() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/regressions");
