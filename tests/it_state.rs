@@ -529,6 +529,18 @@ fn killed_runs(name: &str, extra: &str, polite: bool) {
     let want = clean.stdout;
     assert!(keys(&want).len() > 8_000);
     let (state, out) = (d.join("state.json"), d.join("out.ndjson"));
+    // backfill of the archive into the state and output pair.
+    let backfill = || {
+        let mut c = bin();
+        c.args(["backfill", "-q", "--jobs", "2"])
+            .args(&extra_args)
+            .arg("--state")
+            .arg(&state)
+            .arg("-o")
+            .arg(&out)
+            .arg(&root);
+        c
+    };
     let mut kills = 0;
     let mut delay_ms = 5u64;
     let started = Instant::now();
@@ -536,21 +548,8 @@ fn killed_runs(name: &str, extra: &str, polite: bool) {
         // Killed runs checkpoint as often as they can; a clean stop must
         // save the state itself (no checkpoint in between to lean on).
         let checkpoint = if polite { "5000" } else { "1" };
-        let mut child = bin()
-            .args([
-                "backfill",
-                "-q",
-                "--jobs",
-                "2",
-                "--checkpoint-ms",
-                checkpoint,
-            ])
-            .args(&extra_args)
-            .arg("--state")
-            .arg(&state)
-            .arg("-o")
-            .arg(&out)
-            .arg(&root)
+        let mut child = backfill()
+            .args(["--checkpoint-ms", checkpoint])
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
@@ -620,16 +619,7 @@ fn killed_runs(name: &str, extra: &str, polite: bool) {
         "output differs from a clean run after {kills} stops"
     );
     // And a re-run adds nothing.
-    let again = bin()
-        .args(["backfill", "-q", "--jobs", "2"])
-        .args(&extra_args)
-        .arg("--state")
-        .arg(&state)
-        .arg("-o")
-        .arg(&out)
-        .arg(&root)
-        .output()
-        .unwrap();
+    let again = backfill().output().unwrap();
     assert!(again.status.success());
     assert!(fs::read(&out).unwrap() == want);
     fs::remove_dir_all(d).unwrap();
@@ -868,8 +858,7 @@ fn runs_while_pi_writes_emit_each_record_once() {
             }
         })
     };
-    let mut runs = 0;
-    while !writer.is_finished() {
+    let backfill = || {
         let r = run(&[
             &"backfill",
             &"-q",
@@ -881,20 +870,14 @@ fn runs_while_pi_writes_emit_each_record_once() {
             &s,
         ]);
         assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    };
+    let mut runs = 0;
+    while !writer.is_finished() {
+        backfill();
         runs += 1;
     }
     writer.join().unwrap();
-    let r = run(&[
-        &"backfill",
-        &"-q",
-        &"--no-dedupe",
-        &"--state",
-        &state,
-        &"-o",
-        &out,
-        &s,
-    ]);
-    assert!(r.status.success());
+    backfill();
     let got = keys(&fs::read(&out).unwrap());
     let want: Vec<String> = (0..2000).map(|i| format!("sess-a:w{i:05}")).collect();
     assert_eq!(got, want, "after {runs} runs during the writes");
