@@ -222,7 +222,9 @@ impl Walk {
                 if let Item::Dir(path, m) = item {
                     let mut w = Walk::default();
                     let mut own = start.clone();
-                    w.walk(vec![Item::Dir(path.clone(), m.clone())], &mut own);
+                    if let Some(below) = w.list(path, m, &mut own) {
+                        w.walk(below, &mut own);
+                    }
                     *walks[i].lock().unwrap_or_else(|e| e.into_inner()) = Some((w, own));
                 }
             };

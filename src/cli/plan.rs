@@ -149,12 +149,17 @@ fn unchanged(p: &FileState, id: &Identity) -> bool {
     p.identity == *id && p.offset + p.pending >= id.size
 }
 
+/// The same file as when the state was saved (device and inode).
+fn same_file(p: &FileState, id: &Identity) -> bool {
+    p.identity.dev == id.dev && p.identity.ino == id.ino
+}
+
 /// Whether planning a file reads from it: to check the header of a file
 /// that grew, or to cut a large region into parts.
 fn reads(p: Option<&FileState>, id: &Identity) -> bool {
     match p {
         Some(p) if unchanged(p, id) => false,
-        Some(p) if p.identity.dev == id.dev && p.identity.ino == id.ino => true,
+        Some(p) if same_file(p, id) => true,
         _ => id.size > PART_BYTES,
     }
 }
@@ -186,7 +191,6 @@ fn region(
     let Some(p) = prior else {
         return fresh(Mode::New);
     };
-    let same_file = p.identity.dev == id.dev && p.identity.ino == id.ino;
     if unchanged(p, id) {
         // No task: the header is not needed.
         return Region {
@@ -196,7 +200,7 @@ fn region(
             mode: Mode::Unchanged,
         };
     }
-    if !same_file || id.size < p.offset + p.pending {
+    if !same_file(p, id) || id.size < p.offset + p.pending {
         return fresh(Mode::Reread);
     }
     // Same file, not shrunk below what was consumed: the header must be the

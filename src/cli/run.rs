@@ -907,11 +907,11 @@ struct Assembling {
     position: Option<Position>,
 }
 
-/// The session files under the PATHs (pi's archive when none); PATHs that
-/// cannot be read are failures in `totals`.
-/// The session files under the PATHs (pi's archive when none).
+/// What discovery found, or why it could not start.
 type Listing = Result<discover::Found, Fail>;
 
+/// The session files under the PATHs (pi's archive when none), folders
+/// walked on up to `threads` threads.
 fn find_files(paths: &[PathBuf], threads: usize) -> Listing {
     if paths.is_empty() {
         let archive = discover::default_archive().map_err(|e| (1, e))?;
