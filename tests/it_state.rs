@@ -890,3 +890,209 @@ fn runs_while_pi_writes_emit_each_record_once() {
     );
     fs::remove_dir_all(d).unwrap();
 }
+
+fn sha256(path: &Path) -> String {
+    let out = Command::new("sha256sum").arg(path).output().unwrap();
+    assert!(out.status.success());
+    String::from_utf8(out.stdout).unwrap()[..64].to_owned()
+}
+
+/// `backfill --state S -o OUT` where nothing covers what OUT holds: a new
+/// state (a typo, a lost state), or one saved by a run to stdout. The run
+/// refuses, names both files and leaves OUT as it was.
+#[test]
+fn an_output_no_state_covers_is_never_touched() {
+    let d = tmpdir("uncovered");
+    let s = d.join("s.jsonl");
+    fs::write(&s, format!("{HEADER_A}\n{}\n", msg("a1", 1, "one"))).unwrap();
+    let (state, out) = (d.join("new.state"), d.join("out.ndjson"));
+    // Records of an earlier run, of a session since pruned from the archive.
+    fs::write(&out, "{\"key\":\"gone:x1\",\"text\":\"kept\"}\n").unwrap();
+    let before = sha256(&out);
+    let backfill = |state: &Path| run(&[&"backfill", &"-q", &"--state", &state, &"-o", &out, &s]);
+    let r = backfill(&state);
+    assert_eq!(r.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert!(
+        err.contains(&format!(
+            "the output {} already holds 32 bytes and the state {} does not exist",
+            out.display(),
+            state.display()
+        )),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!("move {} away first", out.display())),
+        "{err}"
+    );
+    assert_eq!(sha256(&out), before);
+    assert!(!state.exists());
+    // A state saved by a run to stdout covers no output file.
+    let stdout_state = d.join("stdout.state");
+    let first = run(&[&"backfill", &"-q", &"--state", &stdout_state, &s]);
+    assert!(first.status.success());
+    assert_eq!(keys(&first.stdout), ["sess-a:a1"]);
+    let saved = fs::read(&stdout_state).unwrap();
+    let r = backfill(&stdout_state);
+    assert_eq!(r.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert!(
+        err.contains(&format!(
+            "the state {} covers no output file (it was saved by a run that wrote to stdout)",
+            stdout_state.display()
+        )),
+        "{err}"
+    );
+    assert_eq!(sha256(&out), before);
+    assert!(fs::read(&stdout_state).unwrap() == saved);
+    // Moved away, the same state pairs with a new output: only what is new
+    // since the stdout run goes there, and a re-run adds nothing.
+    fs::rename(&out, d.join("moved.ndjson")).unwrap();
+    append(&s, &format!("{}\n", msg("a2", 2, "two")));
+    assert!(backfill(&stdout_state).status.success());
+    assert!(backfill(&stdout_state).status.success());
+    assert_eq!(keys(&fs::read(&out).unwrap()), ["sess-a:a2"]);
+    // An empty output holds nothing to lose: a new state takes it.
+    fs::write(&out, "").unwrap();
+    assert!(backfill(&state).status.success());
+    assert_eq!(keys(&fs::read(&out).unwrap()), ["sess-a:a1", "sess-a:a2"]);
+    fs::remove_dir_all(d).unwrap();
+}
+
+/// The exit codes a state gives, pinned: a damaged or foreign state 1,
+/// other options 2, a locked state 2 (both in
+/// `other_options_and_a_second_run_refuse`), an output shorter than the
+/// state covers 1, an output the state does not cover 2.
+#[test]
+fn state_exit_codes() {
+    let d = tmpdir("codes");
+    let s = d.join("s.jsonl");
+    fs::write(&s, format!("{HEADER_A}\n{}\n", msg("a1", 1, "one"))).unwrap();
+    let (state, out) = (d.join("s.state"), d.join("out.ndjson"));
+    let backfill = || run(&[&"backfill", &"-q", &"--state", &state, &"-o", &out, &s]);
+    assert!(backfill().status.success());
+    let good = fs::read(&state).unwrap();
+    // Shorter than covered: changed outside mem-ingest.
+    let full = fs::read(&out).unwrap();
+    fs::write(&out, &full[..10]).unwrap();
+    let r = backfill();
+    assert_eq!(r.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&r.stderr).contains(&format!(
+        "{} holds 10 bytes but the state covers {}",
+        out.display(),
+        full.len()
+    )));
+    assert_eq!(fs::read(&out).unwrap(), &full[..10]);
+    fs::write(&out, &full).unwrap();
+    // Foreign, then damaged.
+    for (bytes, says) in [
+        (b"{\"json\": true}".to_vec(), "not a mem-ingest state file"),
+        ([&good[..12], &[0xff; 3][..]].concat(), "damaged state"),
+    ] {
+        fs::write(&state, &bytes).unwrap();
+        let r = backfill();
+        assert_eq!(r.status.code(), Some(1));
+        let err = String::from_utf8_lossy(&r.stderr);
+        assert!(
+            err.contains(&format!("{}: {says}", state.display())),
+            "{err}"
+        );
+        assert_eq!(fs::read(&state).unwrap(), bytes);
+        assert_eq!(fs::read(&out).unwrap(), full);
+    }
+    fs::write(&state, &good).unwrap();
+    assert!(backfill().status.success());
+    assert_eq!(fs::read(&out).unwrap(), full);
+    fs::remove_dir_all(d).unwrap();
+}
+
+/// A first run killed at growing delays, from before its first state save
+/// to after it wrote records: each time a re-run from what it left (the
+/// state, or none, and its output) gives every record exactly once.
+#[test]
+fn a_first_run_killed_before_or_after_its_first_save_resumes() {
+    first_run_killed("first-killed", false);
+}
+
+/// The same with `--follow` for the killed first run and the re-run.
+#[test]
+fn a_first_follow_run_killed_before_or_after_its_first_save_resumes() {
+    first_run_killed("first-killed-follow", true);
+}
+
+fn first_run_killed(name: &str, follow: bool) {
+    let d = tmpdir(name);
+    let root = archive(&d);
+    let clean = bin()
+        .args(["backfill", "-q", "--no-dedupe", "--jobs", "2"])
+        .arg(&root)
+        .output()
+        .unwrap();
+    assert!(clean.status.success());
+    let want = clean.stdout;
+    let (state, out) = (d.join("state"), d.join("out.ndjson"));
+    let backfill = || {
+        let mut c = bin();
+        c.args(["backfill", "-q", "--no-dedupe", "--jobs", "2"])
+            .args(["--checkpoint-ms", "1"])
+            .arg("--state")
+            .arg(&state)
+            .arg("-o")
+            .arg(&out)
+            .arg(&root)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        if follow {
+            c.arg("--follow");
+        }
+        c
+    };
+    // What each killed first run left: no state, a state and an empty
+    // output, a state and records.
+    let (mut no_state, mut empty, mut written) = (0, 0, 0);
+    let mut delay_us = 0u64;
+    let started = Instant::now();
+    while written == 0 || no_state + empty == 0 {
+        assert!(
+            started.elapsed() < Duration::from_secs(240),
+            "left: {no_state} without state, {empty} empty, {written} written"
+        );
+        let _ = fs::remove_file(&state);
+        let _ = fs::remove_file(&out);
+        let mut child = backfill().spawn().unwrap();
+        std::thread::sleep(Duration::from_micros(delay_us));
+        child.kill().unwrap(); // SIGKILL
+        child.wait().unwrap();
+        delay_us = delay_us * 3 / 2 + 500;
+        let len = fs::metadata(&out).map_or(0, |m| m.len());
+        match (state.exists(), len) {
+            (false, 0) => no_state += 1,
+            (false, _) => panic!("{len} bytes written before the state was saved"),
+            (true, 0) => empty += 1,
+            (true, _) => written += 1,
+        }
+        // The re-run: to its end, or with --follow until it has caught up.
+        if follow {
+            let mut child = backfill().spawn().unwrap();
+            let t = Instant::now();
+            while fs::read(&out).map(|b| b.len()).unwrap_or(0) < want.len() {
+                assert!(t.elapsed() < Duration::from_secs(30), "follow stalled");
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            Command::new("kill")
+                .arg("-TERM")
+                .arg(child.id().to_string())
+                .status()
+                .unwrap();
+            let st = child.wait().unwrap();
+            assert_eq!(st.code(), Some(0));
+        } else {
+            let r = backfill().output().unwrap();
+            assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+        }
+        let got = fs::read(&out).unwrap();
+        assert_eq!(keys(&got).len(), keys(&want).len(), "after {delay_us} us");
+        assert!(got == want, "output differs from a clean run");
+    }
+    fs::remove_dir_all(d).unwrap();
+}

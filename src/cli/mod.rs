@@ -51,6 +51,10 @@ struct Common {
     /// (unchanged files are not opened, grown ones are read from where the
     /// last run stopped). It records the options that shape the output; a
     /// run with others refuses. Two runs cannot use one state at once.
+    /// Exit status: a damaged or foreign state 1; other options 2; a state
+    /// in use by another run 2; an -o output shorter than the state covers
+    /// 1; an -o output that holds bytes the state does not cover (a new
+    /// state, or one saved by a run to stdout) 2, the output left as it is.
     #[arg(long, value_name = "FILE")]
     state: Option<PathBuf>,
     /// Keep copies of an entry: by default each entry is emitted and

@@ -419,9 +419,29 @@ pub fn run(cfg: RunConfig, sink: Sink) -> Result<Totals, Fail> {
         last_checkpoint: Instant::now(),
         dirty: fresh || upgraded,
     };
+    // An output no state covers yet (a first run, or a state saved by a run
+    // to stdout) is paired with the state, covering 0 bytes of it, before
+    // the first byte is written: a run killed at any moment after this
+    // leaves an output the next run knows for its own and cuts back.
+    let pairs = ctx
+        .state
+        .as_ref()
+        .is_some_and(|s| s.output.is_none() && matches!(ctx.out, Some(Out::File { .. })));
+    if pairs {
+        checkpoint(&mut ctx, None).map_err(|e| (1, e))?;
+        ctx.dirty = true;
+    }
     let result = passes(&mut ctx).and_then(|t| finish(&mut ctx, t));
     if result.is_err() {
         discard(ctx.out.as_ref());
+        // A state this run created and that covers nothing written goes
+        // too: a failed first run leaves nothing behind.
+        let nothing_written = matches!(&ctx.out, Some(Out::File { len: 0, .. }));
+        if fresh && nothing_written {
+            if let Some(p) = &ctx.cfg.state {
+                let _ = std::fs::remove_file(p);
+            }
+        }
     }
     // The process ends right after: freeing the state's thousands of small
     // allocations one by one would cost a re-run about a tenth of its time.
@@ -593,6 +613,7 @@ fn open_output(cfg: &RunConfig, saved: Option<&State>) -> Result<Out, Fail> {
             tmp: Some(tmp),
         });
     }
+    let state_path = cfg.state.as_deref().expect("a state");
     let covered = match saved.and_then(|s| s.output.as_ref()) {
         Some(o) if Path::new(&o.path) != path.as_path() => {
             return Err((
@@ -604,11 +625,17 @@ fn open_output(cfg: &RunConfig, saved: Option<&State>) -> Result<Out, Fail> {
                 ),
             ))
         }
-        Some(o) => o.len,
-        // No saved state: whatever the output holds is from a run that never
-        // saved one.
-        None => 0,
+        Some(o) => Some(o.len),
+        // No state, or one saved by a run to stdout: it covers nothing of
+        // this output. A first run saves its state, covering an output of
+        // length 0, before it writes a byte, so an output that holds bytes
+        // here was never written under this state.
+        None => None,
     };
+    if covered.is_none() {
+        refuse_uncovered(path, state_path, saved.is_some())?;
+    }
+    let covered = covered.unwrap_or(0);
     let created = std::fs::symlink_metadata(path).is_err();
     let mut f = OpenOptions::new()
         .read(true)
@@ -644,6 +671,41 @@ fn open_output(cfg: &RunConfig, saved: Option<&State>) -> Result<Out, Fail> {
         path: path.clone(),
         tmp: None,
     })
+}
+
+/// Refuses an output that holds bytes no state covers: they are not this
+/// state's to cut, replace or append to (records of sessions pruned from
+/// the archive since would be lost, silently).
+fn refuse_uncovered(output: &Path, state: &Path, state_exists: bool) -> Result<(), Fail> {
+    let len = match std::fs::metadata(output) {
+        Ok(m) => m.len(),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err((1, format!("{}: {e}", output.display()))),
+    };
+    if len == 0 {
+        return Ok(());
+    }
+    let why = if state_exists {
+        format!(
+            "the state {} covers no output file (it was saved by a run that wrote to stdout)",
+            state.display()
+        )
+    } else {
+        format!(
+            "the state {} does not exist, so nothing covers what it holds",
+            state.display()
+        )
+    };
+    Err((
+        2,
+        format!(
+            "the output {} already holds {len} bytes and {why}: refusing to replace, cut or \
+             append to it. To go on from an earlier run, give the state that run saved; to \
+             start over on purpose, move {} away first",
+            output.display(),
+            output.display()
+        ),
+    ))
 }
 
 /// Writes the state, after making the output it covers durable.
