@@ -1,18 +1,20 @@
-//! Errors that end the reading of a file.
+//! Errors: of one file, and of a run over an archive.
 
 use std::fmt;
 use std::io;
 use std::path::{Path, PathBuf};
 
-/// An error that ends the reading of one file. Its message names the path
-/// first, then the place, then the cause.
+/// An error that ends the reading of one file, or a run over an archive.
+/// Its message names the path first (the file, the state or the output the
+/// error is about), then the place, then the cause.
 #[derive(Debug)]
 pub struct Error {
     path: PathBuf,
     kind: ErrorKind,
 }
 
-/// What went wrong.
+/// What went wrong. A caller matches on it; the command line maps kinds to
+/// its exit codes.
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum ErrorKind {
@@ -27,10 +29,62 @@ pub enum ErrorKind {
         /// What was found instead.
         reason: String,
     },
+    /// Writing to the output failed (the path is the output's; empty for
+    /// stdout).
+    Write(io::Error),
+    /// The state file is not one of mem-ingest's.
+    StateForeign,
+    /// The state file is damaged: what was wrong.
+    StateDamaged(String),
+    /// The state was written by a newer mem-ingest.
+    StateNewer {
+        /// Its layout version.
+        version: u32,
+    },
+    /// The state was written with other options than this run's: each
+    /// difference, as `name: state has A, this run B`.
+    OptionsChanged(Vec<String>),
+    /// Another run holds the state's lock.
+    Locked {
+        /// The lock file.
+        lock: PathBuf,
+    },
+    /// The output holds bytes that the state does not cover: it is not
+    /// this run's to cut, replace or append to.
+    OutputNotCovered {
+        /// The output.
+        output: PathBuf,
+        /// Its length.
+        len: u64,
+        /// Whether the state exists (saved by a run without this output).
+        state_exists: bool,
+    },
+    /// The output is shorter than the state covers: changed outside
+    /// mem-ingest.
+    OutputShorter {
+        /// Its length.
+        len: u64,
+        /// Bytes the state covers.
+        covered: u64,
+    },
+    /// The state pairs with another output.
+    OtherOutput {
+        /// The output the state pairs with.
+        paired: String,
+        /// The output of this run.
+        output: PathBuf,
+    },
+    /// The output is one of the input files.
+    OutputIsInput,
+    /// No PATH was given and no default archive exists: what was tried.
+    NoArchive(String),
+    /// The run could not start (a signal handler, a thread): why.
+    Setup(String),
 }
 
 impl Error {
-    pub(crate) fn new(path: &Path, kind: ErrorKind) -> Self {
+    /// An error about `path`.
+    pub fn new(path: &Path, kind: ErrorKind) -> Self {
         Error {
             path: path.to_path_buf(),
             kind,
@@ -51,31 +105,103 @@ impl Error {
         &self.kind
     }
 
+    /// Whether the error is the caller's to fix before a run can start
+    /// (other options, a locked state, an output not this run's, the output
+    /// among the inputs) rather than a failure of a file or the system.
+    pub fn is_usage(&self) -> bool {
+        matches!(
+            self.kind,
+            ErrorKind::OptionsChanged(_)
+                | ErrorKind::Locked { .. }
+                | ErrorKind::OutputNotCovered { .. }
+                | ErrorKind::OtherOutput { .. }
+                | ErrorKind::OutputIsInput
+        )
+    }
+
     /// The message without the path: the place (`line:byte: `, where there
     /// is one) and the cause.
     pub fn cause(&self) -> String {
         match &self.kind {
             ErrorKind::Io(e) => e.to_string(),
             ErrorKind::NoHeader { line, byte, reason } => format!("{line}:{byte}: {reason}"),
+            ErrorKind::Write(e) => format!("writing the output: {e}"),
+            ErrorKind::StateForeign => "not a mem-ingest state file".to_owned(),
+            ErrorKind::StateDamaged(why) => why.clone(),
+            ErrorKind::StateNewer { version } => format!(
+                "state version {version} (this mem-ingest reads {} and 1)",
+                crate::archive::STATE_VERSION
+            ),
+            ErrorKind::OptionsChanged(diff) => format!(
+                "written with other options ({}); use another state file",
+                diff.join("; ")
+            ),
+            ErrorKind::Locked { lock } => format!(
+                "another mem-ingest run is using the state (lock {})",
+                lock.display()
+            ),
+            ErrorKind::OutputNotCovered {
+                output,
+                len,
+                state_exists,
+            } => {
+                let why = if *state_exists {
+                    "covers no output file (it was saved by a run that wrote to stdout)"
+                } else {
+                    "does not exist, so nothing covers what it holds"
+                };
+                format!(
+                    "the output {} already holds {len} bytes and the state {} {why}: refusing \
+                     to replace, cut or append to it. To go on from an earlier run, give the \
+                     state that run saved; to start over on purpose, move {} away first",
+                    output.display(),
+                    self.path.display(),
+                    output.display()
+                )
+            }
+            ErrorKind::OutputShorter { len, covered } => format!(
+                "holds {len} bytes but the state covers {covered}: it was changed outside \
+                 mem-ingest (remove the state to start over)"
+            ),
+            ErrorKind::OtherOutput { paired, output } => format!(
+                "the state pairs with the output {paired}, not {}: one state, one output",
+                output.display()
+            ),
+            ErrorKind::OutputIsInput => "is one of the input files".to_owned(),
+            ErrorKind::NoArchive(why) | ErrorKind::Setup(why) => why.clone(),
         }
     }
 }
 
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:", self.path.display())?;
-        if matches!(self.kind, ErrorKind::Io(_)) {
-            f.write_str(" ")?;
+        let path = self.path.display();
+        match &self.kind {
+            // The place follows the path directly: `path:line:byte: why`.
+            ErrorKind::NoHeader { .. } => write!(f, "{path}:{}", self.cause()),
+            ErrorKind::Write(_) if self.path.as_os_str().is_empty() => f.write_str(&self.cause()),
+            ErrorKind::OptionsChanged(_) => write!(f, "the state {path} was {}", self.cause()),
+            ErrorKind::Locked { lock } => write!(
+                f,
+                "another mem-ingest run is using the state {path} (lock {})",
+                lock.display()
+            ),
+            ErrorKind::OutputIsInput => write!(f, "the output {path} {}", self.cause()),
+            ErrorKind::OutputShorter { .. } => write!(f, "{path} {}", self.cause()),
+            ErrorKind::OutputNotCovered { .. }
+            | ErrorKind::OtherOutput { .. }
+            | ErrorKind::NoArchive(_)
+            | ErrorKind::Setup(_) => f.write_str(&self.cause()),
+            _ => write!(f, "{path}: {}", self.cause()),
         }
-        f.write_str(&self.cause())
     }
 }
 
 impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match &self.kind {
-            ErrorKind::Io(e) => Some(e),
-            ErrorKind::NoHeader { .. } => None,
+            ErrorKind::Io(e) | ErrorKind::Write(e) => Some(e),
+            _ => None,
         }
     }
 }

@@ -11,12 +11,15 @@
 #![deny(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod archive;
 mod error;
 pub mod line_reader;
 mod mmap;
+mod ndjson;
 mod pi;
 mod record;
 mod report;
+pub mod sink;
 mod source;
 mod time;
 

@@ -764,11 +764,12 @@ fn follow(poll: bool) {
     fs::write(&s, format!("{HEADER_A}\n{}\n", msg("a1", 1, "one"))).unwrap();
     let (state, out) = (d.join("state.json"), d.join("out.ndjson"));
     let mut cmd = bin();
+    cmd.args(["backfill", "-q", "--follow"]);
     if poll {
-        cmd.env("MEM_INGEST_FOLLOW_POLL", "1");
+        cmd.arg("--follow-poll");
     }
     let mut child = cmd
-        .args(["backfill", "-q", "--follow", "--state"])
+        .arg("--state")
         .arg(&state)
         .arg("-o")
         .arg(&out)

@@ -1,21 +1,19 @@
-//! The command line: `backfill` and `stats` over whole archives.
+//! The command line: `backfill` and `stats` over whole archives, a thin
+//! user of the library's [`mem_ingest::archive`] engine.
 
-mod dedupe;
-mod discover;
-mod exec;
 mod output;
-mod plan;
-mod run;
-mod state;
 
-use std::io::{self, Write};
+use std::io::{self, IsTerminal, Write};
 use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
 use std::time::Instant;
 
 use clap::{Args, Parser, Subcommand};
-use mem_ingest::{parse_iso_millis, Role, RoleFilter, SourceOptions};
-
-use run::{Keep, RunConfig, Sink, Totals};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use mem_ingest::archive::{Archive, ArchiveBuilder, Progress, Summary};
+use mem_ingest::sink::{NdjsonFile, NdjsonStdout};
+use mem_ingest::{parse_iso_millis, Error, Role};
 
 /// Reads pi coding-agent session archives into normalised records.
 #[derive(Parser, Debug)]
@@ -66,6 +64,10 @@ struct Common {
     /// Milliseconds between checkpoints of the state (tests set it low).
     #[arg(long, hide = true, default_value_t = 5000)]
     checkpoint_ms: u64,
+    /// --follow polls the files only, without file notifications (as on a
+    /// file system without them; tests).
+    #[arg(long, hide = true)]
+    follow_poll: bool,
 }
 
 #[derive(Args, Debug)]
@@ -135,52 +137,97 @@ pub fn run(cli: Cli) -> i32 {
     }
 }
 
-fn config(c: &Common, command: &str, opts: SourceOptions) -> RunConfig {
-    RunConfig {
-        command: command.to_owned(),
-        paths: c.paths.clone(),
-        jobs: c.jobs.map_or_else(
-            || std::thread::available_parallelism().map_or(1, |n| n.get()),
-            |j| j as usize,
-        ),
-        quiet: c.quiet,
-        state: c.state.clone(),
-        dedupe: !c.no_dedupe,
-        opts,
-        keep: None,
-        roles: Vec::new(),
-        output: None,
-        follow: false,
-        checkpoint: std::time::Duration::from_millis(c.checkpoint_ms),
+/// The archive the common options describe, its stop flag taking SIGINT
+/// and SIGTERM over when a state is kept.
+fn builder(c: &Common) -> Result<ArchiveBuilder, i32> {
+    let mut b = Archive::builder()
+        .paths(c.paths.iter().cloned())
+        .dedupe(!c.no_dedupe)
+        .checkpoint_every(std::time::Duration::from_millis(c.checkpoint_ms))
+        .poll_only(c.follow_poll);
+    if let Some(j) = c.jobs {
+        b = b.jobs(j as usize);
+    }
+    if let Some(s) = &c.state {
+        // Before anything is touched: from here on SIGINT and SIGTERM stop
+        // the run cleanly (a signal before this ends the process with
+        // nothing written, which a re-run takes like a kill).
+        let stop = Arc::new(AtomicBool::new(false));
+        for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+            if let Err(e) = signal_hook::flag::register(sig, stop.clone()) {
+                eprintln!("error: {e}");
+                return Err(1);
+            }
+        }
+        b = b.stop_flag(stop).state(s);
+    }
+    if !c.quiet && io::stderr().is_terminal() {
+        b = b.progress(Arc::new(Bar(ProgressBar::hidden())));
+    }
+    Ok(b)
+}
+
+/// The progress bar on stderr.
+struct Bar(ProgressBar);
+
+impl Progress for Bar {
+    fn start(&self, total: u64) {
+        self.0.set_draw_target(ProgressDrawTarget::stderr());
+        self.0.set_length(total);
+        self.0.set_position(0);
+        self.0.set_style(
+            ProgressStyle::with_template(
+                "{bar:40} {decimal_bytes}/{decimal_total_bytes} {decimal_bytes_per_sec} eta {eta}",
+            )
+            .expect("valid template"),
+        );
+    }
+
+    fn advance(&self, bytes: u64) {
+        self.0.inc(bytes);
+    }
+
+    fn finish(&self) {
+        self.0.finish_and_clear();
+    }
+}
+
+/// The exit code of an error that kept a run from completing: 2 for what
+/// the user must change (other options, a locked state, an output not the
+/// state's, the output among the inputs), 1 for the rest.
+fn fail(e: &Error) -> i32 {
+    eprintln!("error: {e}");
+    if e.is_usage() {
+        2
+    } else {
+        1
     }
 }
 
 fn backfill(a: BackfillArgs) -> i32 {
-    let filter = if a.role.is_empty() {
-        RoleFilter::ALL
-    } else {
-        RoleFilter::only(&a.role)
+    let mut b = match builder(&a.common) {
+        Ok(b) => b,
+        Err(code) => return code,
     };
-    let mut cfg = config(&a.common, "backfill", SourceOptions::new().roles(filter));
-    let mut roles: Vec<String> = a.role.iter().map(|r| r.as_str().to_owned()).collect();
-    roles.sort();
-    roles.dedup();
-    cfg.roles = roles;
-    cfg.keep = Some(Keep {
-        since: a.since,
-        until: a.until,
-        max_text: a.max_text,
-    });
-    cfg.output = a.output;
-    cfg.follow = a.follow;
+    b = b.roles(&a.role);
+    if let Some(t) = a.since {
+        b = b.since(t);
+    }
+    if let Some(t) = a.until {
+        b = b.until(t);
+    }
+    if let Some(m) = a.max_text {
+        b = b.max_text(m);
+    }
+    let archive = b.build();
     let started = Instant::now();
-    match run::run(cfg, Sink::Records) {
-        Err((code, msg)) => {
-            if !msg.is_empty() {
-                eprintln!("error: {msg}");
-            }
-            code
-        }
+    let result = match (&a.output, &a.common.state) {
+        (None, _) => send(&archive, a.follow, &mut NdjsonStdout::new()),
+        (Some(o), None) => send(&archive, a.follow, &mut NdjsonFile::create(o)),
+        (Some(o), Some(s)) => send(&archive, a.follow, &mut NdjsonFile::append(o, s)),
+    };
+    match result {
+        Err(e) => fail(&e),
         Ok(t) => {
             if t.closed {
                 return 0;
@@ -192,7 +239,19 @@ fn backfill(a: BackfillArgs) -> i32 {
     }
 }
 
-fn exit_code(t: &Totals) -> i32 {
+fn send<S: mem_ingest::sink::Sink>(
+    archive: &Archive,
+    follow: bool,
+    sink: &mut S,
+) -> Result<Summary, Error> {
+    if follow {
+        archive.follow(sink)
+    } else {
+        archive.backfill(sink)
+    }
+}
+
+fn exit_code(t: &Summary) -> i32 {
     if t.interrupted && !t.follow {
         130
     } else {
@@ -202,13 +261,13 @@ fn exit_code(t: &Totals) -> i32 {
 
 fn stats(a: StatsArgs) -> i32 {
     let started = Instant::now();
-    let cfg = config(&a.common, "stats", SourceOptions::new());
-    let t = match run::run(cfg, Sink::None) {
+    let archive = match builder(&a.common) {
+        Ok(b) => b.build(),
+        Err(code) => return code,
+    };
+    let t = match archive.stats() {
         Ok(t) => t,
-        Err((code, msg)) => {
-            eprintln!("error: {msg}");
-            return code;
-        }
+        Err(e) => return fail(&e),
     };
     let s = t.to_stats();
     let mut out = io::stdout().lock();
@@ -231,7 +290,7 @@ fn stats(a: StatsArgs) -> i32 {
     exit_code(&t)
 }
 
-fn summary(quiet: bool, t: &Totals, started: Instant, what: &str) {
+fn summary(quiet: bool, t: &Summary, started: Instant, what: &str) {
     if quiet {
         return;
     }

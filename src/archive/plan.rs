@@ -10,7 +10,8 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use mem_ingest::{Header, PiSessionSource, RecordSource, SourceOptions};
+use crate::pi::Header;
+use crate::source::{PiSessionSource, RecordSource, SourceOptions};
 use rayon::prelude::*;
 
 use super::state::{FileState, Identity};
@@ -241,6 +242,7 @@ pub fn plan(
     found: Vec<(PathBuf, Identity)>,
     prior: &BTreeMap<String, Arc<FileState>>,
     opts: &SourceOptions,
+    jobs: usize,
 ) -> Plan {
     let entries: Vec<Option<&Arc<FileState>>> =
         found.iter().map(|(path, _)| entry(prior, path)).collect();
@@ -263,8 +265,17 @@ pub fn plan(
         .iter()
         .zip(&entries)
         .any(|((_, id), p)| reads(p.map(|a| &**a), id));
-    let regions: Vec<(Region, Split)> = if io {
-        found.par_iter().zip(entries.par_iter()).map(one).collect()
+    let pool = io
+        .then(|| {
+            rayon::ThreadPoolBuilder::new()
+                .num_threads(jobs)
+                .build()
+                .ok()
+        })
+        .flatten();
+    let regions: Vec<(Region, Split)> = if let Some(pool) = pool {
+        // On a pool of `--jobs` threads, as every pool of the run.
+        pool.install(|| found.par_iter().zip(entries.par_iter()).map(one).collect())
     } else {
         found.iter().zip(&entries).map(one).collect()
     };
@@ -365,7 +376,7 @@ mod tests {
             line: 2,
             open_line: false,
             pending: 0,
-            report: mem_ingest::Report::default(),
+            report: crate::Report::default(),
         })
     }
 
@@ -429,7 +440,7 @@ mod tests {
             if let Some(p) = &prior {
                 map.insert(path.to_string_lossy().into_owned(), p.clone());
             }
-            let plan = plan(vec![(path, identity)], &map, &opts);
+            let plan = plan(vec![(path, identity)], &map, &opts, 2);
             assert_eq!(plan.known, usize::from(prior.is_some()), "{name}");
             // A grown file whose header cannot be read is read again.
             assert_eq!(plan.files[0].mode, mode, "{name}");

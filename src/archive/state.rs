@@ -15,8 +15,13 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use mem_ingest::{Header, Report};
 use serde::{Deserialize, Serialize};
+
+use super::dedupe::Lineages;
+use crate::error::{Error, ErrorKind};
+use crate::pi::Header;
+use crate::report::Report;
+use crate::sink::Mark;
 
 /// Version of the state file's layout. Version 1 held the lineages decoded;
 /// it is still read.
@@ -28,12 +33,19 @@ pub const RECORD_FORMAT: u32 = 1;
 /// The options that shape the output: a run with other ones refuses.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Shape {
+    /// `backfill` or `stats`.
     pub command: String,
+    /// The role filter, names sorted (empty: all).
     pub roles: Vec<String>,
+    /// The lower time bound, Unix ms.
     pub since: Option<i64>,
+    /// The upper time bound, Unix ms.
     pub until: Option<i64>,
+    /// The text length limit.
     pub max_text: Option<usize>,
+    /// Deduplication off.
     pub no_dedupe: bool,
+    /// [`RECORD_FORMAT`] when written.
     pub record_format: u32,
 }
 
@@ -84,13 +96,18 @@ impl Shape {
 /// A file's identity and size when last seen.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Identity {
+    /// Device.
     pub dev: u64,
+    /// Inode.
     pub ino: u64,
+    /// Size in bytes.
     pub size: u64,
+    /// Modification time, ns since the epoch.
     pub mtime_ns: i64,
 }
 
 impl Identity {
+    /// The identity of a file from its metadata.
     pub fn of(m: &fs::Metadata) -> Self {
         Identity {
             dev: m.dev(),
@@ -107,13 +124,16 @@ impl Identity {
 /// What earlier runs consumed of one session file.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct FileState {
+    /// Identity and size when last read.
     pub identity: Identity,
+    /// Its session header.
     pub header: Header,
     /// Digest of the header's fields; a file whose header changed is read
     /// again from the start.
     pub header_digest: u64,
     /// Byte offset and line number after the last complete line consumed.
     pub offset: u64,
+    /// Lines before `offset`.
     pub line: u64,
     /// The last line consumed had no `\n`.
     pub open_line: bool,
@@ -127,7 +147,9 @@ pub struct FileState {
 /// entries emitted, sorted, as little-endian u64 bytes (8 bytes each).
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct LineageState {
+    /// Its sessions.
     pub sessions: Vec<String>,
+    /// Sorted fingerprints, 8 little-endian bytes each.
     #[serde(with = "blob")]
     pub fingerprints: Vec<u8>,
 }
@@ -169,9 +191,13 @@ mod blob {
     }
 }
 
+/// A checkpoint as saved: the options, what the output holds, every file
+/// read, and the deduplication lineages.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct State {
+    /// The layout version it was read in.
     pub version: u32,
+    /// The options that shape the output.
     pub shape: Shape,
     /// Bytes of the output file the state covers (`-o`), if any.
     pub output: Option<OutputState>,
@@ -187,6 +213,7 @@ pub struct State {
 }
 
 impl State {
+    /// A new, empty state.
     pub fn new(shape: Shape) -> State {
         let mut st = State {
             version: STATE_VERSION,
@@ -200,6 +227,9 @@ impl State {
     }
 
     /// The lineages, decoded.
+    ///
+    /// # Errors
+    /// The encoded lineages are damaged: why.
     pub fn lineages(&self) -> Result<Vec<LineageState>, String> {
         let l: Vec<LineageState> = postcard::from_bytes(&self.lineages)
             .map_err(|e| format!("damaged deduplication sets ({e})"))?;
@@ -209,6 +239,7 @@ impl State {
         Ok(l)
     }
 
+    /// Replaces the lineages.
     pub fn set_lineages(&mut self, l: &[LineageState]) {
         self.lineages = postcard::to_stdvec(l).expect("lineages encode");
     }
@@ -251,9 +282,12 @@ struct StateV1 {
     lineages: Vec<LineageState>,
 }
 
+/// The output a state covers, and how much of it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OutputState {
+    /// Its path, as given.
     pub path: String,
+    /// Bytes covered.
     pub len: u64,
 }
 
@@ -263,22 +297,25 @@ pub struct Lock {
     _file: File,
 }
 
-pub fn lock(state: &Path) -> Result<Lock, String> {
+/// Takes the lock of the state at `state`: a file beside it, created when
+/// missing, held for the life of the [`Lock`].
+///
+/// # Errors
+/// `Locked` when another run holds it; I/O errors naming the lock file.
+pub fn lock(state: &Path) -> Result<Lock, Error> {
     let path = sibling(state, ".lock");
     let file = OpenOptions::new()
         .create(true)
         .truncate(false)
         .write(true)
         .open(&path)
-        .map_err(|e| format!("{}: {e}", path.display()))?;
+        .map_err(|e| Error::io(&path, e))?;
     match file.try_lock() {
         Ok(()) => Ok(Lock { _file: file }),
-        Err(fs::TryLockError::WouldBlock) => Err(format!(
-            "another mem-ingest run is using the state {} (lock {})",
-            state.display(),
-            path.display()
-        )),
-        Err(fs::TryLockError::Error(e)) => Err(format!("{}: {e}", path.display())),
+        Err(fs::TryLockError::WouldBlock) => {
+            Err(Error::new(state, ErrorKind::Locked { lock: path }))
+        }
+        Err(fs::TryLockError::Error(e)) => Err(Error::io(&path, e)),
     }
 }
 
@@ -291,13 +328,16 @@ fn sibling(path: &Path, suffix: &str) -> PathBuf {
 const MAGIC: &[u8; 8] = b"MEMINGST";
 
 /// Loads the state; `Ok(None)` when there is none yet.
-pub fn load(path: &Path) -> Result<Option<State>, String> {
+///
+/// # Errors
+/// I/O; `StateForeign`, `StateDamaged`, `StateNewer`, each naming `path`.
+pub fn load(path: &Path) -> Result<Option<State>, Error> {
     let bytes = match fs::read(path) {
         Ok(b) => b,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(format!("{}: {e}", path.display())),
+        Err(e) => return Err(Error::io(path, e)),
     };
-    let not_ours = || format!("{}: not a mem-ingest state file", path.display());
+    let not_ours = || Error::new(path, ErrorKind::StateForeign);
     let (Some(magic), Some(version)) = (bytes.get(..8), bytes.get(8..12)) else {
         return Err(not_ours());
     };
@@ -305,7 +345,12 @@ pub fn load(path: &Path) -> Result<Option<State>, String> {
         return Err(not_ours());
     }
     let version = u32::from_le_bytes(version.try_into().expect("4 bytes"));
-    let damaged = |e: postcard::Error| format!("{}: damaged state ({e})", path.display());
+    let damaged = |e: postcard::Error| {
+        Error::new(
+            path,
+            ErrorKind::StateDamaged(format!("damaged state ({e})")),
+        )
+    };
     match version {
         STATE_VERSION => postcard::from_bytes(&bytes[12..])
             .map(Some)
@@ -323,17 +368,173 @@ pub fn load(path: &Path) -> Result<Option<State>, String> {
             st.set_lineages(&v1.lineages);
             Ok(Some(st))
         }
-        _ => Err(format!(
-            "{}: state version {version} (this mem-ingest reads {STATE_VERSION} and 1)",
-            path.display()
-        )),
+        _ => Err(Error::new(path, ErrorKind::StateNewer { version })),
+    }
+}
+
+/// Where checkpoints are kept: a state file ([`StateFile`]), or a sink's
+/// own store (a database keeps them with its rows, in one transaction).
+pub trait CheckpointStore {
+    /// The checkpoint of the last run; `Ok(None)` when there is none yet.
+    ///
+    /// # Errors
+    /// The store is unreadable, foreign or newer.
+    fn load(&mut self) -> Result<Option<State>, Error>;
+
+    /// Saves a checkpoint, after the sink made the output it covers
+    /// durable. A store that appends takes [`Checkpoint::changed_files`],
+    /// [`Checkpoint::new_fingerprints`] and [`Checkpoint::new_joins`]; one
+    /// that rewrites takes the whole state.
+    ///
+    /// # Errors
+    /// Saving failed: the run stops.
+    fn save(&mut self, checkpoint: &mut Checkpoint<'_>) -> Result<(), Error>;
+
+    /// The run that created this store failed having written nothing:
+    /// remove it, so a failed first run leaves nothing behind.
+    fn abandon_new(&mut self) {}
+}
+
+/// The checkpoint file of `--state`: the whole state rewritten atomically
+/// at each checkpoint, with a lock beside it held while the store lives.
+#[derive(Debug)]
+pub struct StateFile {
+    path: PathBuf,
+    _lock: Lock,
+}
+
+impl StateFile {
+    /// Takes the state's lock (see [`lock`]); the state itself is read by
+    /// [`CheckpointStore::load`].
+    ///
+    /// # Errors
+    /// `Locked` when another run holds the lock.
+    pub fn open(path: impl Into<PathBuf>) -> Result<StateFile, Error> {
+        let path = path.into();
+        let lock = lock(&path)?;
+        Ok(StateFile { path, _lock: lock })
+    }
+
+    /// The state file's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl CheckpointStore for StateFile {
+    fn load(&mut self) -> Result<Option<State>, Error> {
+        load(&self.path)
+    }
+
+    fn save(&mut self, checkpoint: &mut Checkpoint<'_>) -> Result<(), Error> {
+        let lineages = checkpoint.encoded_lineages();
+        save_with(&self.path, checkpoint.state, &lineages).map_err(|e| Error::io(&self.path, e))
+    }
+
+    fn abandon_new(&mut self) {
+        let _ = fs::remove_file(&self.path);
+    }
+}
+
+/// One checkpoint: the whole state as of now, and what changed since the
+/// last one.
+pub struct Checkpoint<'a> {
+    pub(crate) state: &'a State,
+    /// The live lineages, once a run restored them (else the state's
+    /// encoded ones are current).
+    pub(crate) lineages: Option<&'a mut Lineages>,
+    /// Keys of the files whose entry changed (or went) since the last one.
+    pub(crate) changed: &'a std::collections::BTreeSet<String>,
+}
+
+impl Checkpoint<'_> {
+    /// The options that shape the output.
+    pub fn options(&self) -> &Shape {
+        &self.state.shape
+    }
+
+    /// What the checkpoint covers of the output.
+    pub fn mark(&self) -> Option<Mark> {
+        self.state.output.as_ref().map(|o| Mark {
+            path: o.path.clone(),
+            len: o.len,
+        })
+    }
+
+    /// Every file of the state, by key.
+    pub fn files(&self) -> impl Iterator<Item = (&str, &FileState)> + '_ {
+        self.state.files.iter().map(|(k, f)| (k.as_str(), &**f))
+    }
+
+    /// Files whose entry changed since the last checkpoint: the new entry,
+    /// or None for a file gone from the state.
+    pub fn changed_files(&self) -> impl Iterator<Item = (&str, Option<&FileState>)> + '_ {
+        self.changed
+            .iter()
+            .map(|k| (k.as_str(), self.state.files.get(k).map(|f| &**f)))
+    }
+
+    /// Fingerprints recorded since the last checkpoint, by the session
+    /// that emitted them.
+    pub fn new_fingerprints(&self) -> Vec<(&str, &[u64])> {
+        self.lineages
+            .as_ref()
+            .map(|l| l.new_fingerprints())
+            .unwrap_or_default()
+    }
+
+    /// Sessions joined into one lineage since the last checkpoint.
+    pub fn new_joins(&self) -> &[(String, String)] {
+        self.lineages.as_ref().map_or(&[], |l| l.new_joins())
+    }
+
+    /// Every lineage with its fingerprints, encoded (for a store that
+    /// rewrites the whole state).
+    pub fn encoded_lineages(&mut self) -> Vec<u8> {
+        match self.lineages.as_mut() {
+            Some(l) => {
+                let snapshot: Vec<LineageState> = l
+                    .snapshot()
+                    .into_iter()
+                    .map(|(sessions, fps)| LineageState {
+                        sessions,
+                        fingerprints: encode_fingerprints(&fps),
+                    })
+                    .collect();
+                postcard::to_stdvec(&snapshot).expect("lineages encode")
+            }
+            None => self.state.lineages.clone(),
+        }
     }
 }
 
 /// Writes the state atomically: a temporary file beside it, fsync, rename,
 /// fsync of the folder.
+#[cfg(test)]
 pub fn save(path: &Path, state: &State) -> io::Result<()> {
-    let body = postcard::to_stdvec(state).map_err(io::Error::other)?;
+    save_with(path, state, &state.lineages)
+}
+
+/// [`save`] with these encoded lineages instead of the state's.
+fn save_with(path: &Path, state: &State, lineages: &[u8]) -> io::Result<()> {
+    /// The layout of [`State`], borrowed.
+    #[derive(Serialize)]
+    struct StateRef<'a> {
+        version: u32,
+        shape: &'a Shape,
+        output: &'a Option<OutputState>,
+        files: &'a BTreeMap<String, Arc<FileState>>,
+        #[serde(with = "blob")]
+        lineages: &'a [u8],
+    }
+    let body = postcard::to_stdvec(&StateRef {
+        version: state.version,
+        shape: &state.shape,
+        output: &state.output,
+        files: &state.files,
+        lineages,
+    })
+    .map_err(io::Error::other)?;
     let tmp = sibling(path, &format!(".{}.tmp", std::process::id()));
     {
         let mut f = File::create(&tmp)?;
@@ -545,16 +746,20 @@ mod tests {
         fs::write(&p, b"{\"json\": true}").unwrap();
         assert!(load(&p)
             .unwrap_err()
+            .to_string()
             .ends_with("not a mem-ingest state file"));
         let mut bytes = MAGIC.to_vec();
         bytes.extend_from_slice(&99u32.to_le_bytes());
         fs::write(&p, &bytes).unwrap();
-        assert!(load(&p).unwrap_err().contains("state version 99"));
+        assert!(load(&p)
+            .unwrap_err()
+            .to_string()
+            .contains("state version 99"));
         let mut bytes = MAGIC.to_vec();
         bytes.extend_from_slice(&STATE_VERSION.to_le_bytes());
         bytes.extend_from_slice(&[0xff; 3]);
         fs::write(&p, &bytes).unwrap();
-        assert!(load(&p).unwrap_err().contains("damaged state"));
+        assert!(load(&p).unwrap_err().to_string().contains("damaged state"));
         // A fingerprint set of 7 bytes: refused when the sets are decoded,
         // before a run relies on them.
         let mut torn = lineage.clone();

@@ -122,6 +122,10 @@ pub fn session_of_path(path: &str) -> String {
 pub struct Lineages {
     parent: HashMap<String, String>,
     sets: HashMap<String, FpSet>,
+    /// What changed since the last checkpoint: fingerprints by the session
+    /// that emitted them, and joins.
+    new_fps: HashMap<String, Vec<u64>>,
+    new_joins: Vec<(String, String)>,
 }
 
 impl Lineages {
@@ -150,6 +154,7 @@ impl Lineages {
         if ra == rb {
             return;
         }
+        self.new_joins.push((a.to_owned(), b.to_owned()));
         self.parent.insert(rb.clone(), ra.clone());
         if let Some(set) = self.sets.remove(&rb) {
             match self.sets.get_mut(&ra) {
@@ -172,7 +177,39 @@ impl Lineages {
     /// was already.
     pub fn insert(&mut self, session: &str, fp: u64) -> bool {
         let r = self.root(session);
-        self.sets.entry(r).or_default().insert(fp)
+        let new = self.sets.entry(r).or_default().insert(fp);
+        if new {
+            match self.new_fps.get_mut(session) {
+                Some(v) => v.push(fp),
+                None => {
+                    self.new_fps.insert(session.to_owned(), vec![fp]);
+                }
+            }
+        }
+        new
+    }
+
+    /// Fingerprints inserted since [`Lineages::saved`], by session, sessions
+    /// sorted.
+    pub fn new_fingerprints(&self) -> Vec<(&str, &[u64])> {
+        let mut v: Vec<(&str, &[u64])> = self
+            .new_fps
+            .iter()
+            .map(|(s, f)| (s.as_str(), f.as_slice()))
+            .collect();
+        v.sort_unstable_by_key(|(s, _)| *s);
+        v
+    }
+
+    /// Joins since [`Lineages::saved`], in order.
+    pub fn new_joins(&self) -> &[(String, String)] {
+        &self.new_joins
+    }
+
+    /// A checkpoint saved what changed.
+    pub fn saved(&mut self) {
+        self.new_fps.clear();
+        self.new_joins.clear();
     }
 
     /// Every lineage: its sessions and its sorted fingerprints.
@@ -215,6 +252,7 @@ impl Lineages {
             let r = l.root(first);
             l.sets.insert(r, FpSet::from_sorted(fps));
         }
+        l.saved();
         l
     }
 }

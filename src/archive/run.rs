@@ -1,102 +1,87 @@
-//! One run of `backfill` or `stats`: discovery, the plan, tasks on every
-//! core, and, in task order, deduplication, output, totals and checkpoints.
+//! One run over an archive: discovery, the plan, tasks on every core, and,
+//! in task order, deduplication, the sink, totals and checkpoints.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
-use std::fs::{File, OpenOptions};
-use std::io::{self, BufWriter, IsTerminal, Read, Seek, SeekFrom, Write};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use mem_ingest::{
-    Header, PiSessionSource, Position, RecordSource, Report, SliceSessionSource, SourceOptions,
-};
-
 use super::dedupe::{session_of_path, FpSet, Lineages};
-use super::output::{self, FailureLine, ModelLine, ProjectLine, Roles, SkipLine, Stats};
 use super::plan::{self, Mode, Plan, PlannedFile, Task};
-use super::state::{self, FileState, LineageState, OutputState, Shape, State};
-use super::{discover, exec};
-
-/// What backfill keeps of the records, beyond roles (default: all, whole).
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Keep {
-    pub since: Option<i64>,
-    pub until: Option<i64>,
-    pub max_text: Option<usize>,
-}
-
-/// Where records go.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Sink {
-    /// Nowhere: `stats`.
-    None,
-    /// NDJSON to stdout or `-o`.
-    Records,
-}
-
-#[derive(Debug, Clone)]
-pub struct RunConfig {
-    pub command: String,
-    pub paths: Vec<PathBuf>,
-    pub jobs: usize,
-    pub quiet: bool,
-    pub state: Option<PathBuf>,
-    pub dedupe: bool,
-    pub opts: SourceOptions,
-    pub keep: Option<Keep>,
-    /// `--role` names, sorted, for the state's shape.
-    pub roles: Vec<String>,
-    pub output: Option<PathBuf>,
-    pub follow: bool,
-    pub checkpoint: Duration,
-}
+use super::state::{
+    self, Checkpoint, CheckpointStore, FileState, OutputState, Shape, State, StateFile,
+};
+use super::stats::{FailureLine, ModelLine, ProjectLine, Roles, SkipLine, Stats};
+use super::{discover, exec, Command, Config};
+use crate::error::{Error, ErrorKind};
+use crate::ndjson::cut_text;
+use crate::pi::Header;
+use crate::report::Report;
+use crate::sink::{Encoder, Place, Sink};
+use crate::source::{PiSessionSource, Position, RecordSource, SliceSessionSource, SourceOptions};
 
 /// A skip as reported, with its file.
 #[derive(Debug, Clone)]
 pub struct SkipAt {
+    /// The file, as found.
     pub path: String,
+    /// 1-based line number.
     pub line: u64,
+    /// 0-based byte offset of the line.
     pub byte: u64,
+    /// Why it was skipped.
     pub reason: String,
 }
 
 const MAX_SKIPS: usize = 1000;
 
-/// Everything a run found, aggregated in file order.
-#[derive(Default)]
-pub struct Totals {
+/// Everything a run found, aggregated in archive order.
+#[derive(Debug, Default)]
+pub struct Summary {
+    /// Files read or accounted (unchanged ones from the checkpoint).
     pub files: u64,
+    /// Files and PATHs that failed.
     pub files_failed: u64,
+    /// Files with nothing but whitespace, NULs and a BOM.
     pub files_empty: u64,
-    /// Bytes of the files read (all of them, over every run with a state).
+    /// Bytes of the files (all of them, over every run with a checkpoint).
     pub bytes: u64,
     /// Bytes read in this run.
     pub read: u64,
-    /// Records written in this run.
+    /// Records the sink received in this run.
     pub written: u64,
+    /// The counts, over all files.
     pub report: Report,
     /// Per project: its sessions (distinct ids: a history written twice
     /// into two files is one session), records, tokens and cost.
     by_project: BTreeMap<String, (HashSet<String>, u64, u64, f64)>,
+    /// Files and PATHs that failed, with why.
     pub failures: Vec<(String, String)>,
+    /// The first skipped lines, with their files.
     pub skips: Vec<SkipAt>,
+    /// Files unchanged since the checkpoint (not opened).
     pub unchanged: u64,
+    /// Files read from where the checkpoint stopped.
     pub resumed: u64,
+    /// Files that shrank or were replaced: read again from the start.
     pub reread: u64,
+    /// The run had a checkpoint.
     pub stateful: bool,
+    /// Deduplication was on.
     pub dedupe: bool,
-    /// The output was closed by its reader (`| head`).
+    /// The sink's reader went away (`| head`).
     pub closed: bool,
-    /// Stopped by SIGINT or SIGTERM.
+    /// Stopped by the stop flag.
     pub interrupted: bool,
+    /// The run followed the archive.
     pub follow: bool,
 }
 
-impl Totals {
+impl Summary {
     fn fail(&mut self, path: &Path, size: u64, error: String) {
         self.files += 1;
         self.files_failed += 1;
@@ -137,6 +122,7 @@ impl Totals {
         }
     }
 
+    /// The stats of the run, in the pinned JSON shape.
     pub fn to_stats(&self) -> Stats {
         let r = &self.report;
         let mut by_model: Vec<ModelLine> = r
@@ -199,116 +185,37 @@ impl Totals {
 }
 
 /// One entry of a task, for deduplication at delivery.
-struct Note {
+struct EntryNote {
     fingerprint: u64,
     line: u64,
     byte: u64,
-    /// Its record line in the task's output.
-    out: Option<(usize, usize)>,
+    /// Its record's index in the task's batch.
+    record: Option<usize>,
 }
 
 /// The result of one task.
-#[derive(Default)]
-struct PartResult {
+struct PartResult<B> {
     report: Report,
-    out: Vec<u8>,
+    batch: Option<B>,
+    /// Records encoded into the batch.
+    kept: usize,
     error: Option<String>,
     header: Option<Header>,
     position: Option<Position>,
-    notes: Vec<Note>,
-    kept: u64,
+    notes: Vec<EntryNote>,
 }
 
-/// The output and how much of it is written.
-enum Out {
-    Stdout(BufWriter<io::Stdout>),
-    File {
-        w: BufWriter<File>,
-        len: u64,
-        /// Length known to be on the disk (`len` after the last sync).
-        durable: u64,
-        /// This run created the file.
-        created: bool,
-        path: PathBuf,
-        tmp: Option<PathBuf>,
-    },
-}
-
-impl Out {
-    fn write(&mut self, bytes: &[u8]) -> io::Result<()> {
-        match self {
-            Out::Stdout(w) => w.write_all(bytes),
-            Out::File { w, len, .. } => {
-                w.write_all(bytes)?;
-                *len += bytes.len() as u64;
-                Ok(())
-            }
+impl<B> Default for PartResult<B> {
+    fn default() -> Self {
+        PartResult {
+            report: Report::default(),
+            batch: None,
+            kept: 0,
+            error: None,
+            header: None,
+            position: None,
+            notes: Vec::new(),
         }
-    }
-
-    /// Flushes, and for a file a state pairs with makes it durable. A file
-    /// written without a state is only flushed: it is renamed into place
-    /// when complete (readers see all of it or none of it), and nothing
-    /// claims to cover it, so waiting for the disk (`fdatasync` of the
-    /// whole output: 0.18 s for 318 MB here, a third of the run) would buy
-    /// nothing a re-run could use.
-    fn sync(&mut self) -> io::Result<()> {
-        match self {
-            Out::Stdout(w) => w.flush(),
-            Out::File {
-                w,
-                tmp,
-                len,
-                durable,
-                ..
-            } => {
-                w.flush()?;
-                if tmp.is_some() || *len == *durable {
-                    return Ok(());
-                }
-                w.get_ref().sync_data()?;
-                *durable = *len;
-                Ok(())
-            }
-        }
-    }
-}
-
-/// Output buffers handed back by delivery for the next tasks.
-static OUT_BUFFERS: Mutex<Vec<Vec<u8>>> = Mutex::new(Vec::new());
-
-/// The capacity every output buffer gets at least: enough for the records
-/// of any task read in memory (at most two parts, and records a quarter
-/// larger than their lines), so that any pooled buffer serves any task.
-/// Untouched capacity costs address space only; a buffer that had to grow
-/// would be moved by `mremap` (a TLB shootdown on every core) or come back
-/// as fresh pages to fault in and clear.
-const OUT_CAPACITY: usize = (2 * plan::PART_BYTES as usize) / 4 * 5 + (1 << 20);
-
-/// Buffers kept in the pool at most: about the tasks in flight.
-const OUT_POOLED: usize = 96;
-
-/// A buffer for `need` bytes of records: the most recently returned one
-/// that is large enough (its pages are still mapped and warm), or a new one.
-fn take_out_buffer(need: usize) -> Vec<u8> {
-    let mut pool = OUT_BUFFERS.lock().unwrap_or_else(|e| e.into_inner());
-    match pool.iter().rposition(|b| b.capacity() >= need) {
-        Some(i) => pool.remove(i),
-        None => {
-            drop(pool);
-            Vec::with_capacity(need.max(OUT_CAPACITY))
-        }
-    }
-}
-
-fn give_out_buffer(mut buf: Vec<u8>) {
-    if buf.capacity() > 64 << 20 {
-        return;
-    }
-    buf.clear();
-    let mut pool = OUT_BUFFERS.lock().unwrap_or_else(|e| e.into_inner());
-    if pool.len() < OUT_POOLED {
-        pool.push(buf);
     }
 }
 
@@ -332,46 +239,65 @@ fn lineages<'l>(
 }
 
 /// Everything a run carries from pass to pass.
-struct Ctx {
-    cfg: RunConfig,
+struct Ctx<'r, S: Sink> {
+    cfg: &'r Config,
+    sink: &'r mut S,
+    /// The checkpoint file, when the sink keeps no checkpoint of its own.
+    state_file: Option<StateFile>,
     state: Option<State>,
     /// With deduplication, once a file is read (see [`lineages`]).
     lineages: Option<Lineages>,
-    out: Option<Out>,
-    stop: Arc<AtomicBool>,
+    /// Keys of files whose entry changed since the last checkpoint.
+    changed: BTreeSet<String>,
     /// The listing of the archive started with the run, for its first pass.
     listing: Option<std::thread::JoinHandle<Listing>>,
     last_checkpoint: Instant,
     /// The state changed since it was loaded or last saved.
     dirty: bool,
+    /// The sink was handed a record.
+    wrote: bool,
 }
 
-type Fail = (i32, String);
+impl<S: Sink> Ctx<'_, S> {
+    fn store(&mut self) -> Option<&mut dyn CheckpointStore> {
+        match self.state_file.as_mut() {
+            Some(f) => Some(f),
+            None => self.sink.checkpoints(),
+        }
+    }
 
-/// Runs the command; `Err((exit code, message))` when it cannot start.
-pub fn run(cfg: RunConfig, sink: Sink) -> Result<Totals, Fail> {
+    /// The path errors about the state name.
+    fn state_path(&self) -> PathBuf {
+        self.state_file
+            .as_ref()
+            .map(|f| f.path().to_path_buf())
+            .unwrap_or_default()
+    }
+}
+
+/// Runs `command`; an error when the run cannot start or its sink or
+/// checkpoint fails.
+pub(crate) fn run<S: Sink>(cfg: &Config, command: Command, sink: &mut S) -> Result<Summary, Error> {
     let shape = Shape {
-        command: cfg.command.clone(),
+        command: match command {
+            Command::Backfill => "backfill",
+            Command::Stats => "stats",
+        }
+        .to_owned(),
         roles: cfg.roles.clone(),
-        since: cfg.keep.and_then(|k| k.since),
-        until: cfg.keep.and_then(|k| k.until),
-        max_text: cfg.keep.and_then(|k| k.max_text),
+        since: cfg.filter.since,
+        until: cfg.filter.until,
+        max_text: cfg.filter.max_text,
         no_dedupe: !cfg.dedupe,
         record_format: state::RECORD_FORMAT,
     };
-    // Before anything is touched: from here on SIGINT and SIGTERM stop the
-    // run cleanly (a signal before this ends the process with nothing
-    // written, which a re-run takes like a kill).
-    let stop = Arc::new(AtomicBool::new(false));
-    if cfg.state.is_some() {
-        for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-            signal_hook::flag::register(sig, stop.clone()).map_err(|e| (1, e.to_string()))?;
-        }
+    if cfg.state.is_some() && sink.checkpoints().is_some() {
+        return Err(Error::new(
+            cfg.state.as_deref().unwrap_or(Path::new("")),
+            ErrorKind::Setup("this sink keeps its own checkpoint: it takes no state file".into()),
+        ));
     }
-    let _lock = match &cfg.state {
-        Some(p) => Some(state::lock(p).map_err(|e| (2, e))?),
-        None => None,
-    };
+    let state_file = cfg.state.as_ref().map(StateFile::open).transpose()?;
     // The archive is listed on another thread while the state is read and
     // decoded here: a re-run over an unchanged archive is little more than
     // these two. Not before the lock: a run that saved the state between
@@ -379,82 +305,90 @@ pub fn run(cfg: RunConfig, sink: Sink) -> Result<Totals, Fail> {
     // the state's offsets, and files read again from the start.
     let (paths, jobs) = (cfg.paths.clone(), cfg.jobs);
     let listing = std::thread::spawn(move || find_files(&paths, jobs));
-    let mut saved = match &cfg.state {
-        Some(p) => state::load(p).map_err(|e| (1, e))?,
+    let mut ctx = Ctx {
+        cfg,
+        sink,
+        state_file,
+        state: None,
+        lineages: None,
+        changed: BTreeSet::new(),
+        listing: Some(listing),
+        last_checkpoint: Instant::now(),
+        dirty: false,
+        wrote: false,
+    };
+    let stateful = ctx.store().is_some();
+    let mut saved = match ctx.store() {
+        Some(store) => store.load()?,
         None => None,
     };
     if let Some(s) = &saved {
         let diff = s.shape.differences(&shape);
         if !diff.is_empty() {
-            return Err((
-                2,
-                format!(
-                    "the state {} was written with other options ({}); use another state file",
-                    cfg.state.as_ref().expect("state").display(),
-                    diff.join("; ")
-                ),
+            return Err(Error::new(
+                &ctx.state_path(),
+                ErrorKind::OptionsChanged(diff),
             ));
         }
     }
-    let out = if sink == Sink::Records {
-        Some(open_output(&cfg, saved.as_ref())?)
-    } else {
-        None
-    };
+    if stateful {
+        let mark = saved
+            .as_ref()
+            .and_then(|s| s.output.as_ref())
+            .map(|o| crate::sink::Mark {
+                path: o.path.clone(),
+                len: o.len,
+            });
+        ctx.sink.resume_at(mark.as_ref(), saved.is_some())?;
+    }
     // A state of an older layout is saved in the current one at the end.
     let upgraded = saved.as_mut().is_some_and(|s| {
         std::mem::replace(&mut s.version, state::STATE_VERSION) != state::STATE_VERSION
     });
-    let fresh = cfg.state.is_some() && saved.is_none();
+    let fresh = stateful && saved.is_none();
     if fresh {
         saved = Some(State::new(shape));
     }
-    let mut ctx = Ctx {
-        cfg,
-        state: saved,
-        lineages: None,
-        out,
-        stop,
-        listing: Some(listing),
-        last_checkpoint: Instant::now(),
-        dirty: fresh || upgraded,
-    };
-    // An output no state covers yet (a first run, or a state saved by a run
-    // to stdout) is paired with the state, covering 0 bytes of it, before
-    // the first byte is written: a run killed at any moment after this
-    // leaves an output the next run knows for its own and cuts back.
-    let pairs = ctx
-        .state
-        .as_ref()
-        .is_some_and(|s| s.output.is_none() && matches!(ctx.out, Some(Out::File { .. })));
-    if pairs {
-        checkpoint(&mut ctx, None).map_err(|e| (1, e))?;
-        ctx.dirty = true;
-    }
-    let result = passes(&mut ctx).and_then(|t| finish(&mut ctx, t));
+    ctx.state = saved;
+    ctx.dirty = fresh || upgraded;
+    // An output no checkpoint covers yet (a first run, or a state saved by
+    // a run to stdout) is paired with the checkpoint, covering 0 bytes of
+    // it, before the first byte is written: a run killed at any moment
+    // after this leaves an output the next run knows for its own and cuts
+    // back.
+    let pairs =
+        ctx.sink.pairs_with_checkpoint() && ctx.state.as_ref().is_some_and(|s| s.output.is_none());
+    let result = (|| {
+        if pairs {
+            checkpoint(&mut ctx, None)?;
+            ctx.dirty = true;
+        }
+        passes(&mut ctx).and_then(|t| finish(&mut ctx, t))
+    })();
     if result.is_err() {
-        discard(ctx.out.as_ref());
-        // A state this run created and that covers nothing written goes
-        // too: a failed first run leaves nothing behind.
-        let nothing_written = matches!(&ctx.out, Some(Out::File { len: 0, .. }));
-        if fresh && nothing_written {
-            if let Some(p) = &ctx.cfg.state {
-                let _ = std::fs::remove_file(p);
+        ctx.sink.abandon();
+        // A checkpoint this run created and that covers nothing written
+        // goes too: a failed first run leaves nothing behind.
+        if fresh && !ctx.wrote {
+            if let Some(store) = ctx.store() {
+                store.abandon_new();
             }
         }
     }
-    // The process ends right after: freeing the state's thousands of small
-    // allocations one by one would cost a re-run about a tenth of its time.
-    // The output is synced and the state saved by now; the lock goes with
-    // the process.
-    std::mem::forget(ctx);
+    // Freeing the state's thousands of small allocations one by one would
+    // cost a re-run about a tenth of its time: they go on a thread of their
+    // own, which a process that exits right after does not wait for.
+    let (st, l) = (ctx.state.take(), ctx.lineages.take());
+    if st.is_some() || l.is_some() {
+        let _ = std::thread::Builder::new().spawn(move || drop((st, l)));
+    }
     result
 }
 
-/// The passes of a run: one, or with `--follow` one after each change until
+/// The passes of a run: one, or when following one after each change until
 /// stopped.
-fn passes(ctx: &mut Ctx) -> Result<Totals, Fail> {
-    let (watcher, events) = if ctx.cfg.follow {
+fn passes<S: Sink>(ctx: &mut Ctx<'_, S>) -> Result<Summary, Error> {
+    let (watcher, events) = if ctx.cfg.follow && !ctx.cfg.poll_only {
         watch(&ctx.cfg.paths)
     } else {
         (None, None)
@@ -466,13 +400,13 @@ fn passes(ctx: &mut Ctx) -> Result<Totals, Fail> {
         written += totals.written;
         totals.read = read;
         totals.written = written;
-        if totals.closed || !ctx.cfg.follow || ctx.stop.load(Ordering::SeqCst) {
-            totals.interrupted = ctx.stop.load(Ordering::SeqCst);
+        if totals.closed || !ctx.cfg.follow || ctx.cfg.stop.load(Ordering::SeqCst) {
+            totals.interrupted = ctx.cfg.stop.load(Ordering::SeqCst);
             return Ok(totals);
         }
         if totals.read > 0 {
             // What this pass found goes out now, and the state with it.
-            checkpoint(ctx, None).map_err(|e| (1, e))?;
+            checkpoint(ctx, None)?;
         }
         // Following: wake on a file notification, or after a short poll
         // (the fallback, for file systems without notifications), which
@@ -484,7 +418,7 @@ fn passes(ctx: &mut Ctx) -> Result<Totals, Fail> {
             Duration::from_millis(200)
         };
         let until = Instant::now() + poll;
-        while Instant::now() < until && !ctx.stop.load(Ordering::SeqCst) {
+        while Instant::now() < until && !ctx.cfg.stop.load(Ordering::SeqCst) {
             if let Some(rx) = &events {
                 if rx.recv_timeout(Duration::from_millis(20)).is_ok() {
                     // Let a burst of writes settle, then read them at once.
@@ -499,30 +433,6 @@ fn passes(ctx: &mut Ctx) -> Result<Totals, Fail> {
     }
 }
 
-/// After a run that failed: what it created of the output goes (the
-/// temporary file of `-o` without a state; with one, an output this run
-/// created and wrote nothing to).
-fn discard(out: Option<&Out>) {
-    if let Some(Out::File {
-        tmp,
-        path,
-        created,
-        len,
-        ..
-    }) = out
-    {
-        match tmp {
-            Some(t) => {
-                let _ = std::fs::remove_file(t);
-            }
-            None if *created && *len == 0 => {
-                let _ = std::fs::remove_file(path);
-            }
-            None => {}
-        }
-    }
-}
-
 /// File notifications for the PATHs (pi's archive when none), when the
 /// platform gives them.
 fn watch(
@@ -532,10 +442,6 @@ fn watch(
     Option<std::sync::mpsc::Receiver<()>>,
 ) {
     use notify::Watcher;
-    // Polling alone, as on a file system without notifications (tests).
-    if std::env::var_os("MEM_INGEST_FOLLOW_POLL").is_some() {
-        return (None, None);
-    }
     let roots = if paths.is_empty() {
         discover::default_archive()
             .map(|p| vec![p])
@@ -560,212 +466,90 @@ fn watch(
     (Some(watcher), Some(rx))
 }
 
-fn finish(ctx: &mut Ctx, mut totals: Totals) -> Result<Totals, Fail> {
+fn finish<S: Sink>(ctx: &mut Ctx<'_, S>, mut totals: Summary) -> Result<Summary, Error> {
     if totals.closed {
         return Ok(totals);
     }
-    match ctx.out.as_mut().map(Out::sync) {
-        Some(Err(e)) if e.kind() == io::ErrorKind::BrokenPipe => {
-            totals.closed = true;
-            return Ok(totals);
-        }
-        Some(Err(e)) => return Err((1, format!("writing the output: {e}"))),
-        _ => {}
+    ctx.sink.sync()?;
+    if ctx.sink.closed() {
+        totals.closed = true;
+        return Ok(totals);
     }
     // An unchanged archive leaves the state as it was: nothing to save.
     if ctx.dirty {
-        checkpoint(ctx, None).map_err(|e| (1, e))?;
+        checkpoint(ctx, None)?;
     }
-    if let Some(Out::File {
-        tmp: Some(tmp),
-        path,
-        ..
-    }) = &ctx.out
-    {
-        std::fs::rename(tmp, path).map_err(|e| (1, format!("{}: {e}", path.display())))?;
-    }
+    ctx.sink.finish()?;
     totals.follow = ctx.cfg.follow;
     Ok(totals)
 }
 
-/// Opens the output. With a state, `-o` is appended to and cut back to the
-/// length the state covers; without one, it is written to a temporary file
-/// renamed at the end.
-fn open_output(cfg: &RunConfig, saved: Option<&State>) -> Result<Out, Fail> {
-    let Some(path) = &cfg.output else {
-        return Ok(Out::Stdout(BufWriter::with_capacity(1 << 20, io::stdout())));
-    };
-    let err = |e: io::Error| (1, format!("{}: {e}", path.display()));
-    if cfg.state.is_none() {
-        let name = path
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        let tmp = path.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
-        let f = File::create(&tmp).map_err(|e| (1, format!("{}: {e}", tmp.display())))?;
-        let w = BufWriter::with_capacity(1 << 20, f);
-        return Ok(Out::File {
-            w,
-            len: 0,
-            durable: 0,
-            created: true,
-            path: path.clone(),
-            tmp: Some(tmp),
-        });
-    }
-    let state_path = cfg.state.as_deref().expect("a state");
-    let covered = match saved.and_then(|s| s.output.as_ref()) {
-        Some(o) if Path::new(&o.path) != path.as_path() => {
-            return Err((
-                2,
-                format!(
-                    "the state pairs with the output {}, not {}: one state, one output",
-                    o.path,
-                    path.display()
-                ),
-            ))
-        }
-        Some(o) => Some(o.len),
-        // No state, or one saved by a run to stdout: it covers nothing of
-        // this output. A first run saves its state, covering an output of
-        // length 0, before it writes a byte, so an output that holds bytes
-        // here was never written under this state.
-        None => None,
-    };
-    if covered.is_none() {
-        refuse_uncovered(path, state_path, saved.is_some())?;
-    }
-    let covered = covered.unwrap_or(0);
-    let created = std::fs::symlink_metadata(path).is_err();
-    let mut f = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(path)
-        .map_err(err)?;
-    let len = f.metadata().map_err(err)?.len();
-    if len < covered {
-        return Err((
-            1,
-            format!(
-                "{} holds {len} bytes but the state covers {covered}: it was changed outside mem-ingest \
-                 (remove the state to start over)",
-                path.display()
-            ),
-        ));
-    }
-    if len > covered {
-        // The torn tail of a run that was killed before its checkpoint.
-        f.set_len(covered).map_err(err)?;
-        f.sync_data().map_err(err)?;
-    }
-    f.seek(SeekFrom::Start(covered)).map_err(err)?;
-    // What the state covers was made durable before the state was saved
-    // (or just now, when cut back).
-    Ok(Out::File {
-        w: BufWriter::with_capacity(1 << 20, f),
-        len: covered,
-        durable: covered,
-        created,
-        path: path.clone(),
-        tmp: None,
-    })
-}
-
-/// Refuses an output that holds bytes no state covers: they are not this
-/// state's to cut, replace or append to (records of sessions pruned from
-/// the archive since would be lost, silently).
-fn refuse_uncovered(output: &Path, state: &Path, state_exists: bool) -> Result<(), Fail> {
-    let len = match std::fs::metadata(output) {
-        Ok(m) => m.len(),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err((1, format!("{}: {e}", output.display()))),
-    };
-    if len == 0 {
-        return Ok(());
-    }
-    let why = if state_exists {
-        format!(
-            "the state {} covers no output file (it was saved by a run that wrote to stdout)",
-            state.display()
-        )
-    } else {
-        format!(
-            "the state {} does not exist, so nothing covers what it holds",
-            state.display()
-        )
-    };
-    Err((
-        2,
-        format!(
-            "the output {} already holds {len} bytes and {why}: refusing to replace, cut or \
-             append to it. To go on from an earlier run, give the state that run saved; to \
-             start over on purpose, move {} away first",
-            output.display(),
-            output.display()
-        ),
-    ))
-}
-
-/// Writes the state, after making the output it covers durable.
-fn checkpoint(ctx: &mut Ctx, in_progress: Option<(String, FileState)>) -> Result<(), String> {
+/// Saves a checkpoint, after the sink made the output it covers durable.
+/// `in_progress` is the entry of a file delivered in part, saved with this
+/// checkpoint only.
+fn checkpoint<S: Sink>(
+    ctx: &mut Ctx<'_, S>,
+    in_progress: Option<(String, FileState)>,
+) -> Result<(), Error> {
     ctx.last_checkpoint = Instant::now();
     ctx.dirty = false;
-    let (Some(path), Some(st)) = (&ctx.cfg.state, ctx.state.as_mut()) else {
+    if ctx.state.is_none() {
         return Ok(());
+    }
+    let mark = ctx.sink.sync()?;
+    if ctx.sink.closed() {
+        return Ok(());
+    }
+    let st = ctx.state.as_mut().expect("checked");
+    if let Some(m) = mark {
+        st.output = Some(OutputState {
+            path: m.path,
+            len: m.len,
+        });
+    }
+    let key = in_progress.as_ref().map(|(k, _)| k.clone());
+    let old = in_progress.map(|(k, fs)| {
+        ctx.changed.insert(k.clone());
+        st.files.insert(k, Arc::new(fs))
+    });
+    let Ctx {
+        state,
+        lineages,
+        changed,
+        state_file,
+        sink,
+        ..
+    } = ctx;
+    let st = state.as_mut().expect("checked");
+    let mut cp = Checkpoint {
+        state: st,
+        lineages: lineages.as_mut(),
+        changed,
     };
-    if let Some(out) = ctx.out.as_mut() {
-        match out.sync() {
-            Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::BrokenPipe => return Ok(()),
-            Err(e) => return Err(format!("writing the output: {e}")),
-        }
-        if let Out::File { len, path, .. } = out {
-            st.output = Some(OutputState {
-                path: path.to_string_lossy().into_owned(),
-                len: *len,
-            });
-        }
-    }
-    if let Some(l) = ctx.lineages.as_mut() {
-        let snapshot: Vec<LineageState> = l
-            .snapshot()
-            .into_iter()
-            .map(|(sessions, fps)| LineageState {
-                sessions,
-                fingerprints: state::encode_fingerprints(&fps),
-            })
-            .collect();
-        st.set_lineages(&snapshot);
-    }
-    let saved = match in_progress {
-        None => state::save(path, st),
-        Some((key, fs)) => {
-            let old = st.files.insert(key.clone(), Arc::new(fs));
-            let r = state::save(path, st);
-            match old {
-                Some(o) => st.files.insert(key, o),
-                None => st.files.remove(&key),
-            };
-            r
-        }
+    let saved = match state_file.as_mut() {
+        Some(f) => f.save(&mut cp),
+        None => match sink.checkpoints() {
+            Some(store) => store.save(&mut cp),
+            None => Ok(()),
+        },
     };
-    saved.map_err(|e| format!("{}: {e}", path.display()))
-}
-
-fn progress(quiet: bool, total: u64) -> ProgressBar {
-    if quiet || !io::stderr().is_terminal() {
-        return ProgressBar::hidden();
+    if let (Some(k), Some(old)) = (&key, old) {
+        match old {
+            Some(o) => st.files.insert(k.clone(), o),
+            None => st.files.remove(k),
+        };
     }
-    let pb = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr());
-    pb.set_style(
-        ProgressStyle::with_template(
-            "{bar:40} {decimal_bytes}/{decimal_total_bytes} {decimal_bytes_per_sec} eta {eta}",
-        )
-        .expect("valid template"),
-    );
-    pb
+    saved?;
+    changed.clear();
+    if let Some(l) = lineages.as_mut() {
+        l.saved();
+    }
+    // The store holds the in-progress entry; the state here the one before
+    // it: the next checkpoint sends it again.
+    if let Some(k) = key {
+        changed.insert(k);
+    }
+    Ok(())
 }
 
 /// Newline counts of the parts of large files, published by each part as
@@ -809,7 +593,14 @@ impl Bases {
 /// memory (about [`plan::PART_BYTES`]), counts its newlines for the parts
 /// after it, and is parsed from there; a region too large to hold is
 /// streamed through the chunked reader.
-fn run_task(plan: &Plan, i: usize, cfg: &RunConfig, emit: bool, bases: &Bases) -> PartResult {
+fn run_task<E: Encoder>(
+    plan: &Plan,
+    i: usize,
+    cfg: &Config,
+    opts: &SourceOptions,
+    encoder: &E,
+    bases: &Bases,
+) -> PartResult<E::Batch> {
     let task = &plan.tasks[i];
     let path = &plan.files[task.file].path;
     let file = path.to_string_lossy();
@@ -819,10 +610,8 @@ fn run_task(plan: &Plan, i: usize, cfg: &RunConfig, emit: bool, bases: &Bases) -
         .size()
         .saturating_sub(task.start)
         .min(len);
-    if emit {
-        // A buffer from earlier tasks, sized for this one's records: no
-        // growth copies, no fresh pages.
-        res.out = take_out_buffer(usize::try_from(size + size / 4).unwrap_or(0).min(64 << 20));
+    if encoder.wants_records() {
+        res.batch = Some(encoder.batch(size));
     }
     let in_memory = task.end.is_some() || size <= 2 * plan::PART_BYTES;
     let published = std::cell::Cell::new(false);
@@ -843,10 +632,10 @@ fn run_task(plan: &Plan, i: usize, cfg: &RunConfig, emit: bool, bases: &Bases) -
             let src = open(
                 &task.header,
                 f,
-                |f| PiSessionSource::from_reader_with(f, path, &cfg.opts),
-                |f, h| PiSessionSource::resume(f, path, h, task.start, lines(), &cfg.opts),
+                |f| PiSessionSource::from_reader_with(f, path, opts),
+                |f, h| PiSessionSource::resume(f, path, h, task.start, lines(), opts),
             )?;
-            return drain(src, &mut res, cfg, emit, &file);
+            return drain(src, &mut res, cfg, encoder, &file);
         }
         // One buffer per worker thread, reused from task to task: no fresh
         // pages to fault in for every file.
@@ -862,10 +651,10 @@ fn run_task(plan: &Plan, i: usize, cfg: &RunConfig, emit: bool, bases: &Bases) -
             let src = open(
                 &task.header,
                 &data[..],
-                |d| SliceSessionSource::new(d, path, &cfg.opts),
-                |d, h| SliceSessionSource::resume(d, path, h, task.start, lines(), &cfg.opts),
+                |d| SliceSessionSource::new(d, path, opts),
+                |d, h| SliceSessionSource::resume(d, path, h, task.start, lines(), opts),
             );
-            let drained = src.and_then(|src| drain(src, &mut res, cfg, emit, &file));
+            let drained = src.and_then(|src| drain(src, &mut res, cfg, encoder, &file));
             if data.capacity() > 4 * plan::PART_BYTES as usize {
                 // Keep no more than about a part between tasks.
                 data.clear();
@@ -887,7 +676,7 @@ fn run_task(plan: &Plan, i: usize, cfg: &RunConfig, emit: bool, bases: &Bases) -
 fn open<R, S>(
     header: &Option<Header>,
     input: R,
-    fresh: impl FnOnce(R) -> Result<S, mem_ingest::Error>,
+    fresh: impl FnOnce(R) -> Result<S, Error>,
     resume: impl FnOnce(R, Header) -> S,
 ) -> Result<S, String> {
     match header {
@@ -896,39 +685,55 @@ fn open<R, S>(
     }
 }
 
-fn drain(
+fn drain<E: Encoder>(
     mut src: impl RecordSource,
-    res: &mut PartResult,
-    cfg: &RunConfig,
-    emit: bool,
+    res: &mut PartResult<E::Batch>,
+    cfg: &Config,
+    encoder: &E,
     file: &str,
 ) -> Result<(), String> {
-    let keep = cfg.keep.unwrap_or_default();
+    let keep = cfg.filter;
     let r = loop {
         let entry = match src.next_entry() {
             Ok(Some(e)) => e,
             Ok(None) => break Ok(()),
             Err(e) => break Err(e.cause()),
         };
-        let mut out = None;
-        if let (true, Some(rec)) = (emit, &entry.record) {
+        let mut record = None;
+        if let (Some(batch), Some(rec)) = (res.batch.as_mut(), &entry.record) {
             let in_time = match rec.timestamp {
                 Some(t) => keep.since.is_none_or(|s| t >= s) && keep.until.is_none_or(|u| t < u),
                 None => keep.since.is_none() && keep.until.is_none(),
             };
             if in_time {
-                let start = res.out.len();
-                output::write_record(&mut res.out, rec, file, keep.max_text);
-                out = Some((start, res.out.len()));
+                match keep.max_text.and_then(|m| cut_text(rec, m)) {
+                    Some((cut, full)) => encoder.encode(
+                        batch,
+                        &cut,
+                        Place {
+                            file,
+                            text_bytes: Some(full),
+                        },
+                    ),
+                    None => encoder.encode(
+                        batch,
+                        rec,
+                        Place {
+                            file,
+                            text_bytes: None,
+                        },
+                    ),
+                }
+                record = Some(res.kept);
                 res.kept += 1;
             }
         }
         if cfg.dedupe {
-            res.notes.push(Note {
+            res.notes.push(EntryNote {
                 fingerprint: entry.fingerprint,
                 line: entry.line,
                 byte: entry.byte,
-                out,
+                record,
             });
         }
     };
@@ -944,7 +749,7 @@ fn counts_of(
     mut f: &File,
     path: &Path,
     header: &Header,
-    note: &Note,
+    note: &EntryNote,
     opts: &SourceOptions,
 ) -> Result<Report, String> {
     f.seek(SeekFrom::Start(note.byte))
@@ -970,29 +775,33 @@ struct Assembling {
 }
 
 /// What discovery found, or why it could not start.
-type Listing = Result<discover::Found, Fail>;
+type Listing = Result<discover::Found, Error>;
 
 /// The session files under the PATHs (pi's archive when none), folders
 /// walked on up to `threads` threads.
 fn find_files(paths: &[PathBuf], threads: usize) -> Listing {
     if paths.is_empty() {
-        let archive = discover::default_archive().map_err(|e| (1, e))?;
+        let archive = discover::default_archive()
+            .map_err(|e| Error::new(Path::new(""), ErrorKind::NoArchive(e)))?;
         return Ok(discover::discover(&[archive], threads));
     }
     Ok(discover::discover(paths, threads))
 }
 
 /// One pass over the archive.
-fn pass(ctx: &mut Ctx) -> Result<Totals, Fail> {
-    let mut totals = Totals {
+fn pass<S: Sink>(ctx: &mut Ctx<'_, S>) -> Result<Summary, Error> {
+    let mut totals = Summary {
         stateful: ctx.state.is_some(),
         dedupe: ctx.cfg.dedupe,
-        ..Totals::default()
+        ..Summary::default()
     };
     let listing = match ctx.listing.take() {
-        Some(l) => l
-            .join()
-            .unwrap_or_else(|_| Err((1, "listing the archive failed".to_owned()))),
+        Some(l) => l.join().unwrap_or_else(|_| {
+            Err(Error::new(
+                Path::new(""),
+                ErrorKind::Setup("listing the archive failed".to_owned()),
+            ))
+        }),
         None => find_files(&ctx.cfg.paths, ctx.cfg.jobs),
     };
     let found = listing?;
@@ -1002,7 +811,7 @@ fn pass(ctx: &mut Ctx) -> Result<Totals, Fail> {
     let files = found.files;
     // Never write the output over an input: one listed, or a session file
     // to the listing, which may have been taken before the output existed.
-    if let Some(Out::File { path: o, .. }) = &ctx.out {
+    if let Some(o) = ctx.sink.output_file() {
         let listed = std::fs::metadata(o).is_ok_and(|om| {
             files
                 .iter()
@@ -1016,10 +825,7 @@ fn pass(ctx: &mut Ctx) -> Result<Totals, Fail> {
             std::fs::metadata(dir).is_ok_and(|m| found.dirs.contains(&(m.dev(), m.ino())))
         };
         if listed || inside {
-            return Err((
-                2,
-                format!("the output {} is one of the input files", o.display()),
-            ));
+            return Err(Error::new(o, ErrorKind::OutputIsInput));
         }
     }
     let empty = BTreeMap::new();
@@ -1028,43 +834,50 @@ fn pass(ctx: &mut Ctx) -> Result<Totals, Fail> {
     if ctx.state.is_some() {
         opts = opts.hold_partial_tail(true);
     }
-    let plan = plan::plan(files, prior, &opts);
+    let plan = plan::plan(files, prior, &opts, ctx.cfg.jobs);
     if let Some(st) = ctx.state.as_mut().filter(|st| st.files.len() > plan.known) {
         // Files gone from the disk leave the state (their entries stay in
         // the lineages, so a copy elsewhere is still known).
         let found: HashSet<&Path> = plan.files.iter().map(|f| f.path.as_path()).collect();
         let before = st.files.len();
-        st.files
-            .retain(|p, _| found.contains(Path::new(p)) || Path::new(p).exists());
+        let changed = &mut ctx.changed;
+        st.files.retain(|p, _| {
+            let keep = found.contains(Path::new(p)) || Path::new(p).exists();
+            if !keep {
+                changed.insert(p.clone());
+            }
+            keep
+        });
         ctx.dirty |= st.files.len() != before;
     }
     // Files by name, built when a fork first asks for its parent.
     let by_name = std::cell::OnceCell::new();
     let mut reserved: HashMap<String, FpSet> = HashMap::new();
-    let emit = ctx.out.is_some();
-    let pb = progress(
-        ctx.cfg.quiet || ctx.cfg.follow,
-        plan.tasks.iter().map(|t| task_bytes(&plan, t)).sum(),
-    );
-    let cfg_opts = std::mem::replace(&mut ctx.cfg.opts, opts);
+    let progress = ctx.cfg.progress.as_deref().filter(|_| !ctx.cfg.follow);
+    if let Some(p) = progress {
+        p.start(plan.tasks.iter().map(|t| task_bytes(&plan, t)).sum());
+    }
     let mut current: Option<Assembling> = None;
     let mut next_file = 0usize;
-    let mut failure: Option<Fail> = None;
-    // Tasks run on the pool with their own copy of the configuration;
-    // delivery runs in order on this thread.
-    let work_cfg = ctx.cfg.clone();
+    let mut failure: Option<Error> = None;
     let bases = Bases::default();
     // Bytes of input in flight: a few parts per worker and 64 MiB of small
     // files; what waits to be delivered holds their records.
     let budget = 64 * (1 << 20) + 2 * plan::PART_BYTES * ctx.cfg.jobs as u64;
+    let cfg = ctx.cfg;
+    // The workers share an encoder of their own while delivery holds the
+    // context.
+    let encoder = ctx.sink.encoder();
     exec::run_ordered(
         plan.tasks.len(),
-        ctx.cfg.jobs,
+        cfg.jobs,
         |i| task_bytes(&plan, &plan.tasks[i]),
         budget,
         |i| {
-            let r = run_task(&plan, i, &work_cfg, emit, &bases);
-            pb.inc(task_bytes(&plan, &plan.tasks[i]));
+            let r = run_task(&plan, i, cfg, &opts, &encoder, &bases);
+            if let Some(p) = progress {
+                p.advance(task_bytes(&plan, &plan.tasks[i]));
+            }
             r
         },
         |i, res| {
@@ -1076,14 +889,15 @@ fn pass(ctx: &mut Ctx) -> Result<Totals, Fail> {
                 task,
                 res,
                 &mut current,
-                &mut Reserved {
+                &mut ParentsAhead {
                     sets: &mut reserved,
                     by_name: &by_name,
                 },
+                &opts,
                 &mut totals,
             );
             match going {
-                Ok(true) => !ctx.stop.load(Ordering::SeqCst),
+                Ok(true) => !cfg.stop.load(Ordering::SeqCst),
                 Ok(false) => false,
                 Err(f) => {
                     failure = Some(f);
@@ -1092,18 +906,21 @@ fn pass(ctx: &mut Ctx) -> Result<Totals, Fail> {
             }
         },
     );
-    pb.finish_and_clear();
-    ctx.cfg.opts = cfg_opts;
+    if let Some(p) = progress {
+        p.finish();
+    }
     if let Some(f) = failure {
         return Err(f);
     }
-    if !totals.closed && !ctx.stop.load(Ordering::SeqCst) {
+    if !totals.closed && !cfg.stop.load(Ordering::SeqCst) {
         settle_files_before(&plan, plan.files.len(), &mut next_file, &mut totals);
     } else if let Some(a) = current.take() {
         // Stopped inside a file: the state says what was delivered of it,
         // which is what the output holds.
         if let (Some(st), Some(fs)) = (ctx.state.as_mut(), file_state(&plan.files[a.file], &a)) {
-            st.files.insert(key_of(&plan.files[a.file]), Arc::new(fs));
+            let key = key_of(&plan.files[a.file]);
+            ctx.changed.insert(key.clone());
+            st.files.insert(key, Arc::new(fs));
             ctx.dirty = true;
         }
     }
@@ -1121,7 +938,7 @@ fn key_of(f: &PlannedFile) -> String {
 
 /// Files with no task before `upto` (unchanged since the state was saved)
 /// are accounted in order, from what the state says of them.
-fn settle_files_before(plan: &Plan, upto: usize, next: &mut usize, totals: &mut Totals) {
+fn settle_files_before(plan: &Plan, upto: usize, next: &mut usize, totals: &mut Summary) {
     while *next < upto {
         let f = &plan.files[*next];
         if let (0, Some(p)) = (f.tasks, &f.prior) {
@@ -1150,17 +967,19 @@ fn file_state(f: &PlannedFile, a: &Assembling) -> Option<FileState> {
     })
 }
 
-/// Delivers one task's result, in task order: deduplication, output,
-/// totals, state. Ok(false) to stop (closed output).
-fn deliver(
-    ctx: &mut Ctx,
+/// Delivers one task's result, in task order: deduplication, the sink,
+/// totals, state. Ok(false) to stop (the sink's reader is gone).
+#[allow(clippy::too_many_arguments)]
+fn deliver<S: Sink>(
+    ctx: &mut Ctx<'_, S>,
     plan: &Plan,
     task: &Task,
-    mut res: PartResult,
+    mut res: PartResult<<S::Encoder as Encoder>::Batch>,
     current: &mut Option<Assembling>,
-    reserved: &mut Reserved<'_>,
-    totals: &mut Totals,
-) -> Result<bool, Fail> {
+    ahead: &mut ParentsAhead<'_>,
+    opts: &SourceOptions,
+    totals: &mut Summary,
+) -> Result<bool, Error> {
     let f = &plan.files[task.file];
     ctx.dirty = true;
     let a = current.get_or_insert_with(|| Assembling {
@@ -1185,39 +1004,29 @@ fn deliver(
     }
     let mut going = true;
     if a.error.is_none() {
-        let cuts = match (ctx.cfg.dedupe, a.header.clone()) {
+        let dropped = match (ctx.cfg.dedupe, a.header.clone()) {
             (true, Some(h)) => {
-                let l = lineages(&mut ctx.lineages, ctx.state.as_ref()).map_err(|e| {
-                    let path = ctx.cfg.state.as_deref().unwrap_or(Path::new(""));
-                    (1, format!("{}: {e}", path.display()))
-                })?;
-                reserved.parent_ahead(plan, task.file, &h, &ctx.cfg.opts);
-                dedupe(l, reserved.sets, &f.path, &h, task, &mut res, &ctx.cfg.opts)
+                let state_path = ctx.state_path();
+                let l = lineages(&mut ctx.lineages, ctx.state.as_ref())
+                    .map_err(|e| Error::new(&state_path, ErrorKind::StateDamaged(e)))?;
+                ahead.read(plan, task.file, &h, opts);
+                dedupe(l, ahead.sets, &f.path, &h, task, &mut res, opts)
             }
             _ => Ok(Vec::new()),
         };
-        match cuts {
+        match dropped {
             Err(e) => {
                 a.error = Some(e);
             }
-            Ok(cuts) => {
-                if let Some(out) = ctx.out.as_mut() {
-                    let mut at = 0;
-                    let mut written = Ok(());
-                    for (s, e) in cuts.iter().copied().chain([(res.out.len(), res.out.len())]) {
-                        if written.is_ok() && s > at {
-                            written = out.write(&res.out[at..s]);
-                        }
-                        at = e;
-                    }
-                    give_out_buffer(std::mem::take(&mut res.out));
-                    match written {
-                        Ok(()) => totals.written += res.kept - cuts.len() as u64,
-                        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => {
-                            totals.closed = true;
-                            going = false;
-                        }
-                        Err(e) => return Err((1, format!("writing the output: {e}"))),
+            Ok(dropped) => {
+                if let Some(batch) = res.batch.take() {
+                    let kept = res.kept - dropped.len();
+                    ctx.wrote |= kept > 0;
+                    if ctx.sink.write(batch, &dropped)? {
+                        totals.written += kept as u64;
+                    } else {
+                        totals.closed = true;
+                        going = false;
                     }
                 }
                 match a.report.as_mut() {
@@ -1230,7 +1039,7 @@ fn deliver(
     }
     if a.parts == f.tasks {
         let a = current.take().expect("set above");
-        reserved
+        ahead
             .sets
             .remove(&a.header.as_ref().map(|h| h.id.clone()).unwrap_or_default());
         match (&a.error, &a.report) {
@@ -1242,32 +1051,35 @@ fn deliver(
                 }
                 totals.file_done(&f.path, report, a.header.as_ref());
                 if let (Some(st), Some(fs)) = (ctx.state.as_mut(), file_state(f, &a)) {
-                    st.files.insert(key_of(f), Arc::new(fs));
+                    let key = key_of(f);
+                    ctx.changed.insert(key.clone());
+                    st.files.insert(key, Arc::new(fs));
                 }
             }
             (e, _) => totals.fail(&f.path, f.size(), e.clone().unwrap_or_default()),
         }
         if going && ctx.last_checkpoint.elapsed() >= ctx.cfg.checkpoint {
-            checkpoint(ctx, None).map_err(|e| (1, e))?;
+            checkpoint(ctx, None)?;
         }
     } else if going && ctx.last_checkpoint.elapsed() >= ctx.cfg.checkpoint {
         let fs = current.as_ref().and_then(|a| file_state(f, a));
-        checkpoint(ctx, fs.map(|fs| (key_of(f), fs))).map_err(|e| (1, e))?;
+        checkpoint(ctx, fs.map(|fs| (key_of(f), fs)))?;
     }
     Ok(going)
 }
 
-/// Drops the copies among a part's entries: returns the output ranges to
-/// cut, and takes their counts out of the part's report.
-fn dedupe(
+/// Decides which of a part's entries are copies: returns the indices of
+/// their records in the batch, and takes their counts out of the part's
+/// report.
+fn dedupe<B>(
     l: &mut Lineages,
-    reserved: &HashMap<String, FpSet>,
+    ahead: &HashMap<String, FpSet>,
     path: &Path,
     header: &Header,
     task: &Task,
-    res: &mut PartResult,
+    res: &mut PartResult<B>,
     opts: &SourceOptions,
-) -> Result<Vec<(usize, usize)>, String> {
+) -> Result<Vec<usize>, String> {
     let session = header.id.as_str();
     if let Some(parent) = &header.parent_session {
         l.join(session, &session_of_path(parent));
@@ -1275,7 +1087,7 @@ fn dedupe(
     // Entries that a session which wrote them first will emit later in
     // this run (a fork that sorts before its parent).
     let mut earlier: Vec<&FpSet> = Vec::new();
-    for (s, set) in reserved {
+    for (s, set) in ahead {
         if s != session && l.same(s, session) {
             earlier.push(set);
         }
@@ -1290,7 +1102,7 @@ fn dedupe(
         h.no_record = 1;
         res.report.remove_duplicate(&h);
     }
-    let mut cuts = Vec::new();
+    let mut dropped = Vec::new();
     // Opened once for the part, at its first duplicate.
     let mut file: Option<File> = None;
     for note in &res.notes {
@@ -1301,27 +1113,27 @@ fn dedupe(
             };
             let counts = counts_of(f, path, header, note, opts)?;
             res.report.remove_duplicate(&counts);
-            if let Some(range) = note.out {
-                cuts.push(range);
+            if let Some(i) = note.record {
+                dropped.push(i);
             }
         }
     }
-    Ok(cuts)
+    Ok(dropped)
 }
 
 /// Fingerprints of parents that are delivered after a fork of theirs, so
 /// the fork's copies are dropped and the parent's kept: read ahead, when the
 /// fork is delivered, from the parent's file.
-pub(crate) struct Reserved<'p> {
+struct ParentsAhead<'p> {
     sets: &'p mut HashMap<String, FpSet>,
     /// Files of the plan by file name, built on first use.
     by_name: &'p std::cell::OnceCell<HashMap<String, usize>>,
 }
 
-impl Reserved<'_> {
+impl ParentsAhead<'_> {
     /// When `header` names a parent whose file comes later in the plan,
     /// reads that file's fingerprints now.
-    fn parent_ahead(&mut self, plan: &Plan, file: usize, header: &Header, opts: &SourceOptions) {
+    fn read(&mut self, plan: &Plan, file: usize, header: &Header, opts: &SourceOptions) {
         let Some(parent) = &header.parent_session else {
             return;
         };
@@ -1376,23 +1188,11 @@ impl Reserved<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::archive::Archive;
+    use crate::sink::Discard;
 
-    /// `stats` over `dir` on two threads, with deduplication.
-    fn stats_config(dir: &Path, state: Option<&Path>) -> RunConfig {
-        RunConfig {
-            command: "stats".into(),
-            paths: vec![dir.to_path_buf()],
-            jobs: 2,
-            quiet: true,
-            state: state.map(Path::to_path_buf),
-            dedupe: true,
-            opts: SourceOptions::new(),
-            keep: None,
-            roles: vec![],
-            output: None,
-            follow: false,
-            checkpoint: Duration::from_secs(5),
-        }
+    fn fixture() -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/hand-built.jsonl")
     }
 
     /// A state of version 1 is read, and a run that reads nothing saves it
@@ -1404,17 +1204,20 @@ mod tests {
         let _ = std::fs::remove_dir_all(&d);
         let arch = d.join("arch");
         std::fs::create_dir_all(&arch).unwrap();
-        let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/hand-built.jsonl");
-        std::fs::copy(&fixture, arch.join("a.jsonl")).unwrap();
+        std::fs::copy(fixture(), arch.join("a.jsonl")).unwrap();
         let state_path = d.join("state");
-        let cfg = || stats_config(&arch, Some(&state_path));
-        let first = run(cfg(), Sink::None).unwrap();
+        let archive = Archive::builder()
+            .path(&arch)
+            .jobs(2)
+            .state(&state_path)
+            .build();
+        let first = archive.stats().unwrap();
         assert_eq!(first.report.records, 22);
         let saved = state::load(&state_path).unwrap().unwrap();
         state::save_v1(&state_path, &saved);
         let version = || std::fs::read(&state_path).unwrap()[8..12].to_vec();
         assert_eq!(version(), 1u32.to_le_bytes());
-        let again = run(cfg(), Sink::None).unwrap();
+        let again = archive.stats().unwrap();
         assert_eq!((again.unchanged, again.report.records), (1, 22));
         assert_eq!(version(), state::STATE_VERSION.to_le_bytes());
         let upgraded = state::load(&state_path).unwrap().unwrap();
@@ -1428,8 +1231,8 @@ mod tests {
         );
         // A copy of the session under another name: all of its 33 entries
         // are duplicates of what the upgraded lineages hold.
-        std::fs::copy(&fixture, arch.join("b.jsonl")).unwrap();
-        let copy = run(cfg(), Sink::None).unwrap();
+        std::fs::copy(fixture(), arch.join("b.jsonl")).unwrap();
+        let copy = archive.stats().unwrap();
         assert_eq!((copy.report.records, copy.report.deduplicated), (22, 33));
         std::fs::remove_dir_all(&d).unwrap();
     }
@@ -1438,41 +1241,46 @@ mod tests {
     fn file_deleted_between_discovery_and_open_fails_alone() {
         let d = std::env::temp_dir().join(format!("mem-ingest-del-{}", std::process::id()));
         std::fs::create_dir_all(&d).unwrap();
-        let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/hand-built.jsonl");
         for name in ["a.jsonl", "b.jsonl", "c.jsonl"] {
-            std::fs::copy(&fixture, d.join(name)).unwrap();
+            std::fs::copy(fixture(), d.join(name)).unwrap();
         }
-        let cfg = stats_config(&d, None);
+        let archive = Archive::builder().path(&d).jobs(2).build();
+        let mut sink = Discard;
         let mut ctx = Ctx {
-            cfg,
+            cfg: &archive.cfg,
+            sink: &mut sink,
+            state_file: None,
             state: None,
             lineages: Some(Lineages::default()),
-            out: None,
-            stop: Arc::new(AtomicBool::new(false)),
+            changed: BTreeSet::new(),
             listing: None,
             last_checkpoint: Instant::now(),
             dirty: false,
+            wrote: false,
         };
-        let mut totals = Totals::default();
+        let mut totals = Summary::default();
         let files = find_files(&ctx.cfg.paths, 2).unwrap().files;
-        let plan = plan::plan(files, &BTreeMap::new(), &ctx.cfg.opts);
+        let opts = SourceOptions::new();
+        let plan = plan::plan(files, &BTreeMap::new(), &opts, 2);
         assert_eq!(plan.tasks.len(), 3);
         std::fs::remove_file(d.join("b.jsonl")).unwrap();
         let mut current = None;
         let mut sets = HashMap::new();
         let by_name = std::cell::OnceCell::new();
+        let encoder = ctx.sink.encoder();
         for (i, task) in plan.tasks.iter().enumerate() {
-            let res = run_task(&plan, i, &ctx.cfg, false, &Bases::default());
+            let res = run_task(&plan, i, ctx.cfg, &opts, &encoder, &Bases::default());
             deliver(
                 &mut ctx,
                 &plan,
                 task,
                 res,
                 &mut current,
-                &mut Reserved {
+                &mut ParentsAhead {
                     sets: &mut sets,
                     by_name: &by_name,
                 },
+                &opts,
                 &mut totals,
             )
             .unwrap();

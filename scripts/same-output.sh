@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Refactors keep behaviour: runs two mem-ingest binaries over the same
+# inputs with the same options and compares what they print, byte for byte:
+# `backfill` NDJSON and `stats --json` on every fixture and on a generated
+# archive, with and without --state, --jobs 1 and 2, with filters.
+#
+#   scripts/same-output.sh OLD_BINARY NEW_BINARY [ARCHIVE]
+#
+# ARCHIVE defaults to a 300 MB archive generated (seed 1) under /tmp.
+# Prints one line per case and exits 1 on the first difference.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+OLD=$1 NEW=$2
+ARCH=${3:-/tmp/mem-ingest-same-300}
+if [ ! -d "$ARCH" ]; then
+    cargo run -q --release --bin gen-corpus -- --archive "$ARCH" --total-mb 300 >/dev/null
+fi
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+fail=0
+# case NAME ARGS...: both binaries, stdout compared (stderr ignored: it
+# holds timings). With --state, each binary gets a state of its own, run
+# twice (the second run reads nothing new) and the states' outputs compared.
+compare() {
+    local name=$1; shift
+    local a b
+    a=$("$OLD" "$@" 2>/dev/null | sha256sum | cut -c1-16) || true
+    b=$("$NEW" "$@" 2>/dev/null | sha256sum | cut -c1-16) || true
+    if [ "$a" = "$b" ]; then
+        echo "same     $name ($a)"
+    else
+        echo "DIFFERS  $name ($a vs $b)"
+        fail=1
+    fi
+}
+compare_state() {
+    local name=$1; shift
+    local bin out=()
+    for bin in "$OLD" "$NEW"; do
+        local d="$WORK/$(basename "$(dirname "$(dirname "$bin")")")-$RANDOM"
+        mkdir -p "$d"
+        local first second
+        first=$("$bin" "$@" --state "$d/state" 2>/dev/null | sha256sum | cut -c1-16) || true
+        second=$("$bin" "$@" --state "$d/state" 2>/dev/null | sha256sum | cut -c1-16) || true
+        out+=("$first/$second")
+    done
+    if [ "${out[0]}" = "${out[1]}" ]; then
+        echo "same     $name (${out[0]})"
+    else
+        echo "DIFFERS  $name (${out[0]} vs ${out[1]})"
+        fail=1
+    fi
+}
+FIX=(fixtures/*.jsonl fixtures/bad/)
+for j in 1 2; do
+    compare "fixtures backfill -j$j" backfill -q -j$j "${FIX[@]}"
+    compare "fixtures stats -j$j" stats --json -q -j$j "${FIX[@]}"
+    compare "fixtures+no-header stats -j$j" stats --json -q -j$j fixtures/
+    compare "fixtures stats table -j$j" stats -q -j$j "${FIX[@]}"
+    compare "fixtures backfill filters -j$j" backfill -q -j$j --role user --role assistant --since 2025-01-01 --max-text 40 "${FIX[@]}"
+    compare "fixtures backfill no-dedupe -j$j" backfill -q -j$j --no-dedupe "${FIX[@]}"
+    compare "archive backfill -j$j" backfill -q -j$j "$ARCH"
+    compare "archive stats -j$j" stats --json -q -j$j "$ARCH"
+    compare "archive backfill filters -j$j" backfill -q -j$j --role tool_result --until 2026-06-01 --max-text 100 "$ARCH"
+    compare_state "fixtures stats --state -j$j" stats --json -q -j$j "${FIX[@]}"
+    compare_state "fixtures backfill --state -j$j" backfill -q -j$j "${FIX[@]}"
+    compare_state "archive stats --state -j$j" stats --json -q -j$j "$ARCH"
+    compare_state "archive backfill --state -j$j" backfill -q -j$j "$ARCH"
+done
+exit $fail

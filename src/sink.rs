@@ -1,0 +1,716 @@
+//! Where a backfill's records go: the [`Sink`] seam.
+//!
+//! The engine reads the archive in tasks on every core. Each task's records
+//! are *encoded* on the worker that read them ([`Encoder::encode`], into a
+//! batch of the sink's choosing), and the batches are *written* in archive
+//! order on one thread ([`Sink::write`]), with the indices of the records
+//! that deduplication dropped: encoding stays parallel, the order stays the
+//! archive's whatever the jobs.
+//!
+//! Checkpoints: before the engine saves a checkpoint it asks the sink to
+//! make everything written durable ([`Sink::sync`]), and stores the mark the
+//! sink returns (an output length) with the checkpoint; at the start of a
+//! run it hands the sink the mark of the last checkpoint
+//! ([`Sink::resume_at`]). A sink that keeps the checkpoint itself (a
+//! database, in the same transaction as its rows) returns its store from
+//! [`Sink::checkpoints`].
+//!
+//! Shipped sinks: [`NdjsonFile`] and [`NdjsonStdout`] (the command line's
+//! bytes), [`Discard`] (no output: `stats`), and [`ForEach`], a sink in one
+//! line for library users who want owned records in order.
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, BufWriter, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use crate::archive::CheckpointStore;
+use crate::error::{Error, ErrorKind};
+use crate::ndjson;
+use crate::record::{OwnedRecord, Record};
+
+/// Where a record was read, and what the engine did to it.
+#[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
+pub struct Place<'p> {
+    /// The file's path as found (lossily UTF-8).
+    pub file: &'p str,
+    /// When `max_text` cut the record's text: its full length in bytes.
+    pub text_bytes: Option<u64>,
+}
+
+/// Encodes records on the worker threads into batches.
+pub trait Encoder: Sync {
+    /// The records of one task, encoded.
+    type Batch: Send;
+
+    /// An empty batch for a task of about `bytes` bytes of input.
+    fn batch(&self, bytes: u64) -> Self::Batch;
+
+    /// Adds one record to the batch. Records get consecutive indices from
+    /// 0 in the order they are encoded.
+    fn encode(&self, batch: &mut Self::Batch, record: &Record<'_>, place: Place<'_>);
+
+    /// Whether records are wanted at all (default true). When false, the
+    /// engine builds none and calls neither `encode` nor the filters.
+    fn wants_records(&self) -> bool {
+        true
+    }
+}
+
+/// Where an output stands after a sync, for the checkpoint that covers it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mark {
+    /// The output's path, as given.
+    pub path: String,
+    /// Bytes of it the checkpoint covers.
+    pub len: u64,
+}
+
+/// A destination for records, written in archive order.
+pub trait Sink {
+    /// Encodes this sink's records on the workers.
+    type Encoder: Encoder;
+
+    /// The encoder the workers share for one run.
+    fn encoder(&self) -> Self::Encoder;
+
+    /// Writes one batch, in archive order. `dropped` holds the indices,
+    /// ascending, of the batch's records that are copies of records written
+    /// before (deduplication): they must not be written. Ok(false) when the
+    /// destination is gone for good (a closed pipe): the run stops there.
+    ///
+    /// # Errors
+    /// The destination failed: the run stops with this error.
+    fn write(
+        &mut self,
+        batch: <Self::Encoder as Encoder>::Batch,
+        dropped: &[usize],
+    ) -> Result<bool, Error>;
+
+    /// Makes everything written so far durable, before a checkpoint that
+    /// covers it is saved; returns the mark the checkpoint records (None
+    /// when the destination cannot be resumed, as stdout).
+    ///
+    /// # Errors
+    /// The destination failed: no checkpoint is saved.
+    fn sync(&mut self) -> Result<Option<Mark>, Error> {
+        Ok(None)
+    }
+
+    /// Called once, before anything is written, when the run has a
+    /// checkpoint: `mark` is what the last checkpoint covers of this sink
+    /// (None: nothing; `checkpoint_exists` tells a new checkpoint from one
+    /// saved with another sink). A sink cuts back what a killed run wrote
+    /// past the mark, and refuses output it does not own.
+    ///
+    /// # Errors
+    /// The sink cannot be resumed from there.
+    fn resume_at(&mut self, mark: Option<&Mark>, checkpoint_exists: bool) -> Result<(), Error> {
+        let _ = (mark, checkpoint_exists);
+        Ok(())
+    }
+
+    /// Whether the mark this sink syncs to must be saved with a checkpoint
+    /// before the first byte is written (an output a checkpoint pairs
+    /// with).
+    fn pairs_with_checkpoint(&self) -> bool {
+        false
+    }
+
+    /// A sink that keeps its own checkpoint returns its store: the engine
+    /// then saves checkpoints there (right after [`Sink::sync`]) instead of
+    /// in a state file.
+    fn checkpoints(&mut self) -> Option<&mut dyn CheckpointStore> {
+        None
+    }
+
+    /// The run ended well: complete the output (rename a temporary file).
+    ///
+    /// # Errors
+    /// Completing failed.
+    fn finish(&mut self) -> Result<(), Error> {
+        Ok(())
+    }
+
+    /// The run failed: remove what this run created and wrote nothing to.
+    fn abandon(&mut self) {}
+
+    /// The destination's reader went away (a closed pipe): the run ends
+    /// quietly.
+    fn closed(&self) -> bool {
+        false
+    }
+
+    /// The file this sink writes, if any: a run refuses one that is among
+    /// its input files.
+    fn output_file(&self) -> Option<&Path> {
+        None
+    }
+}
+
+// ---------------------------------------------------------------------------
+// NDJSON
+
+/// The capacity every output buffer gets at least: enough for the records
+/// of any task read in memory (at most two parts, and records a quarter
+/// larger than their lines), so that any pooled buffer serves any task.
+/// Untouched capacity costs address space only; a buffer that had to grow
+/// would be moved by `mremap` (a TLB shootdown on every core) or come back
+/// as fresh pages to fault in and clear.
+const OUT_CAPACITY: usize = (2 * crate::archive::PART_BYTES as usize) / 4 * 5 + (1 << 20);
+
+/// Buffers kept in the pool at most: about the tasks in flight.
+const OUT_POOLED: usize = 96;
+
+/// Output buffers handed back after writing, for the next tasks of the run.
+#[derive(Debug, Default, Clone)]
+struct BufferPool(Arc<Mutex<Vec<Vec<u8>>>>);
+
+impl BufferPool {
+    /// A buffer for `need` bytes of records: the most recently returned one
+    /// that is large enough (its pages are still mapped and warm), or a new
+    /// one.
+    fn take(&self, need: usize) -> Vec<u8> {
+        let mut pool = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        match pool.iter().rposition(|b| b.capacity() >= need) {
+            Some(i) => pool.remove(i),
+            None => {
+                drop(pool);
+                Vec::with_capacity(need.max(OUT_CAPACITY))
+            }
+        }
+    }
+
+    fn give(&self, mut buf: Vec<u8>) {
+        if buf.capacity() > 64 << 20 {
+            return;
+        }
+        buf.clear();
+        let mut pool = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if pool.len() < OUT_POOLED {
+            pool.push(buf);
+        }
+    }
+}
+
+/// Record lines of one task: the bytes, and where each record's line ends.
+#[derive(Debug, Default)]
+pub struct NdjsonBatch {
+    bytes: Vec<u8>,
+    ends: Vec<usize>,
+}
+
+impl NdjsonBatch {
+    /// The encoded lines, one record a line.
+    pub fn bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+
+    /// Writes the lines but the dropped ones.
+    fn write_kept(&self, w: &mut impl Write, dropped: &[usize]) -> io::Result<()> {
+        let mut at = 0;
+        for &i in dropped {
+            let start = if i == 0 { 0 } else { self.ends[i - 1] };
+            if start > at {
+                w.write_all(&self.bytes[at..start])?;
+            }
+            at = self.ends[i];
+        }
+        if self.bytes.len() > at {
+            w.write_all(&self.bytes[at..])?;
+        }
+        Ok(())
+    }
+}
+
+/// Encodes records as the pinned NDJSON lines (see the README's table).
+#[derive(Debug, Clone)]
+pub struct NdjsonEncoder {
+    pool: BufferPool,
+}
+
+impl Encoder for NdjsonEncoder {
+    type Batch = NdjsonBatch;
+
+    fn batch(&self, bytes: u64) -> NdjsonBatch {
+        // Records are about a quarter larger than their lines: sized so
+        // that no buffer grows.
+        let need = usize::try_from(bytes + bytes / 4)
+            .unwrap_or(0)
+            .min(64 << 20);
+        NdjsonBatch {
+            bytes: self.pool.take(need),
+            ends: Vec::new(),
+        }
+    }
+
+    fn encode(&self, batch: &mut NdjsonBatch, record: &Record<'_>, place: Place<'_>) {
+        ndjson::write_record(&mut batch.bytes, record, place.file, place.text_bytes);
+        batch.ends.push(batch.bytes.len());
+    }
+}
+
+/// NDJSON to standard output. A closed pipe (`| head`) ends the run
+/// quietly. It cannot be resumed: with a checkpoint, each record is written
+/// at least once.
+#[derive(Debug)]
+pub struct NdjsonStdout {
+    w: BufWriter<io::Stdout>,
+    pool: BufferPool,
+    closed: bool,
+}
+
+impl NdjsonStdout {
+    /// Standard output, buffered.
+    pub fn new() -> Self {
+        NdjsonStdout {
+            w: BufWriter::with_capacity(1 << 20, io::stdout()),
+            pool: BufferPool::default(),
+            closed: false,
+        }
+    }
+
+    fn result(&mut self, r: io::Result<()>) -> Result<bool, Error> {
+        match r {
+            Ok(()) => Ok(true),
+            Err(e) if e.kind() == io::ErrorKind::BrokenPipe => {
+                self.closed = true;
+                Ok(false)
+            }
+            Err(e) => Err(Error::new(Path::new(""), ErrorKind::Write(e))),
+        }
+    }
+}
+
+impl Default for NdjsonStdout {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Sink for NdjsonStdout {
+    type Encoder = NdjsonEncoder;
+
+    fn encoder(&self) -> NdjsonEncoder {
+        NdjsonEncoder {
+            pool: self.pool.clone(),
+        }
+    }
+
+    fn write(&mut self, batch: NdjsonBatch, dropped: &[usize]) -> Result<bool, Error> {
+        let r = batch.write_kept(&mut self.w, dropped);
+        self.pool.give(batch.bytes);
+        self.result(r)
+    }
+
+    fn sync(&mut self) -> Result<Option<Mark>, Error> {
+        let r = self.w.flush();
+        self.result(r).map(|_| None)
+    }
+
+    fn closed(&self) -> bool {
+        self.closed
+    }
+}
+
+/// NDJSON into a file.
+///
+/// Without a checkpoint, the file is written under a temporary name beside
+/// it and renamed into place when the run completes (readers see all of it
+/// or none of it); it is left to the system to write back, as `cp` does,
+/// since nothing claims to cover it. With a checkpoint, the file is
+/// appended to, run after run: the checkpoint records how many bytes are
+/// its own, a killed run's torn tail is cut back to that, the file is
+/// synced before each checkpoint, and a file holding bytes no checkpoint
+/// covers is refused.
+#[derive(Debug)]
+pub struct NdjsonFile {
+    path: PathBuf,
+    /// The checkpoint file's path, for messages.
+    state: Option<PathBuf>,
+    out: Option<OpenFile>,
+    pool: BufferPool,
+}
+
+#[derive(Debug)]
+struct OpenFile {
+    w: BufWriter<File>,
+    len: u64,
+    /// Length known to be on the disk (`len` after the last sync).
+    durable: u64,
+    /// This run created the file.
+    created: bool,
+    tmp: Option<PathBuf>,
+}
+
+impl NdjsonFile {
+    /// Replaces `path` when the run completes (no checkpoint).
+    pub fn create(path: impl Into<PathBuf>) -> Self {
+        NdjsonFile {
+            path: path.into(),
+            state: None,
+            out: None,
+            pool: BufferPool::default(),
+        }
+    }
+
+    /// Appends to `path`, paired with the checkpoint at `state` (named in
+    /// messages): the engine calls [`Sink::resume_at`] before writing.
+    pub fn append(path: impl Into<PathBuf>, state: impl Into<PathBuf>) -> Self {
+        NdjsonFile {
+            path: path.into(),
+            state: Some(state.into()),
+            out: None,
+            pool: BufferPool::default(),
+        }
+    }
+
+    /// The output's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Bytes of the output written (with a checkpoint, from the start of
+    /// the file).
+    pub fn len(&self) -> u64 {
+        self.out.as_ref().map_or(0, |o| o.len)
+    }
+
+    /// Whether nothing is written.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn io(&self, e: io::Error) -> Error {
+        Error::io(&self.path, e)
+    }
+
+    /// Opens the temporary file of a run without a checkpoint.
+    fn open_temporary(&mut self) -> Result<(), Error> {
+        let name = self
+            .path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let tmp = self
+            .path
+            .with_file_name(format!(".{name}.{}.tmp", std::process::id()));
+        let f = File::create(&tmp).map_err(|e| Error::io(&tmp, e))?;
+        self.out = Some(OpenFile {
+            w: BufWriter::with_capacity(1 << 20, f),
+            len: 0,
+            durable: 0,
+            created: true,
+            tmp: Some(tmp),
+        });
+        Ok(())
+    }
+
+    fn open(&mut self) -> Result<&mut OpenFile, Error> {
+        if self.out.is_none() {
+            match self.state.clone() {
+                None => self.open_temporary()?,
+                Some(_) => self.resume_at(None, false)?,
+            }
+        }
+        Ok(self.out.as_mut().expect("opened"))
+    }
+
+    /// Refuses an output that holds bytes no checkpoint covers: they are not
+    /// this run's to cut, replace or append to (records of sessions pruned
+    /// from the archive since would be lost, silently).
+    fn refuse_uncovered(&self, checkpoint_exists: bool) -> Result<(), Error> {
+        let len = match std::fs::metadata(&self.path) {
+            Ok(m) => m.len(),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(self.io(e)),
+        };
+        if len == 0 {
+            return Ok(());
+        }
+        let state = self.state.clone().unwrap_or_default();
+        Err(Error::new(
+            &state,
+            ErrorKind::OutputNotCovered {
+                output: self.path.clone(),
+                len,
+                state_exists: checkpoint_exists,
+            },
+        ))
+    }
+}
+
+impl Sink for NdjsonFile {
+    type Encoder = NdjsonEncoder;
+
+    fn encoder(&self) -> NdjsonEncoder {
+        NdjsonEncoder {
+            pool: self.pool.clone(),
+        }
+    }
+
+    fn write(&mut self, batch: NdjsonBatch, dropped: &[usize]) -> Result<bool, Error> {
+        let out = self.open()?;
+        let mut counter = Counter {
+            w: &mut out.w,
+            n: 0,
+        };
+        let r = batch.write_kept(&mut counter, dropped);
+        out.len += counter.n;
+        self.pool.give(batch.bytes);
+        r.map_err(|e| Error::new(&self.path, ErrorKind::Write(e)))?;
+        Ok(true)
+    }
+
+    /// Flushes, and for a file a checkpoint pairs with makes it durable. A
+    /// file written without one is only flushed: it is renamed into place
+    /// when complete, and nothing claims to cover it, so waiting for the
+    /// disk (`fdatasync` of the whole output: 0.18 s for 318 MB here, a
+    /// third of the run) would buy nothing a re-run could use.
+    fn sync(&mut self) -> Result<Option<Mark>, Error> {
+        let path = self.path.to_string_lossy().into_owned();
+        let out = self.open()?;
+        let write_err = |e| ErrorKind::Write(e);
+        out.w
+            .flush()
+            .map_err(write_err)
+            .map_err(|k| Error::new(Path::new(&path), k))?;
+        if out.tmp.is_none() && out.len != out.durable {
+            out.w
+                .get_ref()
+                .sync_data()
+                .map_err(|e| Error::new(Path::new(&path), ErrorKind::Write(e)))?;
+            out.durable = out.len;
+        }
+        Ok(Some(Mark { path, len: out.len }))
+    }
+
+    fn resume_at(&mut self, mark: Option<&Mark>, checkpoint_exists: bool) -> Result<(), Error> {
+        let state = self.state.clone().unwrap_or_default();
+        let covered = match mark {
+            Some(o) if Path::new(&o.path) != self.path.as_path() => {
+                return Err(Error::new(
+                    &state,
+                    ErrorKind::OtherOutput {
+                        paired: o.path.clone(),
+                        output: self.path.clone(),
+                    },
+                ))
+            }
+            Some(o) => o.len,
+            // No checkpoint, or one saved by a run to stdout: it covers
+            // nothing of this output. A first run saves its checkpoint,
+            // covering 0 bytes, before it writes one, so an output that
+            // holds bytes here was never written under this checkpoint.
+            None => {
+                self.refuse_uncovered(checkpoint_exists)?;
+                0
+            }
+        };
+        let created = std::fs::symlink_metadata(&self.path).is_err();
+        let mut f = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&self.path)
+            .map_err(|e| self.io(e))?;
+        let len = f.metadata().map_err(|e| self.io(e))?.len();
+        if len < covered {
+            return Err(Error::new(
+                &self.path,
+                ErrorKind::OutputShorter { len, covered },
+            ));
+        }
+        if len > covered {
+            // The torn tail of a run that was killed before its checkpoint.
+            f.set_len(covered).map_err(|e| self.io(e))?;
+            f.sync_data().map_err(|e| self.io(e))?;
+        }
+        f.seek(SeekFrom::Start(covered)).map_err(|e| self.io(e))?;
+        // What the checkpoint covers was made durable before it was saved
+        // (or just now, when cut back).
+        self.out = Some(OpenFile {
+            w: BufWriter::with_capacity(1 << 20, f),
+            len: covered,
+            durable: covered,
+            created,
+            tmp: None,
+        });
+        Ok(())
+    }
+
+    fn pairs_with_checkpoint(&self) -> bool {
+        self.state.is_some()
+    }
+
+    fn output_file(&self) -> Option<&Path> {
+        Some(&self.path)
+    }
+
+    fn finish(&mut self) -> Result<(), Error> {
+        self.open()?;
+        let out = self.out.as_mut().expect("opened");
+        out.w
+            .flush()
+            .map_err(|e| Error::new(&self.path, ErrorKind::Write(e)))?;
+        if let Some(tmp) = out.tmp.take() {
+            std::fs::rename(&tmp, &self.path).map_err(|e| Error::io(&self.path, e))?;
+        }
+        Ok(())
+    }
+
+    fn abandon(&mut self) {
+        match &self.out {
+            Some(OpenFile { tmp: Some(t), .. }) => {
+                let _ = std::fs::remove_file(t);
+            }
+            Some(OpenFile {
+                created: true,
+                len: 0,
+                ..
+            }) => {
+                let _ = std::fs::remove_file(&self.path);
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Counts the bytes written through it.
+struct Counter<'w, W> {
+    w: &'w mut W,
+    n: u64,
+}
+
+impl<W: Write> Write for Counter<'_, W> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let n = self.w.write(buf)?;
+        self.n += n as u64;
+        Ok(n)
+    }
+
+    fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
+        self.w.write_all(buf)?;
+        self.n += buf.len() as u64;
+        Ok(())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.w.flush()
+    }
+}
+
+// ---------------------------------------------------------------------------
+// No output; owned records
+
+/// No output: counts only (`stats`). Records are never built.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Discard;
+
+/// The encoder of [`Discard`]: wants no records.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct DiscardEncoder;
+
+impl Encoder for DiscardEncoder {
+    type Batch = ();
+
+    fn batch(&self, _bytes: u64) {}
+
+    fn encode(&self, _batch: &mut (), _record: &Record<'_>, _place: Place<'_>) {}
+
+    fn wants_records(&self) -> bool {
+        false
+    }
+}
+
+impl Sink for Discard {
+    type Encoder = DiscardEncoder;
+
+    fn encoder(&self) -> DiscardEncoder {
+        DiscardEncoder
+    }
+
+    fn write(&mut self, _batch: (), _dropped: &[usize]) -> Result<bool, Error> {
+        Ok(true)
+    }
+}
+
+/// A sink in one line: owned records, in archive order, to a closure.
+/// Records are copied on the workers; the closure runs on one thread.
+///
+/// ```
+/// use mem_ingest::archive::Archive;
+/// use mem_ingest::sink::ForEach;
+///
+/// let mut keys = Vec::new();
+/// Archive::builder()
+///     .path("fixtures/hand-built.jsonl")
+///     .build()
+///     .backfill(&mut ForEach(|r: mem_ingest::OwnedRecord| keys.push(r.key)))?;
+/// assert_eq!(keys.len(), 22);
+/// # Ok::<(), mem_ingest::Error>(())
+/// ```
+pub struct ForEach<F>(pub F);
+
+/// The encoder of [`ForEach`]: owned copies.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct OwnedEncoder;
+
+impl Encoder for OwnedEncoder {
+    type Batch = Vec<OwnedRecord>;
+
+    fn batch(&self, _bytes: u64) -> Vec<OwnedRecord> {
+        Vec::new()
+    }
+
+    fn encode(&self, batch: &mut Vec<OwnedRecord>, record: &Record<'_>, _place: Place<'_>) {
+        batch.push(record.to_owned_record());
+    }
+}
+
+impl<F: FnMut(OwnedRecord)> Sink for ForEach<F> {
+    type Encoder = OwnedEncoder;
+
+    fn encoder(&self) -> OwnedEncoder {
+        OwnedEncoder
+    }
+
+    fn write(&mut self, batch: Vec<OwnedRecord>, dropped: &[usize]) -> Result<bool, Error> {
+        let mut dropped = dropped.iter().peekable();
+        for (i, r) in batch.into_iter().enumerate() {
+            if dropped.peek() == Some(&&i) {
+                dropped.next();
+                continue;
+            }
+            (self.0)(r);
+        }
+        Ok(true)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_batch_writes_all_but_the_dropped_lines() {
+        let mut b = NdjsonBatch::default();
+        for l in ["a\n", "bb\n", "ccc\n", "d\n"] {
+            b.bytes.extend_from_slice(l.as_bytes());
+            b.ends.push(b.bytes.len());
+        }
+        for (dropped, want) in [
+            (&[][..], "a\nbb\nccc\nd\n"),
+            (&[0][..], "bb\nccc\nd\n"),
+            (&[1, 2][..], "a\nd\n"),
+            (&[3][..], "a\nbb\nccc\n"),
+            (&[0, 1, 2, 3][..], ""),
+        ] {
+            let mut out = Vec::new();
+            b.write_kept(&mut out, dropped).unwrap();
+            assert_eq!(String::from_utf8(out).unwrap(), want, "{dropped:?}");
+        }
+    }
+}
