@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Builds release, runs the throughput benches, prints every bench's median
-# and the ratios issue 4 asks for (from criterion's estimates.json), then
-# measures peak memory (`/usr/bin/time -v`) of draining a generated 1 GB file
-# against a 100 MB one.
+# Builds release, runs the throughput benches and the bare-parse benches
+# (issue 15), prints every bench's median and the ratios issues 4 and 15 ask
+# for (from criterion's estimates.json), then measures peak memory
+# (`/usr/bin/time -v`) of draining a generated 1 GB file against a 100 MB
+# one.
 #
 #   scripts/bench-ratios.sh [criterion args...]
 #
@@ -10,6 +11,7 @@
 #   CARGO_TARGET_DIR     target dir (default: target)
 #   MEM_INGEST_BENCH_MB  corpus size of the benches in MB (default 100)
 #   SKIP_BENCH=1         only print ratios of the last run (no cargo bench)
+#   SKIP_THROUGHPUT=1    run only the bare-parse benches (issue 15)
 #   SKIP_MEMORY=1        skip the peak-memory part
 #   MEMORY_BIG_MB        size of the big file (default 1024)
 set -euo pipefail
@@ -18,45 +20,56 @@ cd "$(dirname "$0")/.."
 TARGET=${CARGO_TARGET_DIR:-target}
 export CARGO_TARGET_DIR=$TARGET
 
-cargo build --release --bin gen-corpus --example drain
+cargo build --release --bin gen-corpus --bin mem-ingest --example drain
+# what the bare-parse group runs as `stats --jobs 1`
+export MEM_INGEST_BIN="$TARGET/release/mem-ingest"
 
 if [[ "${SKIP_BENCH:-0}" != 1 ]]; then
-    cargo bench --bench throughput -- "$@"
+    if [[ "${SKIP_THROUGHPUT:-0}" != 1 ]]; then
+        cargo bench --bench throughput -- "$@"
+    fi
+    cargo bench --bench bare_parse -- "$@"
 fi
 
-CRIT="$TARGET/criterion/throughput"
 echo
 echo "== throughput (medians; corpus ${MEM_INGEST_BENCH_MB:-100} MB) =="
-python3 - "$CRIT" <<'EOF'
+python3 - "$TARGET/criterion" <<'EOF'
 import json, os, sys
 crit = sys.argv[1]
-names = [
-    "1_floor_line_split",
-    "2_baseline_serde_json",
-    "3_simd_json_borrowed_dom",
-    "4_mem_ingest_in_memory",
-    "5_mem_ingest_file_chunked",
-    "5_mem_ingest_file_mmap",
-]
+groups = {
+    "throughput": [
+        "1_floor_line_split",
+        "2_baseline_serde_json",
+        "3_simd_json_borrowed_dom",
+        "4_mem_ingest_in_memory",
+        "5_mem_ingest_file_chunked",
+        "5_mem_ingest_file_mmap",
+    ],
+    "bare_parse": [
+        "bare_parse",
+        "mem_ingest_stats_jobs1",
+    ],
+}
 med = {}
 print(f"{'bench':28} {'median':>9} {'95% CI of median':>19} {'samples min-max':>19} {'GB/s':>7}")
-for n in names:
-    d = os.path.join(crit, n, "new")
-    try:
-        est = json.load(open(os.path.join(d, "estimates.json")))
-        bench = json.load(open(os.path.join(d, "benchmark.json")))
-        sample = json.load(open(os.path.join(d, "sample.json")))
-    except OSError:
-        print(f"{n:28} (no result)")
-        continue
-    bytes_ = bench["throughput"]["Bytes"]
-    m = est["median"]["point_estimate"]
-    lo = est["median"]["confidence_interval"]["lower_bound"]
-    hi = est["median"]["confidence_interval"]["upper_bound"]
-    med[n] = bytes_ / m  # bytes per ns = GB/s
-    per_iter = [t / i for t, i in zip(sample["times"], sample["iters"])]
-    smin, smax = min(per_iter), max(per_iter)
-    print(f"{n:28} {m/1e6:7.1f}ms {lo/1e6:8.1f}-{hi/1e6:6.1f}ms {smin/1e6:8.1f}-{smax/1e6:6.1f}ms {med[n]:7.3f}")
+for group, names in groups.items():
+    for n in names:
+        d = os.path.join(crit, group, n, "new")
+        try:
+            est = json.load(open(os.path.join(d, "estimates.json")))
+            bench = json.load(open(os.path.join(d, "benchmark.json")))
+            sample = json.load(open(os.path.join(d, "sample.json")))
+        except OSError:
+            print(f"{n:28} (no result)")
+            continue
+        bytes_ = bench["throughput"]["Bytes"]
+        m = est["median"]["point_estimate"]
+        lo = est["median"]["confidence_interval"]["lower_bound"]
+        hi = est["median"]["confidence_interval"]["upper_bound"]
+        med[n] = bytes_ / m  # bytes per ns = GB/s
+        per_iter = [t / i for t, i in zip(sample["times"], sample["iters"])]
+        smin, smax = min(per_iter), max(per_iter)
+        print(f"{n:28} {m/1e6:7.1f}ms {lo/1e6:8.1f}-{hi/1e6:6.1f}ms {smin/1e6:8.1f}-{smax/1e6:6.1f}ms {med[n]:7.3f}")
 
 def ratio(a, b, label, target):
     if a in med and b in med:
@@ -75,6 +88,7 @@ ratio("5_mem_ingest_file_chunked", "4_mem_ingest_in_memory", "(5) chunked file /
 ratio("5_mem_ingest_file_mmap", "4_mem_ingest_in_memory", "(5) mmap file / (4) in memory", None)
 ratio("5_mem_ingest_file_mmap", "5_mem_ingest_file_chunked", "(5) mmap / (5) chunked", None)
 ratio("1_floor_line_split", "4_mem_ingest_in_memory", "(1) floor / (4) mem-ingest", None)
+ratio("mem_ingest_stats_jobs1", "bare_parse", "(15) stats --jobs 1 / bare parse", 1.0)
 EOF
 
 [[ "${SKIP_MEMORY:-0}" == 1 ]] && exit 0
