@@ -13,6 +13,7 @@
 
 pub mod archive;
 mod error;
+pub mod format;
 pub mod line_reader;
 mod mmap;
 mod ndjson;

@@ -46,6 +46,14 @@ pub trait RecordSource {
     /// Where a later read of the same file would resume: just after the
     /// last line consumed (a held partial tail excluded).
     fn position(&self) -> Position;
+
+    /// What a later part of the file needs from the lines before
+    /// [`RecordSource::position`] (the current model, a running total),
+    /// encoded by the format (see [`crate::format::Format::resume`]).
+    /// Empty by default: pi needs none.
+    fn running_context(&self) -> Vec<u8> {
+        Vec::new()
+    }
 }
 
 /// A place in a session file, after a whole number of lines.

@@ -1,5 +1,5 @@
-//! Finding session files: PATHs, folders searched recursively for `*.jsonl`,
-//! pi's own archive when no PATH is given.
+//! Finding session files: PATHs, folders searched recursively for the
+//! files a format claims by name (pi: `*.jsonl`).
 
 use std::collections::HashSet;
 use std::fs;
@@ -7,7 +7,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use super::state::Identity;
 
@@ -25,30 +25,12 @@ pub struct Found {
     pub dirs: Seen,
 }
 
-/// The archive pi itself would use.
-pub fn default_archive() -> Result<PathBuf, String> {
-    let dir = if let Some(d) = std::env::var_os("PI_CODING_AGENT_SESSION_DIR") {
-        PathBuf::from(d)
-    } else if let Some(d) = std::env::var_os("PI_CODING_AGENT_DIR") {
-        PathBuf::from(d).join("sessions")
-    } else if let Some(home) = std::env::var_os("HOME") {
-        PathBuf::from(home).join(".pi/agent/sessions")
-    } else {
-        return Err("no PATH given and HOME is not set: name a session file or folder".into());
-    };
-    if !dir.is_dir() {
-        return Err(format!(
-            "no PATH given and pi's session archive {} does not exist \
-             (set PI_CODING_AGENT_SESSION_DIR or PI_CODING_AGENT_DIR, or name a PATH)",
-            dir.display()
-        ));
-    }
-    Ok(dir)
-}
+/// Whether a file met in a folder is a session file (by its name).
+pub type Wanted = Arc<dyn Fn(&Path) -> bool + Send + Sync>;
 
 /// Finds the session files under `paths`, the folders of a PATH walked on
 /// up to `threads` threads.
-pub fn discover(paths: &[PathBuf], threads: usize) -> Found {
+pub fn discover(paths: &[PathBuf], threads: usize, wanted: &Wanted) -> Found {
     let mut found = Found::default();
     let mut candidates = Vec::new();
     let mut unreadable = Vec::new();
@@ -59,7 +41,7 @@ pub fn discover(paths: &[PathBuf], threads: usize) -> Found {
                 // Each PATH is walked on its own: with overlapping PATHs,
                 // what each finds does not depend on their order (the sort
                 // below keeps a file's first path).
-                let mut w = Walk::default();
+                let mut w = Walk::new(wanted);
                 let mut seen = Seen::new();
                 if let Some(items) = w.list(p, &m, &mut seen) {
                     w.items(items, &mut seen, threads);
@@ -106,8 +88,8 @@ fn path_order(a: &Path, b: &Path) -> std::cmp::Ordering {
 pub type Seen = HashSet<(u64, u64)>;
 
 /// What a walk found.
-#[derive(Default)]
 struct Walk {
+    wanted: Wanted,
     files: Vec<(PathBuf, Identity)>,
     /// Folders that could not be read, with their identity.
     failures: Vec<(PathBuf, String, (u64, u64))>,
@@ -120,6 +102,14 @@ enum Item {
 }
 
 impl Walk {
+    fn new(wanted: &Wanted) -> Walk {
+        Walk {
+            wanted: wanted.clone(),
+            files: Vec::new(),
+            failures: Vec::new(),
+        }
+    }
+
     /// The session files and subfolders of `dir`, in name order, looked up;
     /// `None` for a folder already seen (a symlink loop, or a folder reached
     /// again). Name order makes a walk list files in path order, and a file
@@ -147,7 +137,7 @@ impl Walk {
                 }
             };
             let path = entry.path();
-            let jsonl = path.extension().is_some_and(|e| e == "jsonl");
+            let jsonl = (self.wanted)(&path);
             let symlink = match entry.file_type() {
                 // Other plain files are not even looked at.
                 Ok(t) if t.is_file() && !jsonl => continue,
@@ -220,7 +210,7 @@ impl Walk {
                 let i = next.fetch_add(1, Ordering::Relaxed);
                 let Some(item) = items.get(i) else { return };
                 if let Item::Dir(path, m) = item {
-                    let mut w = Walk::default();
+                    let mut w = Walk::new(&self.wanted);
                     let mut own = start.clone();
                     if let Some(below) = w.list(path, m, &mut own) {
                         w.walk(below, &mut own);
@@ -253,6 +243,10 @@ impl Walk {
 mod tests {
     use super::*;
     use std::os::unix::fs::symlink;
+
+    fn jsonl() -> Wanted {
+        Arc::new(|p: &Path| p.extension().is_some_and(|e| e == "jsonl"))
+    }
 
     /// The files found, as paths below `dir`.
     fn relative(dir: &Path, found: &Found) -> Vec<String> {
@@ -293,7 +287,7 @@ mod tests {
         // Path order puts a folder's files before its subfolders' ("a/1"
         // before "a/x/2": the separator sorts first); the folder reached
         // again through d/a-again, the loop and the link to b/3 add nothing.
-        let one = discover(std::slice::from_ref(&d), 1);
+        let one = discover(std::slice::from_ref(&d), 1, &jsonl());
         assert_eq!(
             rel(&one),
             [
@@ -308,11 +302,11 @@ mod tests {
         assert!(one.failures.is_empty(), "{:?}", one.failures);
         // Several PATHs, overlapping, listed first: the same files, each
         // still under its first path.
-        let both = discover(&[d.join("e"), d.clone()], 2);
+        let both = discover(&[d.join("e"), d.clone()], 2, &jsonl());
         assert_eq!(rel(&both), rel(&one));
         // A link that sorts before the folder it names: its path is first.
         symlink(d.join("c"), d.join("0-c")).unwrap();
-        let one = discover(std::slice::from_ref(&d), 1);
+        let one = discover(std::slice::from_ref(&d), 1, &jsonl());
         assert_eq!(
             rel(&one),
             [
@@ -333,7 +327,7 @@ mod tests {
         }
         fs::write(d.join("f/sub/s.jsonl"), "{}\n").unwrap();
         symlink(d.join("f/sub"), d.join("f/000-sub")).unwrap();
-        let one = discover(std::slice::from_ref(&d), 1);
+        let one = discover(std::slice::from_ref(&d), 1, &jsonl());
         let f: Vec<String> = rel(&one)
             .into_iter()
             .filter(|p| p.starts_with("f/") || p.starts_with("0-c/"))
@@ -352,7 +346,7 @@ mod tests {
         // On several threads: the same, though folders reached from two
         // subfolders are walked by each.
         for threads in [2, 3, 8] {
-            let many = discover(std::slice::from_ref(&d), threads);
+            let many = discover(std::slice::from_ref(&d), threads, &jsonl());
             assert_eq!(rel(&many), rel(&one), "{threads} threads");
             assert_eq!(
                 many.files.iter().map(|(_, id)| *id).collect::<Vec<_>>(),
@@ -360,8 +354,8 @@ mod tests {
             );
         }
         // Overlapping PATHs in either order: the same listing.
-        let ab = discover(&[d.join("a"), d.clone()], 2);
-        let ba = discover(&[d.clone(), d.join("a")], 2);
+        let ab = discover(&[d.join("a"), d.clone()], 2, &jsonl());
+        let ba = discover(&[d.clone(), d.join("a")], 2, &jsonl());
         assert_eq!(rel(&ab), rel(&one));
         assert_eq!(rel(&ba), rel(&one));
         fs::remove_dir_all(&d).unwrap();
@@ -380,15 +374,15 @@ mod tests {
         let rel = |f: &Found| relative(&d, f);
         for threads in [1, 2] {
             assert_eq!(
-                rel(&discover(std::slice::from_ref(&d), threads)),
+                rel(&discover(std::slice::from_ref(&d), threads, &jsonl())),
                 ["a/3.jsonl"]
             );
             assert_eq!(
-                rel(&discover(&[d.join("b"), d.clone()], threads)),
+                rel(&discover(&[d.join("b"), d.clone()], threads, &jsonl())),
                 ["a/3.jsonl"]
             );
             assert_eq!(
-                rel(&discover(&[d.clone(), d.join("b")], threads)),
+                rel(&discover(&[d.clone(), d.join("b")], threads, &jsonl())),
                 ["a/3.jsonl"]
             );
         }
@@ -413,7 +407,7 @@ mod tests {
             let paths = [d.clone()];
             let found = std::thread::Builder::new()
                 .stack_size(64 << 10)
-                .spawn(move || discover(&paths, threads))
+                .spawn(move || discover(&paths, threads, &jsonl()))
                 .unwrap()
                 .join()
                 .unwrap();

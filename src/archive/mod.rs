@@ -61,11 +61,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::error::Error;
+use crate::format::{Format, Pi};
 use crate::pi::RoleFilter;
 use crate::record::Role;
 use crate::sink::{Discard, Sink};
 use crate::source::SourceOptions;
 
+pub use dedupe::session_of_path;
 pub use plan::PART_BYTES;
 pub use run::{SkipAt, Summary};
 pub use state::{
@@ -102,6 +104,10 @@ pub(crate) enum Command {
 /// Everything a run is configured with.
 #[derive(Clone)]
 pub(crate) struct Config {
+    /// The formats read, in order of preference: a file is the first's
+    /// that claims it (a file named as a PATH and claimed by none is the
+    /// first's).
+    pub formats: Vec<Arc<dyn Format>>,
     pub paths: Vec<PathBuf>,
     pub jobs: usize,
     pub state: Option<PathBuf>,
@@ -129,6 +135,7 @@ impl Default for ArchiveBuilder {
     fn default() -> Self {
         ArchiveBuilder {
             cfg: Config {
+                formats: vec![Arc::new(Pi)],
                 paths: Vec::new(),
                 jobs: std::thread::available_parallelism().map_or(1, |n| n.get()),
                 state: None,
@@ -166,6 +173,13 @@ impl ArchiveBuilder {
     /// Adds PATHs (see [`ArchiveBuilder::path`]).
     pub fn paths<P: Into<PathBuf>>(mut self, paths: impl IntoIterator<Item = P>) -> Self {
         self.cfg.paths.extend(paths.into_iter().map(Into::into));
+        self
+    }
+
+    /// The session format read (default [`Pi`]). Replaces the formats set
+    /// before.
+    pub fn format(mut self, format: Arc<dyn Format>) -> Self {
+        self.cfg.formats = vec![format];
         self
     }
 

@@ -10,8 +10,9 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use crate::format::{Format, Input};
 use crate::pi::Header;
-use crate::source::{PiSessionSource, RecordSource, SourceOptions};
+use crate::source::SourceOptions;
 use rayon::prelude::*;
 
 use super::state::{FileState, Identity};
@@ -22,9 +23,11 @@ pub const PART_BYTES: u64 = 8 << 20;
 
 /// Reads the header of a file: a small buffer (it grows for a long header
 /// line), so that planning does not read whole small files.
-fn read_header(path: &PathBuf, opts: &SourceOptions) -> Option<Header> {
+fn read_header(path: &Path, opts: &SourceOptions, format: &dyn Format) -> Option<Header> {
     let opts = opts.clone().buffer_capacity(4096);
-    PiSessionSource::open_with(path, &opts)
+    let file = File::open(path).ok()?;
+    format
+        .open(Input::Reader(Box::new(file)), path, &opts)
         .ok()
         .and_then(|s| s.header().cloned())
 }
@@ -45,6 +48,9 @@ pub struct Task {
     /// Index of the file's first task.
     pub first_task: usize,
     pub header: Option<Header>,
+    /// The format's running context at `start` (see
+    /// [`crate::format::Format::needs_running_context`]).
+    pub context: Vec<u8>,
 }
 
 /// How a file is read in this run.
@@ -64,6 +70,8 @@ pub enum Mode {
 #[derive(Debug)]
 pub struct PlannedFile {
     pub path: PathBuf,
+    /// Index of its format in the run's formats.
+    pub format: usize,
     /// Identity and size when found.
     pub identity: Identity,
     /// Number of tasks of this file (none when it is unchanged).
@@ -105,7 +113,7 @@ fn next_newline(file: &File, mut from: u64, size: u64) -> io::Result<Option<u64>
 }
 
 /// Part boundaries of `start..size`: each starts just after a `\n`.
-fn boundaries(path: &PathBuf, start: u64, size: u64) -> io::Result<Vec<u64>> {
+fn boundaries(path: &Path, start: u64, size: u64) -> io::Result<Vec<u64>> {
     let file = File::open(path)?;
     let mut cuts = vec![start];
     let mut k = 1;
@@ -178,10 +186,11 @@ fn entry<'s>(
 }
 
 fn region(
-    path: &PathBuf,
+    path: &Path,
     id: &Identity,
     prior: Option<&FileState>,
     opts: &SourceOptions,
+    format: &dyn Format,
 ) -> Region {
     let fresh = |mode| Region {
         start: 0,
@@ -206,7 +215,7 @@ fn region(
     }
     // Same file, not shrunk below what was consumed: the header must be the
     // same too, or it was rewritten in place.
-    let header = read_header(path, opts);
+    let header = read_header(path, opts, format);
     match header {
         Some(h) if header_digest(&h) == p.header_digest => {
             let mut start = p.offset;
@@ -238,16 +247,22 @@ struct Split {
 
 /// Plans the work over the files found (with their identity when found),
 /// given what earlier runs consumed.
+/// A file found: its path, identity, and format (an index into the run's
+/// formats).
+pub type FoundFile = (PathBuf, Identity, usize);
+
 pub fn plan(
-    found: Vec<(PathBuf, Identity)>,
+    found: Vec<FoundFile>,
     prior: &BTreeMap<String, Arc<FileState>>,
     opts: &SourceOptions,
     jobs: usize,
+    formats: &[Arc<dyn Format>],
 ) -> Plan {
     let entries: Vec<Option<&Arc<FileState>>> =
-        found.iter().map(|(path, _)| entry(prior, path)).collect();
-    let one = |((path, id), p): (&(PathBuf, Identity), &Option<&Arc<FileState>>)| {
-        let r = region(path, id, p.map(|a| &**a), opts);
+        found.iter().map(|(path, ..)| entry(prior, path)).collect();
+    let one = |((path, id, format), p): (&FoundFile, &Option<&Arc<FileState>>)| {
+        let format = &*formats[*format];
+        let r = region(path, id, p.map(|a| &**a), opts, format);
         if r.mode == Mode::Unchanged || r.start >= id.size {
             let split = Split {
                 cuts: vec![],
@@ -255,7 +270,7 @@ pub fn plan(
             };
             return (r, split);
         }
-        let split = split(path, &r, id.size, opts);
+        let split = split(path, &r, id.size, opts, format);
         (r, split)
     };
     // Files are read from on the pool (headers, part boundaries); when
@@ -264,7 +279,7 @@ pub fn plan(
     let io = found
         .iter()
         .zip(&entries)
-        .any(|((_, id), p)| reads(p.map(|a| &**a), id));
+        .any(|((_, id, _), p)| reads(p.map(|a| &**a), id));
     let pool = io
         .then(|| {
             rayon::ThreadPoolBuilder::new()
@@ -283,7 +298,7 @@ pub fn plan(
         known: entries.iter().filter(|p| p.is_some()).count(),
         ..Plan::default()
     };
-    for (i, (((path, identity), (r, split)), entry)) in
+    for (i, (((path, identity, format), (r, split)), entry)) in
         found.into_iter().zip(regions).zip(entries).enumerate()
     {
         let prior = match r.mode {
@@ -292,6 +307,7 @@ pub fn plan(
         };
         let mut f = PlannedFile {
             path,
+            format,
             identity,
             tasks: 0,
             mode: r.mode,
@@ -320,6 +336,7 @@ pub fn plan(
                     } else {
                         split.header.clone()
                     },
+                    context: Vec::new(),
                 });
                 f.tasks += 1;
             }
@@ -332,17 +349,19 @@ pub fn plan(
 /// Cuts a region of more than one part (reading its header when not
 /// known); a region that is small, or whose header cannot be read here (the
 /// task reports why), stays whole.
-fn split(path: &PathBuf, r: &Region, size: u64, opts: &SourceOptions) -> Split {
+fn split(path: &Path, r: &Region, size: u64, opts: &SourceOptions, format: &dyn Format) -> Split {
     let whole = Split {
         cuts: vec![],
         header: r.header.clone(),
     };
-    if size - r.start <= PART_BYTES {
+    // A part that needs the context of the lines before it waits for them:
+    // such a file is read in one task.
+    if size - r.start <= PART_BYTES || format.needs_running_context() {
         return whole;
     }
     let header = match &r.header {
         Some(h) => h.clone(),
-        None => match read_header(path, opts) {
+        None => match read_header(path, opts, format) {
             Some(h) => h,
             None => return whole,
         },
@@ -440,7 +459,8 @@ mod tests {
             if let Some(p) = &prior {
                 map.insert(path.to_string_lossy().into_owned(), p.clone());
             }
-            let plan = plan(vec![(path, identity)], &map, &opts, 2);
+            let pi: Arc<dyn Format> = Arc::new(crate::format::Pi);
+            let plan = plan(vec![(path, identity, 0)], &map, &opts, 2, &[pi]);
             assert_eq!(plan.known, usize::from(prior.is_some()), "{name}");
             // A grown file whose header cannot be read is read again.
             assert_eq!(plan.files[0].mode, mode, "{name}");

@@ -10,19 +10,20 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use super::dedupe::{session_of_path, FpSet, Lineages};
-use super::plan::{self, Mode, Plan, PlannedFile, Task};
+use super::dedupe::{FpSet, Lineages};
+use super::plan::{self, FoundFile, Mode, Plan, PlannedFile, Task};
 use super::state::{
     self, Checkpoint, CheckpointStore, FileState, OutputState, Shape, State, StateFile,
 };
 use super::stats::{FailureLine, ModelLine, ProjectLine, Roles, SkipLine, Stats};
 use super::{discover, exec, Command, Config};
 use crate::error::{Error, ErrorKind};
+use crate::format::{BoxedSource, Format, Input};
 use crate::ndjson::cut_text;
 use crate::pi::Header;
 use crate::report::Report;
 use crate::sink::{Encoder, Place, Sink};
-use crate::source::{PiSessionSource, Position, RecordSource, SliceSessionSource, SourceOptions};
+use crate::source::{Position, SourceOptions};
 
 /// A skip as reported, with its file.
 #[derive(Debug, Clone)]
@@ -189,6 +190,8 @@ struct EntryNote {
     fingerprint: u64,
     line: u64,
     byte: u64,
+    /// The running context before its line (formats that need one).
+    context: Vec<u8>,
     /// Its record's index in the task's batch.
     record: Option<usize>,
 }
@@ -202,6 +205,8 @@ struct PartResult<B> {
     error: Option<String>,
     header: Option<Header>,
     position: Option<Position>,
+    /// The running context at `position`.
+    context: Vec<u8>,
     notes: Vec<EntryNote>,
 }
 
@@ -214,6 +219,7 @@ impl<B> Default for PartResult<B> {
             error: None,
             header: None,
             position: None,
+            context: Vec::new(),
             notes: Vec::new(),
         }
     }
@@ -303,8 +309,10 @@ pub(crate) fn run<S: Sink>(cfg: &Config, command: Command, sink: &mut S) -> Resu
     // these two. Not before the lock: a run that saved the state between
     // this listing and our reading of it would leave us sizes older than
     // the state's offsets, and files read again from the start.
-    let (paths, jobs) = (cfg.paths.clone(), cfg.jobs);
-    let listing = std::thread::spawn(move || find_files(&paths, jobs));
+    let listing = {
+        let cfg = cfg.clone();
+        std::thread::spawn(move || find_files(&cfg))
+    };
     let mut ctx = Ctx {
         cfg,
         sink,
@@ -389,7 +397,7 @@ pub(crate) fn run<S: Sink>(cfg: &Config, command: Command, sink: &mut S) -> Resu
 /// stopped.
 fn passes<S: Sink>(ctx: &mut Ctx<'_, S>) -> Result<Summary, Error> {
     let (watcher, events) = if ctx.cfg.follow && !ctx.cfg.poll_only {
-        watch(&ctx.cfg.paths)
+        watch(ctx.cfg)
     } else {
         (None, None)
     };
@@ -433,22 +441,16 @@ fn passes<S: Sink>(ctx: &mut Ctx<'_, S>) -> Result<Summary, Error> {
     }
 }
 
-/// File notifications for the PATHs (pi's archive when none), when the
-/// platform gives them.
+/// File notifications for the PATHs (the formats' archives when none),
+/// when the platform gives them.
 fn watch(
-    paths: &[PathBuf],
+    cfg: &Config,
 ) -> (
     Option<notify::RecommendedWatcher>,
     Option<std::sync::mpsc::Receiver<()>>,
 ) {
     use notify::Watcher;
-    let roots = if paths.is_empty() {
-        discover::default_archive()
-            .map(|p| vec![p])
-            .unwrap_or_default()
-    } else {
-        paths.to_vec()
-    };
+    let roots = roots(cfg).unwrap_or_default();
     let (tx, rx) = std::sync::mpsc::channel();
     let watcher = notify::recommended_watcher(move |e: notify::Result<notify::Event>| {
         if e.is_ok() {
@@ -603,6 +605,7 @@ fn run_task<E: Encoder>(
 ) -> PartResult<E::Batch> {
     let task = &plan.tasks[i];
     let path = &plan.files[task.file].path;
+    let format = &*cfg.formats[plan.files[task.file].format];
     let file = path.to_string_lossy();
     let mut res = PartResult::default();
     let len = task.end.map_or(u64::MAX, |e| e - task.start);
@@ -629,13 +632,8 @@ fn run_task<E: Encoder>(
         let mut f = f.take(len);
         let lines = || task.lines.unwrap_or_else(|| bases.lines_before(plan, i));
         if !in_memory {
-            let src = open(
-                &task.header,
-                f,
-                |f| PiSessionSource::from_reader_with(f, path, opts),
-                |f, h| PiSessionSource::resume(f, path, h, task.start, lines(), opts),
-            )?;
-            return drain(src, &mut res, cfg, encoder, &file);
+            let src = open(format, Input::Reader(Box::new(f)), task, path, opts, lines)?;
+            return drain(src, format, &mut res, cfg, encoder, &file);
         }
         // One buffer per worker thread, reused from task to task: no fresh
         // pages to fault in for every file.
@@ -648,13 +646,8 @@ fn run_task<E: Encoder>(
             let read = f.read_to_end(data).map_err(|e| e.to_string());
             publish(memchr::memchr_iter(b'\n', data).count() as u64);
             read?;
-            let src = open(
-                &task.header,
-                &data[..],
-                |d| SliceSessionSource::new(d, path, opts),
-                |d, h| SliceSessionSource::resume(d, path, h, task.start, lines(), opts),
-            );
-            let drained = src.and_then(|src| drain(src, &mut res, cfg, encoder, &file));
+            let src = open(format, Input::Bytes(&data[..]), task, path, opts, lines);
+            let drained = src.and_then(|src| drain(src, format, &mut res, cfg, encoder, &file));
             if data.capacity() > 4 * plan::PART_BYTES as usize {
                 // Keep no more than about a part between tasks.
                 data.clear();
@@ -673,27 +666,37 @@ fn run_task<E: Encoder>(
 
 /// A source over `input`: from the start of a file (it reads the header),
 /// or resumed after a header read before.
-fn open<R, S>(
-    header: &Option<Header>,
-    input: R,
-    fresh: impl FnOnce(R) -> Result<S, Error>,
-    resume: impl FnOnce(R, Header) -> S,
-) -> Result<S, String> {
-    match header {
-        None => fresh(input).map_err(|e| e.cause()),
-        Some(h) => Ok(resume(input, h.clone())),
+fn open<'d>(
+    format: &dyn Format,
+    input: Input<'d>,
+    task: &Task,
+    path: &Path,
+    opts: &SourceOptions,
+    lines: impl FnOnce() -> u64,
+) -> Result<BoxedSource<'d>, String> {
+    match &task.header {
+        None => format.open(input, path, opts).map_err(|e| e.cause()),
+        Some(h) => Ok(format.resume(input, path, h, &task.context, task.start, lines(), opts)),
     }
 }
 
 fn drain<E: Encoder>(
-    mut src: impl RecordSource,
+    mut src: BoxedSource<'_>,
+    format: &dyn Format,
     res: &mut PartResult<E::Batch>,
     cfg: &Config,
     encoder: &E,
     file: &str,
 ) -> Result<(), String> {
     let keep = cfg.filter;
+    let needs_context = cfg.dedupe && format.needs_running_context();
     let r = loop {
+        // What a re-read of this entry's line alone would need.
+        let context = if needs_context {
+            src.running_context()
+        } else {
+            Vec::new()
+        };
         let entry = match src.next_entry() {
             Ok(Some(e)) => e,
             Ok(None) => break Ok(()),
@@ -733,6 +736,7 @@ fn drain<E: Encoder>(
                 fingerprint: entry.fingerprint,
                 line: entry.line,
                 byte: entry.byte,
+                context,
                 record,
             });
         }
@@ -740,6 +744,7 @@ fn drain<E: Encoder>(
     res.header = src.header().cloned();
     res.report = src.report().clone();
     res.position = Some(src.position());
+    res.context = src.running_context();
     r
 }
 
@@ -747,6 +752,7 @@ fn drain<E: Encoder>(
 /// only for a duplicate).
 fn counts_of(
     mut f: &File,
+    format: &dyn Format,
     path: &Path,
     header: &Header,
     note: &EntryNote,
@@ -756,7 +762,15 @@ fn counts_of(
         .map_err(|e| e.to_string())?;
     // A small buffer: only this line is wanted (it grows for a long one).
     let opts = opts.clone().buffer_capacity(4096);
-    let mut src = PiSessionSource::resume(f, path, header.clone(), note.byte, note.line - 1, &opts);
+    let mut src = format.resume(
+        Input::Reader(Box::new(f)),
+        path,
+        header,
+        &note.context,
+        note.byte,
+        note.line - 1,
+        &opts,
+    );
     match src.next_entry().map_err(|e| e.cause())? {
         Some(e) if e.line == note.line => {}
         _ => return Err(format!("line {} changed while it was read", note.line)),
@@ -775,17 +789,57 @@ struct Assembling {
 }
 
 /// What discovery found, or why it could not start.
-type Listing = Result<discover::Found, Error>;
+type Listing = Result<Listed, Error>;
 
-/// The session files under the PATHs (pi's archive when none), folders
-/// walked on up to `threads` threads.
-fn find_files(paths: &[PathBuf], threads: usize) -> Listing {
-    if paths.is_empty() {
-        let archive = discover::default_archive()
-            .map_err(|e| Error::new(Path::new(""), ErrorKind::NoArchive(e)))?;
-        return Ok(discover::discover(&[archive], threads));
+/// The PATHs, or the formats' default archives when none.
+fn roots(cfg: &Config) -> Result<Vec<PathBuf>, Error> {
+    if !cfg.paths.is_empty() {
+        return Ok(cfg.paths.clone());
     }
-    Ok(discover::discover(paths, threads))
+    let mut roots = Vec::new();
+    let mut tried = Vec::new();
+    for f in &cfg.formats {
+        match f.default_archive() {
+            Ok(p) => roots.push(p),
+            Err(e) => tried.push(e),
+        }
+    }
+    if roots.is_empty() {
+        return Err(Error::new(
+            Path::new(""),
+            ErrorKind::NoArchive(tried.join("; ")),
+        ));
+    }
+    Ok(roots)
+}
+
+/// What discovery found, each file with its format.
+struct Listed {
+    found: discover::Found,
+    files: Vec<FoundFile>,
+}
+
+/// The session files under the PATHs (the formats' archives when none),
+/// folders walked on up to `--jobs` threads; each file is the first format's
+/// that claims it (a PATH claimed by none is the first format's).
+fn find_files(cfg: &Config) -> Listing {
+    let roots = roots(cfg)?;
+    let formats = cfg.formats.clone();
+    let wanted: discover::Wanted =
+        Arc::new(move |p: &Path| formats.iter().any(|f| f.is_session_file(p)));
+    let mut found = discover::discover(&roots, cfg.jobs, &wanted);
+    let files = std::mem::take(&mut found.files)
+        .into_iter()
+        .map(|(path, id)| {
+            let format = cfg
+                .formats
+                .iter()
+                .position(|f| f.is_session_file(&path))
+                .unwrap_or(0);
+            (path, id, format)
+        })
+        .collect();
+    Ok(Listed { found, files })
 }
 
 /// One pass over the archive.
@@ -802,22 +856,21 @@ fn pass<S: Sink>(ctx: &mut Ctx<'_, S>) -> Result<Summary, Error> {
                 ErrorKind::Setup("listing the archive failed".to_owned()),
             ))
         }),
-        None => find_files(&ctx.cfg.paths, ctx.cfg.jobs),
+        None => find_files(ctx.cfg),
     };
-    let found = listing?;
+    let Listed { found, files } = listing?;
     for (p, e) in &found.failures {
         totals.fail(p, 0, e.clone());
     }
-    let files = found.files;
     // Never write the output over an input: one listed, or a session file
     // to the listing, which may have been taken before the output existed.
     if let Some(o) = ctx.sink.output_file() {
         let listed = std::fs::metadata(o).is_ok_and(|om| {
             files
                 .iter()
-                .any(|(_, id)| id.dev == om.dev() && id.ino == om.ino())
+                .any(|(_, id, _)| id.dev == om.dev() && id.ino == om.ino())
         });
-        let inside = o.extension().is_some_and(|e| e == "jsonl") && {
+        let inside = ctx.cfg.formats.iter().any(|f| f.is_session_file(o)) && {
             let dir = o
                 .parent()
                 .filter(|d| !d.as_os_str().is_empty())
@@ -834,7 +887,7 @@ fn pass<S: Sink>(ctx: &mut Ctx<'_, S>) -> Result<Summary, Error> {
     if ctx.state.is_some() {
         opts = opts.hold_partial_tail(true);
     }
-    let plan = plan::plan(files, prior, &opts, ctx.cfg.jobs);
+    let plan = plan::plan(files, prior, &opts, ctx.cfg.jobs, &ctx.cfg.formats);
     if let Some(st) = ctx.state.as_mut().filter(|st| st.files.len() > plan.known) {
         // Files gone from the disk leave the state (their entries stay in
         // the lineages, so a copy elsewhere is still known).
@@ -1009,8 +1062,9 @@ fn deliver<S: Sink>(
                 let state_path = ctx.state_path();
                 let l = lineages(&mut ctx.lineages, ctx.state.as_ref())
                     .map_err(|e| Error::new(&state_path, ErrorKind::StateDamaged(e)))?;
-                ahead.read(plan, task.file, &h, opts);
-                dedupe(l, ahead.sets, &f.path, &h, task, &mut res, opts)
+                let format = &*ctx.cfg.formats[f.format];
+                ahead.read(plan, task.file, format, &h, ctx.cfg, opts);
+                dedupe(l, ahead.sets, format, &f.path, &h, task, &mut res, opts)
             }
             _ => Ok(Vec::new()),
         };
@@ -1039,9 +1093,13 @@ fn deliver<S: Sink>(
     }
     if a.parts == f.tasks {
         let a = current.take().expect("set above");
-        ahead
-            .sets
-            .remove(&a.header.as_ref().map(|h| h.id.clone()).unwrap_or_default());
+        let format = &*ctx.cfg.formats[f.format];
+        ahead.sets.remove(
+            &a.header
+                .as_ref()
+                .map(|h| format.lineage(&h.id))
+                .unwrap_or_default(),
+        );
         match (&a.error, &a.report) {
             (None, Some(report)) => {
                 match f.mode {
@@ -1071,18 +1129,21 @@ fn deliver<S: Sink>(
 /// Decides which of a part's entries are copies: returns the indices of
 /// their records in the batch, and takes their counts out of the part's
 /// report.
+#[allow(clippy::too_many_arguments)]
 fn dedupe<B>(
     l: &mut Lineages,
     ahead: &HashMap<String, FpSet>,
+    format: &dyn Format,
     path: &Path,
     header: &Header,
     task: &Task,
     res: &mut PartResult<B>,
     opts: &SourceOptions,
 ) -> Result<Vec<usize>, String> {
-    let session = header.id.as_str();
-    if let Some(parent) = &header.parent_session {
-        l.join(session, &session_of_path(parent));
+    let session = format.lineage(&header.id);
+    let session = session.as_str();
+    if let Some(parent) = format.parent(header) {
+        l.join(session, &parent);
     }
     // Entries that a session which wrote them first will emit later in
     // this run (a fork that sorts before its parent).
@@ -1111,7 +1172,7 @@ fn dedupe<B>(
                 Some(f) => f,
                 None => file.insert(File::open(path).map_err(|e| e.to_string())?),
             };
-            let counts = counts_of(f, path, header, note, opts)?;
+            let counts = counts_of(f, format, path, header, note, opts)?;
             res.report.remove_duplicate(&counts);
             if let Some(i) = note.record {
                 dropped.push(i);
@@ -1133,15 +1194,19 @@ struct ParentsAhead<'p> {
 impl ParentsAhead<'_> {
     /// When `header` names a parent whose file comes later in the plan,
     /// reads that file's fingerprints now.
-    fn read(&mut self, plan: &Plan, file: usize, header: &Header, opts: &SourceOptions) {
-        let Some(parent) = &header.parent_session else {
+    fn read(
+        &mut self,
+        plan: &Plan,
+        file: usize,
+        format: &dyn Format,
+        header: &Header,
+        cfg: &Config,
+        opts: &SourceOptions,
+    ) {
+        let (Some(session), Some(name)) = (format.parent(header), format.parent_file_name(header))
+        else {
             return;
         };
-        let session = session_of_path(parent);
-        let name = parent.rsplit(['/', '\\']).next().unwrap_or(parent);
-        // pi names files `<timestamp>_<session id>.jsonl`; `parentSession`
-        // is a path from the machine that wrote it, so only its file name
-        // is compared.
         let by_name = self.by_name.get_or_init(|| {
             let mut by_name = HashMap::new();
             for (i, f) in plan.files.iter().enumerate() {
@@ -1162,14 +1227,24 @@ impl ParentsAhead<'_> {
         let mut set = FpSet::default();
         // The parent's new region, from its first task to its end, in one
         // read (line numbers do not enter fingerprints).
+        let parent_format = &*cfg.formats[f.format];
         if let Some(t) = plan.tasks.iter().find(|t| t.file == j) {
             if let Ok(mut fh) = File::open(&f.path) {
                 let src = match &t.header {
-                    None => PiSessionSource::from_reader_with(fh, &f.path, opts).ok(),
-                    Some(h) => fh
-                        .seek(SeekFrom::Start(t.start))
-                        .ok()
-                        .map(|_| PiSessionSource::resume(fh, &f.path, h.clone(), t.start, 0, opts)),
+                    None => parent_format
+                        .open(Input::Reader(Box::new(fh)), &f.path, opts)
+                        .ok(),
+                    Some(h) => fh.seek(SeekFrom::Start(t.start)).ok().map(|_| {
+                        parent_format.resume(
+                            Input::Reader(Box::new(fh)),
+                            &f.path,
+                            h,
+                            &t.context,
+                            t.start,
+                            0,
+                            opts,
+                        )
+                    }),
                 };
                 if let Some(mut src) = src {
                     if let Some(h) = src.header() {
@@ -1259,9 +1334,9 @@ mod tests {
             wrote: false,
         };
         let mut totals = Summary::default();
-        let files = find_files(&ctx.cfg.paths, 2).unwrap().files;
+        let files = find_files(ctx.cfg).unwrap().files;
         let opts = SourceOptions::new();
-        let plan = plan::plan(files, &BTreeMap::new(), &opts, 2);
+        let plan = plan::plan(files, &BTreeMap::new(), &opts, 2, &ctx.cfg.formats);
         assert_eq!(plan.tasks.len(), 3);
         std::fs::remove_file(d.join("b.jsonl")).unwrap();
         let mut current = None;

@@ -1,0 +1,211 @@
+//! The format seam: what the engine needs to know of one agent's session
+//! files, behind one trait. The engine names no format; [`Pi`] is the pi
+//! agent's.
+//!
+//! A format says which files are its session files, where its archive lives
+//! by default, and opens a [`RecordSource`] over a file from its start or
+//! over a part of it whose identity (the [`Header`]) is known. Formats that
+//! do not resemble pi fit too:
+//! - a file without a header line: the source builds its [`Header`] from
+//!   its first lines or its path;
+//! - a per-file running context that a later line needs from an earlier one
+//!   (the current model, a cumulative token total): the source hands it out
+//!   with [`RecordSource::running_context`], the engine saves it with the
+//!   file's checkpoint and gives it back to [`Format::resume`]; such a
+//!   format says [`Format::needs_running_context`], and its files are then
+//!   read in order, one part after the other, never in parallel parts whose
+//!   start the context of the part before would be unknown to;
+//! - lineage ids are namespaced by format ([`Format::lineage`]), so sessions
+//!   of two agents never meet in deduplication.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use crate::error::Error;
+use crate::pi::Header;
+use crate::source::{PiSessionSource, RecordSource, SliceSessionSource, SourceOptions};
+
+/// What a source reads: a reader (streamed through the chunked line reader)
+/// or bytes already in memory (split in place).
+pub enum Input<'d> {
+    /// A reader, at the start of the file or of a part.
+    Reader(Box<dyn Read + Send + 'd>),
+    /// Bytes in memory: the whole file, or a part.
+    Bytes(&'d [u8]),
+}
+
+/// A source the engine drives, boxed: one virtual call per entry.
+pub type BoxedSource<'d> = Box<dyn RecordSource + Send + 'd>;
+
+/// A session format.
+pub trait Format: Send + Sync {
+    /// Its short name: `pi`. Names sources (`pi:<file stem>`) and lineage
+    /// namespaces.
+    fn name(&self) -> &'static str;
+
+    /// Whether a file met in a folder is one of this format's session files
+    /// (by its name: folders are walked without opening files).
+    fn is_session_file(&self, path: &Path) -> bool;
+
+    /// The archive the agent itself uses, when no PATH is given.
+    ///
+    /// # Errors
+    /// None exists: a message naming every place tried.
+    fn default_archive(&self) -> Result<PathBuf, String>;
+
+    /// A source over a whole file, from its start (it reads the file's
+    /// identity: a header line, or its first lines).
+    ///
+    /// # Errors
+    /// The file has no identity this format accepts (pi: no session
+    /// header), or reading failed.
+    fn open<'d>(
+        &self,
+        input: Input<'d>,
+        path: &Path,
+        opts: &SourceOptions,
+    ) -> Result<BoxedSource<'d>, Error>;
+
+    /// A source over a part of a file whose identity is known: `input`
+    /// starts at absolute offset `byte`, at the start of a line, after
+    /// `lines_before` lines; `context` is what [`RecordSource::running_context`]
+    /// said at that place (empty for formats that need none).
+    #[allow(clippy::too_many_arguments)]
+    fn resume<'d>(
+        &self,
+        input: Input<'d>,
+        path: &Path,
+        header: &Header,
+        context: &[u8],
+        byte: u64,
+        lines_before: u64,
+        opts: &SourceOptions,
+    ) -> BoxedSource<'d>;
+
+    /// Whether a part of a file needs the running context of the lines
+    /// before it (default false: parts of a large file are read in
+    /// parallel).
+    fn needs_running_context(&self) -> bool {
+        false
+    }
+
+    /// The lineage id of a session id of this format: ids of two formats
+    /// never meet. Default `<name>:<id>`.
+    fn lineage(&self, session: &str) -> String {
+        format!("{}:{session}", self.name())
+    }
+
+    /// The session a file names as its parent (a fork), as a lineage id.
+    fn parent(&self, header: &Header) -> Option<String> {
+        let _ = header;
+        None
+    }
+
+    /// The file name of the parent's file, when a fork names it: the
+    /// engine then reads the parent ahead when it comes later in the
+    /// archive, so that the parent's copies are the ones kept.
+    fn parent_file_name<'h>(&self, header: &'h Header) -> Option<&'h str> {
+        let _ = header;
+        None
+    }
+}
+
+/// The pi coding agent's session files: `*.jsonl` under
+/// `~/.pi/agent/sessions` (or `$PI_CODING_AGENT_SESSION_DIR`, or
+/// `$PI_CODING_AGENT_DIR/sessions`), a session header first, entries after.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Pi;
+
+impl Format for Pi {
+    fn name(&self) -> &'static str {
+        "pi"
+    }
+
+    fn is_session_file(&self, path: &Path) -> bool {
+        path.extension().is_some_and(|e| e == "jsonl")
+    }
+
+    fn default_archive(&self) -> Result<PathBuf, String> {
+        let dir = if let Some(d) = std::env::var_os("PI_CODING_AGENT_SESSION_DIR") {
+            PathBuf::from(d)
+        } else if let Some(d) = std::env::var_os("PI_CODING_AGENT_DIR") {
+            PathBuf::from(d).join("sessions")
+        } else if let Some(home) = std::env::var_os("HOME") {
+            PathBuf::from(home).join(".pi/agent/sessions")
+        } else {
+            return Err("no PATH given and HOME is not set: name a session file or folder".into());
+        };
+        if !dir.is_dir() {
+            return Err(format!(
+                "no PATH given and pi's session archive {} does not exist \
+                 (set PI_CODING_AGENT_SESSION_DIR or PI_CODING_AGENT_DIR, or name a PATH)",
+                dir.display()
+            ));
+        }
+        Ok(dir)
+    }
+
+    fn open<'d>(
+        &self,
+        input: Input<'d>,
+        path: &Path,
+        opts: &SourceOptions,
+    ) -> Result<BoxedSource<'d>, Error> {
+        Ok(match input {
+            Input::Reader(r) => Box::new(PiSessionSource::from_reader_with(r, path, opts)?),
+            Input::Bytes(b) => Box::new(SliceSessionSource::new(b, path, opts)?),
+        })
+    }
+
+    fn resume<'d>(
+        &self,
+        input: Input<'d>,
+        path: &Path,
+        header: &Header,
+        _context: &[u8],
+        byte: u64,
+        lines_before: u64,
+        opts: &SourceOptions,
+    ) -> BoxedSource<'d> {
+        let h = header.clone();
+        match input {
+            Input::Reader(r) => Box::new(PiSessionSource::resume(
+                r,
+                path,
+                h,
+                byte,
+                lines_before,
+                opts,
+            )),
+            Input::Bytes(b) => Box::new(SliceSessionSource::resume(
+                b,
+                path,
+                h,
+                byte,
+                lines_before,
+                opts,
+            )),
+        }
+    }
+
+    /// pi's session ids are the lineage ids as they are (states written
+    /// before formats had namespaces hold them so); they are UUIDs, which
+    /// never hold the `<format>:` prefix of the others.
+    fn lineage(&self, session: &str) -> String {
+        session.to_owned()
+    }
+
+    fn parent(&self, header: &Header) -> Option<String> {
+        header
+            .parent_session
+            .as_deref()
+            .map(crate::archive::session_of_path)
+    }
+
+    /// `parentSession` is a path from the machine that wrote it: only its
+    /// file name is compared (pi names files `<timestamp>_<session id>.jsonl`).
+    fn parent_file_name<'h>(&self, header: &'h Header) -> Option<&'h str> {
+        let parent = header.parent_session.as_deref()?;
+        Some(parent.rsplit(['/', '\\']).next().unwrap_or(parent))
+    }
+}
