@@ -42,7 +42,7 @@ impl Default for RoleFilter {
 }
 
 /// The session header (first non-blank line), owned.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Header {
     /// Session id (the header's `id`).
     pub id: String,

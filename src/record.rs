@@ -62,7 +62,8 @@ impl fmt::Display for Role {
 }
 
 /// Token usage and cost as pi recorded them.
-#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+/// Serialised in the stats JSON (field names are the schema's).
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
 pub struct Usage {
     /// Input tokens.
     pub input: u64,

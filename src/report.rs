@@ -2,15 +2,13 @@
 
 use std::fmt;
 
-use serde::{Deserialize, Serialize};
-
 use crate::record::{Role, Usage};
 
 /// How many skips a report keeps in detail by default (all are counted).
 pub const DEFAULT_MAX_SKIPS: usize = 1000;
 
 /// Why a line was skipped.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum SkipReason {
     /// Not valid JSON; the parser's message.
@@ -56,7 +54,7 @@ impl fmt::Display for SkipReason {
 }
 
 /// One skipped line.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Skip {
     /// 1-based line number.
     pub line: u64,
@@ -67,7 +65,7 @@ pub struct Skip {
 }
 
 /// Usage summed for one provider and model.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ModelUsage {
     /// Provider as written.
     pub provider: String,
@@ -80,7 +78,10 @@ pub struct ModelUsage {
     pub usage: Usage,
 }
 
-const KNOWN_ENTRIES: [&str; 13] = [
+/// How many entry types [`EntryCounts`] counts in place.
+pub(crate) const KNOWN_ENTRY_TYPES: usize = 13;
+
+const KNOWN_ENTRIES: [&str; KNOWN_ENTRY_TYPES] = [
     "session",
     "message",
     "model_change",
@@ -97,13 +98,23 @@ const KNOWN_ENTRIES: [&str; 13] = [
 ];
 
 /// Parsed lines counted by their `type`, unknown types under their own name.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct EntryCounts {
     known: [u64; KNOWN_ENTRIES.len()],
     other: Vec<(String, u64)>,
 }
 
 impl EntryCounts {
+    /// The counts of the known types in their order, and the others.
+    pub(crate) fn parts(&self) -> ([u64; KNOWN_ENTRY_TYPES], &[(String, u64)]) {
+        (self.known, &self.other)
+    }
+
+    /// Counts from [`EntryCounts::parts`].
+    pub(crate) fn from_parts(known: [u64; KNOWN_ENTRY_TYPES], other: Vec<(String, u64)>) -> Self {
+        EntryCounts { known, other }
+    }
+
     /// Counts one entry of type `ty`.
     pub fn add(&mut self, ty: &str, n: u64) {
         match KNOWN_ENTRIES.iter().position(|k| *k == ty) {
@@ -152,7 +163,7 @@ impl EntryCounts {
 /// Counts and findings for one session file (or a part of one).
 ///
 /// Invariant: `records + deduplicated + no_record + skipped == lines`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Report {
     /// Bytes read.
     pub bytes: u64,
@@ -191,12 +202,7 @@ pub struct Report {
     /// `message` entries whose role is unknown (or missing: `(none)`), by
     /// role; they give no record.
     pub unknown_roles: Vec<(String, u64)>,
-    #[serde(skip, default = "default_max_skips")]
     pub(crate) max_skips: usize,
-}
-
-fn default_max_skips() -> usize {
-    DEFAULT_MAX_SKIPS
 }
 
 impl Default for Report {

@@ -50,6 +50,7 @@
 mod dedupe;
 mod discover;
 mod exec;
+mod layout;
 mod plan;
 mod run;
 mod state;

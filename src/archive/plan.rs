@@ -135,13 +135,22 @@ fn boundaries(path: &Path, start: u64, size: u64) -> io::Result<Vec<u64>> {
 }
 
 /// The header digest kept in the state: a re-run reads a file from the
-/// start again when its header changed.
+/// start again when its header changed. A hash of the header's fields
+/// themselves (not of a serialised form, which a new field would change).
 pub fn header_digest(h: &Header) -> u64 {
-    let text = serde_json::to_string(h).expect("a header serialises");
-    // FNV-1a: small, stable across versions.
-    text.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
-    })
+    let opt = |v: Option<&[u8]>| match v {
+        Some(b) => [&[1u8][..], b].concat(),
+        None => vec![0],
+    };
+    let ts = h.timestamp.map(i64::to_le_bytes);
+    crate::pi::fingerprint(&[
+        h.id.as_bytes(),
+        h.cwd.as_bytes(),
+        &h.version.to_le_bytes(),
+        &opt(ts.as_ref().map(|t| &t[..])),
+        &opt(h.parent_session.as_deref().map(str::as_bytes)),
+        &h.fingerprint.to_le_bytes(),
+    ])
 }
 
 /// Where the new bytes of a file start.
@@ -336,7 +345,13 @@ pub fn plan(
                     } else {
                         split.header.clone()
                     },
-                    context: Vec::new(),
+                    // A resumed file's first part goes on from the saved
+                    // context; later parts exist only for formats that need
+                    // none.
+                    context: match (&f.prior, k) {
+                        (Some(p), 0) if r.mode == Mode::Resumed => p.context.clone(),
+                        _ => Vec::new(),
+                    },
                 });
                 f.tasks += 1;
             }
@@ -382,6 +397,8 @@ mod tests {
     fn state(identity: Identity, offset: u64) -> Arc<FileState> {
         Arc::new(FileState {
             identity,
+            format: "pi".into(),
+            context: Vec::new(),
             header: Header {
                 id: "s".into(),
                 cwd: "/p".into(),

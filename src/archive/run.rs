@@ -781,6 +781,8 @@ fn counts_of(
 /// The file being assembled from its parts, in delivery.
 struct Assembling {
     file: usize,
+    /// The running context after the last part delivered.
+    context: Vec<u8>,
     report: Option<Report>,
     header: Option<Header>,
     error: Option<String>,
@@ -970,7 +972,14 @@ fn pass<S: Sink>(ctx: &mut Ctx<'_, S>) -> Result<Summary, Error> {
     } else if let Some(a) = current.take() {
         // Stopped inside a file: the state says what was delivered of it,
         // which is what the output holds.
-        if let (Some(st), Some(fs)) = (ctx.state.as_mut(), file_state(&plan.files[a.file], &a)) {
+        if let (Some(st), Some(fs)) = (
+            ctx.state.as_mut(),
+            file_state(
+                &plan.files[a.file],
+                &*ctx.cfg.formats[plan.files[a.file].format],
+                &a,
+            ),
+        ) {
             let key = key_of(&plan.files[a.file]);
             ctx.changed.insert(key.clone());
             st.files.insert(key, Arc::new(fs));
@@ -1003,13 +1012,15 @@ fn settle_files_before(plan: &Plan, upto: usize, next: &mut usize, totals: &mut 
 }
 
 /// The state of a file after what was delivered of it.
-fn file_state(f: &PlannedFile, a: &Assembling) -> Option<FileState> {
+fn file_state(f: &PlannedFile, format: &dyn Format, a: &Assembling) -> Option<FileState> {
     if a.error.is_some() {
         return None;
     }
     let (report, header, position) = (a.report.clone()?, a.header.clone()?, a.position?);
     Some(FileState {
         identity: f.identity,
+        format: format.name().to_owned(),
+        context: a.context.clone(),
         header_digest: plan::header_digest(&header),
         header,
         offset: position.byte,
@@ -1037,6 +1048,7 @@ fn deliver<S: Sink>(
     ctx.dirty = true;
     let a = current.get_or_insert_with(|| Assembling {
         file: task.file,
+        context: Vec::new(),
         report: f
             .prior
             .clone()
@@ -1088,6 +1100,7 @@ fn deliver<S: Sink>(
                     None => a.report = Some(res.report),
                 }
                 a.position = res.position;
+                a.context = std::mem::take(&mut res.context);
             }
         }
     }
@@ -1108,7 +1121,10 @@ fn deliver<S: Sink>(
                     _ => {}
                 }
                 totals.file_done(&f.path, report, a.header.as_ref());
-                if let (Some(st), Some(fs)) = (ctx.state.as_mut(), file_state(f, &a)) {
+                if let (Some(st), Some(fs)) = (
+                    ctx.state.as_mut(),
+                    file_state(f, &*ctx.cfg.formats[f.format], &a),
+                ) {
                     let key = key_of(f);
                     ctx.changed.insert(key.clone());
                     st.files.insert(key, Arc::new(fs));
@@ -1120,7 +1136,9 @@ fn deliver<S: Sink>(
             checkpoint(ctx, None)?;
         }
     } else if going && ctx.last_checkpoint.elapsed() >= ctx.cfg.checkpoint {
-        let fs = current.as_ref().and_then(|a| file_state(f, a));
+        let fs = current
+            .as_ref()
+            .and_then(|a| file_state(f, &*ctx.cfg.formats[f.format], a));
         checkpoint(ctx, fs.map(|fs| (key_of(f), fs)))?;
     }
     Ok(going)
@@ -1309,6 +1327,60 @@ mod tests {
         std::fs::copy(fixture(), arch.join("b.jsonl")).unwrap();
         let copy = archive.stats().unwrap();
         assert_eq!((copy.report.records, copy.report.deduplicated), (22, 33));
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    /// A state of version 2 (the layout before this one) is upgraded
+    /// without reading grown files from the start: a file that grew since
+    /// is resumed where the old state stopped.
+    #[test]
+    fn a_version_2_state_upgrades_without_reading_again() {
+        let d = std::env::temp_dir().join(format!("mem-ingest-up2-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        let arch = d.join("arch");
+        std::fs::create_dir_all(&arch).unwrap();
+        std::fs::copy(fixture(), arch.join("a.jsonl")).unwrap();
+        std::fs::copy(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/pi-1x.jsonl"),
+            arch.join("b.jsonl"),
+        )
+        .unwrap();
+        let state_path = d.join("state");
+        let archive = Archive::builder()
+            .path(&arch)
+            .jobs(2)
+            .state(&state_path)
+            .build();
+        let first = archive.stats().unwrap();
+        assert_eq!(first.report.records, 22 + 626);
+        let saved = state::load(&state_path).unwrap().unwrap();
+        state::save_v2(&state_path, &saved);
+        assert_eq!(
+            std::fs::read(&state_path).unwrap()[8..12],
+            2u32.to_le_bytes()
+        );
+        let line = r#"{"type":"message","id":"new-1","parentId":null,"timestamp":"2026-01-01T00:00:00.000Z","message":{"role":"user","content":"more","timestamp":1767225600000}}"#;
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(arch.join("a.jsonl"))
+            .unwrap();
+        std::io::Write::write_all(&mut f, format!("{line}\n").as_bytes()).unwrap();
+        let again = archive.stats().unwrap();
+        assert_eq!(
+            (again.resumed, again.reread, again.unchanged),
+            (1, 0, 1),
+            "the grown file is resumed"
+        );
+        assert_eq!(
+            again.read,
+            line.len() as u64 + 1,
+            "only the new line is read"
+        );
+        assert_eq!(again.report.records, 22 + 626 + 1);
+        assert_eq!(
+            std::fs::read(&state_path).unwrap()[8..12],
+            state::STATE_VERSION.to_le_bytes()
+        );
         std::fs::remove_dir_all(&d).unwrap();
     }
 

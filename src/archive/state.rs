@@ -18,14 +18,15 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use super::dedupe::Lineages;
+use super::layout::{FileV2, RefV3, WireV3};
 use crate::error::{Error, ErrorKind};
 use crate::pi::Header;
 use crate::report::Report;
 use crate::sink::Mark;
 
-/// Version of the state file's layout. Version 1 held the lineages decoded;
-/// it is still read.
-pub const STATE_VERSION: u32 = 2;
+/// Version of the state file's layout (see the `layout` module). Versions
+/// 1 and 2 are still read, and saved anew in this one.
+pub const STATE_VERSION: u32 = 3;
 /// Version of what a record line holds; a state written for another one is
 /// refused, since re-runs append to the same output.
 pub const RECORD_FORMAT: u32 = 1;
@@ -122,10 +123,12 @@ impl Identity {
 }
 
 /// What earlier runs consumed of one session file.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone)]
 pub struct FileState {
     /// Identity and size when last read.
     pub identity: Identity,
+    /// Its format's name.
+    pub format: String,
     /// Its session header.
     pub header: Header,
     /// Digest of the header's fields; a file whose header changed is read
@@ -139,6 +142,8 @@ pub struct FileState {
     pub open_line: bool,
     /// Bytes of a partial last line waiting for the writer.
     pub pending: u64,
+    /// The format's running context at `offset` (empty for pi).
+    pub context: Vec<u8>,
     /// Everything read of this file so far.
     pub report: Report,
 }
@@ -158,7 +163,7 @@ pub struct LineageState {
 /// of single bytes: postcard writes both the same way, but reads a blob
 /// with one copy instead of a call per byte (64,132 fingerprints are
 /// 513 KB of the generated archive's state).
-mod blob {
+pub(super) mod blob {
     use serde::de::{Deserializer, Error, SeqAccess, Visitor};
     use serde::Serializer;
 
@@ -193,7 +198,7 @@ mod blob {
 
 /// A checkpoint as saved: the options, what the output holds, every file
 /// read, and the deduplication lineages.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 pub struct State {
     /// The layout version it was read in.
     pub version: u32,
@@ -202,7 +207,7 @@ pub struct State {
     /// Bytes of the output file the state covers (`-o`), if any.
     pub output: Option<OutputState>,
     /// Shared with the plan, which reads them without copying.
-    #[serde(deserialize_with = "files_in_order")]
+    #[serde(deserialize_with = "files_v3")]
     pub files: BTreeMap<String, Arc<FileState>>,
     /// The deduplication lineages in postcard's encoding of a
     /// `Vec<LineageState>`, decoded only when a run reads a file: a re-run
@@ -248,12 +253,15 @@ impl State {
 /// The files of a state, read as they were written: in key order, so the
 /// map is built in one pass (`BTreeMap::from_iter` checks the order with
 /// one comparison per key) instead of one search among thousands of long
-/// keys per file, a fifth of loading the generated archive's state.
-fn files_in_order<'de, D: serde::Deserializer<'de>>(
-    d: D,
-) -> Result<BTreeMap<String, Arc<FileState>>, D::Error> {
-    struct Files;
-    impl<'de> serde::de::Visitor<'de> for Files {
+/// keys per file, a fifth of loading the generated archive's state. `W` is
+/// a file's layout, converted.
+fn files_in_order<'de, D, W>(d: D) -> Result<BTreeMap<String, Arc<FileState>>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    W: Deserialize<'de> + Into<FileState>,
+{
+    struct Files<W>(std::marker::PhantomData<W>);
+    impl<'de, W: Deserialize<'de> + Into<FileState>> serde::de::Visitor<'de> for Files<W> {
         type Value = BTreeMap<String, Arc<FileState>>;
         fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
             f.write_str("a map of file states")
@@ -263,13 +271,42 @@ fn files_in_order<'de, D: serde::Deserializer<'de>>(
             mut map: A,
         ) -> Result<Self::Value, A::Error> {
             let mut files = Vec::with_capacity(map.size_hint().unwrap_or(0).min(1 << 20));
-            while let Some(entry) = map.next_entry()? {
-                files.push(entry);
+            while let Some((k, w)) = map.next_entry::<String, W>()? {
+                files.push((k, Arc::new(w.into())));
             }
             Ok(files.into_iter().collect())
         }
     }
-    d.deserialize_map(Files)
+    d.deserialize_map(Files::<W>(std::marker::PhantomData))
+}
+
+fn files_v3<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<BTreeMap<String, Arc<FileState>>, D::Error> {
+    files_in_order::<D, WireV3>(d)
+}
+
+fn files_v2<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<BTreeMap<String, Arc<FileState>>, D::Error> {
+    files_in_order::<D, FileV2>(d)
+}
+
+impl From<WireV3> for FileState {
+    fn from(w: WireV3) -> FileState {
+        w.0
+    }
+}
+
+/// The layout of version 2, read and converted.
+#[derive(Deserialize)]
+struct StateV2 {
+    shape: Shape,
+    output: Option<OutputState>,
+    #[serde(deserialize_with = "files_v2")]
+    files: BTreeMap<String, Arc<FileState>>,
+    #[serde(with = "blob")]
+    lineages: Vec<u8>,
 }
 
 /// The layout of version 1, read and converted.
@@ -277,7 +314,7 @@ fn files_in_order<'de, D: serde::Deserializer<'de>>(
 struct StateV1 {
     shape: Shape,
     output: Option<OutputState>,
-    #[serde(deserialize_with = "files_in_order")]
+    #[serde(deserialize_with = "files_v2")]
     files: BTreeMap<String, Arc<FileState>>,
     lineages: Vec<LineageState>,
 }
@@ -355,6 +392,19 @@ pub fn load(path: &Path) -> Result<Option<State>, Error> {
         STATE_VERSION => postcard::from_bytes(&bytes[12..])
             .map(Some)
             .map_err(damaged),
+        2 => {
+            // The version field came first in the body too.
+            let (_, body): (u32, &[u8]) =
+                postcard::take_from_bytes(&bytes[12..]).map_err(damaged)?;
+            let v2: StateV2 = postcard::from_bytes(body).map_err(damaged)?;
+            let mut st = State::new(v2.shape);
+            // Says what is on the disk: the run saves it anew.
+            st.version = 2;
+            st.output = v2.output;
+            st.files = v2.files;
+            st.lineages = v2.lineages;
+            Ok(Some(st))
+        }
         1 => {
             // The version field came first in version 1's body too.
             let (_, body): (u32, &[u8]) =
@@ -523,12 +573,13 @@ fn save_with(path: &Path, state: &State, lineages: &[u8]) -> io::Result<()> {
         version: u32,
         shape: &'a Shape,
         output: &'a Option<OutputState>,
+        #[serde(serialize_with = "ser_files_v3")]
         files: &'a BTreeMap<String, Arc<FileState>>,
         #[serde(with = "blob")]
         lineages: &'a [u8],
     }
     let body = postcard::to_stdvec(&StateRef {
-        version: state.version,
+        version: STATE_VERSION,
         shape: &state.shape,
         output: &state.output,
         files: &state.files,
@@ -549,6 +600,13 @@ fn save_with(path: &Path, state: &State, lineages: &[u8]) -> io::Result<()> {
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
     File::open(dir)?.sync_all()
+}
+
+fn ser_files_v3<S: serde::Serializer>(
+    files: &&BTreeMap<String, Arc<FileState>>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    s.collect_map(files.iter().map(|(k, f)| (k, RefV3(f))))
 }
 
 /// Sorted fingerprints as their little-endian bytes.
@@ -573,19 +631,83 @@ pub fn save_v1(path: &Path, state: &State) {
         version: u32,
         shape: &'a Shape,
         output: &'a Option<OutputState>,
-        files: &'a BTreeMap<String, Arc<FileState>>,
+        files: BTreeMap<&'a String, FileV2>,
         lineages: Vec<LineageState>,
     }
     let v1 = V1 {
         version: 1,
         shape: &state.shape,
         output: &state.output,
-        files: &state.files,
+        files: files_as_v2(state),
         lineages: state.lineages().expect("whole lineages"),
     };
     let mut bytes = MAGIC.to_vec();
     bytes.extend_from_slice(&1u32.to_le_bytes());
     bytes.extend_from_slice(&postcard::to_stdvec(&v1).expect("encodes"));
+    fs::write(path, bytes).expect("writes the state");
+}
+
+/// The files of `state` in the layout of version 2, each with the header
+/// digest version 2 computed (a hash of the header serialised as JSON).
+#[cfg(test)]
+fn files_as_v2(state: &State) -> BTreeMap<&String, FileV2> {
+    state
+        .files
+        .iter()
+        .map(|(k, f)| (k, FileV2::of(f, header_digest_v2(&f.header))))
+        .collect()
+}
+
+/// The header digest of versions 1 and 2: FNV-1a over the header
+/// serialised by serde_json, as its derive wrote it then.
+#[cfg(test)]
+pub fn header_digest_v2(h: &Header) -> u64 {
+    #[derive(Serialize)]
+    struct HeaderJson<'a> {
+        id: &'a str,
+        cwd: &'a str,
+        version: u64,
+        timestamp: Option<i64>,
+        parent_session: Option<&'a str>,
+        fingerprint: u64,
+    }
+    let text = serde_json::to_string(&HeaderJson {
+        id: &h.id,
+        cwd: &h.cwd,
+        version: h.version,
+        timestamp: h.timestamp,
+        parent_session: h.parent_session.as_deref(),
+        fingerprint: h.fingerprint,
+    })
+    .expect("a header serialises");
+    text.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+    })
+}
+
+/// Writes `state` in the layout of version 2, as mem-ingest before version
+/// 3 did: for tests of the upgrade.
+#[cfg(test)]
+pub fn save_v2(path: &Path, state: &State) {
+    #[derive(Serialize)]
+    struct V2<'a> {
+        version: u32,
+        shape: &'a Shape,
+        output: &'a Option<OutputState>,
+        files: BTreeMap<&'a String, FileV2>,
+        #[serde(with = "blob")]
+        lineages: Vec<u8>,
+    }
+    let v2 = V2 {
+        version: 2,
+        shape: &state.shape,
+        output: &state.output,
+        files: files_as_v2(state),
+        lineages: state.lineages.clone(),
+    };
+    let mut bytes = MAGIC.to_vec();
+    bytes.extend_from_slice(&2u32.to_le_bytes());
+    bytes.extend_from_slice(&postcard::to_stdvec(&v2).expect("encodes"));
     fs::write(path, bytes).expect("writes the state");
 }
 
@@ -630,6 +752,8 @@ mod tests {
 
     fn file_state() -> FileState {
         FileState {
+            format: "pi".into(),
+            context: Vec::new(),
             identity: Identity {
                 dev: 1,
                 ino: 2,
@@ -692,6 +816,65 @@ mod tests {
         assert_eq!(l.len(), 1);
         assert_eq!(l[0].sessions, ["s"]);
         assert_eq!(decode_fingerprints(&l[0].fingerprints), [3, 4]);
+        fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// A state written by version 2 loads with the same files, headers,
+    /// reports and lineages; its header digests are computed anew from the
+    /// headers, as version 3 computes them.
+    #[test]
+    fn version_2_states_are_read() {
+        let mut v2 = State::new(Shape {
+            command: "backfill".into(),
+            roles: vec!["user".into()],
+            since: Some(3),
+            until: None,
+            max_text: Some(5),
+            no_dedupe: false,
+            record_format: RECORD_FORMAT,
+        });
+        v2.output = Some(OutputState {
+            path: "o".into(),
+            len: 9,
+        });
+        let mut f = file_state();
+        f.report.records = 4;
+        f.report.entries.add("message", 4);
+        f.report.entries.add("future_type", 2);
+        f.report.skip(3, 40, crate::SkipReason::TooLong { len: 7 });
+        f.report
+            .add_usage(Some("p"), Some("m"), &crate::Usage::default(), true);
+        v2.files = BTreeMap::from([("a.jsonl".to_owned(), Arc::new(f.clone()))]);
+        v2.set_lineages(&[LineageState {
+            sessions: vec!["s".into()],
+            fingerprints: encode_fingerprints(&[3, 4]),
+        }]);
+        let dir = std::env::temp_dir().join(format!("mem-ingest-v2-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("s.state");
+        save_v2(&p, &v2);
+        assert_eq!(fs::read(&p).unwrap()[8..12], 2u32.to_le_bytes());
+        let st = load(&p).unwrap().unwrap();
+        assert_eq!(st.version, 2);
+        assert_eq!(st.shape, v2.shape);
+        assert_eq!(st.output, v2.output);
+        let back = &st.files["a.jsonl"];
+        assert_eq!(back.header, f.header);
+        assert_eq!(back.report, f.report);
+        assert_eq!((back.offset, back.line, back.format.as_str()), (3, 1, "pi"));
+        assert_eq!(
+            back.header_digest,
+            super::super::plan::header_digest(&f.header)
+        );
+        assert_ne!(back.header_digest, header_digest_v2(&f.header));
+        let l = st.lineages().unwrap();
+        assert_eq!(decode_fingerprints(&l[0].fingerprints), [3, 4]);
+        // Saved anew, it is version 3 and reads back the same.
+        save(&p, &st).unwrap();
+        assert_eq!(fs::read(&p).unwrap()[8..12], STATE_VERSION.to_le_bytes());
+        let v3 = load(&p).unwrap().unwrap();
+        assert_eq!(v3.files["a.jsonl"].report, f.report);
+        assert_eq!(v3.files["a.jsonl"].header_digest, back.header_digest);
         fs::remove_dir_all(dir).unwrap();
     }
 

@@ -1,0 +1,266 @@
+//! The state file's on-disk layout, as its own versioned definitions.
+//!
+//! The public types a state holds ([`Header`], [`Report`] and what is in
+//! it) are encoded through the mirrors here (serde's remote derives), never
+//! through derives of their own: postcard writes no field names, so a field
+//! added to a public type would otherwise change the layout, break every
+//! saved state and make every grown file be read again. A field added to a
+//! public type gets `#[serde(skip)]` in its mirror until a new layout
+//! version writes it.
+//!
+//! - Version 1 and 2: a file is [`FileV2`] (no format, no running
+//!   context); version 1 also held the lineages decoded.
+//! - Version 3: a file is [`FileState`] through [`FileStateV3`]: its format
+//!   and the format's running context are saved, and the header digest is a
+//!   hash of the header's fields ([`super::plan::header_digest`]), not of its
+//!   serialised form.
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use super::state::{FileState, Identity};
+use crate::pi::Header;
+use crate::record::Usage;
+use crate::report::{EntryCounts, ModelUsage, Report, Skip, SkipReason, DEFAULT_MAX_SKIPS};
+
+#[derive(Serialize, Deserialize)]
+#[serde(remote = "Header")]
+pub(super) struct HeaderDef {
+    id: String,
+    cwd: String,
+    version: u64,
+    timestamp: Option<i64>,
+    parent_session: Option<String>,
+    fingerprint: u64,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(remote = "Usage")]
+struct UsageDef {
+    input: u64,
+    output: u64,
+    cache_read: u64,
+    cache_write: u64,
+    total_tokens: u64,
+    cost: f64,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(remote = "SkipReason")]
+enum SkipReasonDef {
+    Malformed(String),
+    Truncated(String),
+    NotAnEntry,
+    TooDeep,
+    TooLong { len: u64 },
+    Nul,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(remote = "Skip")]
+struct SkipDef {
+    line: u64,
+    byte: u64,
+    #[serde(with = "SkipReasonDef")]
+    reason: SkipReason,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(remote = "ModelUsage")]
+struct ModelUsageDef {
+    provider: String,
+    model: String,
+    messages: u64,
+    #[serde(with = "UsageDef")]
+    usage: Usage,
+}
+
+/// Entry counts as they were laid out: the counts of pi's known types in
+/// their fixed order, then the others by name.
+mod entry_counts {
+    use super::*;
+
+    #[derive(Serialize, Deserialize)]
+    struct Layout {
+        known: [u64; crate::report::KNOWN_ENTRY_TYPES],
+        other: Vec<(String, u64)>,
+    }
+
+    pub fn serialize<S: Serializer>(c: &EntryCounts, s: S) -> Result<S::Ok, S::Error> {
+        let (known, other) = c.parts();
+        Layout {
+            known,
+            other: other.to_vec(),
+        }
+        .serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<EntryCounts, D::Error> {
+        let l = Layout::deserialize(d)?;
+        Ok(EntryCounts::from_parts(l.known, l.other))
+    }
+}
+
+/// Skips, through their mirror.
+mod skips {
+    use super::*;
+
+    #[derive(Deserialize)]
+    struct Wire(#[serde(with = "SkipDef")] Skip);
+
+    struct Ref<'a>(&'a Skip);
+
+    impl Serialize for Ref<'_> {
+        fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+            SkipDef::serialize(self.0, s)
+        }
+    }
+
+    pub fn serialize<S: Serializer>(v: &[Skip], s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(v.iter().map(Ref))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Skip>, D::Error> {
+        let v: Vec<Wire> = Vec::deserialize(d)?;
+        Ok(v.into_iter().map(|w| w.0).collect())
+    }
+}
+
+/// Usage by model, through its mirror.
+mod by_model {
+    use super::*;
+
+    #[derive(Deserialize)]
+    struct Wire(#[serde(with = "ModelUsageDef")] ModelUsage);
+
+    struct Ref<'a>(&'a ModelUsage);
+
+    impl Serialize for Ref<'_> {
+        fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+            ModelUsageDef::serialize(self.0, s)
+        }
+    }
+
+    pub fn serialize<S: Serializer>(v: &[ModelUsage], s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(v.iter().map(Ref))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<ModelUsage>, D::Error> {
+        let v: Vec<Wire> = Vec::deserialize(d)?;
+        Ok(v.into_iter().map(|w| w.0).collect())
+    }
+}
+
+fn default_max_skips() -> usize {
+    DEFAULT_MAX_SKIPS
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(remote = "Report")]
+pub(super) struct ReportDef {
+    bytes: u64,
+    lines: u64,
+    records: u64,
+    roles: [u64; 6],
+    filtered: u64,
+    #[serde(with = "entry_counts")]
+    entries: EntryCounts,
+    no_record: u64,
+    skipped: u64,
+    repaired: u64,
+    #[serde(with = "skips")]
+    skips: Vec<Skip>,
+    pending: u64,
+    deduplicated: u64,
+    empty: bool,
+    #[serde(with = "UsageDef")]
+    usage: Usage,
+    #[serde(with = "by_model")]
+    by_model: Vec<ModelUsage>,
+    unknown_roles: Vec<(String, u64)>,
+    #[serde(skip, default = "default_max_skips")]
+    max_skips: usize,
+}
+
+/// A file of a state of version 1 or 2.
+#[derive(Serialize, Deserialize)]
+pub(super) struct FileV2 {
+    identity: Identity,
+    #[serde(with = "HeaderDef")]
+    header: Header,
+    header_digest: u64,
+    offset: u64,
+    line: u64,
+    open_line: bool,
+    pending: u64,
+    #[serde(with = "ReportDef")]
+    report: Report,
+}
+
+impl From<FileV2> for FileState {
+    /// A pi file (the only format then) with no running context; its header
+    /// digest computed anew from the header it holds, as version 3 digests
+    /// are: a grown file whose header is unchanged is resumed, not read again.
+    fn from(f: FileV2) -> FileState {
+        FileState {
+            identity: f.identity,
+            format: "pi".to_owned(),
+            header_digest: super::plan::header_digest(&f.header),
+            header: f.header,
+            offset: f.offset,
+            line: f.line,
+            open_line: f.open_line,
+            pending: f.pending,
+            context: Vec::new(),
+            report: f.report,
+        }
+    }
+}
+
+impl FileV2 {
+    /// The version 2 layout of a file, for tests that write old states.
+    #[cfg(test)]
+    pub(super) fn of(f: &FileState, v2_digest: u64) -> FileV2 {
+        FileV2 {
+            identity: f.identity,
+            header: f.header.clone(),
+            header_digest: v2_digest,
+            offset: f.offset,
+            line: f.line,
+            open_line: f.open_line,
+            pending: f.pending,
+            report: f.report.clone(),
+        }
+    }
+}
+
+/// A file of a state of version 3.
+#[derive(Serialize, Deserialize)]
+#[serde(remote = "FileState")]
+pub(super) struct FileStateV3 {
+    identity: Identity,
+    format: String,
+    #[serde(with = "HeaderDef")]
+    header: Header,
+    header_digest: u64,
+    offset: u64,
+    line: u64,
+    open_line: bool,
+    pending: u64,
+    #[serde(with = "super::state::blob")]
+    context: Vec<u8>,
+    #[serde(with = "ReportDef")]
+    report: Report,
+}
+
+/// A version 3 file read through its layout.
+#[derive(Deserialize)]
+pub(super) struct WireV3(#[serde(with = "FileStateV3")] pub FileState);
+
+/// A version 3 file written through its layout.
+pub(super) struct RefV3<'a>(pub &'a FileState);
+
+impl Serialize for RefV3<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        FileStateV3::serialize(self.0, s)
+    }
+}
