@@ -72,8 +72,8 @@ pub use dedupe::session_of_path;
 pub use plan::PART_BYTES;
 pub use run::{SkipAt, Summary};
 pub use state::{
-    Checkpoint, CheckpointStore, FileState, Identity, LineageState, Shape, State, StateFile,
-    RECORD_FORMAT, STATE_VERSION,
+    Checkpoint, CheckpointStore, FileState, Identity, LineageState, OutputState, Shape, State,
+    StateFile, RECORD_FORMAT, STATE_VERSION,
 };
 pub use stats::{FailureLine, ModelLine, ProjectLine, Roles, SkipLine, Stats};
 
@@ -181,6 +181,16 @@ impl ArchiveBuilder {
     /// before.
     pub fn format(mut self, format: Arc<dyn Format>) -> Self {
         self.cfg.formats = vec![format];
+        self
+    }
+
+    /// The session formats read, in order of preference (default [`Pi`]
+    /// alone): a file found in a folder is the first's that claims its
+    /// name; a file named as a PATH that none claims is the first's.
+    pub fn formats(mut self, formats: Vec<Arc<dyn Format>>) -> Self {
+        if !formats.is_empty() {
+            self.cfg.formats = formats;
+        }
         self
     }
 

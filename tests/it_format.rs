@@ -1,0 +1,381 @@
+//! The format seam proved by a second format that lives here, in a test,
+//! and plugs into the engine with no edit to it: `*.notes` files with no
+//! header line (the session is the file's stem, the project its folder's
+//! name) and a running context (a `{"model": ...}` line sets the model of
+//! the notes after it, across parts and across runs). Read beside pi's
+//! files in one archive, with one state.
+
+use std::fs;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use mem_ingest::archive::Archive;
+use mem_ingest::format::{BoxedSource, Format, Input, Pi};
+use mem_ingest::sink::ForEach;
+use mem_ingest::{
+    Entry, Error, Header, OwnedRecord, Position, Record, RecordSource, Report, Role, Skip,
+    SkipReason,
+};
+
+/// The notes format.
+struct Notes;
+
+impl Format for Notes {
+    fn name(&self) -> &'static str {
+        "notes"
+    }
+
+    fn is_session_file(&self, path: &Path) -> bool {
+        path.extension().is_some_and(|e| e == "notes")
+    }
+
+    fn default_archive(&self) -> Result<PathBuf, String> {
+        Err("notes have no default archive".into())
+    }
+
+    fn open<'d>(
+        &self,
+        input: Input<'d>,
+        path: &Path,
+        _opts: &mem_ingest::SourceOptions,
+    ) -> Result<BoxedSource<'d>, Error> {
+        let stem = path.file_stem().unwrap().to_string_lossy().into_owned();
+        let project = path
+            .parent()
+            .and_then(|p| p.file_name())
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let header = Header {
+            fingerprint: 0,
+            id: stem.clone(),
+            cwd: project,
+            version: 1,
+            timestamp: None,
+            parent_session: None,
+        };
+        Ok(Box::new(NotesSource::new(
+            input,
+            path,
+            header,
+            String::new(),
+            0,
+            0,
+        )))
+    }
+
+    fn resume<'d>(
+        &self,
+        input: Input<'d>,
+        path: &Path,
+        header: &Header,
+        context: &[u8],
+        byte: u64,
+        lines_before: u64,
+        _opts: &mem_ingest::SourceOptions,
+    ) -> BoxedSource<'d> {
+        let model = String::from_utf8(context.to_vec()).unwrap();
+        Box::new(NotesSource::new(
+            input,
+            path,
+            header.clone(),
+            model,
+            byte,
+            lines_before,
+        ))
+    }
+
+    fn needs_running_context(&self) -> bool {
+        true
+    }
+}
+
+/// Reads notes line by line, keeping the current model.
+struct NotesSource<'d> {
+    lines: Box<dyn BufRead + Send + 'd>,
+    header: Header,
+    source: String,
+    model: String,
+    report: Report,
+    byte: u64,
+    line: u64,
+    /// The record handed out last: its strings.
+    key: String,
+    text: String,
+    model_of_record: String,
+    record_place: (u64, u64),
+}
+
+impl<'d> NotesSource<'d> {
+    fn new(
+        input: Input<'d>,
+        path: &Path,
+        header: Header,
+        model: String,
+        byte: u64,
+        line: u64,
+    ) -> Self {
+        let lines: Box<dyn BufRead + Send + 'd> = match input {
+            Input::Reader(r) => Box::new(BufReader::new(r)),
+            Input::Bytes(b) => Box::new(b),
+        };
+        NotesSource {
+            lines,
+            source: format!("notes:{}", path.file_stem().unwrap().to_string_lossy()),
+            header,
+            model,
+            report: Report::default(),
+            byte,
+            line,
+            key: String::new(),
+            text: String::new(),
+            model_of_record: String::new(),
+            record_place: (0, 0),
+        }
+    }
+}
+
+impl RecordSource for NotesSource<'_> {
+    fn next_record(&mut self) -> Result<Option<Record<'_>>, Error> {
+        loop {
+            match self.next_entry()? {
+                None => return Ok(None),
+                Some(e) if e.record.is_some() => break,
+                Some(_) => {}
+            }
+        }
+        Ok(Some(self.record()))
+    }
+
+    fn report(&self) -> &Report {
+        &self.report
+    }
+
+    fn header(&self) -> Option<&Header> {
+        Some(&self.header)
+    }
+
+    fn next_entry(&mut self) -> Result<Option<Entry<'_>>, Error> {
+        loop {
+            let mut buf = String::new();
+            let n = self
+                .lines
+                .read_line(&mut buf)
+                .map_err(|e| Error::new(Path::new(&self.source), mem_ingest::ErrorKind::Io(e)))?;
+            if n == 0 {
+                return Ok(None);
+            }
+            let (at, line) = (self.byte, self.line + 1);
+            self.byte += n as u64;
+            self.line += 1;
+            self.report.bytes += n as u64;
+            if buf.trim().is_empty() {
+                continue;
+            }
+            self.report.lines += 1;
+            let v: serde_json::Value = match serde_json::from_str(&buf) {
+                Ok(v) => v,
+                Err(e) => {
+                    self.report.skipped += 1;
+                    self.report.skips.push(Skip {
+                        line,
+                        byte: at,
+                        reason: SkipReason::Malformed(e.to_string()),
+                    });
+                    continue;
+                }
+            };
+            let fingerprint = fnv(buf.trim_end().as_bytes());
+            if let Some(m) = v.get("model").and_then(|m| m.as_str()) {
+                self.model = m.to_owned();
+                self.report.no_record += 1;
+                self.report.entries.add("model", 1);
+                return Ok(Some(Entry {
+                    fingerprint,
+                    line,
+                    byte: at,
+                    record: None,
+                }));
+            }
+            let text = v.get("text").and_then(|t| t.as_str()).unwrap_or("");
+            self.report.records += 1;
+            self.report.roles[Role::User.index()] += 1;
+            self.report.entries.add("note", 1);
+            self.key = format!("{}:L{line}", self.header.id);
+            self.text = text.to_owned();
+            self.model_of_record = self.model.clone();
+            self.record_place = (line, at);
+            let rec = self.record();
+            return Ok(Some(Entry {
+                fingerprint,
+                line,
+                byte: at,
+                record: Some(rec),
+            }));
+        }
+    }
+
+    fn position(&self) -> Position {
+        Position {
+            byte: self.byte,
+            line: self.line,
+            open_line: false,
+        }
+    }
+
+    fn running_context(&self) -> Vec<u8> {
+        self.model.as_bytes().to_vec()
+    }
+}
+
+impl NotesSource<'_> {
+    /// The record handed out last.
+    fn record(&self) -> Record<'_> {
+        let (line, byte) = self.record_place;
+        Record {
+            role: Role::User,
+            text: &self.text,
+            project: &self.header.cwd,
+            session: &self.header.id,
+            key: &self.key,
+            source: &self.source,
+            id: None,
+            parent_id: None,
+            line,
+            byte,
+            entry: "note",
+            message_role: None,
+            kinds: &["text"],
+            timestamp: None,
+            provider: None,
+            model: (!self.model_of_record.is_empty()).then_some(self.model_of_record.as_str()),
+            usage: None,
+            stop_reason: None,
+            tool_name: None,
+            tool_call_id: None,
+            is_error: None,
+            custom_type: None,
+            command: None,
+            exit_code: None,
+            repaired: false,
+        }
+    }
+}
+
+/// A small hash of a line (the fingerprint of an entry, as a format
+/// chooses it: here its bytes).
+fn fnv(b: &[u8]) -> u64 {
+    b.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, c| {
+        (h ^ u64::from(*c)).wrapping_mul(0x100_0000_01b3)
+    })
+}
+
+fn tmpdir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("mem-ingest-fmt-{}-{name}", std::process::id()));
+    let _ = fs::remove_dir_all(&d);
+    fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn append(path: &Path, text: &str) {
+    fs::OpenOptions::new()
+        .append(true)
+        .open(path)
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+}
+
+#[test]
+fn a_second_format_plugs_in_beside_pi() {
+    let d = tmpdir("notes");
+    let proj = d.join("archive/my-notes");
+    fs::create_dir_all(&proj).unwrap();
+    let notes = proj.join("monday.notes");
+    fs::write(
+        &notes,
+        "{\"model\":\"m-1\"}\n{\"text\":\"first\"}\nnot json\n{\"model\":\"m-2\"}\n{\"text\":\"second\"}\n",
+    )
+    .unwrap();
+    // A copy of a note in another session of the same format: a session
+    // of its own, not deduplicated against the first.
+    fs::write(proj.join("tuesday.notes"), "{\"text\":\"first\"}\n").unwrap();
+    // pi's files in the same archive, read by pi's format.
+    fs::copy(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/hand-built.jsonl"),
+        d.join("archive/pi.jsonl"),
+    )
+    .unwrap();
+    // Neither format's: not read.
+    fs::write(proj.join("readme.txt"), "hello\n").unwrap();
+    let formats: Vec<Arc<dyn Format>> = vec![Arc::new(Pi), Arc::new(Notes)];
+    let archive = Archive::builder()
+        .path(d.join("archive"))
+        .formats(formats)
+        .state(d.join("state"))
+        .build();
+    let mut got: Vec<OwnedRecord> = Vec::new();
+    let first = archive.backfill(&mut ForEach(|r| got.push(r))).unwrap();
+    assert_eq!(first.files, 3);
+    assert_eq!(first.report.skipped, 1);
+    assert_eq!(first.skips[0].line, 3);
+    let notes_got: Vec<(String, String, Option<String>, String)> = got
+        .iter()
+        .filter(|r| r.source.starts_with("notes:"))
+        .map(|r| {
+            (
+                r.key.clone(),
+                r.text.clone(),
+                r.model.clone(),
+                r.project.clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        notes_got,
+        [
+            (
+                "monday:L2".into(),
+                "first".into(),
+                Some("m-1".into()),
+                "my-notes".into()
+            ),
+            (
+                "monday:L5".into(),
+                "second".into(),
+                Some("m-2".into()),
+                "my-notes".into()
+            ),
+            ("tuesday:L1".into(), "first".into(), None, "my-notes".into()),
+        ]
+    );
+    assert_eq!(
+        got.iter().filter(|r| r.source.starts_with("pi:")).count(),
+        22
+    );
+    // The running context is saved with the file's checkpoint: a note
+    // appended later carries the model set before it, in an earlier run.
+    append(&notes, "{\"text\":\"third\"}\n");
+    got.clear();
+    let second = archive.backfill(&mut ForEach(|r| got.push(r))).unwrap();
+    assert_eq!(
+        (second.written, second.resumed, second.unchanged),
+        (1, 1, 2)
+    );
+    assert_eq!(got[0].key, "monday:L6");
+    assert_eq!(got[0].model.as_deref(), Some("m-2"));
+    // A copy of a line already emitted in the same session: deduplicated
+    // by the format's fingerprint.
+    append(&notes, "{\"text\":\"third\"}\n");
+    let third = archive
+        .backfill(&mut ForEach(|_| panic!("a copy")))
+        .unwrap();
+    assert_eq!((third.written, third.report.deduplicated), (0, 1));
+    let mut rest = String::new();
+    fs::File::open(&notes)
+        .unwrap()
+        .read_to_string(&mut rest)
+        .unwrap();
+    assert_eq!(rest.lines().count(), 7, "the input is never written");
+    fs::remove_dir_all(d).unwrap();
+}
