@@ -14,6 +14,7 @@
 pub mod archive;
 mod error;
 pub mod format;
+mod json;
 pub mod line_reader;
 mod mmap;
 mod ndjson;

@@ -19,83 +19,10 @@ fn cut(s: &str, max: usize) -> &str {
     &s[..end]
 }
 
-/// Escape of each byte in a JSON string: 0 for none, `u` for `\u00XX`,
-/// else the character after the backslash.
-const ESCAPE: [u8; 256] = {
-    let mut t = [0u8; 256];
-    let mut c = 0;
-    while c < 0x20 {
-        t[c] = b'u';
-        c += 1;
-    }
-    t[b'\n' as usize] = b'n';
-    t[b'\r' as usize] = b'r';
-    t[b'\t' as usize] = b't';
-    t[0x08] = b'b';
-    t[0x0c] = b'f';
-    t[b'"' as usize] = b'"';
-    t[b'\\' as usize] = b'\\';
-    t
-};
-
-/// Appends `s` as a JSON string, escaped as serde_json (and JavaScript's
-/// JSON.stringify) escape: `"`, `\\` and control characters. Eight bytes
-/// are checked at a time; most text needs no escape.
+/// Appends `s` as a JSON string (see [`crate::json::escape`]).
+#[inline]
 pub(crate) fn json_str(out: &mut Vec<u8>, s: &str) {
-    const LO: u64 = 0x0101_0101_0101_0101;
-    const HI: u64 = 0x8080_8080_8080_8080;
-    // High bits of the bytes of `w` below 0x20, quotes or backslashes (the
-    // lowest one exact; above it, maybe false positives).
-    let special = |w: u64| {
-        let q = w ^ (LO * u64::from(b'"'));
-        let b = w ^ (LO * u64::from(b'\\'));
-        let below = w.wrapping_sub(LO * 0x20) & !w;
-        (below | (q.wrapping_sub(LO) & !q) | (b.wrapping_sub(LO) & !b)) & HI
-    };
-    let b = s.as_bytes();
-    out.reserve(b.len() + 2);
-    out.push(b'"');
-    let mut start = 0;
-    let escape = |out: &mut Vec<u8>, k: usize, start: &mut usize| {
-        let e = ESCAPE[usize::from(b[k])];
-        if e == 0 {
-            return;
-        }
-        out.extend_from_slice(&b[*start..k]);
-        if e == b'u' {
-            const HEX: &[u8; 16] = b"0123456789abcdef";
-            let c = b[k];
-            out.extend_from_slice(&[
-                b'\\',
-                b'u',
-                b'0',
-                b'0',
-                HEX[usize::from(c >> 4)],
-                HEX[usize::from(c & 0xf)],
-            ]);
-        } else {
-            out.extend_from_slice(&[b'\\', e]);
-        }
-        *start = k + 1;
-    };
-    let mut i = 0;
-    while i + 8 <= b.len() {
-        let m = special(u64::from_le_bytes(b[i..i + 8].try_into().expect("8 bytes")));
-        if m == 0 {
-            i += 8;
-            continue;
-        }
-        // The lowest flagged byte is exact (higher ones may be false
-        // positives of the borrow): escape it and look again after it.
-        let k = i + (m.trailing_zeros() / 8) as usize;
-        escape(out, k, &mut start);
-        i = k + 1;
-    }
-    for k in i..b.len() {
-        escape(out, k, &mut start);
-    }
-    out.extend_from_slice(&b[start..]);
-    out.push(b'"');
+    crate::json::escape(out, s);
 }
 
 fn json_u64(out: &mut Vec<u8>, mut n: u64) {

@@ -7,8 +7,12 @@
 //! parsed again.
 
 use bumpalo::Bump;
-use simd_json::{ErrorType, Node, StaticNode, Tape};
+use simd_json::Node;
 
+use crate::json::{
+    as_bool, as_f64, as_i64, as_str, as_u64, elements, fingerprint, is_blank, write_json, Fields,
+    JsonParser,
+};
 use crate::record::{Record, Role, Usage};
 use crate::report::{Report, SkipReason};
 use crate::time::parse_iso_millis;
@@ -88,31 +92,6 @@ fn entry_fingerprint(ty: &str, id: &str, timestamp: Option<&str>) -> u64 {
     ])
 }
 
-/// A 64-bit hash of byte strings (a multiply-fold mix; not for security).
-pub(crate) fn fingerprint(parts: &[&[u8]]) -> u64 {
-    const K: [u64; 3] = [
-        0xa076_1d64_78bd_642f,
-        0xe703_7ed1_a0b4_28db,
-        0x8ebc_6af0_9c88_c6e3,
-    ];
-    let mix = |a: u64, b: u64| {
-        let r = u128::from(a) * u128::from(b);
-        (r as u64) ^ ((r >> 64) as u64)
-    };
-    let mut h = K[2];
-    for part in parts {
-        let mut chunks = part.chunks_exact(8);
-        for c in &mut chunks {
-            let w = u64::from_le_bytes(c.try_into().expect("8 bytes"));
-            h = mix(h ^ w, K[0]);
-        }
-        let mut tail = [0u8; 8];
-        tail[..chunks.remainder().len()].copy_from_slice(chunks.remainder());
-        h = mix(h ^ u64::from_le_bytes(tail), K[1] ^ part.len() as u64);
-    }
-    mix(h, K[0] ^ parts.len() as u64)
-}
-
 /// What the records of one session share: header and provenance.
 #[derive(Debug, Clone)]
 pub(crate) struct Context {
@@ -140,12 +119,8 @@ const ARENA_SOFT_LIMIT: usize = 8 << 20;
 
 /// Line parser: simd-json scratch space reused from line to line.
 pub(crate) struct LineParser {
-    buffers: simd_json::Buffers,
-    tape: Option<Tape<'static>>,
+    json: JsonParser,
     filter: RoleFilter,
-    /// The longest line parsed: simd-json's buffers (which do not tell
-    /// their size) grow with it.
-    longest: usize,
 }
 
 impl std::fmt::Debug for LineParser {
@@ -159,10 +134,8 @@ impl std::fmt::Debug for LineParser {
 impl LineParser {
     pub fn new(filter: RoleFilter) -> Self {
         LineParser {
-            buffers: simd_json::Buffers::default(),
-            tape: Some(Tape::null()),
+            json: JsonParser::new(),
             filter,
-            longest: 0,
         }
     }
 
@@ -170,27 +143,18 @@ impl LineParser {
         self.filter = filter;
     }
 
-    /// Bytes of scratch space held, at most: the tape, and simd-json's
-    /// string buffer (a line's length) and structural indexes (up to four
-    /// bytes per byte of the line) for the longest line.
+    /// Bytes of scratch space held (see [`JsonParser::capacity`]).
     pub fn capacity(&self) -> usize {
-        let tape = self
-            .tape
-            .as_ref()
-            .map_or(0, |t| t.0.capacity() * std::mem::size_of::<Node<'_>>());
-        tape + 5 * self.longest
+        self.json.capacity()
     }
 
     /// Parses the session header from the first non-blank line.
     pub fn header(&mut self, line: &[u8], report: &mut Report) -> Result<Header, NotAHeader> {
         let line = line.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(line);
         let arena = Bump::new();
-        let mut tape = self.take_tape();
-        let parsed = parse_into(&mut self.buffers, &mut tape, &arena, line);
-        let result = match parsed {
+        self.json.parse(line, &arena, |parsed| match parsed {
             Err(reason) => Err(NotAHeader(format!("not a session header: {reason}"))),
-            Ok(repaired) => {
-                let nodes = &tape.0[..];
+            Ok((nodes, repaired)) => {
                 let f = Fields::of(nodes);
                 match (f.str("type"), f.str("id")) {
                     (Some("session"), Some(id)) => {
@@ -221,9 +185,7 @@ impl LineParser {
                     )),
                 }
             }
-        };
-        self.tape = Some(tape.reset());
-        result
+        })
     }
 
     /// Parses and maps one line. Counts it in `report`; returns the entry
@@ -262,10 +224,6 @@ impl LineParser {
         self.parse_and_map(line, pos, arena, ctx, report, hold)
     }
 
-    fn take_tape<'a>(&mut self) -> Tape<'a> {
-        self.tape.take().unwrap_or_else(Tape::null).reset()
-    }
-
     fn parse_and_map<'a>(
         &mut self,
         line: &[u8],
@@ -275,9 +233,8 @@ impl LineParser {
         report: &mut Report,
         hold: bool,
     ) -> Option<Entry<'a>> {
-        self.longest = self.longest.max(line.len());
-        let mut tape = self.take_tape();
-        let out = match parse_into(&mut self.buffers, &mut tape, arena, line) {
+        let filter = self.filter;
+        self.json.parse(line, arena, |parsed| match parsed {
             Err(_) if hold => {
                 report.lines -= 1;
                 report.pending = line.len() as u64;
@@ -291,235 +248,12 @@ impl LineParser {
                 report.skip(pos.line, pos.byte, reason);
                 None
             }
-            Ok(repaired) => {
+            Ok((nodes, repaired)) => {
                 report.repaired += u64::from(repaired);
-                map_entry(
-                    &tape.0,
-                    line,
-                    pos,
-                    repaired,
-                    arena,
-                    ctx,
-                    self.filter,
-                    report,
-                )
+                map_entry(nodes, line, pos, repaired, arena, ctx, filter, report)
             }
-        };
-        self.tape = Some(tape.reset());
-        out
-    }
-}
-
-/// Whether a line holds only spaces, tabs and `\r`.
-pub(crate) fn is_blank(line: &[u8]) -> bool {
-    line.iter().all(|b| matches!(b, b' ' | b'\t' | b'\r'))
-}
-
-/// Copies `line` into the arena with simd-json's padding and parses it in
-/// place. Ok(true) when the line needed repair.
-fn parse_into<'a>(
-    buffers: &mut simd_json::Buffers,
-    tape: &mut Tape<'a>,
-    arena: &'a Bump,
-    line: &[u8],
-) -> Result<bool, SkipReason> {
-    let err = match parse_padded(buffers, tape, arena, line) {
-        Ok(()) => return Ok(false),
-        Err(e) => e,
-    };
-    match err.error() {
-        ErrorType::InvalidUtf8 | ErrorType::InvalidUnicodeCodepoint => {}
-        _ => return Err(reason_for(line, &err)),
-    }
-    let mut fixed = bumpalo::collections::Vec::with_capacity_in(line.len() + 16, arena);
-    repair(line, &mut fixed);
-    match parse_padded(buffers, tape, arena, &fixed) {
-        Ok(()) => Ok(true),
-        Err(e) => Err(reason_for(line, &e)),
-    }
-}
-
-fn parse_padded<'a>(
-    buffers: &mut simd_json::Buffers,
-    tape: &mut Tape<'a>,
-    arena: &'a Bump,
-    line: &[u8],
-) -> Result<(), simd_json::Error> {
-    let len = line.len();
-    // Each byte written once, by memcpy (bumpalo's `extend_from_slice`
-    // copies byte by byte: it was a third of all instructions; a space-filled
-    // slice then a copy writes the line twice).
-    const PADDING: [u8; simd_json::INPUT_PADDING] = [b' '; simd_json::INPUT_PADDING];
-    let mut buf = bumpalo::collections::Vec::with_capacity_in(len + PADDING.len(), arena);
-    buf.extend_from_slices_copy(&[line, &PADDING]);
-    simd_json::fill_tape_padded(buf.into_bump_slice_mut(), len, buffers, tape)
-}
-
-fn reason_for(line: &[u8], err: &simd_json::Error) -> SkipReason {
-    if memchr::memchr(0, line).is_some() {
-        return SkipReason::Nul;
-    }
-    match err.error() {
-        ErrorType::DepthLimitExceeded => SkipReason::TooDeep,
-        other => SkipReason::Malformed(error_text(other)),
-    }
-}
-
-fn error_text(err: &ErrorType) -> String {
-    match err {
-        ErrorType::InternalError | ErrorType::TrailingData => {
-            "unexpected bytes after the value or invalid structure".to_owned()
-        }
-        ErrorType::Syntax => "syntax error".to_owned(),
-        ErrorType::Eof => "unexpected end of line".to_owned(),
-        ErrorType::InvalidUtf8 => "invalid UTF-8 outside a string".to_owned(),
-        ErrorType::InvalidUnicodeCodepoint => "invalid unicode escape".to_owned(),
-        other => format!("parser error {other:?}"),
-    }
-}
-
-/// Replaces invalid UTF-8 with U+FFFD (one per maximal invalid subpart, as
-/// pi's decoder does) and lone surrogate escapes with `\ufffd`.
-pub(crate) fn repair(line: &[u8], out: &mut bumpalo::collections::Vec<'_, u8>) {
-    for chunk in line.utf8_chunks() {
-        out.extend_from_slice_copy(chunk.valid().as_bytes());
-        if !chunk.invalid().is_empty() {
-            out.extend_from_slice_copy("\u{FFFD}".as_bytes());
-        }
-    }
-    let hex4 = |b: &[u8]| -> Option<u32> {
-        let s = std::str::from_utf8(b.get(..4)?).ok()?;
-        u32::from_str_radix(s, 16).ok()
-    };
-    let mut i = 0;
-    // `i` may pass the end by one after a backslash that ends the line.
-    while let Some(k) = memchr::memchr(b'\\', out.get(i..).unwrap_or_default()) {
-        let at = i + k;
-        if out.get(at + 1) != Some(&b'u') {
-            i = at + 2; // an escaped character, `\\` included
-            continue;
-        }
-        let Some(cp) = hex4(&out[at + 2..]) else {
-            i = at + 2;
-            continue;
-        };
-        let low_follows = || {
-            out.get(at + 6..at + 8) == Some(b"\\u")
-                && hex4(&out[at + 8..]).is_some_and(|c| (0xDC00..0xE000).contains(&c))
-        };
-        if (0xD800..0xDC00).contains(&cp) && low_follows() {
-            i = at + 12;
-        } else if (0xD800..0xE000).contains(&cp) {
-            out[at + 2..at + 6].copy_from_slice(b"fffd");
-            i = at + 6;
-        } else {
-            i = at + 6;
-        }
-    }
-}
-
-// ---------------------------------------------------------------------------
-// Tape access
-
-/// Number of tape nodes a value spans.
-fn span(n: &Node<'_>) -> usize {
-    match n {
-        Node::Object { count, .. } | Node::Array { count, .. } => count + 1,
-        _ => 1,
-    }
-}
-
-/// The top-level fields of an object on the tape (empty for a non-object).
-#[derive(Clone, Copy)]
-struct Fields<'t, 'a> {
-    nodes: &'t [Node<'a>],
-    len: usize,
-}
-
-impl<'t, 'a> Fields<'t, 'a> {
-    fn of(nodes: &'t [Node<'a>]) -> Self {
-        match nodes.first() {
-            Some(Node::Object { len, .. }) => Fields { nodes, len: *len },
-            _ => Fields { nodes: &[], len: 0 },
-        }
-    }
-
-    fn iter(self) -> impl Iterator<Item = (&'a str, &'t [Node<'a>])> {
-        let mut idx = 1;
-        (0..self.len).map_while(move |_| {
-            let Node::String(k) = *self.nodes.get(idx)? else {
-                return None;
-            };
-            let v = self.nodes.get(idx + 1)?;
-            let value = &self.nodes[idx + 1..idx + 1 + span(v)];
-            idx += 1 + span(v);
-            Some((k, value))
         })
     }
-
-    fn get(self, key: &str) -> Option<&'t [Node<'a>]> {
-        self.iter().find(|(k, _)| *k == key).map(|(_, v)| v)
-    }
-
-    fn str(self, key: &str) -> Option<&'a str> {
-        self.get(key).and_then(as_str)
-    }
-}
-
-fn as_str<'a>(v: &[Node<'a>]) -> Option<&'a str> {
-    match v.first() {
-        Some(Node::String(s)) => Some(s),
-        _ => None,
-    }
-}
-
-fn as_u64(v: &[Node<'_>]) -> Option<u64> {
-    match v.first()? {
-        Node::Static(StaticNode::U64(n)) => Some(*n),
-        Node::Static(StaticNode::I64(n)) => u64::try_from(*n).ok(),
-        Node::Static(StaticNode::F64(f)) if f.is_finite() && *f >= 0.0 => Some(*f as u64),
-        _ => None,
-    }
-}
-
-fn as_i64(v: &[Node<'_>]) -> Option<i64> {
-    match v.first()? {
-        Node::Static(StaticNode::I64(n)) => Some(*n),
-        Node::Static(StaticNode::U64(n)) => i64::try_from(*n).ok(),
-        Node::Static(StaticNode::F64(f)) if f.is_finite() => Some(*f as i64),
-        _ => None,
-    }
-}
-
-fn as_f64(v: &[Node<'_>]) -> Option<f64> {
-    match v.first()? {
-        Node::Static(StaticNode::I64(n)) => Some(*n as f64),
-        Node::Static(StaticNode::U64(n)) => Some(*n as f64),
-        Node::Static(StaticNode::F64(f)) => Some(*f),
-        _ => None,
-    }
-}
-
-fn as_bool(v: &[Node<'_>]) -> Option<bool> {
-    match v.first()? {
-        Node::Static(StaticNode::Bool(b)) => Some(*b),
-        _ => None,
-    }
-}
-
-/// The elements of an array on the tape (none for a non-array).
-fn elements<'t, 'a>(v: &'t [Node<'a>]) -> impl Iterator<Item = &'t [Node<'a>]> {
-    let len = match v.first() {
-        Some(Node::Array { len, .. }) => *len,
-        _ => 0,
-    };
-    let mut idx = 1;
-    (0..len).map_while(move |_| {
-        let n = v.get(idx)?;
-        let e = &v[idx..idx + span(n)];
-        idx += span(n);
-        Some(e)
-    })
 }
 
 // ---------------------------------------------------------------------------
@@ -911,103 +645,9 @@ fn base64_decoded_len(data: &str) -> usize {
     n * 3 / 4
 }
 
-/// Writes a value of the tape as compact JSON (as `JSON.stringify` does).
-fn write_json(v: &[Node<'_>], out: &mut bumpalo::collections::String<'_>) {
-    use std::fmt::Write;
-    match v.first() {
-        Some(Node::String(s)) => write_json_str(s, out),
-        Some(Node::Static(StaticNode::Null)) | None => out.push_str("null"),
-        Some(Node::Static(StaticNode::Bool(b))) => out.push_str(if *b { "true" } else { "false" }),
-        Some(Node::Static(StaticNode::I64(n))) => {
-            let _ = write!(out, "{n}");
-        }
-        Some(Node::Static(StaticNode::U64(n))) => {
-            let _ = write!(out, "{n}");
-        }
-        Some(Node::Static(StaticNode::F64(f))) => {
-            if f.is_finite() {
-                let _ = write!(out, "{f}");
-            } else {
-                out.push_str("null");
-            }
-        }
-        Some(Node::Array { .. }) => {
-            out.push('[');
-            for (i, e) in elements(v).enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                write_json(e, out);
-            }
-            out.push(']');
-        }
-        Some(Node::Object { .. }) => {
-            out.push('{');
-            for (i, (k, e)) in Fields::of(v).iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                write_json_str(k, out);
-                out.push(':');
-                write_json(e, out);
-            }
-            out.push('}');
-        }
-    }
-}
-
-fn write_json_str(s: &str, out: &mut bumpalo::collections::String<'_>) {
-    out.push('"');
-    let mut start = 0;
-    for (i, b) in s.bytes().enumerate() {
-        let esc: &str = match b {
-            b'"' => "\\\"",
-            b'\\' => "\\\\",
-            b'\n' => "\\n",
-            b'\r' => "\\r",
-            b'\t' => "\\t",
-            0x08 => "\\b",
-            0x0c => "\\f",
-            0..=0x1f => "",
-            _ => continue,
-        };
-        out.push_str(&s[start..i]);
-        if esc.is_empty() {
-            const HEX: &[u8; 16] = b"0123456789abcdef";
-            out.push_str("\\u00");
-            out.push(HEX[usize::from(b >> 4)] as char);
-            out.push(HEX[usize::from(b & 0xf)] as char);
-        } else {
-            out.push_str(esc);
-        }
-        start = i + 1;
-    }
-    out.push_str(&s[start..]);
-    out.push('"');
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn repaired(line: &[u8]) -> Vec<u8> {
-        let arena = Bump::new();
-        let mut out = bumpalo::collections::Vec::new_in(&arena);
-        repair(line, &mut out);
-        out.to_vec()
-    }
-
-    #[test]
-    fn repair_replaces_lone_surrogates_only() {
-        assert_eq!(repaired(br#""\ud83d""#), br#""\ufffd""#);
-        assert_eq!(repaired(br#""\ud83d\ude00""#), br#""\ud83d\ude00""#);
-        assert_eq!(repaired(br#""\ude00x\uD83D""#), br#""\ufffdx\ufffd""#);
-        assert_eq!(repaired(br#""\\ud83d""#), br#""\\ud83d""#);
-        assert_eq!(repaired(br#""\\\ud83d""#), br#""\\\ufffd""#);
-        assert_eq!(repaired(b"\"a\xffb\""), "\"a\u{FFFD}b\"".as_bytes());
-        assert_eq!(repaired(b"\"\xe2\x82\""), "\"\u{FFFD}\"".as_bytes());
-        assert_eq!(repaired(b"\xe4\\"), "\u{FFFD}\\".as_bytes());
-    }
 
     #[test]
     fn base64_sizes() {
@@ -1017,24 +657,5 @@ mod tests {
         assert_eq!(base64_decoded_len(""), 0);
         assert_eq!(base64_decoded_len("aGVs\nbG8="), 5);
         assert_eq!(base64_decoded_len("aGVs bG8gd29y\r\nbGQh"), 12);
-    }
-
-    #[test]
-    fn compact_json_like_javascript() {
-        let mut line = r#"{"a":[1,-2,1.5,true,null,"x\"\n\u0001é"],"b":{}}"#
-            .as_bytes()
-            .to_vec();
-        let len = line.len();
-        line.resize(len + simd_json::INPUT_PADDING, b' ');
-        let mut tape = Tape::null();
-        let mut buffers = simd_json::Buffers::default();
-        simd_json::fill_tape_padded(&mut line, len, &mut buffers, &mut tape).unwrap();
-        let arena = Bump::new();
-        let mut s = bumpalo::collections::String::new_in(&arena);
-        write_json(&tape.0, &mut s);
-        assert_eq!(
-            s.as_str(),
-            r#"{"a":[1,-2,1.5,true,null,"x\"\n\u0001é"],"b":{}}"#
-        );
     }
 }

@@ -7,8 +7,9 @@ use std::path::{Path, PathBuf};
 use bumpalo::Bump;
 
 use crate::error::{Error, ErrorKind};
+use crate::json::is_blank;
 use crate::line_reader::{LineEvent, LineReader, DEFAULT_BUFFER_CAPACITY, DEFAULT_MAX_LINE};
-use crate::pi::{is_blank, Context, Entry, Header, LineParser, LinePos, RoleFilter};
+use crate::pi::{Context, Entry, Header, LineParser, LinePos, RoleFilter};
 use crate::record::Record;
 use crate::report::{Report, SkipReason, DEFAULT_MAX_SKIPS};
 

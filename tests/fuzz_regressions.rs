@@ -32,7 +32,7 @@ fn replay(target: &str, name: &str) {
 /// 11).
 ///
 /// Root cause: simd-json rejects the line as invalid UTF-8, so
-/// `pi::parse_into` calls `pi::repair` (src/pi.rs). After replacing invalid
+/// `parse_into` calls `repair` (then src/pi.rs, now src/json.rs). After replacing invalid
 /// UTF-8, `repair` scans for lone surrogate escapes with
 /// `memchr(b'\\', &out[i..])` and skips an escaped character with
 /// `i = at + 2`. When the backslash is the last byte there is no escaped

@@ -26,19 +26,6 @@ fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures")
 }
 
-fn copy_dir(from: &Path, to: &Path) {
-    fs::create_dir_all(to).unwrap();
-    for e in fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let t = to.join(e.file_name());
-        if e.file_type().unwrap().is_dir() {
-            copy_dir(&e.path(), &t);
-        } else {
-            fs::copy(e.path(), t).unwrap();
-        }
-    }
-}
-
 fn append(path: &Path, text: &str) {
     fs::OpenOptions::new()
         .append(true)
@@ -455,23 +442,27 @@ fn a_sink_keeps_its_own_checkpoint_from_what_changed() {
     fs::remove_dir_all(d).unwrap();
 }
 
-/// The state file this release writes, checked in with the archive it
-/// describes (`fixtures/state-v3`, written by the `library_backfill`
-/// example). Its files are known by device and inode, so the copy here is
-/// new to it: every file is read again and every entry is a copy of one
-/// its lineages hold (records 0); then exactly the lines appended.
+/// The state file this release writes, checked in (`fixtures/state-v3.state`,
+/// written by the `library_backfill` example over `hand-built.jsonl` and
+/// `pi-classic.jsonl`). File identity includes device and inode, so copies
+/// of the two files here are new to it: every file is read again and
+/// every entry is a copy of one its lineages hold (records 0); then exactly
+/// the lines appended.
 #[test]
 fn the_checked_in_state_of_this_release() {
     let d = tmpdir("checked-in");
-    let fix = fixtures().join("state-v3");
-    copy_dir(&fix.join("archive"), &d.join("archive"));
-    fs::copy(fix.join("state"), d.join("state")).unwrap();
+    let arch = d.join("archive");
+    fs::create_dir_all(&arch).unwrap();
+    for name in ["hand-built.jsonl", "pi-classic.jsonl"] {
+        fs::copy(fixtures().join(name), arch.join(name)).unwrap();
+    }
+    fs::copy(fixtures().join("state-v3.state"), d.join("state")).unwrap();
     assert_eq!(
         fs::read(d.join("state")).unwrap()[8..12],
         mem_ingest::archive::STATE_VERSION.to_le_bytes()
     );
     let archive = Archive::builder()
-        .path(d.join("archive"))
+        .path(&arch)
         .state(d.join("state"))
         .build();
     let mut keys = Vec::new();
@@ -485,17 +476,15 @@ fn the_checked_in_state_of_this_release() {
     // has 33, pi-classic.jsonl 347.
     assert_eq!(first.report.deduplicated, 33 + 347);
     assert_eq!(first.report.lines, 33 + 347);
-    let f = d.join("archive/--tmp-my-project--/2026-01-01T00-00-00-000Z_hand.jsonl");
-    append(&f, &(user_line("fx-1", "a") + &user_line("fx-2", "b")));
+    append(
+        &arch.join("hand-built.jsonl"),
+        &(user_line("fx-1", "a") + &user_line("fx-2", "b")),
+    );
     let second = archive
         .backfill(&mut ForEach(|r: OwnedRecord| keys.push(r.key)))
         .unwrap();
     assert_eq!((second.written, second.resumed), (2, 1));
-    assert_eq!(keys.len(), 2);
-    assert!(
-        keys[0].ends_with(":fx-1") && keys[1].ends_with(":fx-2"),
-        "{keys:?}"
-    );
+    assert_eq!(keys, ["hand-built-0001:fx-1", "hand-built-0001:fx-2"]);
     fs::remove_dir_all(d).unwrap();
 }
 

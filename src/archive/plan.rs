@@ -143,7 +143,7 @@ pub fn header_digest(h: &Header) -> u64 {
         None => vec![0],
     };
     let ts = h.timestamp.map(i64::to_le_bytes);
-    crate::pi::fingerprint(&[
+    crate::json::fingerprint(&[
         h.id.as_bytes(),
         h.cwd.as_bytes(),
         &h.version.to_le_bytes(),

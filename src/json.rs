@@ -1,0 +1,501 @@
+//! The format-neutral JSON layer: a line copied into the arena and parsed
+//! in place with simd-json onto a reused tape, lines simd-json rejects for
+//! invalid UTF-8 or lone surrogate escapes repaired (as JavaScript readers
+//! keep them), field access on the tape, compact JSON out of it, the one
+//! JSON string escaper, and the fingerprint hash. No format's key names
+//! are known here.
+
+use bumpalo::Bump;
+use simd_json::{ErrorType, Node, StaticNode, Tape};
+
+use crate::report::SkipReason;
+
+/// A 64-bit hash of byte strings (a multiply-fold mix; not for security).
+pub(crate) fn fingerprint(parts: &[&[u8]]) -> u64 {
+    const K: [u64; 3] = [
+        0xa076_1d64_78bd_642f,
+        0xe703_7ed1_a0b4_28db,
+        0x8ebc_6af0_9c88_c6e3,
+    ];
+    let mix = |a: u64, b: u64| {
+        let r = u128::from(a) * u128::from(b);
+        (r as u64) ^ ((r >> 64) as u64)
+    };
+    let mut h = K[2];
+    for part in parts {
+        let mut chunks = part.chunks_exact(8);
+        for c in &mut chunks {
+            let w = u64::from_le_bytes(c.try_into().expect("8 bytes"));
+            h = mix(h ^ w, K[0]);
+        }
+        let mut tail = [0u8; 8];
+        tail[..chunks.remainder().len()].copy_from_slice(chunks.remainder());
+        h = mix(h ^ u64::from_le_bytes(tail), K[1] ^ part.len() as u64);
+    }
+    mix(h, K[0] ^ parts.len() as u64)
+}
+
+/// simd-json's scratch space, reused from line to line.
+pub(crate) struct JsonParser {
+    buffers: simd_json::Buffers,
+    tape: Option<Tape<'static>>,
+    /// The longest line parsed: simd-json's buffers (which do not tell
+    /// their size) grow with it.
+    longest: usize,
+}
+
+impl JsonParser {
+    pub(crate) fn new() -> Self {
+        JsonParser {
+            buffers: simd_json::Buffers::default(),
+            tape: Some(Tape::null()),
+            longest: 0,
+        }
+    }
+
+    /// Bytes of scratch space held, at most: the tape, and simd-json's
+    /// string buffer (a line's length) and structural indexes (up to four
+    /// bytes per byte of the line) for the longest line.
+    pub(crate) fn capacity(&self) -> usize {
+        let tape = self
+            .tape
+            .as_ref()
+            .map_or(0, |t| t.0.capacity() * std::mem::size_of::<Node<'_>>());
+        tape + 5 * self.longest
+    }
+
+    /// Parses `line` (copied into `arena`) and calls `f` with its tape and
+    /// whether it needed repair.
+    pub(crate) fn parse<'a, T>(
+        &mut self,
+        line: &[u8],
+        arena: &'a Bump,
+        f: impl FnOnce(Result<(&[Node<'a>], bool), SkipReason>) -> T,
+    ) -> T {
+        self.longest = self.longest.max(line.len());
+        let mut tape = self.tape.take().unwrap_or_else(Tape::null).reset();
+        let out = match parse_into(&mut self.buffers, &mut tape, arena, line) {
+            Ok(repaired) => f(Ok((&tape.0, repaired))),
+            Err(e) => f(Err(e)),
+        };
+        self.tape = Some(tape.reset());
+        out
+    }
+}
+
+/// Whether a line holds only spaces, tabs and `\r`.
+pub(crate) fn is_blank(line: &[u8]) -> bool {
+    line.iter().all(|b| matches!(b, b' ' | b'\t' | b'\r'))
+}
+
+/// Copies `line` into the arena with simd-json's padding and parses it in
+/// place. Ok(true) when the line needed repair.
+pub(crate) fn parse_into<'a>(
+    buffers: &mut simd_json::Buffers,
+    tape: &mut Tape<'a>,
+    arena: &'a Bump,
+    line: &[u8],
+) -> Result<bool, SkipReason> {
+    let err = match parse_padded(buffers, tape, arena, line) {
+        Ok(()) => return Ok(false),
+        Err(e) => e,
+    };
+    match err.error() {
+        ErrorType::InvalidUtf8 | ErrorType::InvalidUnicodeCodepoint => {}
+        _ => return Err(reason_for(line, &err)),
+    }
+    let mut fixed = bumpalo::collections::Vec::with_capacity_in(line.len() + 16, arena);
+    repair(line, &mut fixed);
+    match parse_padded(buffers, tape, arena, &fixed) {
+        Ok(()) => Ok(true),
+        Err(e) => Err(reason_for(line, &e)),
+    }
+}
+
+fn parse_padded<'a>(
+    buffers: &mut simd_json::Buffers,
+    tape: &mut Tape<'a>,
+    arena: &'a Bump,
+    line: &[u8],
+) -> Result<(), simd_json::Error> {
+    let len = line.len();
+    // Each byte written once, by memcpy (bumpalo's `extend_from_slice`
+    // copies byte by byte: it was a third of all instructions; a space-filled
+    // slice then a copy writes the line twice).
+    const PADDING: [u8; simd_json::INPUT_PADDING] = [b' '; simd_json::INPUT_PADDING];
+    let mut buf = bumpalo::collections::Vec::with_capacity_in(len + PADDING.len(), arena);
+    buf.extend_from_slices_copy(&[line, &PADDING]);
+    simd_json::fill_tape_padded(buf.into_bump_slice_mut(), len, buffers, tape)
+}
+
+fn reason_for(line: &[u8], err: &simd_json::Error) -> SkipReason {
+    if memchr::memchr(0, line).is_some() {
+        return SkipReason::Nul;
+    }
+    match err.error() {
+        ErrorType::DepthLimitExceeded => SkipReason::TooDeep,
+        other => SkipReason::Malformed(error_text(other)),
+    }
+}
+
+fn error_text(err: &ErrorType) -> String {
+    match err {
+        ErrorType::InternalError | ErrorType::TrailingData => {
+            "unexpected bytes after the value or invalid structure".to_owned()
+        }
+        ErrorType::Syntax => "syntax error".to_owned(),
+        ErrorType::Eof => "unexpected end of line".to_owned(),
+        ErrorType::InvalidUtf8 => "invalid UTF-8 outside a string".to_owned(),
+        ErrorType::InvalidUnicodeCodepoint => "invalid unicode escape".to_owned(),
+        other => format!("parser error {other:?}"),
+    }
+}
+
+/// Replaces invalid UTF-8 with U+FFFD (one per maximal invalid subpart, as
+/// pi's decoder does) and lone surrogate escapes with `\ufffd`.
+pub(crate) fn repair(line: &[u8], out: &mut bumpalo::collections::Vec<'_, u8>) {
+    for chunk in line.utf8_chunks() {
+        out.extend_from_slice_copy(chunk.valid().as_bytes());
+        if !chunk.invalid().is_empty() {
+            out.extend_from_slice_copy("\u{FFFD}".as_bytes());
+        }
+    }
+    let hex4 = |b: &[u8]| -> Option<u32> {
+        let s = std::str::from_utf8(b.get(..4)?).ok()?;
+        u32::from_str_radix(s, 16).ok()
+    };
+    let mut i = 0;
+    // `i` may pass the end by one after a backslash that ends the line.
+    while let Some(k) = memchr::memchr(b'\\', out.get(i..).unwrap_or_default()) {
+        let at = i + k;
+        if out.get(at + 1) != Some(&b'u') {
+            i = at + 2; // an escaped character, `\\` included
+            continue;
+        }
+        let Some(cp) = hex4(&out[at + 2..]) else {
+            i = at + 2;
+            continue;
+        };
+        let low_follows = || {
+            out.get(at + 6..at + 8) == Some(b"\\u")
+                && hex4(&out[at + 8..]).is_some_and(|c| (0xDC00..0xE000).contains(&c))
+        };
+        if (0xD800..0xDC00).contains(&cp) && low_follows() {
+            i = at + 12;
+        } else if (0xD800..0xE000).contains(&cp) {
+            out[at + 2..at + 6].copy_from_slice(b"fffd");
+            i = at + 6;
+        } else {
+            i = at + 6;
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Tape access
+
+/// Number of tape nodes a value spans.
+pub(crate) fn span(n: &Node<'_>) -> usize {
+    match n {
+        Node::Object { count, .. } | Node::Array { count, .. } => count + 1,
+        _ => 1,
+    }
+}
+
+/// The top-level fields of an object on the tape (empty for a non-object).
+#[derive(Clone, Copy)]
+pub(crate) struct Fields<'t, 'a> {
+    nodes: &'t [Node<'a>],
+    len: usize,
+}
+
+impl<'t, 'a> Fields<'t, 'a> {
+    pub(crate) fn of(nodes: &'t [Node<'a>]) -> Self {
+        match nodes.first() {
+            Some(Node::Object { len, .. }) => Fields { nodes, len: *len },
+            _ => Fields { nodes: &[], len: 0 },
+        }
+    }
+
+    pub(crate) fn iter(self) -> impl Iterator<Item = (&'a str, &'t [Node<'a>])> {
+        let mut idx = 1;
+        (0..self.len).map_while(move |_| {
+            let Node::String(k) = *self.nodes.get(idx)? else {
+                return None;
+            };
+            let v = self.nodes.get(idx + 1)?;
+            let value = &self.nodes[idx + 1..idx + 1 + span(v)];
+            idx += 1 + span(v);
+            Some((k, value))
+        })
+    }
+
+    pub(crate) fn get(self, key: &str) -> Option<&'t [Node<'a>]> {
+        self.iter().find(|(k, _)| *k == key).map(|(_, v)| v)
+    }
+
+    pub(crate) fn str(self, key: &str) -> Option<&'a str> {
+        self.get(key).and_then(as_str)
+    }
+}
+
+pub(crate) fn as_str<'a>(v: &[Node<'a>]) -> Option<&'a str> {
+    match v.first() {
+        Some(Node::String(s)) => Some(s),
+        _ => None,
+    }
+}
+
+pub(crate) fn as_u64(v: &[Node<'_>]) -> Option<u64> {
+    match v.first()? {
+        Node::Static(StaticNode::U64(n)) => Some(*n),
+        Node::Static(StaticNode::I64(n)) => u64::try_from(*n).ok(),
+        Node::Static(StaticNode::F64(f)) if f.is_finite() && *f >= 0.0 => Some(*f as u64),
+        _ => None,
+    }
+}
+
+pub(crate) fn as_i64(v: &[Node<'_>]) -> Option<i64> {
+    match v.first()? {
+        Node::Static(StaticNode::I64(n)) => Some(*n),
+        Node::Static(StaticNode::U64(n)) => i64::try_from(*n).ok(),
+        Node::Static(StaticNode::F64(f)) if f.is_finite() => Some(*f as i64),
+        _ => None,
+    }
+}
+
+pub(crate) fn as_f64(v: &[Node<'_>]) -> Option<f64> {
+    match v.first()? {
+        Node::Static(StaticNode::I64(n)) => Some(*n as f64),
+        Node::Static(StaticNode::U64(n)) => Some(*n as f64),
+        Node::Static(StaticNode::F64(f)) => Some(*f),
+        _ => None,
+    }
+}
+
+pub(crate) fn as_bool(v: &[Node<'_>]) -> Option<bool> {
+    match v.first()? {
+        Node::Static(StaticNode::Bool(b)) => Some(*b),
+        _ => None,
+    }
+}
+
+/// The elements of an array on the tape (none for a non-array).
+pub(crate) fn elements<'t, 'a>(v: &'t [Node<'a>]) -> impl Iterator<Item = &'t [Node<'a>]> {
+    let len = match v.first() {
+        Some(Node::Array { len, .. }) => *len,
+        _ => 0,
+    };
+    let mut idx = 1;
+    (0..len).map_while(move |_| {
+        let n = v.get(idx)?;
+        let e = &v[idx..idx + span(n)];
+        idx += span(n);
+        Some(e)
+    })
+}
+
+// ---------------------------------------------------------------------------
+// Writing JSON
+
+/// Writes a value of the tape as compact JSON (as `JSON.stringify` does).
+pub(crate) fn write_json(v: &[Node<'_>], out: &mut bumpalo::collections::String<'_>) {
+    use std::fmt::Write;
+    match v.first() {
+        Some(Node::String(s)) => write_json_str(s, out),
+        Some(Node::Static(StaticNode::Null)) | None => out.push_str("null"),
+        Some(Node::Static(StaticNode::Bool(b))) => out.push_str(if *b { "true" } else { "false" }),
+        Some(Node::Static(StaticNode::I64(n))) => {
+            let _ = write!(out, "{n}");
+        }
+        Some(Node::Static(StaticNode::U64(n))) => {
+            let _ = write!(out, "{n}");
+        }
+        Some(Node::Static(StaticNode::F64(f))) => {
+            if f.is_finite() {
+                let _ = write!(out, "{f}");
+            } else {
+                out.push_str("null");
+            }
+        }
+        Some(Node::Array { .. }) => {
+            out.push('[');
+            for (i, e) in elements(v).enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_json(e, out);
+            }
+            out.push(']');
+        }
+        Some(Node::Object { .. }) => {
+            out.push('{');
+            for (i, (k, e)) in Fields::of(v).iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_json_str(k, out);
+                out.push(':');
+                write_json(e, out);
+            }
+            out.push('}');
+        }
+    }
+}
+
+fn write_json_str(s: &str, out: &mut bumpalo::collections::String<'_>) {
+    escape(out, s);
+}
+
+/// Where escaped JSON goes: an output buffer, or a string in the arena.
+pub(crate) trait PushStr {
+    fn push_str(&mut self, s: &str);
+    fn reserve(&mut self, n: usize);
+}
+
+impl PushStr for Vec<u8> {
+    fn push_str(&mut self, s: &str) {
+        self.extend_from_slice(s.as_bytes());
+    }
+    fn reserve(&mut self, n: usize) {
+        Vec::reserve(self, n);
+    }
+}
+
+impl PushStr for bumpalo::collections::String<'_> {
+    fn push_str(&mut self, s: &str) {
+        bumpalo::collections::String::push_str(self, s);
+    }
+    fn reserve(&mut self, n: usize) {
+        bumpalo::collections::String::reserve(self, n);
+    }
+}
+
+/// Escape of each byte in a JSON string: 0 for none, `u` for `\u00XX`,
+/// else the character after the backslash.
+const ESCAPE: [u8; 256] = {
+    let mut t = [0u8; 256];
+    let mut c = 0;
+    while c < 0x20 {
+        t[c] = b'u';
+        c += 1;
+    }
+    t[b'\n' as usize] = b'n';
+    t[b'\r' as usize] = b'r';
+    t[b'\t' as usize] = b't';
+    t[0x08] = b'b';
+    t[0x0c] = b'f';
+    t[b'"' as usize] = b'"';
+    t[b'\\' as usize] = b'\\';
+    t
+};
+
+/// Appends `s` as a JSON string, escaped as serde_json (and JavaScript's
+/// JSON.stringify) escape: `"`, `\\` and control characters. Eight bytes
+/// are checked at a time; most text needs no escape. The one escaper of
+/// the crate: record lines and tool-call arguments alike.
+pub(crate) fn escape(out: &mut impl PushStr, s: &str) {
+    const LO: u64 = 0x0101_0101_0101_0101;
+    const HI: u64 = 0x8080_8080_8080_8080;
+    // High bits of the bytes of `w` below 0x20, quotes or backslashes (the
+    // lowest one exact; above it, maybe false positives).
+    let special = |w: u64| {
+        let q = w ^ (LO * u64::from(b'"'));
+        let b = w ^ (LO * u64::from(b'\\'));
+        let below = w.wrapping_sub(LO * 0x20) & !w;
+        (below | (q.wrapping_sub(LO) & !q) | (b.wrapping_sub(LO) & !b)) & HI
+    };
+    let b = s.as_bytes();
+    out.reserve(b.len() + 2);
+    out.push_str("\"");
+    let mut start = 0;
+    let mut i = 0;
+    while i + 8 <= b.len() {
+        let m = special(u64::from_le_bytes(b[i..i + 8].try_into().expect("8 bytes")));
+        if m == 0 {
+            i += 8;
+            continue;
+        }
+        // The lowest flagged byte is exact (higher ones may be false
+        // positives of the borrow): escape it and look again after it.
+        let k = i + (m.trailing_zeros() / 8) as usize;
+        escape_at(out, s, k, &mut start);
+        i = k + 1;
+    }
+    for k in i..b.len() {
+        escape_at(out, s, k, &mut start);
+    }
+    out.push_str(&s[start..]);
+    out.push_str("\"");
+}
+
+/// Escapes byte `k` of `s` when it needs it, after the bytes from `start`.
+/// Escaped bytes are ASCII: every cut is a char boundary.
+#[inline(always)]
+fn escape_at(out: &mut impl PushStr, s: &str, k: usize, start: &mut usize) {
+    let c = s.as_bytes()[k];
+    let e = ESCAPE[usize::from(c)];
+    if e == 0 {
+        return;
+    }
+    out.push_str(&s[*start..k]);
+    if e == b'u' {
+        const HEX: &[u8; 16] = b"0123456789abcdef";
+        let hex = [
+            b'\\',
+            b'u',
+            b'0',
+            b'0',
+            HEX[usize::from(c >> 4)],
+            HEX[usize::from(c & 0xf)],
+        ];
+        out.push_str(std::str::from_utf8(&hex).expect("ASCII"));
+    } else {
+        let pair = [b'\\', e];
+        out.push_str(std::str::from_utf8(&pair).expect("ASCII"));
+    }
+    *start = k + 1;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn repaired(line: &[u8]) -> Vec<u8> {
+        let arena = Bump::new();
+        let mut out = bumpalo::collections::Vec::new_in(&arena);
+        repair(line, &mut out);
+        out.to_vec()
+    }
+
+    #[test]
+    fn repair_replaces_lone_surrogates_only() {
+        assert_eq!(repaired(br#""\ud83d""#), br#""\ufffd""#);
+        assert_eq!(repaired(br#""\ud83d\ude00""#), br#""\ud83d\ude00""#);
+        assert_eq!(repaired(br#""\ude00x\uD83D""#), br#""\ufffdx\ufffd""#);
+        assert_eq!(repaired(br#""\\ud83d""#), br#""\\ud83d""#);
+        assert_eq!(repaired(br#""\\\ud83d""#), br#""\\\ufffd""#);
+        assert_eq!(repaired(b"\"a\xffb\""), "\"a\u{FFFD}b\"".as_bytes());
+        assert_eq!(repaired(b"\"\xe2\x82\""), "\"\u{FFFD}\"".as_bytes());
+        assert_eq!(repaired(b"\xe4\\"), "\u{FFFD}\\".as_bytes());
+    }
+
+    #[test]
+    fn compact_json_like_javascript() {
+        let mut line = r#"{"a":[1,-2,1.5,true,null,"x\"\n\u0001é"],"b":{}}"#
+            .as_bytes()
+            .to_vec();
+        let len = line.len();
+        line.resize(len + simd_json::INPUT_PADDING, b' ');
+        let mut tape = Tape::null();
+        let mut buffers = simd_json::Buffers::default();
+        simd_json::fill_tape_padded(&mut line, len, &mut buffers, &mut tape).unwrap();
+        let arena = Bump::new();
+        let mut s = bumpalo::collections::String::new_in(&arena);
+        write_json(&tape.0, &mut s);
+        assert_eq!(
+            s.as_str(),
+            r#"{"a":[1,-2,1.5,true,null,"x\"\n\u0001é"],"b":{}}"#
+        );
+    }
+}
