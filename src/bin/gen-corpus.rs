@@ -826,12 +826,12 @@ fn write_file(path: &Path, size_mb: f64, seed: u64) -> io::Result<Written> {
     write_session(&mut w, seed, target, &id, "/tmp/my-project", EPOCH_MS)
 }
 
-fn write_archive(dir: &Path, total_mb: f64, seed: u64) -> io::Result<(u64, u64, Written)> {
-    let mut rng = Rng::new(seed ^ 0xA2C7);
-    let total = (total_mb * MB as f64) as u64;
-    // A few large files (10%, 6%, 4% of the total), then Pareto sizes
-    // (alpha 1.1: many small, a long tail) of at least 8 KiB and at most 2%
-    // of the total, in a deterministic shuffled order.
+/// File sizes for an archive of `total` bytes: a few large files (10%, 6%,
+/// 4% of the total), then Pareto sizes (alpha 1.1: many small, a long tail)
+/// of at least 8 KiB and at most 2% of the total, in a deterministic
+/// shuffled order. Each file overshoots its size by part of a line, so the
+/// sum aims `overshoot` bytes low per file.
+fn plan_sizes(rng: &mut Rng, total: u64, overshoot: u64) -> Vec<u64> {
     let mut sizes: Vec<u64> = [10, 6, 4]
         .iter()
         .map(|p| total * p / 100)
@@ -842,14 +842,20 @@ fn write_archive(dir: &Path, total_mb: f64, seed: u64) -> io::Result<(u64, u64, 
     while sum < total {
         let u = rng.unit();
         let s = (12_288.0 * (1.0 - u).powf(-1.0 / 1.1)) as u64;
-        // Each file overshoots its size by part of a line: aim a little low.
         let s = s.min(cap).min(total - sum).max(8192);
         sizes.push(s);
-        sum += s + 6000;
+        sum += s + overshoot;
     }
     for i in (1..sizes.len()).rev() {
         sizes.swap(i, rng.below(i as u64 + 1) as usize);
     }
+    sizes
+}
+
+fn write_archive(dir: &Path, total_mb: f64, seed: u64) -> io::Result<(u64, u64, Written)> {
+    let mut rng = Rng::new(seed ^ 0xA2C7);
+    let total = (total_mb * MB as f64) as u64;
+    let sizes = plan_sizes(&mut rng, total, 6000);
     let projects = 12.min(sizes.len().max(1));
     let mut all = Written {
         bytes: 0,
