@@ -1,11 +1,16 @@
-//! Deterministic generator of pi-shaped session files (format v3), for
-//! benchmarks and for trying the tool on a big archive. No network, no
-//! randomness beyond the seed: the same arguments give the same bytes.
+//! Deterministic generator of pi-shaped session files (format v3) and of
+//! Claude Code archives, for benchmarks and for trying the tool on a big
+//! archive. No network, no randomness beyond the seed: the same arguments
+//! give the same bytes.
 //!
 //! ```text
-//! gen-corpus [--size-mb N] [--seed S] OUT.jsonl
-//! gen-corpus --archive DIR [--total-mb N] [--seed S]
+//! gen-corpus [--format pi|claude] [--size-mb N] [--seed S] OUT.jsonl
+//! gen-corpus [--format pi|claude] --archive DIR [--total-mb N] [--seed S]
 //! ```
+//!
+//! `--format pi` (the default) is described here; `--format claude` writes
+//! a Claude Code config folder, `DIR/projects/...`, described in `claude.rs`
+//! with its rates and byte mix, and prints a summary of what it wrote.
 //!
 //! One file: a session header, then entries with ids and parentIds, ISO
 //! entry timestamps and numeric message timestamps, as pi 1.x writes them:
@@ -22,6 +27,9 @@ use std::fs;
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+
+#[path = "gen-corpus/claude.rs"]
+mod claude;
 
 const MB: u64 = 1024 * 1024;
 
@@ -826,12 +834,12 @@ fn write_file(path: &Path, size_mb: f64, seed: u64) -> io::Result<Written> {
     write_session(&mut w, seed, target, &id, "/tmp/my-project", EPOCH_MS)
 }
 
-fn write_archive(dir: &Path, total_mb: f64, seed: u64) -> io::Result<(u64, u64, Written)> {
-    let mut rng = Rng::new(seed ^ 0xA2C7);
-    let total = (total_mb * MB as f64) as u64;
-    // A few large files (10%, 6%, 4% of the total), then Pareto sizes
-    // (alpha 1.1: many small, a long tail) of at least 8 KiB and at most 2%
-    // of the total, in a deterministic shuffled order.
+/// File sizes for an archive of `total` bytes: a few large files (10%, 6%,
+/// 4% of the total), then Pareto sizes (alpha 1.1: many small, a long tail)
+/// of at least 8 KiB and at most 2% of the total, in a deterministic
+/// shuffled order. Each file overshoots its size by part of a line, so the
+/// sum aims `overshoot` bytes low per file.
+fn plan_sizes(rng: &mut Rng, total: u64, overshoot: u64) -> Vec<u64> {
     let mut sizes: Vec<u64> = [10, 6, 4]
         .iter()
         .map(|p| total * p / 100)
@@ -842,14 +850,20 @@ fn write_archive(dir: &Path, total_mb: f64, seed: u64) -> io::Result<(u64, u64, 
     while sum < total {
         let u = rng.unit();
         let s = (12_288.0 * (1.0 - u).powf(-1.0 / 1.1)) as u64;
-        // Each file overshoots its size by part of a line: aim a little low.
         let s = s.min(cap).min(total - sum).max(8192);
         sizes.push(s);
-        sum += s + 6000;
+        sum += s + overshoot;
     }
     for i in (1..sizes.len()).rev() {
         sizes.swap(i, rng.below(i as u64 + 1) as usize);
     }
+    sizes
+}
+
+fn write_archive(dir: &Path, total_mb: f64, seed: u64) -> io::Result<(u64, u64, Written)> {
+    let mut rng = Rng::new(seed ^ 0xA2C7);
+    let total = (total_mb * MB as f64) as u64;
+    let sizes = plan_sizes(&mut rng, total, 6000);
     let projects = 12.min(sizes.len().max(1));
     let mut all = Written {
         bytes: 0,
@@ -882,12 +896,22 @@ fn write_archive(dir: &Path, total_mb: f64, seed: u64) -> io::Result<(u64, u64, 
     Ok((sizes.len() as u64, projects as u64, all))
 }
 
-const USAGE: &str = "usage: gen-corpus [--size-mb N] [--seed S] OUT.jsonl\n       gen-corpus --archive DIR [--total-mb N] [--seed S]";
+const USAGE: &str = "usage: gen-corpus [--format pi|claude] [--size-mb N] [--seed S] OUT.jsonl\n       gen-corpus [--format pi|claude] --archive DIR [--total-mb N] [--seed S]";
+
+/// What `--format` asks for.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Format {
+    /// pi sessions (format v3); the default.
+    Pi,
+    /// A Claude Code config folder (`claude.rs`).
+    Claude,
+}
 
 fn main() -> ExitCode {
     let mut size_mb = 100.0;
     let mut total_mb = 300.0;
     let mut seed = 1u64;
+    let mut format = Format::Pi;
     let mut archive: Option<PathBuf> = None;
     let mut out: Option<PathBuf> = None;
     let mut args = std::env::args().skip(1);
@@ -904,6 +928,13 @@ fn main() -> ExitCode {
                     total_mb = val("--total-mb")?.parse().map_err(|e| format!("{e}"))?
                 }
                 "--seed" => seed = val("--seed")?.parse().map_err(|e| format!("{e}"))?,
+                "--format" => {
+                    format = match val("--format")?.as_str() {
+                        "pi" => Format::Pi,
+                        "claude" => Format::Claude,
+                        f => return Err(format!("unknown format {f:?} (pi or claude)")),
+                    }
+                }
                 "--archive" => archive = Some(val("--archive")?.into()),
                 "-h" | "--help" => return Err(String::new()),
                 s if !s.starts_with('-') && out.is_none() => out = Some(s.into()),
@@ -920,6 +951,20 @@ fn main() -> ExitCode {
         }
     }
     let t = std::time::Instant::now();
+    if format == Format::Claude {
+        let (what, r) = match (&archive, &out) {
+            (Some(dir), None) => (dir, claude::write_archive(dir, total_mb, seed)),
+            (None, Some(path)) => (path, claude::write_file(path, size_mb, seed)),
+            _ => return fail("give either OUT.jsonl or --archive DIR"),
+        };
+        return match r {
+            Ok(stats) => {
+                stats.print(&what.display().to_string(), t.elapsed().as_secs_f64());
+                ExitCode::SUCCESS
+            }
+            Err(e) => fail(&format!("{}: {e}", what.display())),
+        };
+    }
     match (archive, out) {
         (Some(dir), None) => match write_archive(&dir, total_mb, seed) {
             Ok((files, projects, w)) => {
