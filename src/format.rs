@@ -37,6 +37,37 @@ pub enum Input<'d> {
 /// A source the engine drives, boxed: one virtual call per entry.
 pub type BoxedSource<'d> = Box<dyn RecordSource + Send + 'd>;
 
+/// Where a source starts: a file's start (it reads the file's identity), or
+/// a known place after it.
+pub(crate) struct At<'h> {
+    /// The file's identity, when read before: the source resumes.
+    pub header: Option<&'h Header>,
+    /// The running context there.
+    pub context: &'h [u8],
+    /// Absolute offset of `input`'s first byte.
+    pub byte: u64,
+    /// Lines before it.
+    pub lines_before: u64,
+}
+
+/// The one place a source is opened, from a file's start or resumed.
+///
+/// # Errors
+/// From the start: the file has no identity the format accepts, or
+/// reading failed (the cause, without the path).
+pub(crate) fn open_at<'d>(
+    format: &dyn Format,
+    input: Input<'d>,
+    path: &Path,
+    at: At<'_>,
+    opts: &SourceOptions,
+) -> Result<BoxedSource<'d>, String> {
+    match at.header {
+        None => format.open(input, path, opts).map_err(|e| e.cause()),
+        Some(h) => Ok(format.resume(input, path, h, at.context, at.byte, at.lines_before, opts)),
+    }
+}
+
 /// A session format.
 pub trait Format: Send + Sync {
     /// Its short name: `pi`. Names sources (`pi:<file stem>`) and lineage

@@ -12,6 +12,7 @@
 #![deny(missing_docs)]
 
 pub mod archive;
+mod atomic;
 mod error;
 pub mod format;
 mod json;

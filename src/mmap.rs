@@ -36,9 +36,19 @@ record_source!(impl[] MmapSessionSource);
 impl MmapSessionSource {
     /// Maps a session file (read-only) and reads up to its header.
     ///
+    /// # Safety
+    /// The file must not be truncated or changed while the source (and
+    /// any record it lends) lives: a writer that truncates it makes later
+    /// reads fault (SIGBUS), and changed bytes change records under their
+    /// borrows. Nothing here can enforce that of another process; the
+    /// caller accepts it (a closed archive, a copy), as ripgrep's `unsafe
+    /// fn MmapChoice::auto` asks its caller to. The chunked
+    /// [`crate::PiSessionSource`] has no such condition.
+    ///
     /// # Errors
     /// As [`crate::PiSessionSource::open`].
-    pub fn open(path: impl AsRef<Path>, opts: &SourceOptions) -> Result<Self, Error> {
+    #[allow(unsafe_code)]
+    pub unsafe fn open(path: impl AsRef<Path>, opts: &SourceOptions) -> Result<Self, Error> {
         let path = path.as_ref();
         let file = File::open(path).map_err(|e| Error::io(path, e))?;
         let len = file.metadata().map_err(|e| Error::io(path, e))?.len();
@@ -47,12 +57,10 @@ impl MmapSessionSource {
         let map = if len == 0 {
             None
         } else {
-            // SAFETY: the mapping is read-only and private to this source.
-            // The invariant memmap2 asks for, that the file is not changed
-            // while mapped, is one this source cannot enforce: a writer that
-            // truncates the file makes later reads fault (SIGBUS). That is
-            // why this source is the alternative, documented as such, and the
-            // chunked reader is the default.
+            // SAFETY: the mapping is read-only and private to this source;
+            // that the file is not changed while mapped, which memmap2 asks
+            // for, is this function's own safety condition, accepted by its
+            // caller.
             Some(unsafe { Mmap::map(&file) }.map_err(|e| Error::io(path, e))?)
         };
         let lines = SliceLines::new(MappedBytes(map), opts.max_line_len());

@@ -459,24 +459,7 @@ fn map_entry<'a>(
         return entry(None);
     }
 
-    let mut text = Text::new(arena);
-    match ty {
-        "message" => match m.role {
-            Some("bashExecution") => {
-                let mut s = bumpalo::collections::String::new_in(arena);
-                s.push_str("$ ");
-                s.push_str(m.command.unwrap_or(""));
-                s.push('\n');
-                s.push_str(m.output.unwrap_or(""));
-                text.push(s.into_bump_str());
-            }
-            Some("branchSummary" | "compactionSummary") => text.push(m.summary.unwrap_or("")),
-            _ => text.content(m.content),
-        },
-        "compaction" | "branch_summary" => text.push(e.summary.unwrap_or("")),
-        _ => text.content(e.content),
-    }
-    let (text, kinds) = text.finish();
+    let (text, kinds) = record_text(ty, &e, &m, arena);
 
     let key = match e.id {
         Some(id) => bumpalo::format!(in arena, "{}:{}", ctx.header.id, id),
@@ -518,6 +501,34 @@ fn map_entry<'a>(
         exit_code: m.exit_code,
         repaired,
     }))
+}
+
+/// The text of an entry's record, and its content block kinds (see the
+/// crate docs for the rules).
+fn record_text<'a>(
+    ty: &str,
+    e: &EntryFields<'_, 'a>,
+    m: &MessageFields<'_, 'a>,
+    arena: &'a Bump,
+) -> (&'a str, &'a [&'a str]) {
+    let mut text = Text::new(arena);
+    match ty {
+        "message" => match m.role {
+            Some("bashExecution") => {
+                let mut s = bumpalo::collections::String::new_in(arena);
+                s.push_str("$ ");
+                s.push_str(m.command.unwrap_or(""));
+                s.push('\n');
+                s.push_str(m.output.unwrap_or(""));
+                text.push(s.into_bump_str());
+            }
+            Some("branchSummary" | "compactionSummary") => text.push(m.summary.unwrap_or("")),
+            _ => text.content(m.content),
+        },
+        "compaction" | "branch_summary" => text.push(e.summary.unwrap_or("")),
+        _ => text.content(e.content),
+    }
+    text.finish()
 }
 
 /// Flattened text: one borrowed piece stays borrowed; several are joined

@@ -270,7 +270,7 @@ fn a_stop_flag_set_mid_run_then_a_rerun_gives_every_record_once() {
 struct Store {
     pending: Vec<OwnedRecord>,
     committed: Vec<OwnedRecord>,
-    options: Option<mem_ingest::archive::Shape>,
+    options: Option<mem_ingest::archive::OutputOptions>,
     mark: Option<Mark>,
     files: BTreeMap<String, FileState>,
     fingerprints: BTreeMap<String, Vec<u64>>,

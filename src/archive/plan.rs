@@ -10,7 +10,7 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::format::{Format, Input};
+use crate::format::{open_at, At, Format, Input};
 use crate::pi::Header;
 use crate::source::SourceOptions;
 use rayon::prelude::*;
@@ -26,8 +26,13 @@ pub const PART_BYTES: u64 = 8 << 20;
 fn read_header(path: &Path, opts: &SourceOptions, format: &dyn Format) -> Option<Header> {
     let opts = opts.clone().buffer_capacity(4096);
     let file = File::open(path).ok()?;
-    format
-        .open(Input::Reader(Box::new(file)), path, &opts)
+    let at = At {
+        header: None,
+        context: &[],
+        byte: 0,
+        lines_before: 0,
+    };
+    open_at(format, Input::Reader(Box::new(file)), path, at, &opts)
         .ok()
         .and_then(|s| s.header().cloned())
 }

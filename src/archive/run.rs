@@ -13,12 +13,12 @@ use std::time::{Duration, Instant};
 use super::dedupe::{FpSet, Lineages};
 use super::plan::{self, FoundFile, Mode, Plan, PlannedFile, Task};
 use super::state::{
-    self, Checkpoint, CheckpointStore, FileState, OutputState, Shape, State, StateFile,
+    self, Checkpoint, CheckpointStore, FileState, OutputOptions, OutputState, State, StateFile,
 };
 use super::stats::{FailureLine, ModelLine, ProjectLine, Roles, SkipLine, Stats};
 use super::{discover, exec, Command, Config};
 use crate::error::{Error, ErrorKind};
-use crate::format::{BoxedSource, Format, Input};
+use crate::format::{open_at, At, BoxedSource, Format, Input};
 use crate::ndjson::cut_text;
 use crate::pi::Header;
 use crate::report::Report;
@@ -284,19 +284,7 @@ impl<S: Sink> Ctx<'_, S> {
 /// Runs `command`; an error when the run cannot start or its sink or
 /// checkpoint fails.
 pub(crate) fn run<S: Sink>(cfg: &Config, command: Command, sink: &mut S) -> Result<Summary, Error> {
-    let shape = Shape {
-        command: match command {
-            Command::Backfill => "backfill",
-            Command::Stats => "stats",
-        }
-        .to_owned(),
-        roles: cfg.roles.clone(),
-        since: cfg.filter.since,
-        until: cfg.filter.until,
-        max_text: cfg.filter.max_text,
-        no_dedupe: !cfg.dedupe,
-        record_format: state::RECORD_FORMAT,
-    };
+    let shape = output_options(cfg, command);
     if cfg.state.is_some() && sink.checkpoints().is_some() {
         return Err(Error::new(
             cfg.state.as_deref().unwrap_or(Path::new("")),
@@ -331,7 +319,7 @@ pub(crate) fn run<S: Sink>(cfg: &Config, command: Command, sink: &mut S) -> Resu
         None => None,
     };
     if let Some(s) = &saved {
-        let diff = s.shape.differences(&shape);
+        let diff = s.options.differences(&shape);
         if !diff.is_empty() {
             return Err(Error::new(
                 &ctx.state_path(),
@@ -391,6 +379,23 @@ pub(crate) fn run<S: Sink>(cfg: &Config, command: Command, sink: &mut S) -> Resu
         let _ = std::thread::Builder::new().spawn(move || drop((st, l)));
     }
     result
+}
+
+/// The options of a run that shape its output, as a checkpoint records them.
+fn output_options(cfg: &Config, command: Command) -> OutputOptions {
+    OutputOptions {
+        command: match command {
+            Command::Backfill => "backfill",
+            Command::Stats => "stats",
+        }
+        .to_owned(),
+        roles: cfg.roles.clone(),
+        since: cfg.filter.since,
+        until: cfg.filter.until,
+        max_text: cfg.filter.max_text,
+        no_dedupe: !cfg.dedupe,
+        record_format: state::RECORD_FORMAT,
+    }
 }
 
 /// The passes of a run: one, or when following one after each change until
@@ -558,12 +563,12 @@ fn checkpoint<S: Sink>(
 /// soon as it has read its bytes, so that the parts after it know where
 /// their lines start without a second pass over the file.
 #[derive(Default)]
-pub(crate) struct Bases {
+pub(crate) struct PartLines {
     counts: Mutex<HashMap<usize, u64>>,
     published: Condvar,
 }
 
-impl Bases {
+impl PartLines {
     fn publish(&self, task: usize, newlines: u64) {
         self.counts
             .lock()
@@ -601,7 +606,7 @@ fn run_task<E: Encoder>(
     cfg: &Config,
     opts: &SourceOptions,
     encoder: &E,
-    bases: &Bases,
+    bases: &PartLines,
 ) -> PartResult<E::Batch> {
     let task = &plan.tasks[i];
     let path = &plan.files[task.file].path;
@@ -664,8 +669,8 @@ fn run_task<E: Encoder>(
     res
 }
 
-/// A source over `input`: from the start of a file (it reads the header),
-/// or resumed after a header read before.
+/// A source over a task's `input`: from the start of its file, or resumed
+/// after a header read before.
 fn open<'d>(
     format: &dyn Format,
     input: Input<'d>,
@@ -674,10 +679,13 @@ fn open<'d>(
     opts: &SourceOptions,
     lines: impl FnOnce() -> u64,
 ) -> Result<BoxedSource<'d>, String> {
-    match &task.header {
-        None => format.open(input, path, opts).map_err(|e| e.cause()),
-        Some(h) => Ok(format.resume(input, path, h, &task.context, task.start, lines(), opts)),
-    }
+    let at = At {
+        header: task.header.as_ref(),
+        context: &task.context,
+        byte: task.start,
+        lines_before: if task.header.is_some() { lines() } else { 0 },
+    };
+    open_at(format, input, path, at, opts)
 }
 
 fn drain<E: Encoder>(
@@ -762,15 +770,13 @@ fn counts_of(
         .map_err(|e| e.to_string())?;
     // A small buffer: only this line is wanted (it grows for a long one).
     let opts = opts.clone().buffer_capacity(4096);
-    let mut src = format.resume(
-        Input::Reader(Box::new(f)),
-        path,
-        header,
-        &note.context,
-        note.byte,
-        note.line - 1,
-        &opts,
-    );
+    let at = At {
+        header: Some(header),
+        context: &note.context,
+        byte: note.byte,
+        lines_before: note.line - 1,
+    };
+    let mut src = open_at(format, Input::Reader(Box::new(f)), path, at, &opts)?;
     match src.next_entry().map_err(|e| e.cause())? {
         Some(e) if e.line == note.line => {}
         _ => return Err(format!("line {} changed while it was read", note.line)),
@@ -864,24 +870,8 @@ fn pass<S: Sink>(ctx: &mut Ctx<'_, S>) -> Result<Summary, Error> {
     for (p, e) in &found.failures {
         totals.fail(p, 0, e.clone());
     }
-    // Never write the output over an input: one listed, or a session file
-    // to the listing, which may have been taken before the output existed.
     if let Some(o) = ctx.sink.output_file() {
-        let listed = std::fs::metadata(o).is_ok_and(|om| {
-            files
-                .iter()
-                .any(|(_, id, _)| id.dev == om.dev() && id.ino == om.ino())
-        });
-        let inside = ctx.cfg.formats.iter().any(|f| f.is_session_file(o)) && {
-            let dir = o
-                .parent()
-                .filter(|d| !d.as_os_str().is_empty())
-                .unwrap_or(Path::new("."));
-            std::fs::metadata(dir).is_ok_and(|m| found.dirs.contains(&(m.dev(), m.ino())))
-        };
-        if listed || inside {
-            return Err(Error::new(o, ErrorKind::OutputIsInput));
-        }
+        refuse_output_among_inputs(o, &files, &found.dirs, &ctx.cfg.formats)?;
     }
     let empty = BTreeMap::new();
     let prior = ctx.state.as_ref().map_or(&empty, |s| &s.files);
@@ -890,21 +880,7 @@ fn pass<S: Sink>(ctx: &mut Ctx<'_, S>) -> Result<Summary, Error> {
         opts = opts.hold_partial_tail(true);
     }
     let plan = plan::plan(files, prior, &opts, ctx.cfg.jobs, &ctx.cfg.formats);
-    if let Some(st) = ctx.state.as_mut().filter(|st| st.files.len() > plan.known) {
-        // Files gone from the disk leave the state (their entries stay in
-        // the lineages, so a copy elsewhere is still known).
-        let found: HashSet<&Path> = plan.files.iter().map(|f| f.path.as_path()).collect();
-        let before = st.files.len();
-        let changed = &mut ctx.changed;
-        st.files.retain(|p, _| {
-            let keep = found.contains(Path::new(p)) || Path::new(p).exists();
-            if !keep {
-                changed.insert(p.clone());
-            }
-            keep
-        });
-        ctx.dirty |= st.files.len() != before;
-    }
+    sweep_gone(ctx, &plan);
     // Files by name, built when a fork first asks for its parent.
     let by_name = std::cell::OnceCell::new();
     let mut reserved: HashMap<String, FpSet> = HashMap::new();
@@ -915,7 +891,7 @@ fn pass<S: Sink>(ctx: &mut Ctx<'_, S>) -> Result<Summary, Error> {
     let mut current: Option<Assembling> = None;
     let mut next_file = 0usize;
     let mut failure: Option<Error> = None;
-    let bases = Bases::default();
+    let bases = PartLines::default();
     // Bytes of input in flight: a few parts per worker and 64 MiB of small
     // files; what waits to be delivered holds their records.
     let budget = 64 * (1 << 20) + 2 * plan::PART_BYTES * ctx.cfg.jobs as u64;
@@ -987,6 +963,53 @@ fn pass<S: Sink>(ctx: &mut Ctx<'_, S>) -> Result<Summary, Error> {
         }
     }
     Ok(totals)
+}
+
+/// Never write the output over an input: one listed, or a session file to
+/// the listing (in a folder it walked), which may have been taken before
+/// the output existed.
+fn refuse_output_among_inputs(
+    o: &Path,
+    files: &[FoundFile],
+    dirs: &discover::Seen,
+    formats: &[Arc<dyn Format>],
+) -> Result<(), Error> {
+    let listed = std::fs::metadata(o).is_ok_and(|om| {
+        files
+            .iter()
+            .any(|(_, id, _)| id.dev == om.dev() && id.ino == om.ino())
+    });
+    let inside = formats.iter().any(|f| f.is_session_file(o)) && {
+        let dir = o
+            .parent()
+            .filter(|d| !d.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        std::fs::metadata(dir).is_ok_and(|m| dirs.contains(&(m.dev(), m.ino())))
+    };
+    if listed || inside {
+        return Err(Error::new(o, ErrorKind::OutputIsInput));
+    }
+    Ok(())
+}
+
+/// Files gone from the disk leave the state (their entries stay in the
+/// lineages, so a copy elsewhere is still known). Only when the state has
+/// entries the listing did not match.
+fn sweep_gone<S: Sink>(ctx: &mut Ctx<'_, S>, plan: &Plan) {
+    let Some(st) = ctx.state.as_mut().filter(|st| st.files.len() > plan.known) else {
+        return;
+    };
+    let found: HashSet<&Path> = plan.files.iter().map(|f| f.path.as_path()).collect();
+    let before = st.files.len();
+    let changed = &mut ctx.changed;
+    st.files.retain(|p, _| {
+        let keep = found.contains(Path::new(p)) || Path::new(p).exists();
+        if !keep {
+            changed.insert(p.clone());
+        }
+        keep
+    });
+    ctx.dirty |= st.files.len() != before;
 }
 
 fn task_bytes(plan: &Plan, t: &Task) -> u64 {
@@ -1106,42 +1129,50 @@ fn deliver<S: Sink>(
     }
     if a.parts == f.tasks {
         let a = current.take().expect("set above");
-        let format = &*ctx.cfg.formats[f.format];
-        ahead.sets.remove(
-            &a.header
-                .as_ref()
-                .map(|h| format.lineage(&h.id))
-                .unwrap_or_default(),
-        );
-        match (&a.error, &a.report) {
-            (None, Some(report)) => {
-                match f.mode {
-                    Mode::Resumed => totals.resumed += 1,
-                    Mode::Reread => totals.reread += 1,
-                    _ => {}
-                }
-                totals.file_done(&f.path, report, a.header.as_ref());
-                if let (Some(st), Some(fs)) = (
-                    ctx.state.as_mut(),
-                    file_state(f, &*ctx.cfg.formats[f.format], &a),
-                ) {
-                    let key = key_of(f);
-                    ctx.changed.insert(key.clone());
-                    st.files.insert(key, Arc::new(fs));
-                }
-            }
-            (e, _) => totals.fail(&f.path, f.size(), e.clone().unwrap_or_default()),
-        }
+        file_delivered(ctx, f, a, ahead, totals);
         if going && ctx.last_checkpoint.elapsed() >= ctx.cfg.checkpoint {
             checkpoint(ctx, None)?;
         }
     } else if going && ctx.last_checkpoint.elapsed() >= ctx.cfg.checkpoint {
-        let fs = current
-            .as_ref()
-            .and_then(|a| file_state(f, &*ctx.cfg.formats[f.format], a));
+        let format = &*ctx.cfg.formats[f.format];
+        let fs = current.as_ref().and_then(|a| file_state(f, format, a));
         checkpoint(ctx, fs.map(|fs| (key_of(f), fs)))?;
     }
     Ok(going)
+}
+
+/// The last part of a file was delivered: its totals, and its entry in the
+/// state.
+fn file_delivered<S: Sink>(
+    ctx: &mut Ctx<'_, S>,
+    f: &PlannedFile,
+    a: Assembling,
+    ahead: &mut ParentsAhead<'_>,
+    totals: &mut Summary,
+) {
+    let format = &*ctx.cfg.formats[f.format];
+    ahead.sets.remove(
+        &a.header
+            .as_ref()
+            .map(|h| format.lineage(&h.id))
+            .unwrap_or_default(),
+    );
+    match (&a.error, &a.report) {
+        (None, Some(report)) => {
+            match f.mode {
+                Mode::Resumed => totals.resumed += 1,
+                Mode::Reread => totals.reread += 1,
+                _ => {}
+            }
+            totals.file_done(&f.path, report, a.header.as_ref());
+            if let (Some(st), Some(fs)) = (ctx.state.as_mut(), file_state(f, format, &a)) {
+                let key = key_of(f);
+                ctx.changed.insert(key.clone());
+                st.files.insert(key, Arc::new(fs));
+            }
+        }
+        (e, _) => totals.fail(&f.path, f.size(), e.clone().unwrap_or_default()),
+    }
 }
 
 /// Decides which of a part's entries are copies: returns the indices of
@@ -1248,22 +1279,22 @@ impl ParentsAhead<'_> {
         let parent_format = &*cfg.formats[f.format];
         if let Some(t) = plan.tasks.iter().find(|t| t.file == j) {
             if let Ok(mut fh) = File::open(&f.path) {
-                let src = match &t.header {
-                    None => parent_format
-                        .open(Input::Reader(Box::new(fh)), &f.path, opts)
-                        .ok(),
-                    Some(h) => fh.seek(SeekFrom::Start(t.start)).ok().map(|_| {
-                        parent_format.resume(
-                            Input::Reader(Box::new(fh)),
-                            &f.path,
-                            h,
-                            &t.context,
-                            t.start,
-                            0,
-                            opts,
-                        )
-                    }),
+                let at = At {
+                    header: t.header.as_ref(),
+                    context: &t.context,
+                    byte: t.start,
+                    lines_before: 0,
                 };
+                let src = fh.seek(SeekFrom::Start(t.start)).ok().and_then(|_| {
+                    open_at(
+                        parent_format,
+                        Input::Reader(Box::new(fh)),
+                        &f.path,
+                        at,
+                        opts,
+                    )
+                    .ok()
+                });
                 if let Some(mut src) = src {
                     if let Some(h) = src.header() {
                         set.insert(h.fingerprint);
@@ -1416,7 +1447,7 @@ mod tests {
         let by_name = std::cell::OnceCell::new();
         let encoder = ctx.sink.encoder();
         for (i, task) in plan.tasks.iter().enumerate() {
-            let res = run_task(&plan, i, ctx.cfg, &opts, &encoder, &Bases::default());
+            let res = run_task(&plan, i, ctx.cfg, &opts, &encoder, &PartLines::default());
             deliver(
                 &mut ctx,
                 &plan,

@@ -33,7 +33,7 @@ pub const RECORD_FORMAT: u32 = 1;
 
 /// The options that shape the output: a run with other ones refuses.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Shape {
+pub struct OutputOptions {
     /// `backfill` or `stats`.
     pub command: String,
     /// The role filter, names sorted (empty: all).
@@ -50,9 +50,9 @@ pub struct Shape {
     pub record_format: u32,
 }
 
-impl Shape {
+impl OutputOptions {
     /// What differs from `other`, for a message.
-    pub fn differences(&self, other: &Shape) -> Vec<String> {
+    pub fn differences(&self, other: &OutputOptions) -> Vec<String> {
         let mut d = Vec::new();
         let mut cmp = |name: &str, a: String, b: String| {
             if a != b {
@@ -203,7 +203,7 @@ pub struct State {
     /// The layout version it was read in.
     pub version: u32,
     /// The options that shape the output.
-    pub shape: Shape,
+    pub options: OutputOptions,
     /// Bytes of the output file the state covers (`-o`), if any.
     pub output: Option<OutputState>,
     /// Shared with the plan, which reads them without copying.
@@ -219,10 +219,10 @@ pub struct State {
 
 impl State {
     /// A new, empty state.
-    pub fn new(shape: Shape) -> State {
+    pub fn new(options: OutputOptions) -> State {
         let mut st = State {
             version: STATE_VERSION,
-            shape,
+            options,
             output: None,
             files: BTreeMap::new(),
             lineages: Vec::new(),
@@ -301,7 +301,7 @@ impl From<WireV3> for FileState {
 /// The layout of version 2, read and converted.
 #[derive(Deserialize)]
 struct StateV2 {
-    shape: Shape,
+    shape: OutputOptions,
     output: Option<OutputState>,
     #[serde(deserialize_with = "files_v2")]
     files: BTreeMap<String, Arc<FileState>>,
@@ -312,7 +312,7 @@ struct StateV2 {
 /// The layout of version 1, read and converted.
 #[derive(Deserialize)]
 struct StateV1 {
-    shape: Shape,
+    shape: OutputOptions,
     output: Option<OutputState>,
     #[serde(deserialize_with = "files_v2")]
     files: BTreeMap<String, Arc<FileState>>,
@@ -499,8 +499,8 @@ pub struct Checkpoint<'a> {
 
 impl Checkpoint<'_> {
     /// The options that shape the output.
-    pub fn options(&self) -> &Shape {
-        &self.state.shape
+    pub fn options(&self) -> &OutputOptions {
+        &self.state.options
     }
 
     /// What the checkpoint covers of the output.
@@ -571,7 +571,7 @@ fn save_with(path: &Path, state: &State, lineages: &[u8]) -> io::Result<()> {
     #[derive(Serialize)]
     struct StateRef<'a> {
         version: u32,
-        shape: &'a Shape,
+        shape: &'a OutputOptions,
         output: &'a Option<OutputState>,
         #[serde(serialize_with = "ser_files_v3")]
         files: &'a BTreeMap<String, Arc<FileState>>,
@@ -580,26 +580,17 @@ fn save_with(path: &Path, state: &State, lineages: &[u8]) -> io::Result<()> {
     }
     let body = postcard::to_stdvec(&StateRef {
         version: STATE_VERSION,
-        shape: &state.shape,
+        shape: &state.options,
         output: &state.output,
         files: &state.files,
         lineages,
     })
     .map_err(io::Error::other)?;
-    let tmp = sibling(path, &format!(".{}.tmp", std::process::id()));
-    {
-        let mut f = File::create(&tmp)?;
+    crate::atomic::write_durably(path, |f| {
         f.write_all(MAGIC)?;
         f.write_all(&STATE_VERSION.to_le_bytes())?;
-        f.write_all(&body)?;
-        f.sync_all()?;
-    }
-    fs::rename(&tmp, path)?;
-    let dir = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    File::open(dir)?.sync_all()
+        f.write_all(&body)
+    })
 }
 
 fn ser_files_v3<S: serde::Serializer>(
@@ -629,14 +620,14 @@ pub fn save_v1(path: &Path, state: &State) {
     #[derive(Serialize)]
     struct V1<'a> {
         version: u32,
-        shape: &'a Shape,
+        shape: &'a OutputOptions,
         output: &'a Option<OutputState>,
         files: BTreeMap<&'a String, FileV2>,
         lineages: Vec<LineageState>,
     }
     let v1 = V1 {
         version: 1,
-        shape: &state.shape,
+        shape: &state.options,
         output: &state.output,
         files: files_as_v2(state),
         lineages: state.lineages().expect("whole lineages"),
@@ -692,7 +683,7 @@ pub fn save_v2(path: &Path, state: &State) {
     #[derive(Serialize)]
     struct V2<'a> {
         version: u32,
-        shape: &'a Shape,
+        shape: &'a OutputOptions,
         output: &'a Option<OutputState>,
         files: BTreeMap<&'a String, FileV2>,
         #[serde(with = "blob")]
@@ -700,7 +691,7 @@ pub fn save_v2(path: &Path, state: &State) {
     }
     let v2 = V2 {
         version: 2,
-        shape: &state.shape,
+        shape: &state.options,
         output: &state.output,
         files: files_as_v2(state),
         lineages: state.lineages.clone(),
@@ -781,7 +772,7 @@ mod tests {
     /// the same files and lineages.
     #[test]
     fn version_1_states_are_read() {
-        let shape = Shape {
+        let shape = OutputOptions {
             command: "stats".into(),
             roles: vec![],
             since: None,
@@ -807,7 +798,7 @@ mod tests {
         assert_eq!(fs::read(&p).unwrap()[8..12], 1u32.to_le_bytes());
         let st = load(&p).unwrap().unwrap();
         assert_eq!(st.version, 1);
-        assert_eq!(st.shape, shape);
+        assert_eq!(st.options, shape);
         assert_eq!(st.output, v2.output);
         assert_eq!(st.files.len(), 1);
         assert_eq!(st.files["a.jsonl"].header.id, "s");
@@ -824,7 +815,7 @@ mod tests {
     /// headers, as version 3 computes them.
     #[test]
     fn version_2_states_are_read() {
-        let mut v2 = State::new(Shape {
+        let mut v2 = State::new(OutputOptions {
             command: "backfill".into(),
             roles: vec!["user".into()],
             since: Some(3),
@@ -856,7 +847,7 @@ mod tests {
         assert_eq!(fs::read(&p).unwrap()[8..12], 2u32.to_le_bytes());
         let st = load(&p).unwrap().unwrap();
         assert_eq!(st.version, 2);
-        assert_eq!(st.shape, v2.shape);
+        assert_eq!(st.options, v2.options);
         assert_eq!(st.output, v2.output);
         let back = &st.files["a.jsonl"];
         assert_eq!(back.header, f.header);
@@ -883,7 +874,7 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("mem-ingest-st-{}", std::process::id()));
         fs::create_dir_all(&dir).unwrap();
         let p = dir.join("s.state");
-        let mut st = State::new(Shape {
+        let mut st = State::new(OutputOptions {
             command: "backfill".into(),
             roles: vec!["user".into()],
             since: Some(-5),
@@ -913,7 +904,7 @@ mod tests {
         save(&p, &st).unwrap();
         let back = load(&p).unwrap().unwrap();
         assert_eq!(back.version, STATE_VERSION);
-        assert_eq!(back.shape, st.shape);
+        assert_eq!(back.options, st.options);
         assert_eq!(back.output, st.output);
         assert_eq!(
             back.files.keys().collect::<Vec<_>>(),

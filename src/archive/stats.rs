@@ -6,30 +6,31 @@ use serde::Serialize;
 
 use crate::record::{Role, Usage};
 
-/// Records by role.
-#[derive(Debug, Clone, Serialize, Default)]
-#[allow(missing_docs)]
-pub struct Roles {
-    pub user: u64,
-    pub assistant: u64,
-    pub tool_result: u64,
-    pub bash_execution: u64,
-    pub custom: u64,
-    pub system: u64,
-}
+/// Records by role, serialised as an object of the roles' schema names
+/// in the order of [`Role::ALL`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Roles(pub [u64; 6]);
 
 impl Roles {
     /// From counts indexed by [`Role::index`].
     pub fn from_counts(c: &[u64; 6]) -> Self {
-        let r = |role: Role| c[role.index()];
-        Roles {
-            user: r(Role::User),
-            assistant: r(Role::Assistant),
-            tool_result: r(Role::ToolResult),
-            bash_execution: r(Role::BashExecution),
-            custom: r(Role::Custom),
-            system: r(Role::System),
+        Roles(*c)
+    }
+
+    /// Each role with its count, in the order of [`Role::ALL`].
+    pub fn iter(&self) -> impl Iterator<Item = (Role, u64)> + '_ {
+        Role::ALL.into_iter().map(|r| (r, self.0[r.index()]))
+    }
+}
+
+impl Serialize for Roles {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut m = s.serialize_map(Some(Role::ALL.len()))?;
+        for (role, n) in self.iter() {
+            m.serialize_entry(role.as_str(), &n)?;
         }
+        m.end()
     }
 }
 

@@ -121,7 +121,8 @@ fn parse_role(s: &str) -> Result<Role, String> {
         other => other,
     };
     Role::from_name(alias).ok_or_else(|| {
-        format!("unknown role {s:?} (user, assistant, tool_result, bash_execution, custom, system)")
+        let names: Vec<&str> = Role::ALL.iter().map(|r| r.as_str()).collect();
+        format!("unknown role {s:?} ({})", names.join(", "))
     })
 }
 

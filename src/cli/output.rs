@@ -24,16 +24,8 @@ pub fn write_table(out: &mut impl Write, s: &Stats) -> io::Result<()> {
         )?;
     }
     writeln!(out, "\nroles")?;
-    let r = &s.roles;
-    for (name, n) in [
-        ("user", r.user),
-        ("assistant", r.assistant),
-        ("tool_result", r.tool_result),
-        ("bash_execution", r.bash_execution),
-        ("custom", r.custom),
-        ("system", r.system),
-    ] {
-        writeln!(out, "  {name:<22} {n:>12}")?;
+    for (role, n) in s.roles.iter() {
+        writeln!(out, "  {:<22} {n:>12}", role.as_str())?;
     }
     writeln!(out, "\nentries")?;
     for (name, n) in &s.entries {
