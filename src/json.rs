@@ -349,13 +349,21 @@ fn write_json_str(s: &str, out: &mut bumpalo::collections::String<'_>) {
 
 /// Where escaped JSON goes: an output buffer, or a string in the arena.
 pub(crate) trait PushStr {
-    fn push_str(&mut self, s: &str);
+    /// Appends `s[start..end]`; both are char boundaries of `s`.
+    fn push_part(&mut self, s: &str, start: usize, end: usize);
+    /// Appends ASCII bytes.
+    fn push_ascii(&mut self, b: &[u8]);
     fn reserve(&mut self, n: usize);
 }
 
 impl PushStr for Vec<u8> {
-    fn push_str(&mut self, s: &str) {
-        self.extend_from_slice(s.as_bytes());
+    #[inline(always)]
+    fn push_part(&mut self, s: &str, start: usize, end: usize) {
+        self.extend_from_slice(&s.as_bytes()[start..end]);
+    }
+    #[inline(always)]
+    fn push_ascii(&mut self, b: &[u8]) {
+        self.extend_from_slice(b);
     }
     fn reserve(&mut self, n: usize) {
         Vec::reserve(self, n);
@@ -363,8 +371,13 @@ impl PushStr for Vec<u8> {
 }
 
 impl PushStr for bumpalo::collections::String<'_> {
-    fn push_str(&mut self, s: &str) {
-        bumpalo::collections::String::push_str(self, s);
+    fn push_part(&mut self, s: &str, start: usize, end: usize) {
+        self.push_str(&s[start..end]);
+    }
+    fn push_ascii(&mut self, b: &[u8]) {
+        for c in b {
+            self.push(char::from(*c));
+        }
     }
     fn reserve(&mut self, n: usize) {
         bumpalo::collections::String::reserve(self, n);
@@ -407,7 +420,7 @@ pub(crate) fn escape(out: &mut impl PushStr, s: &str) {
     };
     let b = s.as_bytes();
     out.reserve(b.len() + 2);
-    out.push_str("\"");
+    out.push_ascii(b"\"");
     let mut start = 0;
     let mut i = 0;
     while i + 8 <= b.len() {
@@ -425,8 +438,8 @@ pub(crate) fn escape(out: &mut impl PushStr, s: &str) {
     for k in i..b.len() {
         escape_at(out, s, k, &mut start);
     }
-    out.push_str(&s[start..]);
-    out.push_str("\"");
+    out.push_part(s, start, b.len());
+    out.push_ascii(b"\"");
 }
 
 /// Escapes byte `k` of `s` when it needs it, after the bytes from `start`.
@@ -438,7 +451,7 @@ fn escape_at(out: &mut impl PushStr, s: &str, k: usize, start: &mut usize) {
     if e == 0 {
         return;
     }
-    out.push_str(&s[*start..k]);
+    out.push_part(s, *start, k);
     if e == b'u' {
         const HEX: &[u8; 16] = b"0123456789abcdef";
         let hex = [
@@ -449,10 +462,9 @@ fn escape_at(out: &mut impl PushStr, s: &str, k: usize, start: &mut usize) {
             HEX[usize::from(c >> 4)],
             HEX[usize::from(c & 0xf)],
         ];
-        out.push_str(std::str::from_utf8(&hex).expect("ASCII"));
+        out.push_ascii(&hex);
     } else {
-        let pair = [b'\\', e];
-        out.push_str(std::str::from_utf8(&pair).expect("ASCII"));
+        out.push_ascii(&[b'\\', e]);
     }
     *start = k + 1;
 }
