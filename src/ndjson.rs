@@ -124,6 +124,14 @@ pub(crate) fn write_record(
         out.extend_from_slice(b",\"exit_code\":");
         json_i64(out, c);
     }
+    // Fields of formats other than pi's: absent for pi, whose lines keep
+    // their bytes.
+    str_field(out, b",\"agent_id\":", rec.agent_id);
+    str_field(out, b",\"message_id\":", rec.message_id);
+    str_field(out, b",\"request_id\":", rec.request_id);
+    if rec.provisional {
+        out.extend_from_slice(b",\"provisional\":true");
+    }
     if let Some(n) = text_bytes {
         out.extend_from_slice(b",\"text_bytes\":");
         json_u64(out, n);
@@ -185,6 +193,14 @@ struct OutRecord<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     exit_code: Option<i64>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    agent_id: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    message_id: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    request_id: Option<&'a str>,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    provisional: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
     text_bytes: Option<usize>,
 }
 
@@ -218,6 +234,10 @@ fn write_record_serde(out: &mut Vec<u8>, rec: &Record<'_>, file: &str, max_text:
         custom_type: rec.custom_type,
         command: rec.command,
         exit_code: rec.exit_code,
+        agent_id: rec.agent_id,
+        message_id: rec.message_id,
+        request_id: rec.request_id,
+        provisional: rec.provisional,
         text_bytes: (text.len() < rec.text.len()).then_some(rec.text.len()),
     };
     serde_json::to_writer(&mut *out, &o).expect("writing to a Vec cannot fail");

@@ -500,6 +500,10 @@ fn map_entry<'a>(
         command: m.command,
         exit_code: m.exit_code,
         repaired,
+        agent_id: None,
+        message_id: None,
+        request_id: None,
+        provisional: false,
     }))
 }
 

@@ -167,6 +167,16 @@ pub struct Record<'a> {
     /// Whether the line needed repair (invalid UTF-8 or lone surrogate
     /// escapes became U+FFFD).
     pub repaired: bool,
+    /// The subagent that wrote the line (formats with subagents; none for
+    /// pi).
+    pub agent_id: Option<&'a str>,
+    /// The API message id of the model response the line is part of.
+    pub message_id: Option<&'a str>,
+    /// The API request id of that response.
+    pub request_id: Option<&'a str>,
+    /// The usage is provisional: the response was not finished on this
+    /// line (a streamed response written one content block a line).
+    pub provisional: bool,
 }
 
 /// An owned copy of a [`Record`], for callers that keep records.
@@ -198,6 +208,10 @@ pub struct OwnedRecord {
     pub command: Option<String>,
     pub exit_code: Option<i64>,
     pub repaired: bool,
+    pub agent_id: Option<String>,
+    pub message_id: Option<String>,
+    pub request_id: Option<String>,
+    pub provisional: bool,
 }
 
 impl Record<'_> {
@@ -230,6 +244,10 @@ impl Record<'_> {
             command: s(self.command),
             exit_code: self.exit_code,
             repaired: self.repaired,
+            agent_id: s(self.agent_id),
+            message_id: s(self.message_id),
+            request_id: s(self.request_id),
+            provisional: self.provisional,
         }
     }
 }

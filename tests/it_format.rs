@@ -258,6 +258,10 @@ impl NotesSource<'_> {
             command: None,
             exit_code: None,
             repaired: false,
+            agent_id: None,
+            message_id: None,
+            request_id: None,
+            provisional: false,
         }
     }
 }

@@ -1153,6 +1153,10 @@ mod pi_source {
                 command: None,
                 exit_code: None,
                 repaired: false,
+                agent_id: None,
+                message_id: None,
+                request_id: None,
+                provisional: false,
             }
         };
         let msg = |line: u64, role: Role, mrole: &str| base(line, role, "message", Some(mrole));
