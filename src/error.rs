@@ -44,11 +44,21 @@ pub enum ErrorKind {
     /// The state was written with other options than this run's: each
     /// difference, as `name: state has A, this run B`.
     OptionsChanged(Vec<String>),
-    /// Another run holds the state's lock.
+    /// Another run holds the lock of the state or store.
     Locked {
         /// The lock file.
         lock: PathBuf,
+        /// What is locked: `state`, `store`.
+        what: &'static str,
     },
+    /// The store cannot be used, and is left as it is: why (not SQLite,
+    /// another schema, a newer version, not writable).
+    StoreRefused(String),
+    /// A search query that cannot be run: why.
+    BadQuery(String),
+    /// The store failed while a run wrote it (a full disk): SQLite's
+    /// message. What was committed before stays, consistent.
+    Store(String),
     /// The output holds bytes that the state does not cover: it is not
     /// this run's to cut, replace or append to.
     OutputNotCovered {
@@ -116,6 +126,8 @@ impl Error {
                 | ErrorKind::OutputNotCovered { .. }
                 | ErrorKind::OtherOutput { .. }
                 | ErrorKind::OutputIsInput
+                | ErrorKind::StoreRefused(_)
+                | ErrorKind::BadQuery(_)
         )
     }
 
@@ -136,10 +148,13 @@ impl Error {
                 "written with other options ({}); use another state file",
                 diff.join("; ")
             ),
-            ErrorKind::Locked { lock } => format!(
-                "another mem-ingest run is using the state (lock {})",
+            ErrorKind::Locked { lock, what } => format!(
+                "another mem-ingest run is using the {what} (lock {})",
                 lock.display()
             ),
+            ErrorKind::StoreRefused(why) => why.clone(),
+            ErrorKind::Store(why) => format!("store failed: {why}"),
+            ErrorKind::BadQuery(why) => why.clone(),
             ErrorKind::OutputNotCovered {
                 output,
                 len,
@@ -181,16 +196,18 @@ impl fmt::Display for Error {
             ErrorKind::NoHeader { .. } => write!(f, "{path}:{}", self.cause()),
             ErrorKind::Write(_) if self.path.as_os_str().is_empty() => f.write_str(&self.cause()),
             ErrorKind::OptionsChanged(_) => write!(f, "the state {path} was {}", self.cause()),
-            ErrorKind::Locked { lock } => write!(
+            ErrorKind::Locked { lock, what } => write!(
                 f,
-                "another mem-ingest run is using the state {path} (lock {})",
+                "another mem-ingest run is using the {what} {path} (lock {})",
                 lock.display()
             ),
+            ErrorKind::StoreRefused(why) => write!(f, "the store {path} {why}"),
             ErrorKind::OutputIsInput => write!(f, "the output {path} {}", self.cause()),
             ErrorKind::OutputShorter { .. } => write!(f, "{path} {}", self.cause()),
             ErrorKind::OutputNotCovered { .. }
             | ErrorKind::OtherOutput { .. }
             | ErrorKind::NoArchive(_)
+            | ErrorKind::BadQuery(_)
             | ErrorKind::Setup(_) => f.write_str(&self.cause()),
             _ => write!(f, "{path}: {}", self.cause()),
         }

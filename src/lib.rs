@@ -24,6 +24,8 @@ mod record;
 mod report;
 pub mod sink;
 mod source;
+#[cfg(feature = "sqlite")]
+pub mod store;
 mod time;
 
 pub use error::{Error, ErrorKind};
@@ -32,4 +34,4 @@ pub use pi::{Entry, Header, RoleFilter};
 pub use record::{OwnedRecord, Record, Role, Usage};
 pub use report::{EntryCounts, ModelUsage, Report, Skip, SkipReason, DEFAULT_MAX_SKIPS};
 pub use source::{PiSessionSource, Position, RecordSource, SliceSessionSource, SourceOptions};
-pub use time::parse_iso_millis;
+pub use time::{format_iso_millis, parse_iso_millis};

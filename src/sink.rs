@@ -37,6 +37,13 @@ pub struct Place<'p> {
     pub file: &'p str,
     /// When `max_text` cut the record's text: its full length in bytes.
     pub text_bytes: Option<u64>,
+    /// The fingerprint of the record's entry (what deduplication compares:
+    /// a copy of an entry has the same).
+    pub fingerprint: u64,
+    /// The name of the file's format (`pi`).
+    pub format: &'p str,
+    /// The session the record's session was forked from, when it names one.
+    pub parent_session: Option<&'p str>,
 }
 
 /// Encodes records on the worker threads into batches.

@@ -12,6 +12,34 @@ fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
     era * 146_097 + doe - 719_468
 }
 
+/// The civil date of a day count since 1970-01-01 (Howard Hinnant's
+/// algorithm, the inverse of `days_from_civil`).
+fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    (yoe + era * 400 + i64::from(m <= 2), m, d)
+}
+
+/// Unix milliseconds as RFC 3339 in UTC, to the millisecond
+/// (`2026-01-15T10:00:01.000Z`).
+pub fn format_iso_millis(ms: i64) -> String {
+    let (days, rem) = (ms.div_euclid(86_400_000), ms.rem_euclid(86_400_000));
+    let (y, m, d) = civil_from_days(days);
+    let (h, min, s, milli) = (
+        rem / 3_600_000,
+        rem / 60_000 % 60,
+        rem / 1000 % 60,
+        rem % 1000,
+    );
+    format!("{y:04}-{m:02}-{d:02}T{h:02}:{min:02}:{s:02}.{milli:03}Z")
+}
+
 fn num(s: &[u8]) -> Option<u32> {
     if s.is_empty() || !s.iter().all(u8::is_ascii_digit) {
         return None;
@@ -81,6 +109,21 @@ pub fn parse_iso_millis(s: &str) -> Option<i64> {
 #[cfg(test)]
 mod tests {
     use super::parse_iso_millis as p;
+    use super::{format_iso_millis, parse_iso_millis};
+
+    #[test]
+    fn formats_what_it_parses() {
+        for t in [
+            "1970-01-01T00:00:00.000Z",
+            "2026-01-15T10:00:01.000Z",
+            "2000-02-29T23:59:59.999Z",
+            "1969-12-31T23:59:59.999Z",
+            "2100-03-01T00:00:00.001Z",
+        ] {
+            assert_eq!(format_iso_millis(parse_iso_millis(t).unwrap()), t);
+        }
+        assert_eq!(format_iso_millis(0), "1970-01-01T00:00:00.000Z");
+    }
 
     #[test]
     fn parses_what_pi_writes_and_rfc3339() {

@@ -698,6 +698,7 @@ fn drain<E: Encoder>(
 ) -> Result<(), String> {
     let keep = cfg.filter;
     let needs_context = cfg.dedupe && format.needs_running_context();
+    let parent = src.header().and_then(|h| format.parent(h));
     let r = loop {
         // What a re-read of this entry's line alone would need.
         let context = if needs_context {
@@ -717,23 +718,17 @@ fn drain<E: Encoder>(
                 None => keep.since.is_none() && keep.until.is_none(),
             };
             if in_time {
-                match keep.max_text.and_then(|m| cut_text(rec, m)) {
-                    Some((cut, full)) => encoder.encode(
-                        batch,
-                        &cut,
-                        Place {
-                            file,
-                            text_bytes: Some(full),
-                        },
-                    ),
-                    None => encoder.encode(
-                        batch,
-                        rec,
-                        Place {
-                            file,
-                            text_bytes: None,
-                        },
-                    ),
+                let cut = keep.max_text.and_then(|m| cut_text(rec, m));
+                let place = Place {
+                    file,
+                    text_bytes: cut.as_ref().map(|c| c.1),
+                    fingerprint: entry.fingerprint,
+                    format: format.name(),
+                    parent_session: parent.as_deref(),
+                };
+                match &cut {
+                    Some((cut, _)) => encoder.encode(batch, cut, place),
+                    None => encoder.encode(batch, rec, place),
                 }
                 record = Some(res.kept);
                 res.kept += 1;

@@ -248,6 +248,51 @@ impl State {
     pub fn set_lineages(&mut self, l: &[LineageState]) {
         self.lineages = postcard::to_stdvec(l).expect("lineages encode");
     }
+
+    /// Replaces the lineages with the ones these rows describe: each
+    /// fingerprint with the session that emitted it, and the joins of
+    /// sessions into one lineage (what [`Checkpoint::new_fingerprints`] and
+    /// [`Checkpoint::new_joins`] hand a store that appends rows).
+    pub fn set_lineages_from_rows(
+        &mut self,
+        fingerprints: impl IntoIterator<Item = (String, u64)>,
+        joins: &[(String, String)],
+    ) {
+        let mut l = Lineages::default();
+        for (a, b) in joins {
+            l.join(a, b);
+        }
+        for (session, fp) in fingerprints {
+            l.insert(&session, fp);
+        }
+        let snapshot: Vec<LineageState> = l
+            .snapshot()
+            .into_iter()
+            .map(|(sessions, fps)| LineageState {
+                sessions,
+                fingerprints: encode_fingerprints(&fps),
+            })
+            .collect();
+        self.set_lineages(&snapshot);
+    }
+}
+
+impl FileState {
+    /// The file's entry in the state's layout ([`STATE_VERSION`]), for a
+    /// store that keeps one row per file.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        postcard::to_stdvec(&RefV3(self)).expect("a file state encodes")
+    }
+
+    /// A file's entry from [`FileState::to_bytes`].
+    ///
+    /// # Errors
+    /// The bytes are not one: why.
+    pub fn from_bytes(b: &[u8]) -> Result<FileState, String> {
+        postcard::from_bytes::<WireV3>(b)
+            .map(|w| w.0)
+            .map_err(|e| format!("damaged file state ({e})"))
+    }
 }
 
 /// The files of a state, read as they were written: in key order, so the
@@ -340,19 +385,29 @@ pub struct Lock {
 /// # Errors
 /// `Locked` when another run holds it; I/O errors naming the lock file.
 pub fn lock(state: &Path) -> Result<Lock, Error> {
-    let path = sibling(state, ".lock");
+    lock_file(state, "state")
+}
+
+/// Takes the lock of the file at `path` (a state, a store: `what`):
+/// `<path>.lock` beside it, created when missing, held for the life of the
+/// [`Lock`]; a second run refuses at once instead of waiting.
+///
+/// # Errors
+/// `Locked` when another run holds it; I/O errors naming the lock file.
+pub fn lock_file(path: &Path, what: &'static str) -> Result<Lock, Error> {
+    let lock = sibling(path, ".lock");
     let file = OpenOptions::new()
         .create(true)
         .truncate(false)
         .write(true)
-        .open(&path)
-        .map_err(|e| Error::io(&path, e))?;
+        .open(&lock)
+        .map_err(|e| Error::io(&lock, e))?;
     match file.try_lock() {
         Ok(()) => Ok(Lock { _file: file }),
         Err(fs::TryLockError::WouldBlock) => {
-            Err(Error::new(state, ErrorKind::Locked { lock: path }))
+            Err(Error::new(path, ErrorKind::Locked { lock, what }))
         }
-        Err(fs::TryLockError::Error(e)) => Err(Error::io(&path, e)),
+        Err(fs::TryLockError::Error(e)) => Err(Error::io(&lock, e)),
     }
 }
 

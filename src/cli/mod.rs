@@ -13,6 +13,7 @@ use clap::{Args, Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use mem_ingest::archive::{Archive, ArchiveBuilder, Progress, Summary};
 use mem_ingest::sink::{NdjsonFile, NdjsonStdout};
+use mem_ingest::store::{Search, SqliteStore};
 use mem_ingest::{parse_iso_millis, Error, Role};
 
 /// Reads pi coding-agent session archives into normalised records.
@@ -30,6 +31,8 @@ enum Command {
     Backfill(BackfillArgs),
     /// Prints what an archive holds.
     Stats(StatsArgs),
+    /// Searches a store written by `backfill --db` (full text, best first).
+    Search(SearchArgs),
 }
 
 #[derive(Args, Debug)]
@@ -81,8 +84,19 @@ struct BackfillArgs {
     /// killed (the state and the output are one pair, and FILE is synced
     /// before the state is saved). To stdout, --state can only promise each
     /// record at least once.
-    #[arg(long, short = 'o', value_name = "FILE")]
+    #[arg(long, short = 'o', value_name = "FILE", conflicts_with = "db")]
     output: Option<PathBuf>,
+    /// Write into the SQLite store FILE (created when missing): one row
+    /// per record, sessions, a full-text index, and its own checkpoint in
+    /// the same transactions, so runs are incremental and exactly once
+    /// without --state (which it excludes, with -o). Readable while it is
+    /// written (WAL). The store is the deduplicated view: --no-dedupe is
+    /// refused. A store another run writes is refused (exit 2).
+    #[arg(long, value_name = "FILE", conflicts_with = "state")]
+    db: Option<PathBuf>,
+    /// Caps the store at this many pages (tests of a full disk).
+    #[arg(long, hide = true, requires = "db")]
+    db_max_pages: Option<u64>,
     /// Keep only these roles (repeatable): user, assistant, tool_result,
     /// bash_execution, custom, system.
     #[arg(long, value_parser = parse_role, value_name = "ROLE")]
@@ -98,10 +112,10 @@ struct BackfillArgs {
     /// full length.
     #[arg(long, value_name = "BYTES")]
     max_text: Option<usize>,
-    /// Keep running (needs --state): emit each new complete line of any
-    /// session under the PATHs as pi writes it, pick up new session files,
-    /// and stop cleanly on SIGINT or SIGTERM with the state saved.
-    #[arg(long, requires = "state")]
+    /// Keep running (needs --state or --db): emit each new complete line
+    /// of any session under the PATHs as pi writes it, pick up new session
+    /// files, and stop cleanly on SIGINT or SIGTERM with the state saved.
+    #[arg(long)]
     follow: bool,
 }
 
@@ -112,6 +126,46 @@ struct StatsArgs {
     /// One JSON object instead of a table.
     #[arg(long)]
     json: bool,
+}
+
+#[derive(Args, Debug)]
+struct SearchArgs {
+    /// What to find. Words as people type them: identifiers
+    /// (parse_iso_millis), paths (src/cli/run.rs), error codes (E0502) and
+    /// "exact phrases" find the records that contain them, all words
+    /// required. With --fts, FTS5 query syntax, passed through.
+    query: String,
+    /// The store (written by backfill --db).
+    #[arg(long, value_name = "FILE")]
+    db: PathBuf,
+    /// Only records of this project (its cwd).
+    #[arg(long, value_name = "PROJECT")]
+    project: Option<String>,
+    /// Only records of this role.
+    #[arg(long, value_parser = parse_role, value_name = "ROLE")]
+    role: Option<Role>,
+    /// Only records at or after TIME (RFC 3339, or a date).
+    #[arg(long, value_parser = parse_time, value_name = "TIME")]
+    since: Option<i64>,
+    /// Only records before TIME (RFC 3339, or a date).
+    #[arg(long, value_parser = parse_time, value_name = "TIME")]
+    until: Option<i64>,
+    /// Only records of this session.
+    #[arg(long, value_name = "ID")]
+    session: Option<String>,
+    /// Only records of this format (pi).
+    #[arg(long, value_name = "FORMAT")]
+    format: Option<String>,
+    /// At most N hits.
+    #[arg(long, default_value_t = 20, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    limit: u32,
+    /// One JSON object per hit (key, session, project, timestamp, role,
+    /// snippet, rank) instead of text.
+    #[arg(long)]
+    json: bool,
+    /// QUERY is FTS5 query syntax (NEAR, OR, prefix*, column filters).
+    #[arg(long)]
+    fts: bool,
 }
 
 fn parse_role(s: &str) -> Result<Role, String> {
@@ -135,12 +189,13 @@ pub fn run(cli: Cli) -> i32 {
     match cli.command {
         Command::Backfill(a) => backfill(a),
         Command::Stats(a) => stats(a),
+        Command::Search(a) => search(a),
     }
 }
 
 /// The archive the common options describe, its stop flag taking SIGINT
-/// and SIGTERM over when a state is kept.
-fn builder(c: &Common) -> Result<ArchiveBuilder, i32> {
+/// and SIGTERM over when a checkpoint is kept (a state, or a store: `db`).
+fn builder(c: &Common, db: bool) -> Result<ArchiveBuilder, i32> {
     let mut b = Archive::builder()
         .paths(c.paths.iter().cloned())
         .dedupe(!c.no_dedupe)
@@ -149,7 +204,7 @@ fn builder(c: &Common) -> Result<ArchiveBuilder, i32> {
     if let Some(j) = c.jobs {
         b = b.jobs(j as usize);
     }
-    if let Some(s) = &c.state {
+    if c.state.is_some() || db {
         // Before anything is touched: from here on SIGINT and SIGTERM stop
         // the run cleanly (a signal before this ends the process with
         // nothing written, which a re-run takes like a kill).
@@ -160,7 +215,15 @@ fn builder(c: &Common) -> Result<ArchiveBuilder, i32> {
                 return Err(1);
             }
         }
-        b = b.stop_flag(stop).state(s);
+        b = b.stop_flag(stop);
+    }
+    if let Some(s) = &c.state {
+        b = b.state(s);
+    }
+    if db {
+        // A store commits its rows with the checkpoint that covers them:
+        // about a second apart at most.
+        b = b.checkpoint_every(std::time::Duration::from_millis(c.checkpoint_ms.min(1000)));
     }
     if !c.quiet && io::stderr().is_terminal() {
         b = b.progress(Arc::new(Bar(ProgressBar::hidden())));
@@ -206,7 +269,18 @@ fn fail(e: &Error) -> i32 {
 }
 
 fn backfill(a: BackfillArgs) -> i32 {
-    let mut b = match builder(&a.common) {
+    if a.db.is_some() && a.common.no_dedupe {
+        eprintln!(
+            "error: --no-dedupe with --db: the store is the deduplicated view of the archive \
+             (each entry once per lineage); use -o for every copy"
+        );
+        return 2;
+    }
+    if a.follow && a.common.state.is_none() && a.db.is_none() {
+        eprintln!("error: --follow needs --state FILE or --db FILE");
+        return 2;
+    }
+    let mut b = match builder(&a.common, a.db.is_some()) {
         Ok(b) => b,
         Err(code) => return code,
     };
@@ -223,6 +297,10 @@ fn backfill(a: BackfillArgs) -> i32 {
     let archive = b.build();
     let started = Instant::now();
     let result = match (&a.output, &a.common.state) {
+        _ if a.db.is_some() => match open_store(&a) {
+            Ok(mut store) => send(&archive, a.follow, &mut store),
+            Err(e) => Err(e),
+        },
         (None, _) => send(&archive, a.follow, &mut NdjsonStdout::new()),
         (Some(o), None) => send(&archive, a.follow, &mut NdjsonFile::create(o)),
         (Some(o), Some(s)) => send(&archive, a.follow, &mut NdjsonFile::append(o, s)),
@@ -238,6 +316,70 @@ fn backfill(a: BackfillArgs) -> i32 {
             exit_code(&t)
         }
     }
+}
+
+fn open_store(a: &BackfillArgs) -> Result<SqliteStore, Error> {
+    let mut store = SqliteStore::open(a.db.clone().expect("--db"))?;
+    if let Some(n) = a.db_max_pages {
+        store.max_page_count(n)?;
+    }
+    Ok(store)
+}
+
+fn search(a: SearchArgs) -> i32 {
+    let query = Search {
+        query: a.query,
+        fts: a.fts,
+        project: a.project,
+        role: a.role.map(|r| r.as_str().to_owned()),
+        since: a.since,
+        until: a.until,
+        session: a.session,
+        format: a.format,
+        limit: a.limit as usize,
+    };
+    let hits = match mem_ingest::store::search(&a.db, &query) {
+        Ok(h) => h,
+        Err(e) => return fail(&e),
+    };
+    let mut out = io::stdout().lock();
+    let mut printed = Ok(());
+    for h in &hits {
+        if printed.is_err() {
+            break;
+        }
+        printed = if a.json {
+            serde_json::to_writer(&mut out, h)
+                .map_err(io::Error::from)
+                .and_then(|()| out.write_all(b"\n"))
+        } else {
+            let time = h
+                .timestamp
+                .map(mem_ingest::format_iso_millis)
+                .unwrap_or_default();
+            writeln!(
+                out,
+                "{time}  {}  {}  {}  {}\n    {}",
+                h.role,
+                h.project,
+                h.session,
+                h.key,
+                h.snippet.replace('\n', " ")
+            )
+        };
+    }
+    match printed.and_then(|()| out.flush()) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => return 0,
+        Err(e) => {
+            eprintln!("error: writing the output: {e}");
+            return 1;
+        }
+    }
+    if hits.is_empty() && !a.json {
+        eprintln!("no record matches");
+    }
+    0
 }
 
 fn send<S: mem_ingest::sink::Sink>(
@@ -262,7 +404,7 @@ fn exit_code(t: &Summary) -> i32 {
 
 fn stats(a: StatsArgs) -> i32 {
     let started = Instant::now();
-    let archive = match builder(&a.common) {
+    let archive = match builder(&a.common, false) {
         Ok(b) => b.build(),
         Err(code) => return code,
     };

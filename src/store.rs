@@ -1,0 +1,943 @@
+//! The embedded store: records in one SQLite file, with a full-text index,
+//! that any language, the `sqlite3` shell and Datasette can open; a
+//! [`Sink`] that keeps its own checkpoint in the same database, committed
+//! in the same transaction as the rows it covers.
+//!
+//! # Schema (version [`SCHEMA_VERSION`], `PRAGMA user_version`)
+//!
+//! - `records`: one row per record, `key` its primary key, every field of
+//!   the NDJSON record as a column (usage as `usage_*` columns, `kinds` as
+//!   a JSON array in text), plus `format`, `fingerprint` (the entry's, as a
+//!   signed 64-bit integer) and `row_id` (the integer the full-text index
+//!   refers to: a column of its own, so `VACUUM` never renumbers it), and
+//!   columns reserved for Claude Code and Codex (`agent_id`, `message_id`,
+//!   `request_id`, `provisional`), null for pi.
+//! - `records_fts`: FTS5 over `records.text`, external content (the text is
+//!   stored once, in `records`), kept in step by triggers, so a write by any
+//!   client keeps it right. Tokenizer `unicode61 remove_diacritics 2`.
+//! - `sessions`: one row per session (`id`, `format`, `project`,
+//!   `first_timestamp`, `last_timestamp`, `parent_session`, `records`), and
+//!   `session_files` (`session`, `file`): a session can span several files.
+//! - `checkpoint_meta`, `checkpoint_files`, `checkpoint_fingerprints`,
+//!   `checkpoint_joins`: the engine's checkpoint as rows, appended or
+//!   updated by each commit, never one blob rewritten.
+//!
+//! # Row identity
+//!
+//! A record whose key is already in `records`: the same entry again (the
+//! same fingerprint) updates its row in place; a different entry under the
+//! same key (pi 0.x keys are per line; an entry rewritten with the same id
+//! and another timestamp) is stored under `<key>~<fingerprint, 16 hex
+//! digits>`: deterministic, so a re-run finds it again.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs::File;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use rusqlite::{params, Connection, OpenFlags, OptionalExtension};
+
+use crate::archive::{Checkpoint, CheckpointStore, FileState, OutputOptions, State};
+use crate::error::{Error, ErrorKind};
+use crate::record::Record;
+use crate::sink::{Encoder, Place, Sink};
+
+/// The schema version this mem-ingest writes (`PRAGMA user_version`).
+/// Stores of earlier versions are migrated in place; newer ones refused.
+pub const SCHEMA_VERSION: i64 = 1;
+
+const SCHEMA: &str = r#"
+CREATE TABLE records (
+    key TEXT PRIMARY KEY,
+    row_id INTEGER NOT NULL UNIQUE,
+    format TEXT NOT NULL,
+    project TEXT NOT NULL,
+    session TEXT NOT NULL,
+    file TEXT NOT NULL,
+    source TEXT NOT NULL,
+    line INTEGER NOT NULL,
+    byte INTEGER NOT NULL,
+    id TEXT,
+    parent_id TEXT,
+    entry TEXT NOT NULL,
+    role TEXT NOT NULL,
+    kinds TEXT NOT NULL,
+    timestamp INTEGER,
+    text TEXT NOT NULL,
+    provider TEXT,
+    model TEXT,
+    usage_input INTEGER,
+    usage_output INTEGER,
+    usage_cache_read INTEGER,
+    usage_cache_write INTEGER,
+    usage_total_tokens INTEGER,
+    usage_cost REAL,
+    stop_reason TEXT,
+    tool_name TEXT,
+    tool_call_id TEXT,
+    is_error INTEGER,
+    custom_type TEXT,
+    command TEXT,
+    exit_code INTEGER,
+    text_bytes INTEGER,
+    agent_id TEXT,
+    message_id TEXT,
+    request_id TEXT,
+    provisional INTEGER,
+    fingerprint INTEGER NOT NULL
+);
+CREATE INDEX records_session_time ON records(session, timestamp);
+CREATE INDEX records_project_time ON records(project, timestamp);
+CREATE INDEX records_time ON records(timestamp);
+CREATE VIRTUAL TABLE records_fts USING fts5(
+    text,
+    content = 'records',
+    content_rowid = 'row_id',
+    tokenize = 'unicode61 remove_diacritics 2'
+);
+CREATE TRIGGER records_fts_insert AFTER INSERT ON records BEGIN
+    INSERT INTO records_fts(rowid, text) VALUES (new.row_id, new.text);
+END;
+CREATE TRIGGER records_fts_delete AFTER DELETE ON records BEGIN
+    INSERT INTO records_fts(records_fts, rowid, text) VALUES ('delete', old.row_id, old.text);
+END;
+CREATE TRIGGER records_fts_update AFTER UPDATE OF text, row_id ON records BEGIN
+    INSERT INTO records_fts(records_fts, rowid, text) VALUES ('delete', old.row_id, old.text);
+    INSERT INTO records_fts(rowid, text) VALUES (new.row_id, new.text);
+END;
+CREATE TABLE sessions (
+    id TEXT PRIMARY KEY,
+    format TEXT NOT NULL,
+    project TEXT NOT NULL,
+    first_timestamp INTEGER,
+    last_timestamp INTEGER,
+    parent_session TEXT,
+    records INTEGER NOT NULL
+);
+CREATE TABLE session_files (
+    session TEXT NOT NULL,
+    file TEXT NOT NULL,
+    PRIMARY KEY (session, file)
+) WITHOUT ROWID;
+CREATE TABLE checkpoint_meta (
+    name TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE checkpoint_files (
+    path TEXT PRIMARY KEY,
+    state BLOB NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE checkpoint_fingerprints (
+    session TEXT NOT NULL,
+    fingerprint INTEGER NOT NULL
+);
+CREATE TABLE checkpoint_joins (
+    a TEXT NOT NULL,
+    b TEXT NOT NULL
+);
+"#;
+
+/// Tables of our schema: a store holding others is someone else's.
+const TABLES: [&str; 8] = [
+    "records",
+    "records_fts",
+    "sessions",
+    "session_files",
+    "checkpoint_meta",
+    "checkpoint_files",
+    "checkpoint_fingerprints",
+    "checkpoint_joins",
+];
+
+/// Migrations: entry `n` takes a store of version `n + 1` to `n + 2`.
+/// Version 1 is the first: none yet.
+const MIGRATIONS: [&str; 0] = [];
+
+const UPSERT: &str = "INSERT INTO records (key, row_id, format, project, session, file, source,
+    line, byte, id, parent_id, entry, role, kinds, timestamp, text, provider, model,
+    usage_input, usage_output, usage_cache_read, usage_cache_write, usage_total_tokens,
+    usage_cost, stop_reason, tool_name, tool_call_id, is_error, custom_type, command,
+    exit_code, text_bytes, agent_id, message_id, request_id, provisional, fingerprint)
+VALUES (?1, (SELECT COALESCE(MAX(row_id), 0) + 1 FROM records), ?2, ?3, ?4, ?5, ?6, ?7, ?8,
+    ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26,
+    ?27, ?28, ?29, ?30, ?31, ?32, ?33, ?34, ?35, ?36)
+ON CONFLICT (key) DO UPDATE SET format = excluded.format, project = excluded.project,
+    session = excluded.session, file = excluded.file, source = excluded.source,
+    line = excluded.line, byte = excluded.byte, id = excluded.id,
+    parent_id = excluded.parent_id, entry = excluded.entry, role = excluded.role,
+    kinds = excluded.kinds, timestamp = excluded.timestamp, text = excluded.text,
+    provider = excluded.provider, model = excluded.model,
+    usage_input = excluded.usage_input, usage_output = excluded.usage_output,
+    usage_cache_read = excluded.usage_cache_read,
+    usage_cache_write = excluded.usage_cache_write,
+    usage_total_tokens = excluded.usage_total_tokens, usage_cost = excluded.usage_cost,
+    stop_reason = excluded.stop_reason, tool_name = excluded.tool_name,
+    tool_call_id = excluded.tool_call_id, is_error = excluded.is_error,
+    custom_type = excluded.custom_type, command = excluded.command,
+    exit_code = excluded.exit_code, text_bytes = excluded.text_bytes,
+    agent_id = excluded.agent_id, message_id = excluded.message_id,
+    request_id = excluded.request_id, provisional = excluded.provisional
+WHERE records.fingerprint = excluded.fingerprint";
+
+/// One record, owned, as the workers encode it for the store.
+#[derive(Debug, Clone)]
+pub struct Row {
+    key: String,
+    format: String,
+    project: String,
+    session: String,
+    file: String,
+    source: String,
+    line: i64,
+    byte: i64,
+    id: Option<String>,
+    parent_id: Option<String>,
+    entry: String,
+    role: &'static str,
+    kinds: String,
+    timestamp: Option<i64>,
+    text: String,
+    provider: Option<String>,
+    model: Option<String>,
+    usage: Option<crate::record::Usage>,
+    stop_reason: Option<String>,
+    tool_name: Option<String>,
+    tool_call_id: Option<String>,
+    is_error: Option<bool>,
+    custom_type: Option<String>,
+    command: Option<String>,
+    exit_code: Option<i64>,
+    text_bytes: Option<i64>,
+    agent_id: Option<String>,
+    message_id: Option<String>,
+    request_id: Option<String>,
+    provisional: bool,
+    fingerprint: u64,
+    parent_session: Option<String>,
+}
+
+/// Encodes records into [`Row`]s on the workers.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RowEncoder;
+
+fn sat(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+impl Encoder for RowEncoder {
+    type Batch = Vec<Row>;
+
+    fn batch(&self, _bytes: u64) -> Vec<Row> {
+        Vec::new()
+    }
+
+    fn encode(&self, batch: &mut Vec<Row>, r: &Record<'_>, place: Place<'_>) {
+        let s = |v: Option<&str>| v.map(str::to_owned);
+        let mut kinds = Vec::with_capacity(2 + 10 * r.kinds.len());
+        kinds.push(b'[');
+        for (i, k) in r.kinds.iter().enumerate() {
+            if i > 0 {
+                kinds.push(b',');
+            }
+            crate::json::escape(&mut kinds, k);
+        }
+        kinds.push(b']');
+        batch.push(Row {
+            key: r.key.to_owned(),
+            format: place.format.to_owned(),
+            project: r.project.to_owned(),
+            session: r.session.to_owned(),
+            file: place.file.to_owned(),
+            source: r.source.to_owned(),
+            line: sat(r.line),
+            byte: sat(r.byte),
+            id: s(r.id),
+            parent_id: s(r.parent_id),
+            entry: r.entry.to_owned(),
+            role: r.role.as_str(),
+            kinds: String::from_utf8(kinds).expect("escaped JSON is UTF-8"),
+            timestamp: r.timestamp,
+            text: r.text.to_owned(),
+            provider: s(r.provider),
+            model: s(r.model),
+            usage: r.usage,
+            stop_reason: s(r.stop_reason),
+            tool_name: s(r.tool_name),
+            tool_call_id: s(r.tool_call_id),
+            is_error: r.is_error,
+            custom_type: s(r.custom_type),
+            command: s(r.command),
+            exit_code: r.exit_code,
+            text_bytes: place.text_bytes.map(sat),
+            agent_id: s(r.agent_id),
+            message_id: s(r.message_id),
+            request_id: s(r.request_id),
+            provisional: r.provisional,
+            fingerprint: place.fingerprint,
+            parent_session: place.parent_session.map(str::to_owned),
+        });
+    }
+}
+
+/// What a batch did to a session, applied to `sessions` at the commit.
+#[derive(Debug, Default)]
+struct SessionTouch {
+    format: String,
+    project: String,
+    parent: Option<String>,
+    files: BTreeSet<String>,
+}
+
+/// The embedded store, a [`Sink`] that keeps its own checkpoint.
+///
+/// Records are written in a transaction that the next checkpoint commits
+/// with the checkpoint's rows: a run killed at any moment leaves the store
+/// at its last commit, every record in it exactly once, and the next run
+/// goes on from there. The database is in WAL mode (readers are never
+/// blocked by the writer); a lock file beside it keeps a second writer
+/// off.
+pub struct SqliteStore {
+    conn: Connection,
+    path: PathBuf,
+    _lock: crate::archive::Lock,
+    in_tx: bool,
+    sessions: BTreeMap<String, SessionTouch>,
+}
+
+impl std::fmt::Debug for SqliteStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqliteStore")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
+    }
+}
+
+fn refused(path: &Path, why: impl Into<String>) -> Error {
+    Error::new(path, ErrorKind::StoreRefused(why.into()))
+}
+
+fn failed(path: &Path, e: rusqlite::Error) -> Error {
+    Error::new(path, ErrorKind::Store(e.to_string()))
+}
+
+impl SqliteStore {
+    /// Opens the store at `path`, created when missing, migrated when of
+    /// an earlier schema version, and takes its lock.
+    ///
+    /// # Errors
+    /// `StoreRefused`, the file left untouched: not a SQLite file, a SQLite
+    /// file of another schema, a newer schema version, a file that cannot
+    /// be written. `Locked`: another run writes the store.
+    pub fn open(path: impl Into<PathBuf>) -> Result<SqliteStore, Error> {
+        let path = path.into();
+        // Looked at before SQLite touches anything.
+        let existing = match std::fs::metadata(&path) {
+            Ok(m) if m.is_dir() => return Err(refused(&path, "is a folder, not a store")),
+            Ok(m) => m.len() > 0,
+            Err(_) => false,
+        };
+        if existing {
+            let mut magic = [0u8; 16];
+            let read = File::open(&path)
+                .and_then(|mut f| f.read_exact(&mut magic))
+                .map_err(|e| refused(&path, format!("cannot be read ({e})")));
+            read?;
+            if &magic != b"SQLite format 3\0" {
+                return Err(refused(&path, "is not a SQLite database"));
+            }
+            if let Err(e) = std::fs::OpenOptions::new().write(true).open(&path) {
+                return Err(refused(&path, format!("cannot be written ({e})")));
+            }
+        }
+        let lock = crate::archive::lock_file(&path, "store")?;
+        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_CREATE
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let conn = Connection::open_with_flags(&path, flags).map_err(|e| failed(&path, e))?;
+        let version: i64 = conn
+            .pragma_query_value(None, "user_version", |r| r.get(0))
+            .map_err(|e| refused(&path, format!("is not a readable SQLite database ({e})")))?;
+        let tables: Vec<String> = {
+            let mut st = conn
+                .prepare("SELECT name FROM sqlite_schema WHERE type = 'table'")
+                .map_err(|e| failed(&path, e))?;
+            let names = st
+                .query_map([], |r| r.get::<_, String>(0))
+                .map_err(|e| failed(&path, e))?;
+            names
+                .collect::<Result<_, _>>()
+                .map_err(|e| failed(&path, e))?
+        };
+        let ours = TABLES.iter().all(|t| tables.iter().any(|n| n == t));
+        match version {
+            0 if tables.is_empty() => {
+                conn.execute_batch("PRAGMA journal_mode = WAL;")
+                    .map_err(|e| failed(&path, e))?;
+                conn.execute_batch(&format!(
+                    "BEGIN; {SCHEMA} PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;"
+                ))
+                .map_err(|e| failed(&path, e))?;
+            }
+            0 => {
+                return Err(refused(
+                    &path,
+                    "is a SQLite database of another schema (no mem-ingest version)",
+                ))
+            }
+            v if v > SCHEMA_VERSION => {
+                return Err(refused(
+                    &path,
+                    format!(
+                        "has schema version {v}; this mem-ingest writes {SCHEMA_VERSION} and \
+                         reads no newer one"
+                    ),
+                ))
+            }
+            _ if !ours => {
+                return Err(refused(
+                    &path,
+                    format!("has schema version {version} but not the tables of mem-ingest's"),
+                ))
+            }
+            v => {
+                for (i, step) in MIGRATIONS.iter().enumerate().skip((v - 1) as usize) {
+                    conn.execute_batch(&format!(
+                        "BEGIN; {step} PRAGMA user_version = {}; COMMIT;",
+                        i + 2
+                    ))
+                    .map_err(|e| failed(&path, e))?;
+                }
+            }
+        }
+        conn.execute_batch("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;")
+            .map_err(|e| failed(&path, e))?;
+        conn.set_prepared_statement_cache_capacity(32);
+        Ok(SqliteStore {
+            conn,
+            path,
+            _lock: lock,
+            in_tx: false,
+            sessions: BTreeMap::new(),
+        })
+    }
+
+    /// The store's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Caps the database at `pages` pages (SQLite's `max_page_count`): a
+    /// write past it fails as a full disk would (for tests of that fault).
+    ///
+    /// # Errors
+    /// SQLite refused the setting.
+    pub fn max_page_count(&mut self, pages: u64) -> Result<(), Error> {
+        self.conn
+            .pragma_update(None, "max_page_count", sat(pages))
+            .map_err(|e| failed(&self.path, e))
+    }
+
+    fn err(&self, e: rusqlite::Error) -> Error {
+        failed(&self.path, e)
+    }
+
+    fn begin(&mut self) -> Result<(), Error> {
+        if !self.in_tx {
+            self.conn.execute_batch("BEGIN").map_err(|e| self.err(e))?;
+            self.in_tx = true;
+        }
+        Ok(())
+    }
+
+    fn upsert(&self, r: &Row, key: &str) -> rusqlite::Result<usize> {
+        let mut st = self.conn.prepare_cached(UPSERT)?;
+        let u = r.usage.as_ref();
+        st.execute(params![
+            key,
+            r.format,
+            r.project,
+            r.session,
+            r.file,
+            r.source,
+            r.line,
+            r.byte,
+            r.id,
+            r.parent_id,
+            r.entry,
+            r.role,
+            r.kinds,
+            r.timestamp,
+            r.text,
+            r.provider,
+            r.model,
+            u.map(|u| sat(u.input)),
+            u.map(|u| sat(u.output)),
+            u.map(|u| sat(u.cache_read)),
+            u.map(|u| sat(u.cache_write)),
+            u.map(|u| sat(u.total_tokens)),
+            u.map(|u| u.cost),
+            r.stop_reason,
+            r.tool_name,
+            r.tool_call_id,
+            r.is_error,
+            r.custom_type,
+            r.command,
+            r.exit_code,
+            r.text_bytes,
+            r.agent_id,
+            r.message_id,
+            r.request_id,
+            r.provisional.then_some(1),
+            r.fingerprint as i64,
+        ])
+    }
+
+    /// The sessions the batches since the last commit touched, brought up
+    /// to date from their rows.
+    fn update_sessions(&mut self) -> rusqlite::Result<()> {
+        for (id, t) in std::mem::take(&mut self.sessions) {
+            let (records, first, last): (i64, Option<i64>, Option<i64>) = self
+                .conn
+                .prepare_cached(
+                    "SELECT count(*), min(timestamp), max(timestamp) FROM records WHERE session = ?1",
+                )?
+                .query_row([&id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;
+            self.conn
+                .prepare_cached(
+                    "INSERT INTO sessions (id, format, project, first_timestamp, last_timestamp,
+                        parent_session, records) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+                     ON CONFLICT (id) DO UPDATE SET first_timestamp = excluded.first_timestamp,
+                        last_timestamp = excluded.last_timestamp, records = excluded.records,
+                        parent_session = COALESCE(sessions.parent_session, excluded.parent_session)",
+                )?
+                .execute(params![id, t.format, t.project, first, last, t.parent, records])?;
+            let mut st = self.conn.prepare_cached(
+                "INSERT OR IGNORE INTO session_files (session, file) VALUES (?1, ?2)",
+            )?;
+            for f in &t.files {
+                st.execute(params![id, f])?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Files the checkpoint saw complete: each is a file of its session,
+    /// whether it added rows or held only copies (a history written twice).
+    fn touch_files(&mut self, cp: &Checkpoint<'_>) {
+        for (path, f) in cp.changed_files() {
+            let Some(f) = f else { continue };
+            let t = self.sessions.entry(f.header.id.clone()).or_default();
+            if t.format.is_empty() {
+                t.format = f.format.clone();
+                t.project = f.header.cwd.clone();
+            }
+            if !t.files.contains(path) {
+                t.files.insert(path.to_owned());
+            }
+        }
+    }
+
+    fn save_checkpoint(&mut self, cp: &mut Checkpoint<'_>) -> rusqlite::Result<()> {
+        let options = serde_json::to_string(cp.options()).expect("options serialise");
+        self.conn
+            .prepare_cached(
+                "INSERT INTO checkpoint_meta (name, value) VALUES ('options', ?1)
+                 ON CONFLICT (name) DO UPDATE SET value = excluded.value",
+            )?
+            .execute([&options])?;
+        for (path, f) in cp.changed_files() {
+            match f {
+                Some(f) => {
+                    self.conn
+                        .prepare_cached(
+                            "INSERT INTO checkpoint_files (path, state) VALUES (?1, ?2)
+                             ON CONFLICT (path) DO UPDATE SET state = excluded.state",
+                        )?
+                        .execute(params![path, f.to_bytes()])?;
+                }
+                None => {
+                    self.conn
+                        .prepare_cached("DELETE FROM checkpoint_files WHERE path = ?1")?
+                        .execute([path])?;
+                }
+            }
+        }
+        {
+            let mut st = self.conn.prepare_cached(
+                "INSERT INTO checkpoint_fingerprints (session, fingerprint) VALUES (?1, ?2)",
+            )?;
+            for (session, fps) in cp.new_fingerprints() {
+                for fp in fps {
+                    st.execute(params![session, *fp as i64])?;
+                }
+            }
+        }
+        let mut st = self
+            .conn
+            .prepare_cached("INSERT INTO checkpoint_joins (a, b) VALUES (?1, ?2)")?;
+        for (a, b) in cp.new_joins() {
+            st.execute(params![a, b])?;
+        }
+        Ok(())
+    }
+
+    fn load_checkpoint(&self) -> rusqlite::Result<Option<Result<State, String>>> {
+        let options: Option<String> = self
+            .conn
+            .query_row(
+                "SELECT value FROM checkpoint_meta WHERE name = 'options'",
+                [],
+                |r| r.get(0),
+            )
+            .optional()?;
+        let Some(options) = options else {
+            return Ok(None);
+        };
+        let options: OutputOptions = match serde_json::from_str(&options) {
+            Ok(o) => o,
+            Err(e) => return Ok(Some(Err(format!("damaged checkpoint options ({e})")))),
+        };
+        let mut st = State::new(options);
+        let mut files = self
+            .conn
+            .prepare("SELECT path, state FROM checkpoint_files")?;
+        let rows = files.query_map([], |r| {
+            Ok((r.get::<_, String>(0)?, r.get::<_, Vec<u8>>(1)?))
+        })?;
+        for row in rows {
+            let (path, bytes) = row?;
+            match FileState::from_bytes(&bytes) {
+                Ok(f) => {
+                    st.files.insert(path, Arc::new(f));
+                }
+                Err(e) => return Ok(Some(Err(format!("{path}: {e}")))),
+            }
+        }
+        let joins: Vec<(String, String)> = self
+            .conn
+            .prepare("SELECT a, b FROM checkpoint_joins ORDER BY rowid")?
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+            .collect::<Result<_, _>>()?;
+        let fps: Vec<(String, u64)> = self
+            .conn
+            .prepare("SELECT session, fingerprint FROM checkpoint_fingerprints")?
+            .query_map([], |r| Ok((r.get(0)?, r.get::<_, i64>(1)? as u64)))?
+            .collect::<Result<_, _>>()?;
+        st.set_lineages_from_rows(fps, &joins);
+        Ok(Some(Ok(st)))
+    }
+}
+
+impl Sink for SqliteStore {
+    type Encoder = RowEncoder;
+
+    fn encoder(&self) -> RowEncoder {
+        RowEncoder
+    }
+
+    fn write(&mut self, batch: Vec<Row>, dropped: &[usize]) -> Result<bool, Error> {
+        self.begin()?;
+        let mut dropped = dropped.iter().peekable();
+        for (i, r) in batch.iter().enumerate() {
+            if dropped.peek() == Some(&&i) {
+                dropped.next();
+                continue;
+            }
+            // Another entry under this key: under its own, derived from its
+            // fingerprint.
+            if self.upsert(r, &r.key).map_err(|e| self.err(e))? == 0 {
+                let key = format!("{}~{:016x}", r.key, r.fingerprint);
+                self.upsert(r, &key).map_err(|e| self.err(e))?;
+            }
+            let t = self.sessions.entry(r.session.clone()).or_default();
+            if t.format.is_empty() {
+                t.format = r.format.clone();
+                t.project = r.project.clone();
+                t.parent = r.parent_session.clone();
+            }
+            if !t.files.contains(&r.file) {
+                t.files.insert(r.file.clone());
+            }
+        }
+        Ok(true)
+    }
+
+    fn checkpoints(&mut self) -> Option<&mut dyn CheckpointStore> {
+        Some(self)
+    }
+
+    /// Folds the write-ahead log back into the database, when no reader
+    /// holds it (never waiting for one).
+    fn finish(&mut self) -> Result<(), Error> {
+        self.conn
+            .query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()))
+            .map_err(|e| self.err(e))
+    }
+
+    fn output_file(&self) -> Option<&Path> {
+        Some(&self.path)
+    }
+}
+
+impl CheckpointStore for SqliteStore {
+    fn load(&mut self) -> Result<Option<State>, Error> {
+        match self.load_checkpoint().map_err(|e| self.err(e))? {
+            None => Ok(None),
+            Some(Ok(st)) => Ok(Some(st)),
+            Some(Err(why)) => Err(Error::new(&self.path, ErrorKind::StateDamaged(why))),
+        }
+    }
+
+    /// One transaction: the rows written since the last commit, the
+    /// sessions they touched and the checkpoint that moves past them.
+    fn save(&mut self, cp: &mut Checkpoint<'_>) -> Result<(), Error> {
+        self.begin()?;
+        self.touch_files(cp);
+        let saved = self
+            .update_sessions()
+            .and_then(|()| self.save_checkpoint(cp))
+            .and_then(|()| self.conn.execute_batch("COMMIT"));
+        if let Err(e) = saved {
+            let _ = self.conn.execute_batch("ROLLBACK");
+            self.in_tx = false;
+            return Err(self.err(e));
+        }
+        self.in_tx = false;
+        Ok(())
+    }
+}
+
+impl Drop for SqliteStore {
+    /// What was written since the last commit is not covered by a
+    /// checkpoint: rolled back.
+    fn drop(&mut self) {
+        if self.in_tx {
+            let _ = self.conn.execute_batch("ROLLBACK");
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Search
+
+/// A full-text search of a store. Every filter defaults to none.
+#[derive(Debug, Clone, Default)]
+pub struct Search {
+    /// Words as people type them (see [`words_query`]), or with `fts`,
+    /// FTS5 query syntax passed through unchanged.
+    pub query: String,
+    /// Whether `query` is FTS5 syntax.
+    pub fts: bool,
+    /// Only this project.
+    pub project: Option<String>,
+    /// Only this role (its schema name).
+    pub role: Option<String>,
+    /// Only records at or after this time, Unix ms.
+    pub since: Option<i64>,
+    /// Only records before this time, Unix ms.
+    pub until: Option<i64>,
+    /// Only this session.
+    pub session: Option<String>,
+    /// Only this format (`pi`).
+    pub format: Option<String>,
+    /// Hits at most (0: 20).
+    pub limit: usize,
+}
+
+/// One hit, best first.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Hit {
+    /// The record's key.
+    pub key: String,
+    /// Its session.
+    pub session: String,
+    /// Its project.
+    pub project: String,
+    /// Its time, Unix ms.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timestamp: Option<i64>,
+    /// Its role.
+    pub role: String,
+    /// The text around the match, matches between `«` and `»`.
+    pub snippet: String,
+    /// BM25 (lower is better, as FTS5 gives it).
+    pub rank: f64,
+}
+
+/// FTS5 query syntax for words as people type them: each word, and each
+/// `"quoted phrase"`, becomes an FTS5 string (quotes inside doubled), all
+/// of them required. An identifier (`parse_iso_millis`), a path
+/// (`src/cli/run.rs`) or an error code (`E0502`) is then a phrase of the
+/// tokens the index holds for it, found wherever the text has it.
+///
+/// # Errors
+/// Nothing in `q` has a letter or digit to search for.
+pub fn words_query(q: &str) -> Result<String, String> {
+    let mut parts = Vec::new();
+    let mut rest = q;
+    while let Some(start) = rest.find(|c: char| !c.is_whitespace()) {
+        rest = &rest[start..];
+        let (piece, next) = if let Some(body) = rest.strip_prefix('"') {
+            match body.find('"') {
+                Some(end) => (&body[..end], &body[end + 1..]),
+                None => (body, ""),
+            }
+        } else {
+            let end = rest.find(char::is_whitespace).unwrap_or(rest.len());
+            (&rest[..end], &rest[end..])
+        };
+        if piece.chars().any(char::is_alphanumeric) {
+            parts.push(format!("\"{}\"", piece.replace('"', "\"\"")));
+        }
+        rest = next;
+    }
+    if parts.is_empty() {
+        return Err(format!("the query {q:?} has no words to search for"));
+    }
+    Ok(parts.join(" "))
+}
+
+/// Searches the store at `path` (opened read-only: a writer running at the
+/// same time is not disturbed), best hits first (BM25).
+///
+/// # Errors
+/// `StoreRefused` when `path` is not a store of this schema version;
+/// `BadQuery` for a query FTS5 cannot parse (with `fts`) or one with no
+/// words.
+pub fn search(path: &Path, s: &Search) -> Result<Vec<Hit>, Error> {
+    let query = if s.fts {
+        s.query.clone()
+    } else {
+        words_query(&s.query).map_err(|e| Error::new(path, ErrorKind::BadQuery(e)))?
+    };
+    match std::fs::metadata(path) {
+        Ok(m) if m.is_file() && m.len() > 0 => {}
+        Ok(_) => return Err(refused(path, "is not a store (empty, or not a file)")),
+        Err(e) => return Err(Error::io(path, e)),
+    }
+    let conn = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .map_err(|e| failed(path, e))?;
+    let version: i64 = conn
+        .pragma_query_value(None, "user_version", |r| r.get(0))
+        .map_err(|e| refused(path, format!("is not a readable SQLite database ({e})")))?;
+    if version != SCHEMA_VERSION {
+        return Err(refused(
+            path,
+            format!(
+                "has schema version {version}; search reads {SCHEMA_VERSION} (a backfill into it \
+                 migrates an older one)"
+            ),
+        ));
+    }
+    let mut sql = String::from(
+        "SELECT r.key, r.session, r.project, r.timestamp, r.role,
+                snippet(records_fts, 0, '«', '»', '…', 16), bm25(records_fts) AS rank
+         FROM records_fts JOIN records r ON r.row_id = records_fts.rowid
+         WHERE records_fts MATCH ?1",
+    );
+    let mut args: Vec<rusqlite::types::Value> = vec![query.clone().into()];
+    let mut filter = |column: &str, op: &str, v: rusqlite::types::Value| {
+        args.push(v);
+        sql.push_str(&format!(" AND r.{column} {op} ?{}", args.len()));
+    };
+    if let Some(p) = &s.project {
+        filter("project", "=", p.clone().into());
+    }
+    if let Some(r) = &s.role {
+        filter("role", "=", r.clone().into());
+    }
+    if let Some(t) = s.since {
+        filter("timestamp", ">=", t.into());
+    }
+    if let Some(t) = s.until {
+        filter("timestamp", "<", t.into());
+    }
+    if let Some(x) = &s.session {
+        filter("session", "=", x.clone().into());
+    }
+    if let Some(f) = &s.format {
+        filter("format", "=", f.clone().into());
+    }
+    let limit = if s.limit == 0 { 20 } else { s.limit };
+    sql.push_str(&format!(" ORDER BY rank LIMIT {limit}"));
+    check_fts(&query).map_err(|e| {
+        Error::new(
+            path,
+            ErrorKind::BadQuery(format!("malformed FTS5 query {query:?}: {e}")),
+        )
+    })?;
+    let bad_query = |e: rusqlite::Error| failed(path, e);
+    let mut st = conn.prepare(&sql).map_err(bad_query)?;
+    let rows = st
+        .query_map(rusqlite::params_from_iter(args.iter()), |r| {
+            Ok(Hit {
+                key: r.get(0)?,
+                session: r.get(1)?,
+                project: r.get(2)?,
+                timestamp: r.get(3)?,
+                role: r.get(4)?,
+                snippet: r.get(5)?,
+                rank: r.get(6)?,
+            })
+        })
+        .map_err(bad_query)?;
+    rows.collect::<Result<Vec<_>, _>>().map_err(bad_query)
+}
+
+/// Whether FTS5 can parse `query`: run against an empty index of the same
+/// columns in memory, so that what fails there is the query, and what fails
+/// on the store is the store.
+fn check_fts(query: &str) -> Result<(), String> {
+    let conn = Connection::open_in_memory().map_err(|e| e.to_string())?;
+    conn.execute_batch("CREATE VIRTUAL TABLE q USING fts5(text)")
+        .map_err(|e| e.to_string())?;
+    let mut st = conn
+        .prepare("SELECT rowid FROM q WHERE q MATCH ?1")
+        .map_err(|e| e.to_string())?;
+    let mut rows = st.query([query]).map_err(|e| e.to_string())?;
+    rows.next().map(|_| ()).map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn malformed_fts5_queries_are_told_apart() {
+        assert_eq!(check_fts("a OR b"), Ok(()));
+        assert_eq!(check_fts("text: a*"), Ok(()));
+        assert_eq!(check_fts("\"unclosed").unwrap_err(), "unterminated string");
+        assert_eq!(
+            check_fts("a AND").unwrap_err(),
+            "fts5: syntax error near \"\""
+        );
+        assert_eq!(check_fts("nocol: x").unwrap_err(), "no such column: nocol");
+    }
+
+    #[test]
+    fn words_become_fts5_strings() {
+        assert_eq!(
+            words_query("parse_iso_millis").unwrap(),
+            r#""parse_iso_millis""#
+        );
+        assert_eq!(
+            words_query(r#"  src/cli/run.rs E0502 "exact phrase" "#).unwrap(),
+            r#""src/cli/run.rs" "E0502" "exact phrase""#
+        );
+        assert_eq!(words_query(r#"say "a""#).unwrap(), r#""say" "a""#);
+        assert_eq!(
+            words_query(r#"it's AND OR NOT"#).unwrap(),
+            r#""it's" "AND" "OR" "NOT""#
+        );
+        assert_eq!(
+            words_query(r#"unclosed "quo te"#).unwrap(),
+            r#""unclosed" "quo te""#
+        );
+        assert_eq!(words_query(r#"a"b"#).unwrap(), r#""a""b""#);
+        assert!(words_query(" -- ... \"\" ").is_err());
+    }
+}

@@ -1,0 +1,758 @@
+//! The embedded store: `backfill --db` and `search`. Rows equal `stats`,
+//! exactly once under kill -9, incremental, row identity, faults that leave
+//! the file untouched, a full disk, readers while `--follow` writes, a
+//! second writer refused, the search examples, real clients (the `sqlite3`
+//! shell and Python's `sqlite3` module) reading the documented schema, and
+//! the checked-in store of each schema version.
+
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+mod common;
+
+fn bin() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_mem-ingest"));
+    c.env_remove("PI_CODING_AGENT_SESSION_DIR")
+        .env_remove("PI_CODING_AGENT_DIR");
+    c
+}
+
+fn run(args: &[&dyn AsRef<std::ffi::OsStr>]) -> Output {
+    bin()
+        .args(args.iter().map(|a| a.as_ref()))
+        .output()
+        .unwrap()
+}
+
+fn tmpdir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("mem-ingest-store-{}-{name}", std::process::id()));
+    let _ = fs::remove_dir_all(&d);
+    fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures")
+}
+
+/// The `sqlite3` shell's answer to `sql` (one value a line, `|` between
+/// columns). A missing shell fails the test: .ci/run installs it.
+fn sqlite3(db: &Path, sql: &str) -> String {
+    let out = Command::new("sqlite3")
+        .arg(db)
+        .arg(sql)
+        .output()
+        .expect("the sqlite3 shell (apt-get install sqlite3)");
+    assert!(
+        out.status.success(),
+        "sqlite3 {sql}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap().trim_end().to_owned()
+}
+
+fn count(db: &Path) -> u64 {
+    sqlite3(db, "SELECT count(*) FROM records").parse().unwrap()
+}
+
+fn stats(args: &[&dyn AsRef<std::ffi::OsStr>]) -> Value {
+    let mut all: Vec<&dyn AsRef<std::ffi::OsStr>> = vec![&"stats", &"--json", &"-q"];
+    all.extend_from_slice(args);
+    let out = run(&all);
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn backfill_db(db: &Path, paths: &[&Path]) -> Output {
+    let mut c = bin();
+    c.args(["backfill", "-q", "--db"]).arg(db).args(paths);
+    c.output().unwrap()
+}
+
+fn sha256(path: &Path) -> String {
+    let out = Command::new("sha256sum").arg(path).output().unwrap();
+    String::from_utf8(out.stdout).unwrap()[..64].to_owned()
+}
+
+fn append(path: &Path, text: &str) {
+    fs::OpenOptions::new()
+        .append(true)
+        .open(path)
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+}
+
+fn user_line(session_line_id: &str, text: &str) -> String {
+    format!(
+        r#"{{"type":"message","id":"{session_line_id}","parentId":null,"timestamp":"2026-02-01T00:00:00.000Z","message":{{"role":"user","content":"{text}","timestamp":1769904000000}}}}"#
+    ) + "\n"
+}
+
+/// Rows by role as the store holds them.
+fn roles(db: &Path) -> Value {
+    let text = sqlite3(db, "SELECT role, count(*) FROM records GROUP BY role");
+    let mut m = serde_json::Map::new();
+    for role in [
+        "user",
+        "assistant",
+        "tool_result",
+        "bash_execution",
+        "custom",
+        "system",
+    ] {
+        m.insert(role.into(), 0.into());
+    }
+    for l in text.lines() {
+        let (r, n) = l.split_once('|').unwrap();
+        m.insert(r.into(), n.parse::<u64>().unwrap().into());
+    }
+    Value::Object(m)
+}
+
+#[test]
+fn rows_equal_stats_on_the_fixtures_and_a_generated_archive() {
+    let d = tmpdir("rows");
+    let fix = fixtures();
+    let mut inputs: Vec<PathBuf> = fs::read_dir(&fix)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "jsonl"))
+        .collect();
+    inputs.sort();
+    inputs.push(fix.join("bad"));
+    let refs: Vec<&Path> = inputs.iter().map(PathBuf::as_path).collect();
+    let db = d.join("fixtures.db");
+    let out = backfill_db(&db, &refs);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let args: Vec<&dyn AsRef<std::ffi::OsStr>> = inputs
+        .iter()
+        .map(|p| p as &dyn AsRef<std::ffi::OsStr>)
+        .collect();
+    let s = stats(&args);
+    assert_eq!(s["records"], 1100);
+    assert_eq!(count(&db), 1100);
+    assert_eq!(roles(&db), s["roles"]);
+    // Sessions: distinct ids, their record counts summing to the rows.
+    assert_eq!(
+        sqlite3(&db, "SELECT count(*), sum(records) FROM sessions"),
+        "6|1100"
+    );
+    // The bad/ variants share one session id: one session, its files all
+    // listed, those whose entries were all copies of another's too.
+    let names: Vec<String> = sqlite3(
+        &db,
+        "SELECT file FROM session_files WHERE session = '01a229a8-a806-70aa-8697-32dd52d39d57' ORDER BY file",
+    )
+    .lines()
+    .map(|f| f.rsplit('/').next().unwrap().to_owned())
+    .collect();
+    assert_eq!(
+        names,
+        [
+            "blank-lines-between.jsonl",
+            "bom-prefixed.jsonl",
+            "crlf.jsonl",
+            "duplicate-header.jsonl",
+            "header-only.jsonl",
+            "malformed-middle-line.jsonl",
+            "nul-bytes-tail.jsonl",
+            "sample-all-types.jsonl",
+            "truncated-last-line-no-newline-valid.jsonl",
+            "truncated-last-line.jsonl"
+        ]
+    );
+    assert_eq!(sqlite3(&db, "PRAGMA integrity_check"), "ok");
+    // A generated archive.
+    let arch = d.join("archive");
+    let g = Command::new(env!("CARGO_BIN_EXE_gen-corpus"))
+        .args(["--archive"])
+        .arg(&arch)
+        .args(["--total-mb", "6", "--seed", "3"])
+        .output()
+        .unwrap();
+    assert!(g.status.success());
+    let gdb = d.join("gen.db");
+    assert!(backfill_db(&gdb, &[&arch]).status.success());
+    let gs = stats(&[&arch]);
+    assert_eq!(count(&gdb), gs["records"].as_u64().unwrap());
+    assert_eq!(roles(&gdb), gs["roles"]);
+    let fts: u64 = sqlite3(&gdb, "SELECT count(*) FROM records_fts")
+        .parse()
+        .unwrap();
+    assert_eq!(fts, count(&gdb), "every row is in the index");
+    fs::remove_dir_all(d).unwrap();
+}
+
+#[test]
+fn incremental_and_row_identity() {
+    let d = tmpdir("incremental");
+    let s = d.join("2026-01-01T00-00-00-000Z_s.jsonl");
+    fs::copy(fixtures().join("hand-built.jsonl"), &s).unwrap();
+    let db = d.join("s.db");
+    assert!(backfill_db(&db, &[&s]).status.success());
+    assert_eq!(count(&db), 22);
+    // Unchanged: nothing added.
+    let again = backfill_db(&db, &[&s]);
+    assert!(again.status.success());
+    assert_eq!(count(&db), 22);
+    // Appended lines: exactly their rows.
+    append(
+        &s,
+        &(user_line("new-1", "one more") + &user_line("new-2", "and two")),
+    );
+    assert!(backfill_db(&db, &[&s]).status.success());
+    assert_eq!(count(&db), 24);
+    assert_eq!(
+        sqlite3(
+            &db,
+            "SELECT text FROM records WHERE key = 'hand-built-0001:new-2'"
+        ),
+        "and two"
+    );
+    // A replaced session file (a new inode, its history rewritten with one
+    // more entry): read again, copies dropped, the new entry added.
+    let body = fs::read_to_string(&s).unwrap() + &user_line("new-3", "three");
+    fs::remove_file(&s).unwrap();
+    fs::write(&s, body).unwrap();
+    assert!(backfill_db(&db, &[&s]).status.success());
+    assert_eq!(count(&db), 25);
+    // The same entry again (the checkpoint's rows deleted by hand, so
+    // nothing says the entries were stored): every row updated in place.
+    let before = sqlite3(&db, "SELECT group_concat(row_id || key, ',') FROM records");
+    sqlite3(
+        &db,
+        "DELETE FROM checkpoint_files; DELETE FROM checkpoint_fingerprints; DELETE FROM checkpoint_joins",
+    );
+    assert!(backfill_db(&db, &[&s]).status.success());
+    assert_eq!(count(&db), 25);
+    assert_eq!(
+        sqlite3(&db, "SELECT group_concat(row_id || key, ',') FROM records"),
+        before,
+        "same rows, same row ids"
+    );
+    // A different entry under a key already stored: pi 0.x (v1) keys are
+    // per line, so two files of one session each have an `:L2`. The second
+    // is stored under the key and its fingerprint.
+    let v1 = |text: &str| {
+        format!(
+            "{{\"type\":\"session\",\"id\":\"v1-sess\",\"timestamp\":\"2025-01-01T00:00:00.000Z\",\"cwd\":\"/p\"}}\n\
+             {{\"type\":\"message\",\"timestamp\":\"2025-01-01T00:00:01.000Z\",\"message\":{{\"role\":\"user\",\"content\":\"{text}\"}}}}\n"
+        )
+    };
+    let (a, b) = (d.join("v1-a.jsonl"), d.join("v1-b.jsonl"));
+    fs::write(&a, v1("first text")).unwrap();
+    fs::write(&b, v1("other text")).unwrap();
+    let vdb = d.join("v1.db");
+    assert!(backfill_db(&vdb, &[&a, &b]).status.success());
+    let rows = sqlite3(&vdb, "SELECT key, text FROM records ORDER BY row_id");
+    let lines: Vec<&str> = rows.lines().collect();
+    assert_eq!(lines.len(), 2);
+    assert_eq!(lines[0], "v1-sess:L2|first text");
+    let fp: i64 = sqlite3(
+        &vdb,
+        "SELECT fingerprint FROM records WHERE text = 'other text'",
+    )
+    .parse()
+    .unwrap();
+    assert_eq!(
+        lines[1],
+        format!("v1-sess:L2~{:016x}|other text", fp as u64)
+    );
+    // Deterministic: a store built again gives the same keys.
+    let vdb2 = d.join("v1-again.db");
+    assert!(backfill_db(&vdb2, &[&a, &b]).status.success());
+    assert_eq!(
+        sqlite3(&vdb2, "SELECT key, text FROM records ORDER BY row_id"),
+        rows
+    );
+    fs::remove_dir_all(d).unwrap();
+}
+
+#[test]
+fn flags_that_do_not_go_with_db_are_refused() {
+    let d = tmpdir("flags");
+    let s = fixtures().join("hand-built.jsonl");
+    let db = d.join("s.db");
+    for (extra, says) in [
+        (vec!["-o", "x.ndjson"], "cannot be used with"),
+        (vec!["--state", "st"], "cannot be used with"),
+        (vec!["--no-dedupe"], "the store is the deduplicated view"),
+    ] {
+        let mut c = bin();
+        c.args(["backfill", "-q", "--db"])
+            .arg(&db)
+            .args(&extra)
+            .arg(&s);
+        let out = c.output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{extra:?}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains(says),
+            "{extra:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(!db.exists());
+    }
+    let out = run(&[&"backfill", &"--follow", &s]);
+    assert_eq!(out.status.code(), Some(2));
+    fs::remove_dir_all(d).unwrap();
+}
+
+#[test]
+fn files_that_are_not_our_store_are_refused_untouched() {
+    let d = tmpdir("faults");
+    use std::os::unix::fs::PermissionsExt;
+    fs::set_permissions(&d, fs::Permissions::from_mode(0o777)).unwrap();
+    let s = d.join("s.jsonl");
+    fs::copy(fixtures().join("hand-built.jsonl"), &s).unwrap();
+    fs::set_permissions(&s, fs::Permissions::from_mode(0o644)).unwrap();
+    // Not SQLite at all.
+    let text = d.join("notes.db");
+    fs::write(&text, "these are my notes, not a database\n").unwrap();
+    // SQLite of someone else's schema.
+    let other = d.join("other.db");
+    sqlite3(
+        &other,
+        "CREATE TABLE people (name TEXT); INSERT INTO people VALUES ('ada')",
+    );
+    // Ours, of a newer schema version.
+    let newer = d.join("newer.db");
+    fs::copy(fixtures().join("store-v1.sqlite"), &newer).unwrap();
+    sqlite3(&newer, "PRAGMA user_version = 99");
+    for (db, says) in [
+        (&text, "is not a SQLite database"),
+        (&other, "is a SQLite database of another schema"),
+        (&newer, "has schema version 99; this mem-ingest writes 1"),
+    ] {
+        let before = sha256(db);
+        let out = backfill_db(db, &[&s]);
+        assert_eq!(out.status.code(), Some(2), "{}", db.display());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains(&format!("the store {} {says}", db.display())),
+            "{err}"
+        );
+        assert_eq!(sha256(db), before, "{} untouched", db.display());
+        // Search refuses them as well.
+        let q = run(&[&"search", &"x", &"--db", db]);
+        assert_eq!(q.status.code(), Some(2), "search {}", db.display());
+        assert_eq!(sha256(db), before);
+    }
+    // A store that cannot be written (as a user without the right: the
+    // tests run as root, who may write anything).
+    let ro = d.join("ro.db");
+    fs::copy(fixtures().join("store-v1.sqlite"), &ro).unwrap();
+    fs::set_permissions(&ro, fs::Permissions::from_mode(0o444)).unwrap();
+    let before = sha256(&ro);
+    let out = common::unprivileged_cli()
+        .args(["backfill", "-q", "--db"])
+        .arg(&ro)
+        .arg(&s)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!("the store {} cannot be written", ro.display())),
+        "{err}"
+    );
+    assert_eq!(sha256(&ro), before);
+    fs::remove_dir_all(d).unwrap();
+}
+
+#[test]
+fn a_full_disk_leaves_a_consistent_store_that_a_rerun_completes() {
+    let d = tmpdir("full");
+    let s = fixtures().join("pi-1x.jsonl");
+    let want = stats(&[&s])["records"].as_u64().unwrap();
+    let db = d.join("s.db");
+    // About 1.6 MB of records; 60 pages of 4 KiB cannot hold them.
+    let out = bin()
+        .args(["backfill", "-q", "--db-max-pages", "60", "--db"])
+        .arg(&db)
+        .arg(&s)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("store failed") && err.contains("full"),
+        "{err}"
+    );
+    assert_eq!(sqlite3(&db, "PRAGMA integrity_check"), "ok");
+    let kept = count(&db);
+    assert!(kept < want, "{kept} of {want}");
+    // Space is back: the re-run completes, every record exactly once.
+    assert!(backfill_db(&db, &[&s]).status.success());
+    assert_eq!(count(&db), want);
+    assert_eq!(
+        sqlite3(&db, "SELECT count(DISTINCT key), count(*) FROM records_fts JOIN records ON row_id = records_fts.rowid"),
+        format!("{want}|{want}")
+    );
+    assert_eq!(sqlite3(&db, "PRAGMA integrity_check"), "ok");
+    fs::remove_dir_all(d).unwrap();
+}
+
+#[test]
+fn killed_at_any_moment_every_record_exactly_once() {
+    let d = tmpdir("kill");
+    let arch = d.join("archive");
+    let g = Command::new(env!("CARGO_BIN_EXE_gen-corpus"))
+        .arg("--archive")
+        .arg(&arch)
+        .args(["--total-mb", "40", "--seed", "5"])
+        .output()
+        .unwrap();
+    assert!(g.status.success());
+    let clean = d.join("clean.db");
+    assert!(backfill_db(&clean, &[&arch]).status.success());
+    let want = sqlite3(
+        &clean,
+        "SELECT group_concat(key, ',') FROM (SELECT key FROM records ORDER BY key)",
+    );
+    let db = d.join("s.db");
+    let mut kills = 0;
+    let mut delay_ms = 20u64;
+    let started = Instant::now();
+    loop {
+        let mut child = bin()
+            .args([
+                "backfill",
+                "-q",
+                "--jobs",
+                "2",
+                "--checkpoint-ms",
+                "1",
+                "--db",
+            ])
+            .arg(&db)
+            .arg(&arch)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_millis(delay_ms);
+        let mut done = None;
+        while Instant::now() < deadline {
+            if let Some(st) = child.try_wait().unwrap() {
+                done = Some(st);
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        match done {
+            Some(st) => {
+                assert!(st.success());
+                break;
+            }
+            None => {
+                child.kill().unwrap(); // SIGKILL
+                child.wait().unwrap();
+                kills += 1;
+                // What a kill left is consistent at any moment.
+                assert_eq!(sqlite3(&db, "PRAGMA integrity_check"), "ok");
+            }
+        }
+        delay_ms = delay_ms * 3 / 2 + 10;
+        assert!(
+            started.elapsed() < Duration::from_secs(240),
+            "did not finish"
+        );
+    }
+    assert!(kills >= 3, "only {kills} kills");
+    assert_eq!(
+        sqlite3(
+            &db,
+            "SELECT group_concat(key, ',') FROM (SELECT key FROM records ORDER BY key)"
+        ),
+        want,
+        "after {kills} kills"
+    );
+    assert_eq!(
+        sqlite3(&db, "SELECT sum(records) FROM sessions"),
+        sqlite3(&clean, "SELECT count(*) FROM records")
+    );
+    fs::remove_dir_all(d).unwrap();
+}
+
+#[test]
+fn readers_while_follow_writes_and_a_second_writer_refused() {
+    let d = tmpdir("follow");
+    let proj = d.join("archive/--tmp-p--");
+    fs::create_dir_all(&proj).unwrap();
+    let s = proj.join("2026-01-01T00-00-00-000Z_s.jsonl");
+    fs::copy(fixtures().join("hand-built.jsonl"), &s).unwrap();
+    let db = d.join("live.db");
+    let mut child = bin()
+        .args(["backfill", "-q", "--follow", "--db"])
+        .arg(&db)
+        .arg(d.join("archive"))
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let wait_for = |n: u64| {
+        let t = Instant::now();
+        while t.elapsed() < Duration::from_secs(10) {
+            if db.exists()
+                && Command::new("sqlite3")
+                    .arg(&db)
+                    .arg("SELECT count(*) FROM records")
+                    .output()
+                    .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == n.to_string())
+            {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        panic!("no {n} rows after 10 s");
+    };
+    // A reader sees the rows while the writer holds the store.
+    wait_for(22);
+    assert_eq!(count(&db), 22);
+    // A second writer refuses at once.
+    let t = Instant::now();
+    let second = backfill_db(&db, &[&s]);
+    assert_eq!(second.status.code(), Some(2));
+    assert!(t.elapsed() < Duration::from_secs(5));
+    assert!(String::from_utf8_lossy(&second.stderr).contains(&format!(
+        "another mem-ingest run is using the store {}",
+        db.display()
+    )));
+    // A line written: its row appears, readable at once.
+    append(&s, &user_line("live-1", "written while following"));
+    wait_for(23);
+    let py = Command::new("python3")
+        .arg("-c")
+        .arg("import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); print(c.execute(\"SELECT text FROM records WHERE key = 'hand-built-0001:live-1'\").fetchone()[0])")
+        .arg(&db)
+        .output()
+        .expect("python3");
+    assert_eq!(
+        String::from_utf8_lossy(&py.stdout).trim(),
+        "written while following"
+    );
+    Command::new("kill")
+        .arg("-TERM")
+        .arg(child.id().to_string())
+        .status()
+        .unwrap();
+    assert_eq!(child.wait().unwrap().code(), Some(0));
+    assert_eq!(count(&db), 23);
+    fs::remove_dir_all(d).unwrap();
+}
+
+/// A session whose texts hold what people search for.
+fn searchable(dir: &Path) -> PathBuf {
+    let s = dir.join("2026-01-01T00-00-00-000Z_search.jsonl");
+    let header = r#"{"type":"session","version":3,"id":"search-s","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/work/proj"}"#;
+    let mut body = format!("{header}\n");
+    for (i, text) in [
+        "the bug is in parse_iso_millis when the offset is negative",
+        "see src/cli/run.rs line 40 for the pass loop",
+        "error[E0502]: cannot borrow `x` as mutable because it is also borrowed as immutable",
+        "this is an exact phrase to find",
+        "phrase exact, not in order this time",
+        "nothing of interest here: the parse of iso dates is elsewhere",
+    ]
+    .iter()
+    .enumerate()
+    {
+        body.push_str(&user_line(&format!("m{i}"), text));
+    }
+    fs::write(&s, body).unwrap();
+    s
+}
+
+#[test]
+fn search_finds_identifiers_paths_codes_and_phrases() {
+    let d = tmpdir("search");
+    let s = searchable(&d);
+    let db = d.join("s.db");
+    assert!(backfill_db(&db, &[&s]).status.success());
+    let keys = |args: &[&str]| -> Vec<String> {
+        let mut c = bin();
+        c.args(["search", "--json", "--db"]).arg(&db).args(args);
+        let out = c.output().unwrap();
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout)
+            .unwrap()
+            .lines()
+            .map(|l| {
+                serde_json::from_str::<Value>(l).unwrap()["key"]
+                    .as_str()
+                    .unwrap()
+                    .to_owned()
+            })
+            .collect()
+    };
+    assert_eq!(keys(&["parse_iso_millis"]), ["search-s:m0"]);
+    assert_eq!(keys(&["src/cli/run.rs"]), ["search-s:m1"]);
+    assert_eq!(keys(&["E0502"]), ["search-s:m2"]);
+    assert_eq!(keys(&["e0502"]), ["search-s:m2"]);
+    assert_eq!(keys(&["\"exact phrase\""]), ["search-s:m3"]);
+    let mut both = keys(&["exact phrase"]);
+    both.sort();
+    assert_eq!(both, ["search-s:m3", "search-s:m4"]);
+    assert_eq!(keys(&["--fts", "exact NOT phrase"]).len(), 0);
+    assert_eq!(keys(&["--fts", "negat*"]), ["search-s:m0"]);
+    assert!(keys(&["--project", "/other", "parse_iso_millis"]).is_empty());
+    assert_eq!(
+        keys(&["--role", "user", "--session", "search-s", "E0502"]),
+        ["search-s:m2"]
+    );
+    assert!(keys(&["--role", "assistant", "E0502"]).is_empty());
+    assert!(keys(&["--since", "2027-01-01", "E0502"]).is_empty());
+    assert!(keys(&["--format", "claude", "E0502"]).is_empty());
+    assert_eq!(keys(&["--limit", "1", "exact phrase"]).len(), 1);
+    // One hit's fields.
+    let out = bin()
+        .args(["search", "--json", "--db"])
+        .arg(&db)
+        .arg("E0502")
+        .output()
+        .unwrap();
+    let hit: Value =
+        serde_json::from_slice(out.stdout.split(|b| *b == b'\n').next().unwrap()).unwrap();
+    assert_eq!(hit["session"], "search-s");
+    assert_eq!(hit["project"], "/work/proj");
+    assert_eq!(hit["role"], "user");
+    assert_eq!(hit["timestamp"], 1769904000000i64);
+    assert!(
+        hit["snippet"].as_str().unwrap().contains("«E0502»"),
+        "{hit}"
+    );
+    // Text output.
+    let out = bin()
+        .args(["search", "--db"])
+        .arg(&db)
+        .arg("E0502")
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.starts_with("2026-02-01T00:00:00.000Z  user  /work/proj  search-s  search-s:m2\n"),
+        "{text}"
+    );
+    // A malformed FTS5 query: a clear error, exit 2.
+    let bad = bin()
+        .args(["search", "--fts", "--db"])
+        .arg(&db)
+        .arg("\"unclosed")
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert!(
+        err.starts_with("error: malformed FTS5 query \"\\\"unclosed\": "),
+        "{err}"
+    );
+    assert!(!err.contains("panicked"));
+    fs::remove_dir_all(d).unwrap();
+}
+
+#[test]
+fn real_clients_read_the_documented_schema() {
+    let d = tmpdir("clients");
+    let s = searchable(&d);
+    let db = d.join("s.db");
+    assert!(backfill_db(&db, &[&s, &fixtures().join("pi-1x.jsonl")])
+        .status
+        .success());
+    // The columns the README pins, in order.
+    let columns = sqlite3(
+        &db,
+        "SELECT group_concat(name, ',') FROM pragma_table_info('records')",
+    );
+    assert_eq!(
+        columns,
+        "key,row_id,format,project,session,file,source,line,byte,id,parent_id,entry,role,kinds,\
+         timestamp,text,provider,model,usage_input,usage_output,usage_cache_read,\
+         usage_cache_write,usage_total_tokens,usage_cost,stop_reason,tool_name,tool_call_id,\
+         is_error,custom_type,command,exit_code,text_bytes,agent_id,message_id,request_id,\
+         provisional,fingerprint"
+    );
+    assert_eq!(
+        sqlite3(
+            &db,
+            "SELECT group_concat(name, ',') FROM pragma_table_info('sessions')"
+        ),
+        "id,format,project,first_timestamp,last_timestamp,parent_session,records"
+    );
+    assert_eq!(sqlite3(&db, "PRAGMA user_version"), "1");
+    // The sqlite3 shell queries the index.
+    assert_eq!(
+        sqlite3(
+            &db,
+            "SELECT r.key FROM records_fts JOIN records r ON r.row_id = records_fts.rowid \
+             WHERE records_fts MATCH '\"parse_iso_millis\"'"
+        ),
+        "search-s:m0"
+    );
+    // Python's sqlite3 module too: rows, usage columns, kinds as JSON.
+    let script = r#"
+import json, sqlite3, sys
+c = sqlite3.connect(sys.argv[1])
+hits = c.execute("SELECT r.key FROM records_fts JOIN records r ON r.row_id = records_fts.rowid WHERE records_fts MATCH ? ORDER BY bm25(records_fts)", ('"src/cli/run.rs"',)).fetchall()
+usage = c.execute("SELECT sum(usage_total_tokens) FROM records WHERE role = 'assistant'").fetchone()[0]
+kinds = set()
+for (k,) in c.execute("SELECT kinds FROM records"):
+    kinds.update(json.loads(k))
+print(hits[0][0], usage > 0, ",".join(sorted(kinds)))
+"#;
+    let py = Command::new("python3")
+        .arg("-c")
+        .arg(script)
+        .arg(&db)
+        .output()
+        .expect("python3");
+    assert!(
+        py.status.success(),
+        "{}",
+        String::from_utf8_lossy(&py.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&py.stdout).trim(),
+        "search-s:m1 True image,text,thinking,toolCall"
+    );
+    fs::remove_dir_all(d).unwrap();
+}
+
+/// The store of each schema version, checked in (`fixtures/store-v1.sqlite`:
+/// `backfill --db` over `fixtures/hand-built.jsonl`): opened and brought to
+/// this version in place, its rows kept; a copy of the session is new to it
+/// and adds nothing; appended lines add exactly their rows.
+#[test]
+fn the_checked_in_stores_are_migrated_and_go_on() {
+    let d = tmpdir("migrate");
+    let db = d.join("v1.db");
+    fs::copy(fixtures().join("store-v1.sqlite"), &db).unwrap();
+    assert_eq!(sqlite3(&db, "PRAGMA user_version"), "1");
+    assert_eq!(count(&db), 22);
+    let s = d.join("hand-built.jsonl");
+    fs::copy(fixtures().join("hand-built.jsonl"), &s).unwrap();
+    let out = backfill_db(&db, &[&s]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(sqlite3(&db, "PRAGMA user_version"), "1");
+    assert_eq!(count(&db), 22);
+    append(&s, &user_line("after-1", "after the migration"));
+    assert!(backfill_db(&db, &[&s]).status.success());
+    assert_eq!(count(&db), 23);
+    assert_eq!(sqlite3(&db, "PRAGMA integrity_check"), "ok");
+    fs::remove_dir_all(d).unwrap();
+}
