@@ -13,8 +13,12 @@
 //!   columns reserved for Claude Code and Codex (`agent_id`, `message_id`,
 //!   `request_id`, `provisional`), null for pi.
 //! - `records_fts`: FTS5 over `records.text`, external content (the text is
-//!   stored once, in `records`), kept in step by triggers, so a write by any
-//!   client keeps it right. Tokenizer `unicode61 remove_diacritics 2`.
+//!   stored once, in `records`). Tokenizer `unicode61 remove_diacritics 2`.
+//!   Rows up to `checkpoint_meta.indexed_up_to` (a `row_id`) are indexed:
+//!   each commit indexes the rows above it in one statement (a fifth of the
+//!   time a trigger per row takes) and moves it; triggers keep the index
+//!   right when any client updates or deletes an indexed row, and a row a
+//!   client inserts itself is indexed by the next commit of a backfill.
 //! - `sessions`: one row per session (`id`, `format`, `project`,
 //!   `first_timestamp`, `last_timestamp`, `parent_session`, `records`), and
 //!   `session_files` (`session`, `file`): a session can span several files.
@@ -47,7 +51,9 @@ use crate::sink::{Encoder, Place, Sink};
 /// Stores of earlier versions are migrated in place; newer ones refused.
 pub const SCHEMA_VERSION: i64 = 1;
 
-const SCHEMA: &str = r#"
+/// The schema of version [`SCHEMA_VERSION`], as SQL (for tools that build the
+/// same tables: the store's floor in `examples/store_floor.rs`).
+pub const SCHEMA: &str = r#"
 CREATE TABLE records (
     key TEXT PRIMARY KEY,
     row_id INTEGER NOT NULL UNIQUE,
@@ -96,13 +102,14 @@ CREATE VIRTUAL TABLE records_fts USING fts5(
     content_rowid = 'row_id',
     tokenize = 'unicode61 remove_diacritics 2'
 );
-CREATE TRIGGER records_fts_insert AFTER INSERT ON records BEGIN
-    INSERT INTO records_fts(rowid, text) VALUES (new.row_id, new.text);
-END;
-CREATE TRIGGER records_fts_delete AFTER DELETE ON records BEGIN
+CREATE TRIGGER records_fts_delete AFTER DELETE ON records
+WHEN old.row_id <= (SELECT CAST(value AS INTEGER) FROM checkpoint_meta WHERE name = 'indexed_up_to')
+BEGIN
     INSERT INTO records_fts(records_fts, rowid, text) VALUES ('delete', old.row_id, old.text);
 END;
-CREATE TRIGGER records_fts_update AFTER UPDATE OF text, row_id ON records BEGIN
+CREATE TRIGGER records_fts_update AFTER UPDATE OF text, row_id ON records
+WHEN old.row_id <= (SELECT CAST(value AS INTEGER) FROM checkpoint_meta WHERE name = 'indexed_up_to')
+BEGIN
     INSERT INTO records_fts(records_fts, rowid, text) VALUES ('delete', old.row_id, old.text);
     INSERT INTO records_fts(rowid, text) VALUES (new.row_id, new.text);
 END;
@@ -124,6 +131,7 @@ CREATE TABLE checkpoint_meta (
     name TEXT PRIMARY KEY,
     value TEXT NOT NULL
 ) WITHOUT ROWID;
+INSERT INTO checkpoint_meta (name, value) VALUES ('indexed_up_to', '0');
 CREATE TABLE checkpoint_files (
     path TEXT PRIMARY KEY,
     state BLOB NOT NULL
@@ -493,6 +501,18 @@ impl SqliteStore {
         ])
     }
 
+    /// Indexes the rows above `indexed_up_to`, in one statement, and moves
+    /// it to the last row.
+    fn index_new_rows(&mut self) -> rusqlite::Result<()> {
+        self.conn.execute_batch(
+            "INSERT INTO records_fts (rowid, text) SELECT row_id, text FROM records
+                 WHERE row_id > (SELECT CAST(value AS INTEGER) FROM checkpoint_meta
+                                 WHERE name = 'indexed_up_to');
+             UPDATE checkpoint_meta SET value = (SELECT COALESCE(MAX(row_id), 0) FROM records)
+                 WHERE name = 'indexed_up_to';",
+        )
+    }
+
     /// The sessions the batches since the last commit touched, brought up
     /// to date from their rows.
     fn update_sessions(&mut self) -> rusqlite::Result<()> {
@@ -689,13 +709,15 @@ impl CheckpointStore for SqliteStore {
         }
     }
 
-    /// One transaction: the rows written since the last commit, the
-    /// sessions they touched and the checkpoint that moves past them.
+    /// One transaction: the rows written since the last commit, their
+    /// index, the sessions they touched and the checkpoint that moves past
+    /// them.
     fn save(&mut self, cp: &mut Checkpoint<'_>) -> Result<(), Error> {
         self.begin()?;
         self.touch_files(cp);
         let saved = self
-            .update_sessions()
+            .index_new_rows()
+            .and_then(|()| self.update_sessions())
             .and_then(|()| self.save_checkpoint(cp))
             .and_then(|()| self.conn.execute_batch("COMMIT"));
         if let Err(e) = saved {

@@ -756,3 +756,48 @@ fn the_checked_in_stores_are_migrated_and_go_on() {
     assert_eq!(sqlite3(&db, "PRAGMA integrity_check"), "ok");
     fs::remove_dir_all(d).unwrap();
 }
+
+/// Another client's writes keep the index right: an indexed row updated or
+/// deleted is re-indexed or dropped by the triggers; a row it inserts is
+/// indexed by the next backfill that commits.
+#[test]
+fn other_writers_keep_the_index_right() {
+    let d = tmpdir("writers");
+    let s = searchable(&d);
+    let db = d.join("s.db");
+    assert!(backfill_db(&db, &[&s]).status.success());
+    let hits = |q: &str| -> String {
+        sqlite3(
+            &db,
+            &format!(
+                "SELECT group_concat(r.key, ',') FROM records_fts JOIN records r ON r.row_id = records_fts.rowid WHERE records_fts MATCH '{q}'"
+            ),
+        )
+    };
+    sqlite3(
+        &db,
+        "UPDATE records SET text = 'rewritten by hand' WHERE key = 'search-s:m0'",
+    );
+    assert_eq!(hits("rewritten"), "search-s:m0");
+    assert_eq!(hits("negative"), "");
+    sqlite3(&db, "DELETE FROM records WHERE key = 'search-s:m1'");
+    assert_eq!(hits("loop"), "");
+    sqlite3(
+        &db,
+        "INSERT INTO records (key, row_id, format, project, session, file, source, line, byte, entry, role, kinds, text, fingerprint) \
+         VALUES ('hand:1', (SELECT max(row_id) + 1 FROM records), 'pi', '/p', 'hand', 'f', 'pi:f', 1, 0, 'message', 'user', '[]', 'inserted by hand', 7)",
+    );
+    assert_eq!(hits("inserted"), "");
+    append(&s, &user_line("m9", "appended later"));
+    assert!(backfill_db(&db, &[&s]).status.success());
+    assert_eq!(hits("inserted"), "hand:1");
+    assert_eq!(hits("appended"), "search-s:m9");
+    assert_eq!(
+        sqlite3(
+            &db,
+            "INSERT INTO records_fts(records_fts) VALUES('integrity-check'); SELECT 'ok'"
+        ),
+        "ok"
+    );
+    fs::remove_dir_all(d).unwrap();
+}
