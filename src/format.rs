@@ -21,6 +21,7 @@
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
+pub use crate::claude::Claude;
 use crate::error::Error;
 use crate::pi::Header;
 use crate::source::{PiSessionSource, RecordSource, SliceSessionSource, SourceOptions};
@@ -120,6 +121,14 @@ pub trait Format: Send + Sync {
         false
     }
 
+    /// Whether the [`Header`] is a line of the file counted as an entry
+    /// (pi's session line), so that the header of a second file of the
+    /// same session is deduplicated as a copy (default false: formats
+    /// without a header line build it from their first lines).
+    fn header_is_entry(&self) -> bool {
+        false
+    }
+
     /// The lineage id of a session id of this format: ids of two formats
     /// never meet. Default `<name>:<id>`.
     fn lineage(&self, session: &str) -> String {
@@ -150,6 +159,10 @@ pub struct Pi;
 impl Format for Pi {
     fn name(&self) -> &'static str {
         "pi"
+    }
+
+    fn header_is_entry(&self) -> bool {
+        true
     }
 
     fn is_session_file(&self, path: &Path) -> bool {

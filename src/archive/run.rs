@@ -1205,7 +1205,11 @@ fn dedupe<B>(
     let dup = |l: &mut Lineages, fp: u64| {
         earlier.iter().any(|s| s.contains(fp)) || !l.insert(session, fp)
     };
-    if task.header.is_none() && res.header.is_some() && dup(l, header.fingerprint) {
+    if format.header_is_entry()
+        && task.header.is_none()
+        && res.header.is_some()
+        && dup(l, header.fingerprint)
+    {
         // A second file of the same session (a history written twice).
         let mut h = Report::default();
         h.entries.add("session", 1);
