@@ -47,6 +47,26 @@ pub(crate) const PREFIX: usize = 64 << 10;
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Claude;
 
+/// Line types only Claude Code writes (pi's are others).
+const CLAUDE_TYPES: [&str; 16] = [
+    "user",
+    "assistant",
+    "system",
+    "summary",
+    "queue-operation",
+    "file-history-snapshot",
+    "progress",
+    "attachment",
+    "last-prompt",
+    "ai-title",
+    "custom-title",
+    "permission-mode",
+    "agent-setting",
+    "pr-link",
+    "mode",
+    "worktree-state",
+];
+
 /// The lineage every Claude Code session joins.
 const LINEAGE_ROOT: &str = "claude:*";
 
@@ -81,6 +101,57 @@ impl Format for Claude {
                 tried.join(", ")
             )
         })
+    }
+
+    fn default_archives(&self) -> Result<Vec<PathBuf>, String> {
+        let (found, tried) = default_archives();
+        if found.is_empty() {
+            return Err(format!(
+                "no Claude Code archive: no projects/ folder in {}",
+                tried.join(", ")
+            ));
+        }
+        Ok(found)
+    }
+
+    /// One of the first lines (up to five) is Claude Code's: an object
+    /// with a string `sessionId`, or a `type` only Claude Code writes, or
+    /// an assistant message without a `type`; a first line longer than the
+    /// prefix is Claude Code's when the prefix names a `sessionId` or a
+    /// file-history snapshot.
+    fn detect(&self, prefix: &[u8], whole: bool) -> bool {
+        let mut rest = &prefix[bom_len(prefix)..];
+        let mut json = JsonParser::new();
+        let mut seen = 0;
+        while !rest.is_empty() && seen < 5 {
+            let (line, next) = match memchr::memchr(b'\n', rest) {
+                Some(i) => (&rest[..i], &rest[i + 1..]),
+                None if whole => (rest, &rest[rest.len()..]),
+                None if seen == 0 => {
+                    let finder = |n: &str| memchr::memmem::find(rest, n.as_bytes()).is_some();
+                    return finder("\"sessionId\"") || finder("\"file-history-snapshot\"");
+                }
+                None => return false,
+            };
+            rest = next;
+            if is_blank(line) {
+                continue;
+            }
+            seen += 1;
+            let arena = Bump::new();
+            let claude = json.parse(line, &arena, |parsed| {
+                let Ok((nodes, _)) = parsed else { return false };
+                let f = Fields::of(nodes);
+                let role = || Fields::of(f.get("message").unwrap_or(&[])).str("role");
+                f.str("sessionId").is_some()
+                    || f.str("type").is_some_and(|t| CLAUDE_TYPES.contains(&t))
+                    || (f.get("type").is_none() && role() == Some("assistant"))
+            });
+            if claude {
+                return true;
+            }
+        }
+        false
     }
 
     fn open<'d>(

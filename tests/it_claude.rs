@@ -452,3 +452,151 @@ fn header_from_the_first_lines() {
         assert_eq!(Claude.is_session_file(Path::new(path)), yes, "{path}");
     }
 }
+
+// ---------------------------------------------------------------------------
+// Discovery and detection, through the command line
+
+/// The binary with every default archive pointed into `home` (never this
+/// machine's).
+fn bin(home: &Path) -> std::process::Command {
+    let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_mem-ingest"));
+    c.current_dir(env!("CARGO_MANIFEST_DIR"))
+        .env_remove("PI_CODING_AGENT_SESSION_DIR")
+        .env_remove("CLAUDE_CONFIG_DIR")
+        .env("HOME", home)
+        .env("XDG_CONFIG_HOME", home.join("xdg"))
+        .env("CODEX_HOME", home.join("codex"))
+        .env("PI_CODING_AGENT_DIR", home.join("pi"));
+    c
+}
+
+fn tmpdir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("mem-ingest-claude-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+const SESSION: &str = concat!(
+    r#"{"type":"queue-operation","operation":"enqueue","timestamp":"2026-01-01T00:00:00Z","sessionId":"s1","content":"hi"}"#,
+    "\n",
+    r#"{"type":"user","uuid":"u1","sessionId":"s1","cwd":"/w","timestamp":"2026-01-01T00:00:01Z","message":{"role":"user","content":"hi"}}"#,
+    "\n",
+    r#"{"type":"assistant","uuid":"a1","parentUuid":"u1","sessionId":"s1","cwd":"/w","requestId":"r1","timestamp":"2026-01-01T00:00:02Z","message":{"id":"m1","role":"assistant","model":"claude-x","stop_reason":"end_turn","content":[{"type":"text","text":"hello"}],"usage":{"input_tokens":1,"output_tokens":2}}}"#,
+    "\n",
+);
+
+fn stats(c: &mut std::process::Command) -> (Option<i32>, serde_json::Value, String) {
+    let out = c.output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    let v = serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null);
+    (out.status.code(), v, err)
+}
+
+#[test]
+fn default_archives_of_every_agent() {
+    let home = tmpdir("defaults");
+    // No archive at all: exit 1, every place tried named.
+    let (code, _, err) = stats(bin(&home).args(["stats", "--json", "-q"]));
+    assert_eq!(code, Some(1));
+    for place in ["pi/sessions", "xdg/claude/projects", ".claude/projects"] {
+        assert!(err.contains(place), "{place}: {err}");
+    }
+    // Claude's archives: ~/.claude and $XDG_CONFIG_HOME/claude, subagent
+    // files included, tool results and workflow journals not.
+    let p = home.join(".claude/projects/-w");
+    std::fs::create_dir_all(p.join("s1/subagents")).unwrap();
+    std::fs::create_dir_all(p.join("s1/tool-results")).unwrap();
+    std::fs::create_dir_all(p.join("s1/subagents/workflows/r1")).unwrap();
+    std::fs::write(p.join("s1.jsonl"), SESSION).unwrap();
+    let agent = SESSION
+        .replace("\"u1\"", "\"u9\"")
+        .replace("\"a1\"", "\"a9\"");
+    std::fs::write(p.join("s1/subagents/agent-x.jsonl"), agent).unwrap();
+    std::fs::write(p.join("s1/tool-results/t.jsonl"), "junk\n").unwrap();
+    std::fs::write(p.join("s1/subagents/workflows/r1/journal.jsonl"), "junk\n").unwrap();
+    let x = home.join("xdg/claude/projects/-v");
+    std::fs::create_dir_all(&x).unwrap();
+    std::fs::write(
+        x.join("s2.jsonl"),
+        SESSION
+            .replace("s1", "s2")
+            .replace("\"u1\"", "\"u2\"")
+            .replace("\"a1\"", "\"a2\""),
+    )
+    .unwrap();
+    let (code, v, err) = stats(bin(&home).args(["stats", "--json", "-q"]));
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(
+        (v["files"].as_u64(), v["records"].as_u64()),
+        (Some(3), Some(6))
+    );
+    // pi's beside them: both read; --source narrows.
+    std::fs::create_dir_all(home.join("pi/sessions/--p--")).unwrap();
+    std::fs::copy(
+        "fixtures/hand-built.jsonl",
+        home.join("pi/sessions/--p--/x.jsonl"),
+    )
+    .unwrap();
+    let (_, v, _) = stats(bin(&home).args(["stats", "--json", "-q"]));
+    assert_eq!(
+        (v["files"].as_u64(), v["records"].as_u64()),
+        (Some(4), Some(28))
+    );
+    let (_, v, _) = stats(bin(&home).args(["stats", "--json", "-q", "--source", "pi"]));
+    assert_eq!(v["records"].as_u64(), Some(22));
+    let (_, v, _) = stats(bin(&home).args(["stats", "--json", "-q", "--source", "claude"]));
+    assert_eq!(v["records"].as_u64(), Some(6));
+    // CLAUDE_CONFIG_DIR replaces the defaults (a comma list; an entry may
+    // name projects/ itself).
+    let (_, v, _) = stats(
+        bin(&home)
+            .args(["stats", "--json", "-q", "--source", "claude"])
+            .env(
+                "CLAUDE_CONFIG_DIR",
+                format!(
+                    "{} , {}",
+                    home.join("nothing").display(),
+                    home.join("xdg/claude/projects").display()
+                ),
+            ),
+    );
+    assert_eq!(v["records"].as_u64(), Some(2));
+    std::fs::remove_dir_all(home).unwrap();
+}
+
+#[test]
+fn paths_detected_by_content() {
+    let home = tmpdir("detect");
+    let d = home.join("mixed");
+    std::fs::create_dir_all(&d).unwrap();
+    std::fs::write(d.join("a-claude.jsonl"), SESSION).unwrap();
+    std::fs::copy("fixtures/hand-built.jsonl", d.join("b-pi.jsonl")).unwrap();
+    // A first line longer than the detection prefix: a snapshot.
+    let big = format!(
+        "{{\"type\":\"file-history-snapshot\",\"messageId\":\"m\",\"snapshot\":{{\"x\":\"{}\"}}}}\n{}",
+        "y".repeat(200_000),
+        SESSION.replace("s1", "s3").replace("\"u1\"", "\"u3\"").replace("\"a1\"", "\"a3\"")
+    );
+    std::fs::write(d.join("c-claude.jsonl"), big).unwrap();
+    let (code, v, err) = stats(bin(&home).args(["stats", "--json", "-q"]).arg(&d));
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(
+        (v["files"].as_u64(), v["records"].as_u64()),
+        (Some(3), Some(26))
+    );
+    // A headerless pi file is still pi's, failing as it always did.
+    let (code, _, err) = stats(bin(&home).args(["stats", "-q", "fixtures/no-header/"]));
+    let (code_pi, _, err_pi) =
+        stats(bin(&home).args(["stats", "-q", "--source", "pi", "fixtures/no-header/"]));
+    assert_eq!((code, &err), (code_pi, &err_pi));
+    assert_eq!(code, Some(1));
+    // Forced: the Claude file read as pi's fails (no session header).
+    let (code, _, _) = stats(
+        bin(&home)
+            .args(["stats", "-q", "--source", "pi"])
+            .arg(d.join("a-claude.jsonl")),
+    );
+    assert_eq!(code, Some(1));
+    std::fs::remove_dir_all(home).unwrap();
+}
