@@ -117,8 +117,9 @@ impl Format for Claude {
     /// One of the first lines (up to five) is Claude Code's: an object
     /// with a string `sessionId`, or a `type` only Claude Code writes, or
     /// an assistant message without a `type`; a first line longer than the
-    /// prefix is Claude Code's when the prefix names a `sessionId` or a
-    /// file-history snapshot.
+    /// prefix is Claude Code's when the prefix names a key of Claude Code's
+    /// envelope (`sessionId`, `parentUuid`, `isSidechain`; pi's are
+    /// others) or a file-history snapshot.
     fn detect(&self, prefix: &[u8], whole: bool) -> bool {
         let mut rest = &prefix[bom_len(prefix)..];
         let mut json = JsonParser::new();
@@ -129,7 +130,14 @@ impl Format for Claude {
                 None if whole => (rest, &rest[rest.len()..]),
                 None if seen == 0 => {
                     let finder = |n: &str| memchr::memmem::find(rest, n.as_bytes()).is_some();
-                    return finder("\"sessionId\"") || finder("\"file-history-snapshot\"");
+                    return [
+                        "sessionId",
+                        "parentUuid",
+                        "isSidechain",
+                        "file-history-snapshot",
+                    ]
+                    .iter()
+                    .any(|k| finder(&format!("\"{k}\"")));
                 }
                 None => return false,
             };

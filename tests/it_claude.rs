@@ -579,11 +579,21 @@ fn paths_detected_by_content() {
         SESSION.replace("s1", "s3").replace("\"u1\"", "\"u3\"").replace("\"a1\"", "\"a3\"")
     );
     std::fs::write(d.join("c-claude.jsonl"), big).unwrap();
+    // A prompt longer than the prefix, its sessionId after it (2.1's key
+    // order): the envelope's first keys tell.
+    std::fs::write(
+        d.join("d-claude.jsonl"),
+        format!(
+            "{{\"parentUuid\":null,\"type\":\"user\",\"message\":{{\"role\":\"user\",\"content\":\"{}\"}},\"uuid\":\"u4\",\"sessionId\":\"s4\"}}\n",
+            "z".repeat(100_000)
+        ),
+    )
+    .unwrap();
     let (code, v, err) = stats(bin(&home).args(["stats", "--json", "-q"]).arg(&d));
     assert_eq!(code, Some(0), "{err}");
     assert_eq!(
         (v["files"].as_u64(), v["records"].as_u64()),
-        (Some(3), Some(26))
+        (Some(4), Some(27))
     );
     // A headerless pi file is still pi's, failing as it always did.
     let (code, _, err) = stats(bin(&home).args(["stats", "-q", "fixtures/no-header/"]));
