@@ -21,9 +21,48 @@
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
+pub use crate::claude::Claude;
 use crate::error::Error;
 use crate::pi::Header;
 use crate::source::{PiSessionSource, RecordSource, SliceSessionSource, SourceOptions};
+
+/// The most bytes of a file's start that [`Format::detect`] is shown.
+pub const DETECT_BYTES: usize = 64 << 10;
+
+/// The index of the format of a file named as a PATH: the first of
+/// `formats` that detects it from its first bytes, else the first that
+/// claims its name, else the first (so that a file no format claims is
+/// read by the first, pi, and fails as it always did). With one format,
+/// the file is not opened.
+pub(crate) fn detect_format(formats: &[std::sync::Arc<dyn Format>], path: &Path) -> usize {
+    if formats.len() > 1 {
+        if let Ok(f) = std::fs::File::open(path) {
+            // A small read first: most files have a short first line.
+            let mut prefix = Vec::new();
+            let mut f = f.take(DETECT_BYTES as u64);
+            let mut whole = false;
+            for want in [4096, DETECT_BYTES] {
+                let mut chunk = (&mut f).take((want - prefix.len()) as u64);
+                match chunk.read_to_end(&mut prefix) {
+                    Ok(_) if prefix.len() < want => {
+                        whole = true;
+                        break;
+                    }
+                    Ok(_) if memchr::memchr(b'\n', &prefix).is_some() => break,
+                    Ok(_) => {}
+                    Err(_) => break,
+                }
+            }
+            if let Some(i) = formats.iter().position(|x| x.detect(&prefix, whole)) {
+                return i;
+            }
+        }
+    }
+    formats
+        .iter()
+        .position(|f| f.is_session_file(path))
+        .unwrap_or(0)
+}
 
 /// What a source reads: a reader (streamed through the chunked line reader)
 /// or bytes already in memory (split in place).
@@ -84,6 +123,23 @@ pub trait Format: Send + Sync {
     /// None exists: a message naming every place tried.
     fn default_archive(&self) -> Result<PathBuf, String>;
 
+    /// Every archive the agent itself uses that exists (default: the one of
+    /// [`Format::default_archive`]).
+    ///
+    /// # Errors
+    /// None exists: a message naming every place tried.
+    fn default_archives(&self) -> Result<Vec<PathBuf>, String> {
+        self.default_archive().map(|p| vec![p])
+    }
+
+    /// Whether a file named as a PATH is this format's, from its first
+    /// bytes (at most [`DETECT_BYTES`]; `whole`: they are the whole file).
+    /// Default false: the file is then the first enabled format's.
+    fn detect(&self, prefix: &[u8], whole: bool) -> bool {
+        let _ = (prefix, whole);
+        false
+    }
+
     /// A source over a whole file, from its start (it reads the file's
     /// identity: a header line, or its first lines).
     ///
@@ -120,6 +176,14 @@ pub trait Format: Send + Sync {
         false
     }
 
+    /// Whether the [`Header`] is a line of the file counted as an entry
+    /// (pi's session line), so that the header of a second file of the
+    /// same session is deduplicated as a copy (default false: formats
+    /// without a header line build it from their first lines).
+    fn header_is_entry(&self) -> bool {
+        false
+    }
+
     /// The lineage id of a session id of this format: ids of two formats
     /// never meet. Default `<name>:<id>`.
     fn lineage(&self, session: &str) -> String {
@@ -150,6 +214,10 @@ pub struct Pi;
 impl Format for Pi {
     fn name(&self) -> &'static str {
         "pi"
+    }
+
+    fn header_is_entry(&self) -> bool {
+        true
     }
 
     fn is_session_file(&self, path: &Path) -> bool {

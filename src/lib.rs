@@ -13,6 +13,7 @@
 
 pub mod archive;
 mod atomic;
+mod claude;
 mod error;
 pub mod format;
 mod json;

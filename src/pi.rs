@@ -100,6 +100,48 @@ pub(crate) struct Context {
     pub source: String,
 }
 
+/// A format's mapping of parsed lines, with what the records of one file
+/// share (its header, its source name): [`LineParser::line`] parses and
+/// accounts for a line, then hands its tape here.
+pub(crate) trait MapLine {
+    /// The file's identity.
+    fn header(&self) -> &Header;
+
+    /// Maps one parsed line: counts it in `report` (its entry type, record
+    /// or not, its role) and returns the entry, `None` for a line that is
+    /// not an entry (counted as skipped). `raw` is the line as read.
+    #[allow(clippy::too_many_arguments)]
+    fn map<'a>(
+        &'a self,
+        nodes: &[Node<'a>],
+        raw: &[u8],
+        pos: LinePos,
+        repaired: bool,
+        arena: &'a Bump,
+        filter: RoleFilter,
+        report: &mut Report,
+    ) -> Option<Entry<'a>>;
+}
+
+impl MapLine for Context {
+    fn header(&self) -> &Header {
+        &self.header
+    }
+
+    fn map<'a>(
+        &'a self,
+        nodes: &[Node<'a>],
+        raw: &[u8],
+        pos: LinePos,
+        repaired: bool,
+        arena: &'a Bump,
+        filter: RoleFilter,
+        report: &mut Report,
+    ) -> Option<Entry<'a>> {
+        map_entry(nodes, raw, pos, repaired, arena, self, filter, report)
+    }
+}
+
 /// Where a line sits in its file.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct LinePos {
@@ -193,12 +235,12 @@ impl LineParser {
     /// through), `None` for a blank or skipped line. With `hold_partial`, a
     /// last line without `\n` that does not parse is neither counted nor
     /// skipped: its length goes to `report.pending`.
-    pub fn line<'a>(
+    pub fn line<'a, C: MapLine>(
         &mut self,
         line: &[u8],
         pos: LinePos,
         arena: &'a Bump,
-        ctx: &'a Context,
+        ctx: &'a C,
         report: &mut Report,
         hold_partial: bool,
     ) -> Option<Entry<'a>> {
@@ -224,12 +266,12 @@ impl LineParser {
         self.parse_and_map(line, pos, arena, ctx, report, hold)
     }
 
-    fn parse_and_map<'a>(
+    fn parse_and_map<'a, C: MapLine>(
         &mut self,
         line: &[u8],
         pos: LinePos,
         arena: &'a Bump,
-        ctx: &'a Context,
+        ctx: &'a C,
         report: &mut Report,
         hold: bool,
     ) -> Option<Entry<'a>> {
@@ -250,7 +292,7 @@ impl LineParser {
             }
             Ok((nodes, repaired)) => {
                 report.repaired += u64::from(repaired);
-                map_entry(nodes, line, pos, repaired, arena, ctx, filter, report)
+                ctx.map(nodes, line, pos, repaired, arena, filter, report)
             }
         })
     }
@@ -537,7 +579,7 @@ fn record_text<'a>(
 
 /// Flattened text: one borrowed piece stays borrowed; several are joined
 /// with `\n` in the arena.
-struct Text<'a> {
+pub(crate) struct Text<'a> {
     arena: &'a Bump,
     first: Option<&'a str>,
     joined: Option<bumpalo::collections::String<'a>>,
@@ -545,7 +587,7 @@ struct Text<'a> {
 }
 
 impl<'a> Text<'a> {
-    fn new(arena: &'a Bump) -> Self {
+    pub(crate) fn new(arena: &'a Bump) -> Self {
         Text {
             arena,
             first: None,
@@ -554,7 +596,7 @@ impl<'a> Text<'a> {
         }
     }
 
-    fn kind(&mut self, kind: &'a str) {
+    pub(crate) fn kind(&mut self, kind: &'a str) {
         if !self.kinds.contains(&kind) {
             self.kinds.push(kind);
         }
@@ -581,7 +623,7 @@ impl<'a> Text<'a> {
         self.first.is_some() || self.joined.is_some()
     }
 
-    fn push(&mut self, piece: &'a str) {
+    pub(crate) fn push(&mut self, piece: &'a str) {
         if self.has_piece() {
             self.joined().push_str(piece);
         } else {
@@ -608,34 +650,40 @@ impl<'a> Text<'a> {
                 "thinking" if f.get("redacted").and_then(as_bool) != Some(true) => {
                     self.push(f.str("thinking").unwrap_or(""));
                 }
-                "toolCall" => {
-                    let name = f.str("name").unwrap_or("");
-                    let args = f.get("arguments");
-                    if !self.has_piece() {
-                        self.joined = Some(bumpalo::collections::String::new_in(self.arena));
-                    } else {
-                        self.joined();
-                    }
-                    let s = self.joined.as_mut().expect("set above");
-                    s.push_str(name);
-                    s.push(' ');
-                    match args {
-                        Some(a) => write_json(a, s),
-                        None => s.push_str("{}"),
-                    }
-                }
-                "image" => {
-                    let mime = f.str("mimeType").unwrap_or("unknown");
-                    let size = f.str("data").map_or(0, base64_decoded_len);
-                    let piece = bumpalo::format!(in self.arena, "[image {}, {} bytes]", mime, size);
-                    self.push(piece.into_bump_str());
-                }
+                "toolCall" => self.call(f.str("name").unwrap_or(""), f.get("arguments")),
+                "image" => self.image(f.str("mimeType"), f.str("data")),
                 _ => {}
             }
         }
     }
 
-    fn finish(self) -> (&'a str, &'a [&'a str]) {
+    /// A tool call as a piece: `<name> <arguments as compact JSON>` (`{}`
+    /// when absent).
+    pub(crate) fn call(&mut self, name: &str, args: Option<&[Node<'_>]>) {
+        if !self.has_piece() {
+            self.joined = Some(bumpalo::collections::String::new_in(self.arena));
+        } else {
+            self.joined();
+        }
+        let s = self.joined.as_mut().expect("set above");
+        s.push_str(name);
+        s.push(' ');
+        match args {
+            Some(a) => write_json(a, s),
+            None => s.push_str("{}"),
+        }
+    }
+
+    /// An image as a piece: `[image <mime>, <decoded size> bytes]`, never
+    /// its data.
+    pub(crate) fn image(&mut self, mime: Option<&str>, data: Option<&str>) {
+        let mime = mime.unwrap_or("unknown");
+        let size = data.map_or(0, base64_decoded_len);
+        let piece = bumpalo::format!(in self.arena, "[image {}, {} bytes]", mime, size);
+        self.push(piece.into_bump_str());
+    }
+
+    pub(crate) fn finish(self) -> (&'a str, &'a [&'a str]) {
         let text = match (self.first, self.joined) {
             (Some(f), _) => f,
             (None, Some(s)) => s.into_bump_str(),

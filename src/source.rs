@@ -9,7 +9,7 @@ use bumpalo::Bump;
 use crate::error::{Error, ErrorKind};
 use crate::json::is_blank;
 use crate::line_reader::{LineEvent, LineReader, DEFAULT_BUFFER_CAPACITY, DEFAULT_MAX_LINE};
-use crate::pi::{Context, Entry, Header, LineParser, LinePos, RoleFilter};
+use crate::pi::{Context, Entry, Header, LineParser, LinePos, MapLine, RoleFilter};
 use crate::record::Record;
 use crate::report::{Report, SkipReason, DEFAULT_MAX_SKIPS};
 
@@ -136,6 +136,10 @@ impl SourceOptions {
         self
     }
 
+    pub(crate) fn buffer_bytes(&self) -> usize {
+        self.buffer_capacity
+    }
+
     pub(crate) fn max_line_len(&self) -> usize {
         self.max_line
     }
@@ -217,7 +221,7 @@ impl<D: AsRef<[u8]>> SliceLines<D> {
         Self::starting_at(data, max_line, 0, 0)
     }
 
-    fn starting_at(data: D, max_line: usize, base: u64, lines: u64) -> Self {
+    pub(crate) fn starting_at(data: D, max_line: usize, base: u64, lines: u64) -> Self {
         SliceLines {
             data,
             pos: 0,
@@ -264,16 +268,17 @@ impl<D: AsRef<[u8]>> Lines for SliceLines<D> {
     }
 }
 
-/// The machinery shared by every source over some line supplier.
+/// The machinery shared by every source over some line supplier, for a
+/// format's line mapping `C` (pi's by default).
 #[derive(Debug)]
-pub(crate) struct Session<L> {
+pub(crate) struct Session<L, C = Context> {
     lines: L,
     pub(crate) path: PathBuf,
     /// Absolute offset where reading started (report.bytes counts from it).
     start: u64,
     parser: LineParser,
     arena: Bump,
-    pub(crate) ctx: Option<Context>,
+    pub(crate) ctx: Option<C>,
     pub(crate) report: Report,
     hold_partial: bool,
     /// The last line handed out had no `\n`.
@@ -315,7 +320,7 @@ mod scratch {
     }
 }
 
-impl<L> Drop for Session<L> {
+impl<L, C> Drop for Session<L, C> {
     fn drop(&mut self) {
         let parser = std::mem::replace(&mut self.parser, LineParser::new(RoleFilter::ALL));
         scratch::give(parser, std::mem::take(&mut self.arena));
@@ -398,18 +403,37 @@ impl<L: Lines> Session<L> {
     /// A session that starts after the header, at a known place: for reading
     /// a part of a file whose header was read before.
     fn resume(lines: L, path: &Path, header: Header, opts: &SourceOptions) -> Self {
+        let start = lines.consumed();
+        let ctx = Context {
+            header,
+            source: source_name(path),
+        };
+        Session::with_context(lines, path, Some(ctx), start, opts)
+    }
+}
+
+impl<L: Lines, C: MapLine> Session<L, C> {
+    /// A session whose mapping context is known (`None`: an empty file,
+    /// which gives nothing), reading from where `lines` stands; `start` is
+    /// the absolute offset that `report.bytes` counts from.
+    pub(crate) fn with_context(
+        lines: L,
+        path: &Path,
+        ctx: Option<C>,
+        start: u64,
+        opts: &SourceOptions,
+    ) -> Self {
         let (parser, arena) = scratch::take(opts.filter);
+        let mut report = opts.report();
+        report.empty = ctx.is_none();
         Session {
-            start: lines.consumed(),
+            start,
             lines,
             path: path.to_path_buf(),
             parser,
             arena,
-            ctx: Some(Context {
-                header,
-                source: source_name(path),
-            }),
-            report: opts.report(),
+            ctx,
+            report,
             hold_partial: opts.hold_partial,
             last_unterminated: false,
         }
@@ -487,30 +511,12 @@ impl<L: Lines> Session<L> {
 }
 
 /// `RecordSource` and the shared methods for a source wrapping a
-/// `Session`: `record_source!(impl[generics] Type)`.
+/// `Session`: `record_source!(impl[generics] Type)`; `record_source!(trait
+/// impl[generics] Type)` for `RecordSource` alone (a source that is not
+/// public).
 macro_rules! record_source {
     (impl[$($g:tt)*] $ty:ty) => {
-        impl<$($g)*> RecordSource for $ty {
-            fn next_record(&mut self) -> Result<Option<Record<'_>>, Error> {
-                self.0.next_record()
-            }
-
-            fn report(&self) -> &Report {
-                &self.0.report
-            }
-
-            fn header(&self) -> Option<&Header> {
-                self.0.ctx.as_ref().map(|c| &c.header)
-            }
-
-            fn next_entry(&mut self) -> Result<Option<Entry<'_>>, Error> {
-                self.0.next_entry()
-            }
-
-            fn position(&self) -> Position {
-                self.0.position()
-            }
-        }
+        record_source!(trait impl[$($g)*] $ty);
 
         impl<$($g)*> $ty {
             /// The path the source reads (as given).
@@ -525,6 +531,29 @@ macro_rules! record_source {
             pub fn drain(mut self) -> Result<Report, Error> {
                 while self.next_record()?.is_some() {}
                 Ok(std::mem::take(&mut self.0.report))
+            }
+        }
+    };
+    (trait impl[$($g:tt)*] $ty:ty) => {
+        impl<$($g)*> RecordSource for $ty {
+            fn next_record(&mut self) -> Result<Option<Record<'_>>, Error> {
+                self.0.next_record()
+            }
+
+            fn report(&self) -> &Report {
+                &self.0.report
+            }
+
+            fn header(&self) -> Option<&Header> {
+                self.0.ctx.as_ref().map(crate::pi::MapLine::header)
+            }
+
+            fn next_entry(&mut self) -> Result<Option<Entry<'_>>, Error> {
+                self.0.next_entry()
+            }
+
+            fn position(&self) -> Position {
+                self.0.position()
             }
         }
     };

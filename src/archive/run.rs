@@ -465,7 +465,7 @@ fn watch(
     let Ok(mut watcher) = watcher else {
         return (None, None);
     };
-    for r in &roots {
+    for (r, _) in &roots {
         if watcher.watch(r, notify::RecursiveMode::Recursive).is_err() {
             return (None, None);
         }
@@ -794,16 +794,17 @@ struct Assembling {
 /// What discovery found, or why it could not start.
 type Listing = Result<Listed, Error>;
 
-/// The PATHs, or the formats' default archives when none.
-fn roots(cfg: &Config) -> Result<Vec<PathBuf>, Error> {
+/// The PATHs, or the formats' default archives when none, each default
+/// archive with the index of its format.
+fn roots(cfg: &Config) -> Result<Vec<(PathBuf, Option<usize>)>, Error> {
     if !cfg.paths.is_empty() {
-        return Ok(cfg.paths.clone());
+        return Ok(cfg.paths.iter().map(|p| (p.clone(), None)).collect());
     }
     let mut roots = Vec::new();
     let mut tried = Vec::new();
-    for f in &cfg.formats {
-        match f.default_archive() {
-            Ok(p) => roots.push(p),
+    for (i, f) in cfg.formats.iter().enumerate() {
+        match f.default_archives() {
+            Ok(p) => roots.extend(p.into_iter().map(|p| (p, Some(i)))),
             Err(e) => tried.push(e),
         }
     }
@@ -823,23 +824,29 @@ struct Listed {
 }
 
 /// The session files under the PATHs (the formats' archives when none),
-/// folders walked on up to `--jobs` threads; each file is the first format's
-/// that claims it (a PATH claimed by none is the first format's).
+/// folders walked on up to `--jobs` threads. A file in a format's default
+/// archive is that format's (when it claims the file's name); a file under
+/// a PATH is the format that detects it from its first bytes, else the
+/// first that claims its name (see [`crate::format::detect_format`]).
 fn find_files(cfg: &Config) -> Listing {
     let roots = roots(cfg)?;
     let formats = cfg.formats.clone();
     let wanted: discover::Wanted =
         Arc::new(move |p: &Path| formats.iter().any(|f| f.is_session_file(p)));
-    let mut found = discover::discover(&roots, cfg.jobs, &wanted);
+    let paths: Vec<PathBuf> = roots.iter().map(|(p, _)| p.clone()).collect();
+    let mut found = discover::discover(&paths, cfg.jobs, &wanted);
     let files = std::mem::take(&mut found.files)
         .into_iter()
-        .map(|(path, id)| {
-            let format = cfg
-                .formats
+        .filter_map(|(path, id)| {
+            let default = roots
                 .iter()
-                .position(|f| f.is_session_file(&path))
-                .unwrap_or(0);
-            (path, id, format)
+                .find_map(|(root, f)| f.filter(|_| path.starts_with(root)));
+            let format = match default {
+                Some(i) if cfg.formats[i].is_session_file(&path) => i,
+                Some(_) => return None,
+                None => crate::format::detect_format(&cfg.formats, &path),
+            };
+            Some((path, id, format))
         })
         .collect();
     Ok(Listed { found, files })
@@ -1200,7 +1207,11 @@ fn dedupe<B>(
     let dup = |l: &mut Lineages, fp: u64| {
         earlier.iter().any(|s| s.contains(fp)) || !l.insert(session, fp)
     };
-    if task.header.is_none() && res.header.is_some() && dup(l, header.fingerprint) {
+    if format.header_is_entry()
+        && task.header.is_none()
+        && res.header.is_some()
+        && dup(l, header.fingerprint)
+    {
         // A second file of the same session (a history written twice).
         let mut h = Report::default();
         h.entries.add("session", 1);

@@ -12,6 +12,7 @@ use std::time::Instant;
 use clap::{Args, Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use mem_ingest::archive::{Archive, ArchiveBuilder, Progress, Summary};
+use mem_ingest::format::{Claude, Format, Pi};
 use mem_ingest::sink::{NdjsonFile, NdjsonStdout};
 use mem_ingest::store::{Search, SqliteStore};
 use mem_ingest::{parse_iso_millis, Error, Role};
@@ -38,8 +39,11 @@ enum Command {
 #[derive(Args, Debug)]
 struct Common {
     /// Session files, or folders searched recursively for `*.jsonl`.
-    /// Default: pi's archive ($PI_CODING_AGENT_SESSION_DIR, else
-    /// $PI_CODING_AGENT_DIR/sessions, else ~/.pi/agent/sessions).
+    /// Default: every archive that exists: pi's
+    /// ($PI_CODING_AGENT_SESSION_DIR, else $PI_CODING_AGENT_DIR/sessions,
+    /// else ~/.pi/agent/sessions) and Claude Code's (projects/ in each of
+    /// $CLAUDE_CONFIG_DIR, a comma list, else $XDG_CONFIG_HOME/claude and
+    /// ~/.claude).
     paths: Vec<PathBuf>,
     /// Worker threads (default: the number of cores). The output does not
     /// depend on it.
@@ -64,6 +68,13 @@ struct Common {
     /// first.
     #[arg(long)]
     no_dedupe: bool,
+    /// Read only this agent's sessions (repeatable): pi, claude. Default:
+    /// every agent's (with PATHs, each file's agent is detected from its
+    /// first lines; a file none claims is read as pi's); with --state,
+    /// pi's only, as states made before Claude Code was read cover pi
+    /// alone.
+    #[arg(long = "source", value_enum, value_name = "AGENT")]
+    sources: Vec<Source>,
     /// Milliseconds between checkpoints of the state (tests set it low).
     #[arg(long, hide = true, default_value_t = 5000)]
     checkpoint_ms: u64,
@@ -184,6 +195,36 @@ fn parse_time(s: &str) -> Result<i64, String> {
     parse_iso_millis(s).ok_or_else(|| format!("{s:?} is not an RFC 3339 time or a date"))
 }
 
+/// An agent whose sessions are read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Source {
+    /// The pi coding agent.
+    Pi,
+    /// Claude Code.
+    Claude,
+}
+
+/// The formats `--source` names, pi's first (a file no format claims is
+/// the first's).
+fn formats(c: &Common) -> Vec<Arc<dyn Format>> {
+    let mut sources = match (&c.sources[..], &c.state) {
+        ([], None) => vec![Source::Pi, Source::Claude],
+        ([], Some(_)) => vec![Source::Pi],
+        (s, _) => s.to_vec(),
+    };
+    sources.sort_by_key(|s| *s as u8);
+    sources.dedup();
+    sources
+        .into_iter()
+        .map(|s| -> Arc<dyn Format> {
+            match s {
+                Source::Pi => Arc::new(Pi),
+                Source::Claude => Arc::new(Claude),
+            }
+        })
+        .collect()
+}
+
 /// Runs the command line; returns the exit code.
 pub fn run(cli: Cli) -> i32 {
     match cli.command {
@@ -198,6 +239,7 @@ pub fn run(cli: Cli) -> i32 {
 fn builder(c: &Common, db: bool) -> Result<ArchiveBuilder, i32> {
     let mut b = Archive::builder()
         .paths(c.paths.iter().cloned())
+        .formats(formats(c))
         .dedupe(!c.no_dedupe)
         .checkpoint_every(std::time::Duration::from_millis(c.checkpoint_ms))
         .poll_only(c.follow_poll);

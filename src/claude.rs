@@ -1,0 +1,742 @@
+//! The Claude Code adapter: the only module that knows Claude Code's key
+//! names (see the README's "Claude Code" section for the mapping, and
+//! `shared/spec/claude-code-format.md` for the format).
+//!
+//! A transcript has no header line: the file's [`Header`] is built from the
+//! first line, within its first [`PREFIX`] bytes, that carries a
+//! `sessionId`. Lines are read, parsed and accounted for by the machinery
+//! pi's sources use (the line reader or in-place splitting, the arena, the
+//! line parser); only the mapping of a parsed line is this module's.
+
+use std::io::{Cursor, Read};
+use std::path::{Path, PathBuf};
+
+use bumpalo::Bump;
+use simd_json::{Node, StaticNode};
+
+use crate::error::Error;
+use crate::format::{BoxedSource, Format, Input};
+use crate::json::{
+    as_bool, as_f64, as_str, as_u64, elements, fingerprint, is_blank, Fields, JsonParser,
+};
+use crate::line_reader::LineReader;
+use crate::pi::{Entry, Header, LinePos, MapLine, RoleFilter, Text};
+use crate::record::{Record, Role, Usage};
+use crate::report::{Report, SkipReason};
+use crate::source::{record_source, Position, RecordSource, Session, SliceLines, SourceOptions};
+use crate::time::parse_iso_millis;
+
+/// How much of a file's start its [`Header`] is looked for in (bytes): a
+/// first line longer than this (a file-history snapshot) is not waited for.
+pub(crate) const PREFIX: usize = 64 << 10;
+
+/// Claude Code's session transcripts: `*.jsonl` under `projects/` of
+/// Claude's config folders, one JSON object a line and no header line.
+///
+/// - The file's [`Header`]: `id` is the `sessionId` of the first line
+///   within the first 64 KiB that has one, `cwd` and `timestamp` that
+///   line's own (`""` and none when absent, as on a `queue-operation`); a
+///   file without such a line takes its id from its path (the session
+///   folder of a `subagents/` file, else the file stem). The header is
+///   fixed once that line is written, so a growing file keeps it.
+/// - Records carry their own line's `cwd` and `sessionId` (the header's
+///   when the line has none); keys are `<sessionId>:<uuid>`.
+/// - Every Claude Code session is of one lineage (see [`Format::parent`]
+///   below): a line is emitted once by its `uuid` across the archive, the
+///   first copy in path order kept.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Claude;
+
+/// Line types only Claude Code writes (pi's are others).
+const CLAUDE_TYPES: [&str; 16] = [
+    "user",
+    "assistant",
+    "system",
+    "summary",
+    "queue-operation",
+    "file-history-snapshot",
+    "progress",
+    "attachment",
+    "last-prompt",
+    "ai-title",
+    "custom-title",
+    "permission-mode",
+    "agent-setting",
+    "pr-link",
+    "mode",
+    "worktree-state",
+];
+
+/// The lineage every Claude Code session joins.
+const LINEAGE_ROOT: &str = "claude:*";
+
+impl Format for Claude {
+    fn name(&self) -> &'static str {
+        "claude"
+    }
+
+    /// `*.jsonl`, but not a workflow's `journal.jsonl` nor anything under a
+    /// session's `tool-results/` folder.
+    fn is_session_file(&self, path: &Path) -> bool {
+        if path.extension().is_none_or(|e| e != "jsonl") {
+            return false;
+        }
+        let parent = path.parent();
+        let in_dir = |name: &str| {
+            parent
+                .into_iter()
+                .flat_map(Path::components)
+                .any(|c| c.as_os_str() == name)
+        };
+        let journal = path.file_name().is_some_and(|n| n == "journal.jsonl");
+        let journal = journal && in_dir("workflows");
+        !(journal || in_dir("tool-results"))
+    }
+
+    fn default_archive(&self) -> Result<PathBuf, String> {
+        let (found, tried) = default_archives();
+        found.into_iter().next().ok_or_else(|| {
+            format!(
+                "no Claude Code archive: no projects/ folder in {}",
+                tried.join(", ")
+            )
+        })
+    }
+
+    fn default_archives(&self) -> Result<Vec<PathBuf>, String> {
+        let (found, tried) = default_archives();
+        if found.is_empty() {
+            return Err(format!(
+                "no Claude Code archive: no projects/ folder in {}",
+                tried.join(", ")
+            ));
+        }
+        Ok(found)
+    }
+
+    /// One of the first lines (up to five) is Claude Code's: an object
+    /// with a string `sessionId`, or a `type` only Claude Code writes, or
+    /// an assistant message without a `type`; a first line longer than the
+    /// prefix is Claude Code's when the prefix names a key of Claude Code's
+    /// envelope (`sessionId`, `parentUuid`, `isSidechain`; pi's are
+    /// others) or a file-history snapshot.
+    fn detect(&self, prefix: &[u8], whole: bool) -> bool {
+        let mut rest = &prefix[bom_len(prefix)..];
+        let mut json = JsonParser::new();
+        let mut seen = 0;
+        while !rest.is_empty() && seen < 5 {
+            let (line, next) = match memchr::memchr(b'\n', rest) {
+                Some(i) => (&rest[..i], &rest[i + 1..]),
+                None if whole => (rest, &rest[rest.len()..]),
+                None if seen == 0 => {
+                    let finder = |n: &str| memchr::memmem::find(rest, n.as_bytes()).is_some();
+                    return [
+                        "sessionId",
+                        "parentUuid",
+                        "isSidechain",
+                        "file-history-snapshot",
+                    ]
+                    .iter()
+                    .any(|k| finder(&format!("\"{k}\"")));
+                }
+                None => return false,
+            };
+            rest = next;
+            if is_blank(line) {
+                continue;
+            }
+            seen += 1;
+            let arena = Bump::new();
+            let claude = json.parse(line, &arena, |parsed| {
+                let Ok((nodes, _)) = parsed else { return false };
+                let f = Fields::of(nodes);
+                let role = || Fields::of(f.get("message").unwrap_or(&[])).str("role");
+                f.str("sessionId").is_some()
+                    || f.str("type").is_some_and(|t| CLAUDE_TYPES.contains(&t))
+                    || (f.get("type").is_none() && role() == Some("assistant"))
+            });
+            if claude {
+                return true;
+            }
+        }
+        false
+    }
+
+    fn open<'d>(
+        &self,
+        input: Input<'d>,
+        path: &Path,
+        opts: &SourceOptions,
+    ) -> Result<BoxedSource<'d>, Error> {
+        let max_line = opts.max_line_len();
+        Ok(match input {
+            Input::Bytes(b) => {
+                let prefix = &b[..b.len().min(PREFIX)];
+                let bom = bom_len(prefix);
+                let ctx = context(prefix, b.len() <= PREFIX, path);
+                let lines = SliceLines::starting_at(&b[bom..], max_line, bom as u64, 0);
+                Box::new(ClaudeSlice(Session::with_context(
+                    lines, path, ctx, 0, opts,
+                )))
+            }
+            Input::Reader(mut r) => {
+                let mut prefix = Vec::with_capacity(PREFIX.min(opts.buffer_bytes()));
+                (&mut r)
+                    .take(PREFIX as u64)
+                    .read_to_end(&mut prefix)
+                    .map_err(|e| Error::io(path, e))?;
+                let bom = bom_len(&prefix);
+                let ctx = context(&prefix, prefix.len() < PREFIX, path);
+                prefix.drain(..bom);
+                let rdr: Chained<'d> = Cursor::new(prefix).chain(r);
+                let lines =
+                    LineReader::starting_at(rdr, opts.buffer_bytes(), max_line, bom as u64, 0);
+                Box::new(ClaudeReader(Session::with_context(
+                    lines, path, ctx, 0, opts,
+                )))
+            }
+        })
+    }
+
+    fn resume<'d>(
+        &self,
+        input: Input<'d>,
+        path: &Path,
+        header: &Header,
+        _context: &[u8],
+        byte: u64,
+        lines_before: u64,
+        opts: &SourceOptions,
+    ) -> BoxedSource<'d> {
+        let ctx = Some(ClaudeContext::new(header.clone(), path));
+        let max_line = opts.max_line_len();
+        match input {
+            Input::Bytes(b) => {
+                let lines = SliceLines::starting_at(b, max_line, byte, lines_before);
+                Box::new(ClaudeSlice(Session::with_context(
+                    lines, path, ctx, byte, opts,
+                )))
+            }
+            Input::Reader(r) => {
+                let rdr: Chained<'d> = Cursor::new(Vec::new()).chain(r);
+                let lines =
+                    LineReader::starting_at(rdr, opts.buffer_bytes(), max_line, byte, lines_before);
+                Box::new(ClaudeReader(Session::with_context(
+                    lines, path, ctx, byte, opts,
+                )))
+            }
+        }
+    }
+
+    /// Every session joins one lineage: a resumed session replays lines of
+    /// another session (another `sessionId`) with their `uuid`s, and
+    /// subagent files carry their parent's `sessionId`.
+    fn parent(&self, _header: &Header) -> Option<String> {
+        Some(LINEAGE_ROOT.to_owned())
+    }
+}
+
+/// Claude Code's config folders that hold a `projects/` folder, each as
+/// its `projects/` folder, and every place tried: `$CLAUDE_CONFIG_DIR` (a
+/// comma list; an entry may name the config folder or its `projects/`),
+/// else `$XDG_CONFIG_HOME/claude` (default `~/.config/claude`) and
+/// `~/.claude`, as Claude Code and ccusage look for them.
+pub(crate) fn default_archives() -> (Vec<PathBuf>, Vec<String>) {
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let expand = |s: &str| -> PathBuf {
+        match (s.strip_prefix('~'), &home) {
+            (Some(rest), Some(h)) if rest.is_empty() || rest.starts_with('/') => {
+                h.join(rest.trim_start_matches('/'))
+            }
+            _ => PathBuf::from(s),
+        }
+    };
+    let mut candidates = Vec::new();
+    match std::env::var("CLAUDE_CONFIG_DIR") {
+        Ok(list) if !list.trim().is_empty() => {
+            for entry in list.split(',').map(str::trim).filter(|e| !e.is_empty()) {
+                candidates.push(expand(entry));
+            }
+        }
+        _ => {
+            let xdg = std::env::var_os("XDG_CONFIG_HOME")
+                .filter(|x| !x.is_empty())
+                .map(PathBuf::from)
+                .or_else(|| home.as_ref().map(|h| h.join(".config")));
+            candidates.extend(xdg.map(|x| x.join("claude")));
+            candidates.extend(home.as_ref().map(|h| h.join(".claude")));
+        }
+    }
+    let mut found = Vec::new();
+    let mut tried = Vec::new();
+    for c in candidates {
+        let projects = if c.file_name().is_some_and(|n| n == "projects") {
+            c
+        } else {
+            c.join("projects")
+        };
+        if projects.is_dir() && !found.contains(&projects) {
+            found.push(projects);
+        } else {
+            tried.push(projects.display().to_string());
+        }
+    }
+    (found, tried)
+}
+
+/// The reader a streamed source reads: the prefix read for the header,
+/// then the rest.
+type Chained<'d> = std::io::Chain<Cursor<Vec<u8>>, Box<dyn Read + Send + 'd>>;
+
+/// A Claude Code source over a reader.
+struct ClaudeReader<'d>(Session<LineReader<Chained<'d>>, ClaudeContext>);
+
+record_source!(trait impl['d] ClaudeReader<'d>);
+
+/// A Claude Code source over bytes in memory.
+struct ClaudeSlice<'d>(Session<SliceLines<&'d [u8]>, ClaudeContext>);
+
+record_source!(trait impl['d] ClaudeSlice<'d>);
+
+fn bom_len(prefix: &[u8]) -> usize {
+    if prefix.starts_with(b"\xEF\xBB\xBF") {
+        3
+    } else {
+        0
+    }
+}
+
+/// The file's context from its first bytes; `None` for a file that holds
+/// nothing but whitespace, NULs and a BOM (`whole`: `prefix` is the file).
+fn context(prefix: &[u8], whole: bool, path: &Path) -> Option<ClaudeContext> {
+    let body = &prefix[bom_len(prefix)..];
+    if whole
+        && body
+            .iter()
+            .all(|b| matches!(b, 0 | b' ' | b'\t' | b'\r' | b'\n'))
+    {
+        return None;
+    }
+    Some(ClaudeContext::new(header_of(body, whole, path), path))
+}
+
+/// The header from the first line of `prefix` that carries a `sessionId`
+/// (only complete lines, and the last one when `whole`).
+fn header_of(prefix: &[u8], whole: bool, path: &Path) -> Header {
+    let mut json = JsonParser::new();
+    let mut rest = prefix;
+    while !rest.is_empty() {
+        let (line, next) = match memchr::memchr(b'\n', rest) {
+            Some(i) => (&rest[..i], &rest[i + 1..]),
+            None if whole => (rest, &rest[rest.len()..]),
+            None => break,
+        };
+        rest = next;
+        if is_blank(line) {
+            continue;
+        }
+        let arena = Bump::new();
+        let found = json.parse(line, &arena, |parsed| {
+            let (nodes, _) = parsed.ok()?;
+            let f = Fields::of(nodes);
+            let id = f.str("sessionId").filter(|s| !s.is_empty())?;
+            let ts = f.str("timestamp");
+            Some(Header {
+                fingerprint: file_fingerprint(path),
+                id: id.to_owned(),
+                cwd: f.str("cwd").unwrap_or("").to_owned(),
+                version: 0,
+                timestamp: ts.and_then(parse_iso_millis),
+                parent_session: None,
+            })
+        });
+        if let Some(h) = found {
+            return h;
+        }
+    }
+    Header {
+        fingerprint: file_fingerprint(path),
+        id: session_of_path(path),
+        cwd: String::new(),
+        version: 0,
+        timestamp: None,
+        parent_session: None,
+    }
+}
+
+/// A header's fingerprint: the file's own (no line of the file is the
+/// header, so no copy of it is ever deduplicated).
+fn file_fingerprint(path: &Path) -> u64 {
+    use std::os::unix::ffi::OsStrExt;
+    fingerprint(&[b"claude-file", path.as_os_str().as_bytes()])
+}
+
+/// The session a file without a `sessionId` in its first bytes belongs to:
+/// the session folder of `<session>/subagents/agent-*.jsonl`, else the
+/// file stem (`<session>.jsonl`).
+fn session_of_path(path: &Path) -> String {
+    let name = |p: Option<&Path>| {
+        p.and_then(Path::file_name)
+            .map(|n| n.to_string_lossy().into_owned())
+    };
+    let parent = path.parent();
+    if name(parent).as_deref() == Some("subagents") {
+        if let Some(s) = name(parent.and_then(Path::parent)) {
+            return s;
+        }
+    }
+    path.file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+/// What the records of one file share.
+#[derive(Debug, Clone)]
+pub(crate) struct ClaudeContext {
+    header: Header,
+    /// `claude:<file stem>`.
+    source: String,
+    /// The file stem, for the keys of lines without a `uuid`.
+    stem: String,
+}
+
+impl ClaudeContext {
+    fn new(header: Header, path: &Path) -> Self {
+        let stem = path
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        ClaudeContext {
+            header,
+            source: format!("claude:{stem}"),
+            stem,
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Mapping
+
+/// The fields of a line that the mapping reads, found in one pass.
+#[derive(Default)]
+struct LineFields<'t, 'a> {
+    ty: Option<&'a str>,
+    uuid: Option<&'a str>,
+    parent_uuid: Option<&'a str>,
+    session_id: Option<&'a str>,
+    cwd: Option<&'a str>,
+    timestamp: Option<&'a str>,
+    agent_id: Option<&'a str>,
+    request_id: Option<&'a str>,
+    subtype: Option<&'a str>,
+    operation: Option<&'a str>,
+    message: Option<&'t [Node<'a>]>,
+    content: Option<&'t [Node<'a>]>,
+    is_meta: bool,
+    is_compact_summary: bool,
+    cost_usd: Option<f64>,
+}
+
+#[derive(Default)]
+struct MessageFields<'t, 'a> {
+    role: Option<&'a str>,
+    content: Option<&'t [Node<'a>]>,
+    model: Option<&'a str>,
+    id: Option<&'a str>,
+    stop_reason: Option<&'a str>,
+    /// `stop_reason` is there and `null`: a streamed response not finished
+    /// on this line.
+    stop_reason_null: bool,
+    usage: Option<&'t [Node<'a>]>,
+}
+
+fn line_fields<'t, 'a>(nodes: &'t [Node<'a>]) -> LineFields<'t, 'a> {
+    let mut l = LineFields::default();
+    for (k, v) in Fields::of(nodes).iter() {
+        match k {
+            "type" => l.ty = as_str(v),
+            "uuid" => l.uuid = as_str(v),
+            "parentUuid" => l.parent_uuid = as_str(v),
+            "sessionId" => l.session_id = as_str(v).filter(|s| !s.is_empty()),
+            "cwd" => l.cwd = as_str(v),
+            "timestamp" => l.timestamp = as_str(v),
+            "agentId" => l.agent_id = as_str(v),
+            "requestId" => l.request_id = as_str(v),
+            "subtype" => l.subtype = as_str(v),
+            "operation" => l.operation = as_str(v),
+            "message" => l.message = Some(v),
+            "content" => l.content = Some(v),
+            "isMeta" => l.is_meta = as_bool(v) == Some(true),
+            "isCompactSummary" => l.is_compact_summary = as_bool(v) == Some(true),
+            "costUSD" => l.cost_usd = as_f64(v),
+            _ => {}
+        }
+    }
+    l
+}
+
+fn message_fields<'t, 'a>(nodes: &'t [Node<'a>]) -> MessageFields<'t, 'a> {
+    let mut m = MessageFields::default();
+    for (k, v) in Fields::of(nodes).iter() {
+        match k {
+            "role" => m.role = as_str(v),
+            "content" => m.content = Some(v),
+            "model" => m.model = as_str(v),
+            "id" => m.id = as_str(v),
+            "stop_reason" => {
+                m.stop_reason = as_str(v);
+                m.stop_reason_null = matches!(v.first(), Some(Node::Static(StaticNode::Null)));
+            }
+            "usage" => m.usage = Some(v),
+            _ => {}
+        }
+    }
+    m
+}
+
+/// What a line becomes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Shape {
+    /// A human prompt (a `user` line, or steering input a `queue-operation`
+    /// `remove` carries).
+    Prompt,
+    /// A `user` line holding `tool_result` blocks.
+    ToolResult,
+    /// Model output.
+    Assistant,
+    /// A `system` line, or a compaction summary.
+    System,
+}
+
+impl Shape {
+    fn role(self) -> Role {
+        match self {
+            Shape::Prompt => Role::User,
+            Shape::ToolResult => Role::ToolResult,
+            Shape::Assistant => Role::Assistant,
+            Shape::System => Role::System,
+        }
+    }
+}
+
+/// What a line of type `ty` becomes, if a record.
+fn shape(ty: &str, l: &LineFields<'_, '_>, m: &MessageFields<'_, '_>) -> Option<Shape> {
+    match ty {
+        "user" if l.is_meta || l.message.is_none() => None,
+        "user" if l.is_compact_summary => Some(Shape::System),
+        "user" => {
+            let results = m
+                .content
+                .into_iter()
+                .flat_map(elements)
+                .any(|b| Fields::of(b).str("type") == Some("tool_result"));
+            Some(if results {
+                Shape::ToolResult
+            } else {
+                Shape::Prompt
+            })
+        }
+        "assistant" if l.message.is_some() => Some(Shape::Assistant),
+        "system" => Some(Shape::System),
+        "queue-operation" if l.operation == Some("remove") && l.content.is_some() => {
+            Some(Shape::Prompt)
+        }
+        _ => None,
+    }
+}
+
+/// A line's usage in our fields: cache writes are the 5-minute plus the
+/// 1-hour field when `cache_creation` splits them, else
+/// `cache_creation_input_tokens`; the total is the sum of the four; cost
+/// only where the line records it (`costUSD`).
+pub(crate) fn usage_of(v: &[Node<'_>], cost: Option<f64>) -> Option<Usage> {
+    if !matches!(v.first(), Some(Node::Object { .. })) {
+        return None;
+    }
+    let mut u = Usage::default();
+    let mut split: Option<u64> = None;
+    for (k, v) in Fields::of(v).iter() {
+        match k {
+            "input_tokens" => u.input = as_u64(v).unwrap_or(0),
+            "output_tokens" => u.output = as_u64(v).unwrap_or(0),
+            "cache_read_input_tokens" => u.cache_read = as_u64(v).unwrap_or(0),
+            "cache_creation_input_tokens" => u.cache_write = as_u64(v).unwrap_or(0),
+            "cache_creation" if matches!(v.first(), Some(Node::Object { .. })) => {
+                let c = Fields::of(v);
+                let part = |k| c.get(k).and_then(as_u64).unwrap_or(0);
+                split = Some(
+                    part("ephemeral_5m_input_tokens")
+                        .saturating_add(part("ephemeral_1h_input_tokens")),
+                );
+            }
+            _ => {}
+        }
+    }
+    if let Some(s) = split {
+        u.cache_write = s;
+    }
+    u.total_tokens = [u.output, u.cache_read, u.cache_write]
+        .into_iter()
+        .fold(u.input, u64::saturating_add);
+    u.cost = cost.unwrap_or(0.0);
+    Some(u)
+}
+
+impl MapLine for ClaudeContext {
+    fn header(&self) -> &Header {
+        &self.header
+    }
+
+    fn map<'a>(
+        &'a self,
+        nodes: &[Node<'a>],
+        raw: &[u8],
+        pos: LinePos,
+        repaired: bool,
+        arena: &'a Bump,
+        filter: RoleFilter,
+        report: &mut Report,
+    ) -> Option<Entry<'a>> {
+        let l = line_fields(nodes);
+        let m = l.message.map(message_fields).unwrap_or_default();
+        // ccusage's own fixtures write assistant lines without a `type`.
+        let ty = match l.ty {
+            Some(ty) => ty,
+            None if m.role == Some("assistant") => "assistant",
+            None => {
+                report.repaired -= u64::from(repaired);
+                report.skip(pos.line, pos.byte, SkipReason::NotAnEntry);
+                return None;
+            }
+        };
+        report.entries.add(ty, 1);
+        let entry = |record| {
+            let fingerprint = match l.uuid {
+                Some(uuid) => fingerprint(&[b"uuid", uuid.as_bytes()]),
+                None => fingerprint(&[raw]),
+            };
+            Some(Entry {
+                fingerprint,
+                line: pos.line,
+                byte: pos.byte,
+                record,
+            })
+        };
+        let Some(shape) = shape(ty, &l, &m) else {
+            report.no_record += 1;
+            return entry(None);
+        };
+        let role = shape.role();
+        report.records += 1;
+        report.roles[role.index()] += 1;
+        if !filter.allows(role) {
+            report.filtered += 1;
+            return entry(None);
+        }
+        let mut text = Text::new(arena);
+        let content = match shape {
+            Shape::Prompt if ty == "queue-operation" => l.content,
+            Shape::System if ty == "system" => l.content,
+            _ => m.content,
+        };
+        let (mut tool_call_id, mut is_error) = (None, None);
+        blocks(&mut text, content, &mut tool_call_id, &mut is_error);
+        let (text, kinds) = text.finish();
+        let session = l.session_id.unwrap_or(&self.header.id);
+        let key = match l.uuid {
+            Some(uuid) => bumpalo::format!(in arena, "{}:{}", session, uuid),
+            None => bumpalo::format!(in arena, "{}:{}:L{}", session, self.stem, pos.line),
+        };
+        let assistant = shape == Shape::Assistant;
+        entry(Some(Record {
+            role,
+            text,
+            project: l.cwd.unwrap_or(&self.header.cwd),
+            session,
+            key: key.into_bump_str(),
+            source: &self.source,
+            id: l.uuid,
+            parent_id: l.parent_uuid,
+            line: pos.line,
+            byte: pos.byte,
+            entry: ty,
+            message_role: m.role,
+            kinds,
+            timestamp: l.timestamp.and_then(parse_iso_millis),
+            provider: None,
+            model: m.model,
+            usage: if assistant {
+                m.usage.and_then(|u| usage_of(u, l.cost_usd))
+            } else {
+                None
+            },
+            stop_reason: m.stop_reason,
+            tool_name: None,
+            tool_call_id,
+            is_error,
+            custom_type: if ty == "system" { l.subtype } else { None },
+            command: None,
+            exit_code: None,
+            repaired,
+            agent_id: l.agent_id,
+            message_id: if assistant { m.id } else { None },
+            request_id: if assistant { l.request_id } else { None },
+            provisional: assistant && m.stop_reason_null,
+        }))
+    }
+}
+
+/// Flattens a `content` value: a string as is; blocks in order (`text`,
+/// `thinking`, `tool_use` as a tool call, `image` as its placeholder, the
+/// content of each `tool_result`), kinds under our schema's names. The
+/// first `tool_result`'s `tool_use_id` goes to `tool_call_id`; `is_error`
+/// is whether any `tool_result` says so, when one has the field.
+fn blocks<'a>(
+    text: &mut Text<'a>,
+    content: Option<&[Node<'a>]>,
+    tool_call_id: &mut Option<&'a str>,
+    is_error: &mut Option<bool>,
+) {
+    let Some(v) = content else { return };
+    if let Some(s) = as_str(v) {
+        text.kind("text");
+        text.push(s);
+        return;
+    }
+    for block in elements(v) {
+        let f = Fields::of(block);
+        let Some(kind) = f.str("type") else { continue };
+        match kind {
+            "text" => {
+                text.kind("text");
+                text.push(f.str("text").unwrap_or(""));
+            }
+            "thinking" => {
+                text.kind("thinking");
+                text.push(f.str("thinking").unwrap_or(""));
+            }
+            // Its text is encrypted: the kind only.
+            "redacted_thinking" => text.kind("thinking"),
+            "tool_use" | "server_tool_use" => {
+                text.kind("toolCall");
+                text.call(f.str("name").unwrap_or(""), f.get("input"));
+            }
+            "image" => {
+                text.kind("image");
+                let src = Fields::of(f.get("source").unwrap_or(&[]));
+                text.image(src.str("media_type"), src.str("data"));
+            }
+            "tool_result" => {
+                if tool_call_id.is_none() {
+                    *tool_call_id = f.str("tool_use_id");
+                }
+                if let Some(e) = f.get("is_error").and_then(as_bool) {
+                    *is_error = Some(is_error.unwrap_or(false) || e);
+                }
+                let (mut no_id, mut no_err) = (None, None);
+                blocks(text, f.get("content"), &mut no_id, &mut no_err);
+            }
+            other => text.kind(other),
+        }
+    }
+}

@@ -1,0 +1,612 @@
+//! Claude Code transcripts: the mapping of the README's "Claude Code"
+//! table, line by line, on the samples in `../shared/samples` (ignored in a
+//! plain clone, where they are absent) and on lines written here.
+
+use std::path::{Path, PathBuf};
+
+use mem_ingest::format::{Claude, Format, Input};
+use mem_ingest::{OwnedRecord, Report, Role, SourceOptions};
+
+fn samples() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/samples")
+}
+
+/// Every entry of a file read as Claude Code's: `(line, record)`, and the
+/// report.
+fn read(path: &Path, bytes: Option<&[u8]>) -> (Vec<(u64, Option<OwnedRecord>)>, Report) {
+    let opts = SourceOptions::new();
+    let input = match bytes {
+        Some(b) => Input::Bytes(b),
+        None => Input::Reader(Box::new(std::fs::File::open(path).unwrap())),
+    };
+    let mut src = Claude.open(input, path, &opts).unwrap();
+    let mut out = Vec::new();
+    while let Some(e) = src.next_entry().unwrap() {
+        out.push((e.line, e.record.map(|r| r.to_owned_record())));
+    }
+    (out, src.report().clone())
+}
+
+/// Both ways of reading (streamed, in memory) give the same.
+fn read_both(path: &Path) -> (Vec<(u64, Option<OwnedRecord>)>, Report) {
+    let bytes = std::fs::read(path).unwrap();
+    let a = read(path, None);
+    let b = read(path, Some(&bytes));
+    assert_eq!(a.0, b.0, "{}", path.display());
+    assert_eq!(a.1, b.1, "{}", path.display());
+    a
+}
+
+/// `(line, role, entry, kinds)` of each record; `None` role for an entry
+/// without a record.
+type Row = (u64, Option<Role>, String, Vec<String>);
+
+fn rows(entries: &[(u64, Option<OwnedRecord>)]) -> Vec<Row> {
+    entries
+        .iter()
+        .map(|(line, r)| match r {
+            Some(r) => (*line, Some(r.role), r.entry.clone(), r.kinds.clone()),
+            None => (*line, None, String::new(), Vec::new()),
+        })
+        .collect()
+}
+
+fn rec(role: Role, entry: &str, kinds: &[&str]) -> (Option<Role>, String, Vec<String>) {
+    (
+        Some(role),
+        entry.into(),
+        kinds.iter().map(|k| (*k).to_owned()).collect(),
+    )
+}
+
+const NONE: (Option<Role>, String, Vec<String>) = (None, String::new(), Vec::new());
+
+fn numbered(v: Vec<(Option<Role>, String, Vec<String>)>) -> Vec<Row> {
+    v.into_iter()
+        .enumerate()
+        .map(|(i, (r, e, k))| (i as u64 + 1, r, e, k))
+        .collect()
+}
+
+#[test]
+#[ignore = "reads ../shared/samples; run with --include-ignored"]
+fn real_session_line_by_line() {
+    let p = samples()
+        .join("claude-code/agent-history/tests/fixtures/real_sessions/claude/session-01.jsonl");
+    let (entries, report) = read_both(&p);
+    use Role::*;
+    assert_eq!(
+        rows(&entries),
+        numbered(vec![
+            NONE, // queue-operation enqueue
+            NONE, // queue-operation dequeue
+            rec(User, "user", &["text"]),
+            rec(Assistant, "assistant", &["text"]),
+            NONE, // last-prompt
+        ])
+    );
+    let sid = "06090cb1-3e64-433a-bc7e-a621c0f596d2";
+    let user = entries[2].1.as_ref().unwrap();
+    assert_eq!(
+        user.key,
+        format!("{sid}:e6781268-0d8b-4756-a547-6b89a7d7193e")
+    );
+    assert_eq!(user.session, sid);
+    assert_eq!(
+        user.project,
+        "/tmp/agent-history-real-agent/claude/workspace"
+    );
+    assert_eq!(user.text, "[REDACTED_PROMPT]");
+    assert_eq!(user.source, "claude:session-01");
+    let a = entries[3].1.as_ref().unwrap();
+    assert_eq!(a.model.as_deref(), Some("claude-opus-4-7"));
+    assert_eq!(a.message_id.as_deref(), Some("[REDACTED_MESSAGE_ID]"));
+    assert_eq!(a.request_id.as_deref(), Some("[REDACTED_REQUESTID]"));
+    assert_eq!(a.stop_reason.as_deref(), Some("end_turn"));
+    assert!(!a.provisional);
+    let u = a.usage.unwrap();
+    // cache writes: ephemeral_5m (0) + ephemeral_1h (1045).
+    assert_eq!(
+        (
+            u.input,
+            u.output,
+            u.cache_read,
+            u.cache_write,
+            u.total_tokens
+        ),
+        (6, 16, 3057, 1045, 6 + 16 + 3057 + 1045)
+    );
+    assert_eq!(
+        a.parent_id.as_deref(),
+        Some("e6781268-0d8b-4756-a547-6b89a7d7193e")
+    );
+    // The header: the first line with a sessionId (a queue operation: no cwd).
+    assert_eq!(report.entries.get("queue-operation"), 2);
+    assert_eq!(report.entries.get("last-prompt"), 1);
+    assert_eq!((report.records, report.no_record, report.lines), (2, 3, 5));
+}
+
+#[test]
+#[ignore = "reads ../shared/samples; run with --include-ignored"]
+fn real_subagent_streamed_responses() {
+    let p = samples().join(
+        "claude-code/bookminder/cloud-2026/a42b9c92-c0e6-588e-bc6f-3d5e4f37b895/subagents/agent-a22c1677686fe0444.jsonl",
+    );
+    let (entries, report) = read_both(&p);
+    assert_eq!((report.lines, report.records, report.skipped), (26, 24, 0));
+    assert_eq!(report.entries.get("attachment"), 2);
+    assert_eq!(report.role(Role::ToolResult), 8);
+    assert_eq!(report.role(Role::Assistant), 15);
+    let recs: Vec<&OwnedRecord> = entries.iter().filter_map(|(_, r)| r.as_ref()).collect();
+    for r in &recs {
+        // A subagent file carries its parent's sessionId and its agentId.
+        assert_eq!(r.session, "a42b9c92-c0e6-588e-bc6f-3d5e4f37b895");
+        assert_eq!(r.agent_id.as_deref(), Some("a22c1677686fe0444"));
+        assert_eq!(r.source, "claude:agent-a22c1677686fe0444");
+        assert_eq!(r.project, "/home/user/BookMinder");
+    }
+    // msg_011Ce1XzAtJV2AHdBG4Uqmzu spans three lines: thinking, tool_use,
+    // tool_use; provisional usage (output 2) then the final (285).
+    let parts: Vec<(Vec<String>, bool, u64)> = recs
+        .iter()
+        .filter(|r| r.message_id.as_deref() == Some("msg_011Ce1XzAtJV2AHdBG4Uqmzu"))
+        .map(|r| (r.kinds.clone(), r.provisional, r.usage.unwrap().output))
+        .collect();
+    assert_eq!(
+        parts,
+        [
+            (vec!["thinking".to_owned()], true, 2),
+            (vec!["toolCall".to_owned()], true, 2),
+            (vec!["toolCall".to_owned()], false, 285),
+        ]
+    );
+    // Empty thinking text is normal: the record's text is empty.
+    let thinking = recs.iter().find(|r| r.kinds == ["thinking"]).unwrap();
+    assert_eq!(thinking.text, "");
+    // A tool call: `<name> <input as compact JSON>`.
+    let call = recs.iter().find(|r| r.kinds == ["toolCall"]).unwrap();
+    assert!(
+        call.text.starts_with("Read {\"file_path\":"),
+        "{}",
+        call.text
+    );
+    // The last response has only provisional lines.
+    let last = recs.last().unwrap();
+    assert_eq!(
+        last.message_id.as_deref(),
+        Some("msg_011Ce1Y23Vc82ihs5ntmkm4x")
+    );
+    assert!(last.provisional);
+    // Tool results: the tool_use_id, is_error when written.
+    let result = recs.iter().find(|r| r.role == Role::ToolResult).unwrap();
+    assert_eq!(
+        result.tool_call_id.as_deref(),
+        Some("toolu_01PRiiQYJ4XgbXi867MF8LMK")
+    );
+    assert!(result.text.starts_with("1\t---\n"));
+}
+
+#[test]
+#[ignore = "reads ../shared/samples; run with --include-ignored"]
+fn compaction_and_rewind() {
+    let p =
+        samples().join("claude-code/claude-code-log/test/test_data/dag_compact_after_rewind.jsonl");
+    let (entries, _) = read_both(&p);
+    use Role::*;
+    let (u, a) = (
+        rec(User, "user", &["text"]),
+        rec(Assistant, "assistant", &["text"]),
+    );
+    assert_eq!(
+        rows(&entries),
+        numbered(vec![
+            u.clone(),
+            a.clone(),
+            u.clone(),
+            a.clone(),
+            u.clone(),
+            a.clone(),
+            u.clone(),
+            a.clone(),
+            rec(System, "system", &["text"]),
+            rec(System, "user", &["text"]),
+            u,
+            a,
+        ])
+    );
+    let boundary = entries[8].1.as_ref().unwrap();
+    assert_eq!(boundary.custom_type.as_deref(), Some("compact_boundary"));
+    assert_eq!(boundary.text, "Conversation compacted");
+    assert_eq!(boundary.key, "s1:cb");
+    assert!(entries[9]
+        .1
+        .as_ref()
+        .unwrap()
+        .text
+        .starts_with("This session is being continued"));
+}
+
+#[test]
+#[ignore = "reads ../shared/samples; run with --include-ignored"]
+fn showcase_session_and_its_agents() {
+    let dir = samples().join("claude-code/claude-code-log/test/test_data/minimal_showcase");
+    let (entries, report) = read_both(&dir.join("55550000-0000-4000-8000-000000000001.jsonl"));
+    assert_eq!((report.records, report.role(Role::ToolResult)), (11, 5));
+    // A multi-block assistant line: blocks joined with \n.
+    let a1 = entries[1].1.as_ref().unwrap();
+    assert_eq!(a1.kinds, ["text", "toolCall"]);
+    assert!(a1
+        .text
+        .starts_with("Let me inspect the repository structure first.\nmcp__plugin_showcase_example__inspect_repository_structure {"));
+    // A tool_result whose content is an array of text blocks.
+    let r4 = entries[8].1.as_ref().unwrap();
+    assert_eq!(r4.tool_call_id.as_deref(), Some("toolu_sc_showcol1"));
+    assert!(r4.text.contains("\nagentId: showcol1"));
+    for agent in ["agent-showcol1", "agent-showcol2"] {
+        let p = dir.join(format!(
+            "55550000-0000-4000-8000-000000000001/subagents/{agent}.jsonl"
+        ));
+        let (entries, report) = read_both(&p);
+        assert_eq!(report.skipped, 0);
+        for (_, r) in &entries {
+            let r = r.as_ref().unwrap();
+            assert_eq!(r.session, "55550000-0000-4000-8000-000000000001");
+            assert_eq!(Some(&agent[6..]), r.agent_id.as_deref());
+        }
+    }
+}
+
+#[test]
+#[ignore = "reads ../shared/samples; run with --include-ignored"]
+fn ccusage_fixtures_without_type() {
+    let p = samples().join(
+        "claude-code/ccusage/apps/ccusage/test/fixtures/claude/projects/project-alpha/session-alpha/chat.jsonl",
+    );
+    let (entries, report) = read_both(&p);
+    // Lines without `type` whose message is an assistant's: assistant lines.
+    assert_eq!(report.role(Role::Assistant), 3);
+    let r = entries[0].1.as_ref().unwrap();
+    assert_eq!(r.key, "session-alpha:chat:L1");
+    assert_eq!(r.usage.unwrap().cost, 0.12);
+    assert_eq!(r.usage.unwrap().cache_write, 25);
+}
+
+/// Every single-line sample of claude-code-log: its role.
+#[test]
+#[ignore = "reads ../shared/samples; run with --include-ignored"]
+fn single_line_samples() {
+    let dir = samples().join("claude-code-log-messages/claude-code");
+    let expect: &[(&str, Option<Role>)] = &[
+        ("assistant/assistant.jsonl", Some(Role::Assistant)),
+        ("assistant/assistant_sidechain.jsonl", Some(Role::Assistant)),
+        ("assistant/thinking.jsonl", Some(Role::Assistant)),
+        ("system/file_history_snapshot.jsonl", None),
+        ("system/queue_operation.jsonl", None),
+        ("system/summary.jsonl", None),
+        ("system/system_info.jsonl", Some(Role::System)),
+        ("user/bash_input.jsonl", Some(Role::User)),
+        ("user/bash_output.jsonl", Some(Role::User)),
+        ("user/command_output.jsonl", Some(Role::User)),
+        ("user/image.jsonl", Some(Role::User)),
+        ("user/user.jsonl", Some(Role::User)),
+        ("user/user_command.jsonl", Some(Role::User)),
+        ("user/user_sidechain.jsonl", Some(Role::User)),
+        // isMeta: a harness caveat.
+        ("user/user_slash_command.jsonl", None),
+    ];
+    for (file, role) in expect {
+        let (entries, report) = read_both(&dir.join(file));
+        assert_eq!(report.skipped, 0, "{file}");
+        let roles: Vec<Option<Role>> = entries
+            .iter()
+            .map(|(_, r)| r.as_ref().map(|r| r.role))
+            .collect();
+        assert!(roles.iter().all(|r| r == role), "{file}: {roles:?}");
+    }
+    let mut tools = 0;
+    for e in std::fs::read_dir(dir.join("tools")).unwrap() {
+        let p = e.unwrap().path();
+        let name = p.file_name().unwrap().to_string_lossy().into_owned();
+        let (entries, _) = read_both(&p);
+        let want = if name.contains("tool_use") {
+            Role::Assistant
+        } else {
+            Role::ToolResult
+        };
+        for (_, r) in &entries {
+            let r = r.as_ref().unwrap();
+            assert_eq!(r.role, want, "{name}");
+            if want == Role::Assistant {
+                assert_eq!(r.kinds, ["toolCall"], "{name}");
+            } else {
+                assert!(r.tool_call_id.is_some(), "{name}");
+            }
+        }
+        tools += 1;
+    }
+    assert_eq!(tools, 44);
+    // An image: its placeholder, never the base64.
+    let (entries, _) = read_both(&dir.join("user/image.jsonl"));
+    let r = entries[0].1.as_ref().unwrap();
+    assert!(
+        r.text.starts_with("[image image/png, "),
+        "{}",
+        &r.text[..40]
+    );
+    assert!(r.text.len() < 1000);
+}
+
+// ---------------------------------------------------------------------------
+// Lines written here (no ../shared needed)
+
+fn lines(text: &str) -> (Vec<(u64, Option<OwnedRecord>)>, Report) {
+    let p = Path::new("/x/projects/-p/s.jsonl");
+    let a = read(p, Some(text.as_bytes()));
+    let b = {
+        let opts = SourceOptions::new().buffer_capacity(7);
+        let mut src = Claude
+            .open(Input::Reader(Box::new(text.as_bytes())), p, &opts)
+            .unwrap();
+        let mut out = Vec::new();
+        while let Some(e) = src.next_entry().unwrap() {
+            out.push((e.line, e.record.map(|r| r.to_owned_record())));
+        }
+        (out, src.report().clone())
+    };
+    assert_eq!(a, b);
+    a
+}
+
+#[test]
+fn queue_remove_is_steering_input() {
+    let (entries, report) = lines(concat!(
+        r#"{"type":"queue-operation","operation":"enqueue","timestamp":"2026-01-01T00:00:00Z","sessionId":"s","content":"also do X"}"#,
+        "\n",
+        r#"{"type":"queue-operation","operation":"remove","timestamp":"2026-01-01T00:00:01Z","sessionId":"s","content":"also do X"}"#,
+        "\n",
+        r#"{"type":"queue-operation","operation":"popAll","timestamp":"2026-01-01T00:00:02Z","sessionId":"s","content":"y"}"#,
+        "\n",
+    ));
+    assert_eq!(report.entries.get("queue-operation"), 3);
+    assert!(entries[0].1.is_none() && entries[2].1.is_none());
+    let r = entries[1].1.as_ref().unwrap();
+    assert_eq!(
+        (r.role, r.text.as_str(), r.key.as_str()),
+        (Role::User, "also do X", "s:s:L2")
+    );
+}
+
+#[test]
+fn tool_results_with_text_beside_them() {
+    let (entries, _) = lines(concat!(
+        r#"{"type":"user","uuid":"u1","sessionId":"s","cwd":"/a","message":{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":"out 1"},{"type":"tool_result","tool_use_id":"t2","content":[{"type":"text","text":"out 2"}],"is_error":true},{"type":"text","text":"[Request interrupted by user for tool use]"}]}}"#,
+        "\n",
+        r#"{"type":"user","uuid":"u2","sessionId":"s","cwd":"/b","isMeta":true,"message":{"role":"user","content":"Caveat"}}"#,
+        "\n",
+        r#"{"type":"assistant","uuid":"a1","sessionId":"s","requestId":"r","message":{"id":"m","role":"assistant","model":"x","stop_reason":null,"content":[{"type":"redacted_thinking","data":"zz"},{"type":"tool_use","id":"t","name":"Bash","input":{"command":"ls"}}],"usage":{"input_tokens":1,"output_tokens":2,"cache_creation_input_tokens":9,"cache_read_input_tokens":4}}}"#,
+        "\n",
+        r#"{"type":"file-history-snapshot","messageId":"m","snapshot":{},"isSnapshotUpdate":false}"#,
+        "\n",
+        r#"{"type":"mystery","uuid":"z"}"#,
+        "\n",
+        "not json\n",
+    ));
+    let r = entries[0].1.as_ref().unwrap();
+    assert_eq!(r.role, Role::ToolResult);
+    assert_eq!(
+        r.text,
+        "out 1\nout 2\n[Request interrupted by user for tool use]"
+    );
+    assert_eq!(
+        (r.tool_call_id.as_deref(), r.is_error),
+        (Some("t1"), Some(true))
+    );
+    assert_eq!(r.project, "/a");
+    assert!(entries[1].1.is_none(), "isMeta");
+    let a = entries[2].1.as_ref().unwrap();
+    assert_eq!(a.kinds, ["thinking", "toolCall"]);
+    assert_eq!(a.text, "Bash {\"command\":\"ls\"}");
+    assert!(a.provisional);
+    // No line with a cwd before: the header's (the first line's) cwd.
+    assert_eq!(a.project, "/a");
+    let u = a.usage.unwrap();
+    assert_eq!((u.cache_write, u.total_tokens), (9, 16));
+    assert!(entries[3].1.is_none() && entries[4].1.is_none());
+    assert_eq!(entries.len(), 5);
+}
+
+#[test]
+fn header_from_the_first_lines() {
+    // No sessionId in the file: the session folder of a subagent file.
+    let p = Path::new("/x/projects/-p/sess-1/subagents/agent-a.jsonl");
+    let text = "{\"type\":\"user\",\"message\":{\"role\":\"user\",\"content\":\"hi\"}}\n";
+    let mut src = Claude
+        .open(Input::Bytes(text.as_bytes()), p, &SourceOptions::new())
+        .unwrap();
+    assert_eq!(src.header().unwrap().id, "sess-1");
+    let r = src.next_record().unwrap().unwrap();
+    assert_eq!((r.session, r.key), ("sess-1", "sess-1:agent-a:L1"));
+    // Empty: no header, no records.
+    let mut src = Claude
+        .open(
+            Input::Bytes(b"\xEF\xBB\xBF \n\0\n"),
+            p,
+            &SourceOptions::new(),
+        )
+        .unwrap();
+    assert!(src.header().is_none());
+    assert!(src.next_record().unwrap().is_none());
+    assert!(src.report().empty);
+    // A BOM before the first line.
+    let (entries, _) = lines("\u{feff}{\"type\":\"user\",\"uuid\":\"u\",\"sessionId\":\"s\",\"message\":{\"role\":\"user\",\"content\":\"hi\"}}\n");
+    assert_eq!(entries[0].1.as_ref().unwrap().key, "s:u");
+    // Files a walk takes as transcripts.
+    for (path, yes) in [
+        ("p/s.jsonl", true),
+        ("p/s/subagents/agent-a.jsonl", true),
+        ("p/s/subagents/workflows/r/agent-a.jsonl", true),
+        ("p/s/subagents/workflows/r/journal.jsonl", false),
+        ("p/s/tool-results/t.jsonl", false),
+        ("p/s/subagents/agent-a.meta.json", false),
+    ] {
+        assert_eq!(Claude.is_session_file(Path::new(path)), yes, "{path}");
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Discovery and detection, through the command line
+
+/// The binary with every default archive pointed into `home` (never this
+/// machine's).
+fn bin(home: &Path) -> std::process::Command {
+    let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_mem-ingest"));
+    c.current_dir(env!("CARGO_MANIFEST_DIR"))
+        .env_remove("PI_CODING_AGENT_SESSION_DIR")
+        .env_remove("CLAUDE_CONFIG_DIR")
+        .env("HOME", home)
+        .env("XDG_CONFIG_HOME", home.join("xdg"))
+        .env("CODEX_HOME", home.join("codex"))
+        .env("PI_CODING_AGENT_DIR", home.join("pi"));
+    c
+}
+
+fn tmpdir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("mem-ingest-claude-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+const SESSION: &str = concat!(
+    r#"{"type":"queue-operation","operation":"enqueue","timestamp":"2026-01-01T00:00:00Z","sessionId":"s1","content":"hi"}"#,
+    "\n",
+    r#"{"type":"user","uuid":"u1","sessionId":"s1","cwd":"/w","timestamp":"2026-01-01T00:00:01Z","message":{"role":"user","content":"hi"}}"#,
+    "\n",
+    r#"{"type":"assistant","uuid":"a1","parentUuid":"u1","sessionId":"s1","cwd":"/w","requestId":"r1","timestamp":"2026-01-01T00:00:02Z","message":{"id":"m1","role":"assistant","model":"claude-x","stop_reason":"end_turn","content":[{"type":"text","text":"hello"}],"usage":{"input_tokens":1,"output_tokens":2}}}"#,
+    "\n",
+);
+
+fn stats(c: &mut std::process::Command) -> (Option<i32>, serde_json::Value, String) {
+    let out = c.output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    let v = serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null);
+    (out.status.code(), v, err)
+}
+
+#[test]
+fn default_archives_of_every_agent() {
+    let home = tmpdir("defaults");
+    // No archive at all: exit 1, every place tried named.
+    let (code, _, err) = stats(bin(&home).args(["stats", "--json", "-q"]));
+    assert_eq!(code, Some(1));
+    for place in ["pi/sessions", "xdg/claude/projects", ".claude/projects"] {
+        assert!(err.contains(place), "{place}: {err}");
+    }
+    // Claude's archives: ~/.claude and $XDG_CONFIG_HOME/claude, subagent
+    // files included, tool results and workflow journals not.
+    let p = home.join(".claude/projects/-w");
+    std::fs::create_dir_all(p.join("s1/subagents")).unwrap();
+    std::fs::create_dir_all(p.join("s1/tool-results")).unwrap();
+    std::fs::create_dir_all(p.join("s1/subagents/workflows/r1")).unwrap();
+    std::fs::write(p.join("s1.jsonl"), SESSION).unwrap();
+    let agent = SESSION
+        .replace("\"u1\"", "\"u9\"")
+        .replace("\"a1\"", "\"a9\"");
+    std::fs::write(p.join("s1/subagents/agent-x.jsonl"), agent).unwrap();
+    std::fs::write(p.join("s1/tool-results/t.jsonl"), "junk\n").unwrap();
+    std::fs::write(p.join("s1/subagents/workflows/r1/journal.jsonl"), "junk\n").unwrap();
+    let x = home.join("xdg/claude/projects/-v");
+    std::fs::create_dir_all(&x).unwrap();
+    std::fs::write(
+        x.join("s2.jsonl"),
+        SESSION
+            .replace("s1", "s2")
+            .replace("\"u1\"", "\"u2\"")
+            .replace("\"a1\"", "\"a2\""),
+    )
+    .unwrap();
+    let (code, v, err) = stats(bin(&home).args(["stats", "--json", "-q"]));
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(
+        (v["files"].as_u64(), v["records"].as_u64()),
+        (Some(3), Some(6))
+    );
+    // pi's beside them: both read; --source narrows.
+    std::fs::create_dir_all(home.join("pi/sessions/--p--")).unwrap();
+    std::fs::copy(
+        "fixtures/hand-built.jsonl",
+        home.join("pi/sessions/--p--/x.jsonl"),
+    )
+    .unwrap();
+    let (_, v, _) = stats(bin(&home).args(["stats", "--json", "-q"]));
+    assert_eq!(
+        (v["files"].as_u64(), v["records"].as_u64()),
+        (Some(4), Some(28))
+    );
+    let (_, v, _) = stats(bin(&home).args(["stats", "--json", "-q", "--source", "pi"]));
+    assert_eq!(v["records"].as_u64(), Some(22));
+    let (_, v, _) = stats(bin(&home).args(["stats", "--json", "-q", "--source", "claude"]));
+    assert_eq!(v["records"].as_u64(), Some(6));
+    // CLAUDE_CONFIG_DIR replaces the defaults (a comma list; an entry may
+    // name projects/ itself).
+    let (_, v, _) = stats(
+        bin(&home)
+            .args(["stats", "--json", "-q", "--source", "claude"])
+            .env(
+                "CLAUDE_CONFIG_DIR",
+                format!(
+                    "{} , {}",
+                    home.join("nothing").display(),
+                    home.join("xdg/claude/projects").display()
+                ),
+            ),
+    );
+    assert_eq!(v["records"].as_u64(), Some(2));
+    std::fs::remove_dir_all(home).unwrap();
+}
+
+#[test]
+fn paths_detected_by_content() {
+    let home = tmpdir("detect");
+    let d = home.join("mixed");
+    std::fs::create_dir_all(&d).unwrap();
+    std::fs::write(d.join("a-claude.jsonl"), SESSION).unwrap();
+    std::fs::copy("fixtures/hand-built.jsonl", d.join("b-pi.jsonl")).unwrap();
+    // A first line longer than the detection prefix: a snapshot.
+    let big = format!(
+        "{{\"type\":\"file-history-snapshot\",\"messageId\":\"m\",\"snapshot\":{{\"x\":\"{}\"}}}}\n{}",
+        "y".repeat(200_000),
+        SESSION.replace("s1", "s3").replace("\"u1\"", "\"u3\"").replace("\"a1\"", "\"a3\"")
+    );
+    std::fs::write(d.join("c-claude.jsonl"), big).unwrap();
+    // A prompt longer than the prefix, its sessionId after it (2.1's key
+    // order): the envelope's first keys tell.
+    std::fs::write(
+        d.join("d-claude.jsonl"),
+        format!(
+            "{{\"parentUuid\":null,\"type\":\"user\",\"message\":{{\"role\":\"user\",\"content\":\"{}\"}},\"uuid\":\"u4\",\"sessionId\":\"s4\"}}\n",
+            "z".repeat(100_000)
+        ),
+    )
+    .unwrap();
+    let (code, v, err) = stats(bin(&home).args(["stats", "--json", "-q"]).arg(&d));
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(
+        (v["files"].as_u64(), v["records"].as_u64()),
+        (Some(4), Some(27))
+    );
+    // A headerless pi file is still pi's, failing as it always did.
+    let (code, _, err) = stats(bin(&home).args(["stats", "-q", "fixtures/no-header/"]));
+    let (code_pi, _, err_pi) =
+        stats(bin(&home).args(["stats", "-q", "--source", "pi", "fixtures/no-header/"]));
+    assert_eq!((code, &err), (code_pi, &err_pi));
+    assert_eq!(code, Some(1));
+    // Forced: the Claude file read as pi's fails (no session header).
+    let (code, _, _) = stats(
+        bin(&home)
+            .args(["stats", "-q", "--source", "pi"])
+            .arg(d.join("a-claude.jsonl")),
+    );
+    assert_eq!(code, Some(1));
+    std::fs::remove_dir_all(home).unwrap();
+}
