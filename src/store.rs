@@ -765,7 +765,14 @@ pub struct Search {
     pub format: Option<String>,
     /// Hits at most (0: 20).
     pub limit: usize,
+    /// Rank every match (default: past [`RANKED`] matches, the last
+    /// `RANKED` stored).
+    pub rank_all: bool,
 }
+
+/// Matches ranked at most, unless [`Search::rank_all`]: the last stored
+/// (the newest rows). BM25 costs a lookup per ranked match.
+pub const RANKED: usize = 1000;
 
 /// One hit, best first.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
@@ -855,16 +862,11 @@ pub fn search(path: &Path, s: &Search) -> Result<Vec<Hit>, Error> {
             ),
         ));
     }
-    let mut sql = String::from(
-        "SELECT r.key, r.session, r.project, r.timestamp, r.role,
-                snippet(records_fts, 0, '«', '»', '…', 16), bm25(records_fts) AS rank
-         FROM records_fts JOIN records r ON r.row_id = records_fts.rowid
-         WHERE records_fts MATCH ?1",
-    );
+    let mut filters = String::new();
     let mut args: Vec<rusqlite::types::Value> = vec![query.clone().into()];
     let mut filter = |column: &str, op: &str, v: rusqlite::types::Value| {
         args.push(v);
-        sql.push_str(&format!(" AND r.{column} {op} ?{}", args.len()));
+        filters.push_str(&format!(" AND r.{column} {op} ?{}", args.len()));
     };
     if let Some(p) = &s.project {
         filter("project", "=", p.clone().into());
@@ -885,29 +887,67 @@ pub fn search(path: &Path, s: &Search) -> Result<Vec<Hit>, Error> {
         filter("format", "=", f.clone().into());
     }
     let limit = if s.limit == 0 { 20 } else { s.limit };
-    sql.push_str(&format!(" ORDER BY rank LIMIT {limit}"));
-    check_fts(&query).map_err(|e| {
-        Error::new(
-            path,
-            ErrorKind::BadQuery(format!("malformed FTS5 query {query:?}: {e}")),
-        )
-    })?;
+    if s.fts {
+        check_fts(&query).map_err(|e| {
+            Error::new(
+                path,
+                ErrorKind::BadQuery(format!("malformed FTS5 query {query:?}: {e}")),
+            )
+        })?;
+    }
     let bad_query = |e: rusqlite::Error| failed(path, e);
-    let mut st = conn.prepare(&sql).map_err(bad_query)?;
-    let rows = st
-        .query_map(rusqlite::params_from_iter(args.iter()), |r| {
-            Ok(Hit {
-                key: r.get(0)?,
-                session: r.get(1)?,
-                project: r.get(2)?,
-                timestamp: r.get(3)?,
-                role: r.get(4)?,
-                snippet: r.get(5)?,
-                rank: r.get(6)?,
-            })
-        })
+    let matches = "FROM records_fts JOIN records r ON r.row_id = records_fts.rowid
+         WHERE records_fts MATCH ?1";
+    // BM25 needs each match's length: a lookup per match, 90 ms for the
+    // 180,000 matches of a common word. Past RANKED matches, only the last
+    // RANKED stored are ranked: FTS5 walks the matches newest first and
+    // stops there, in one pass.
+    let bound = if s.rank_all {
+        String::new()
+    } else {
+        format!(" LIMIT {RANKED}")
+    };
+    let mut st = conn
+        .prepare(&format!(
+            "SELECT records_fts.rowid, bm25(records_fts) {matches}{filters}
+             ORDER BY records_fts.rowid DESC{bound}"
+        ))
         .map_err(bad_query)?;
-    rows.collect::<Result<Vec<_>, _>>().map_err(bad_query)
+    let mut best: Vec<(i64, f64)> = st
+        .query_map(rusqlite::params_from_iter(args.iter()), |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })
+        .map_err(bad_query)?
+        .collect::<Result<_, _>>()
+        .map_err(bad_query)?;
+    // Best first (BM25 is lower for better), ties newest first.
+    best.sort_by(|a, b| a.1.total_cmp(&b.1).then(b.0.cmp(&a.0)));
+    best.truncate(limit);
+    // Snippets for the hits only: a snippet tokenizes its row's text.
+    let mut one = conn
+        .prepare(
+            "SELECT r.key, r.session, r.project, r.timestamp, r.role,
+                    snippet(records_fts, 0, '«', '»', '…', 16)
+             FROM records_fts JOIN records r ON r.row_id = records_fts.rowid
+             WHERE records_fts MATCH ?1 AND records_fts.rowid = ?2",
+        )
+        .map_err(bad_query)?;
+    best.into_iter()
+        .map(|(rowid, rank)| {
+            one.query_row(params![query, rowid], |r| {
+                Ok(Hit {
+                    key: r.get(0)?,
+                    session: r.get(1)?,
+                    project: r.get(2)?,
+                    timestamp: r.get(3)?,
+                    role: r.get(4)?,
+                    snippet: r.get(5)?,
+                    rank,
+                })
+            })
+            .map_err(bad_query)
+        })
+        .collect()
 }
 
 /// Whether FTS5 can parse `query`: run against an empty index of the same
