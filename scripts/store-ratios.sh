@@ -45,7 +45,7 @@ printf 'backfill --db / floor       %7.3f   (target <= 1.25)\n' "$(python3 -c "p
 
 rm -f "$WORK/out.ndjson" "$WORK"/su.db*
 t_nd=$(secs "$BIN" backfill -q -o "$WORK/out.ndjson" "$ARCH")
-t_ins=$(secs sqlite-utils insert "$WORK/su.db" records "$WORK/out.ndjson" --nl --pk key)
+t_ins=$(secs sqlite-utils insert "$WORK/su.db" records "$WORK/out.ndjson" --nl --pk key --alter)
 t_fts=$(secs sqlite-utils enable-fts "$WORK/su.db" records text)
 su=$(python3 -c "print($t_nd + $t_ins + $t_fts)")
 printf 'backfill -o + sqlite-utils  %7.2f s   (%.2f + %.2f insert + %.2f enable-fts)\n' "$su" "$t_nd" "$t_ins" "$t_fts"
