@@ -28,6 +28,11 @@ impl RoleFilter {
     /// Every role.
     pub const ALL: RoleFilter = RoleFilter(0b11_1111);
 
+    /// No role: every record is counted (`records`, `roles`, `filtered`)
+    /// and none is built. What a run that writes no records (`stats`) reads
+    /// with.
+    pub const NONE: RoleFilter = RoleFilter(0);
+
     /// Only the given roles.
     pub fn only(roles: &[Role]) -> RoleFilter {
         RoleFilter(roles.iter().fold(0, |m, r| m | 1 << r.index()))
