@@ -167,7 +167,7 @@ const UPSERT: &str = "INSERT INTO records (key, row_id, format, project, session
     usage_input, usage_output, usage_cache_read, usage_cache_write, usage_total_tokens,
     usage_cost, stop_reason, tool_name, tool_call_id, is_error, custom_type, command,
     exit_code, text_bytes, agent_id, message_id, request_id, provisional, fingerprint)
-VALUES (?1, (SELECT COALESCE(MAX(row_id), 0) + 1 FROM records), ?2, ?3, ?4, ?5, ?6, ?7, ?8,
+VALUES (?1, ?37, ?2, ?3, ?4, ?5, ?6, ?7, ?8,
     ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26,
     ?27, ?28, ?29, ?30, ?31, ?32, ?33, ?34, ?35, ?36)
 ON CONFLICT (key) DO UPDATE SET format = excluded.format, project = excluded.project,
@@ -186,7 +186,8 @@ ON CONFLICT (key) DO UPDATE SET format = excluded.format, project = excluded.pro
     exit_code = excluded.exit_code, text_bytes = excluded.text_bytes,
     agent_id = excluded.agent_id, message_id = excluded.message_id,
     request_id = excluded.request_id, provisional = excluded.provisional
-WHERE records.fingerprint = excluded.fingerprint";
+WHERE records.fingerprint = excluded.fingerprint
+RETURNING row_id";
 
 /// One record, owned, as the workers encode it for the store.
 #[derive(Debug, Clone)]
@@ -310,6 +311,9 @@ pub struct SqliteStore {
     path: PathBuf,
     _lock: crate::archive::Lock,
     in_tx: bool,
+    /// The `row_id` the next new row gets: read when a transaction begins
+    /// (no other writer can insert while it is open).
+    next_row_id: i64,
     sessions: BTreeMap<String, SessionTouch>,
 }
 
@@ -426,6 +430,7 @@ impl SqliteStore {
             path,
             _lock: lock,
             in_tx: false,
+            next_row_id: 0,
             sessions: BTreeMap::new(),
         })
     }
@@ -452,53 +457,71 @@ impl SqliteStore {
 
     fn begin(&mut self) -> Result<(), Error> {
         if !self.in_tx {
-            self.conn.execute_batch("BEGIN").map_err(|e| self.err(e))?;
+            self.conn
+                .execute_batch("BEGIN IMMEDIATE")
+                .map_err(|e| self.err(e))?;
             self.in_tx = true;
+            self.next_row_id = self
+                .conn
+                .query_row(
+                    "SELECT COALESCE(MAX(row_id), 0) + 1 FROM records",
+                    [],
+                    |r| r.get(0),
+                )
+                .map_err(|e| self.err(e))?;
         }
         Ok(())
     }
 
-    fn upsert(&self, r: &Row, key: &str) -> rusqlite::Result<usize> {
+    /// Inserts the row under `key`, or updates the row stored under it when
+    /// it is the same entry: its `row_id`, or None when `key` holds another
+    /// entry.
+    fn upsert(&self, r: &Row, key: &str) -> rusqlite::Result<Option<i64>> {
         let mut st = self.conn.prepare_cached(UPSERT)?;
         let u = r.usage.as_ref();
-        st.execute(params![
-            key,
-            r.format,
-            r.project,
-            r.session,
-            r.file,
-            r.source,
-            r.line,
-            r.byte,
-            r.id,
-            r.parent_id,
-            r.entry,
-            r.role,
-            r.kinds,
-            r.timestamp,
-            r.text,
-            r.provider,
-            r.model,
-            u.map(|u| sat(u.input)),
-            u.map(|u| sat(u.output)),
-            u.map(|u| sat(u.cache_read)),
-            u.map(|u| sat(u.cache_write)),
-            u.map(|u| sat(u.total_tokens)),
-            u.map(|u| u.cost),
-            r.stop_reason,
-            r.tool_name,
-            r.tool_call_id,
-            r.is_error,
-            r.custom_type,
-            r.command,
-            r.exit_code,
-            r.text_bytes,
-            r.agent_id,
-            r.message_id,
-            r.request_id,
-            r.provisional.then_some(1),
-            r.fingerprint as i64,
-        ])
+        st.query_row(
+            params![
+                key,
+                r.format,
+                r.project,
+                r.session,
+                r.file,
+                r.source,
+                r.line,
+                r.byte,
+                r.id,
+                r.parent_id,
+                r.entry,
+                r.role,
+                r.kinds,
+                r.timestamp,
+                r.text,
+                r.provider,
+                r.model,
+                u.map(|u| sat(u.input)),
+                u.map(|u| sat(u.output)),
+                u.map(|u| sat(u.cache_read)),
+                u.map(|u| sat(u.cache_write)),
+                u.map(|u| sat(u.total_tokens)),
+                u.map(|u| u.cost),
+                r.stop_reason,
+                r.tool_name,
+                r.tool_call_id,
+                r.is_error,
+                r.custom_type,
+                r.command,
+                r.exit_code,
+                r.text_bytes,
+                r.agent_id,
+                r.message_id,
+                r.request_id,
+                r.provisional.then_some(1),
+                r.fingerprint as i64,
+                self.next_row_id,
+            ],
+            |row| row.get(0),
+        )
+        .optional()
     }
 
     /// Indexes the rows above `indexed_up_to`, in one statement, and moves
@@ -666,11 +689,20 @@ impl Sink for SqliteStore {
             }
             // Another entry under this key: under its own, derived from its
             // fingerprint.
-            if self.upsert(r, &r.key).map_err(|e| self.err(e))? == 0 {
+            let mut stored = self.upsert(r, &r.key).map_err(|e| self.err(e))?;
+            if stored.is_none() {
                 let key = format!("{}~{:016x}", r.key, r.fingerprint);
-                self.upsert(r, &key).map_err(|e| self.err(e))?;
+                stored = self.upsert(r, &key).map_err(|e| self.err(e))?;
             }
-            let t = self.sessions.entry(r.session.clone()).or_default();
+            // A new row took the row id (an update in place keeps its own).
+            if stored == Some(self.next_row_id) {
+                self.next_row_id += 1;
+            }
+            if !self.sessions.contains_key(&r.session) {
+                self.sessions
+                    .insert(r.session.clone(), SessionTouch::default());
+            }
+            let t = self.sessions.get_mut(&r.session).expect("inserted");
             if t.format.is_empty() {
                 t.format = r.format.clone();
                 t.project = r.project.clone();
