@@ -13,7 +13,7 @@ set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(dirname "$here")
 seconds=${FUZZ_SECONDS:-60}
-targets=(line reader)
+targets=(line reader claude)
 
 say() { echo "fuzz/ci.sh: $*"; }
 

@@ -68,4 +68,23 @@ for f in "${fixtures[@]}"; do
 done
 by_sha1 "$tmp/files" "$reader_dir"
 
-echo "seed.sh: $(ls "$line_dir" | wc -l) inputs in $line_dir, $(ls "$reader_dir" | wc -l) in $reader_dir"
+# Claude Code transcripts: every sample beside the project (../shared), each
+# as its first 12 lines cut to 12 KiB.
+claude_dir=$corpus/claude
+mkdir -p "$claude_dir" "$tmp/claude"
+samples=$(cd "$root/.." && pwd)/shared/samples
+i=0
+if [ -d "$samples" ]; then
+    while IFS= read -r -d '' f; do
+        i=$((i + 1))
+        head -n 12 "$f" >"$tmp/head"
+        head -c 12288 "$tmp/head" >"$tmp/claude/$i"
+    done < <(find "$samples/claude-code" "$samples/claude-code-log-messages/claude-code" -name '*.jsonl' -print0 2>/dev/null)
+fi
+# And a few hand-made lines, so the corpus is never empty.
+printf '%s\n' '{"type":"user","uuid":"u1","sessionId":"s","cwd":"/p","timestamp":"2025-01-01T00:00:00Z","message":{"role":"user","content":"hi"}}' \
+    '{"type":"assistant","uuid":"a1","parentUuid":"u1","sessionId":"s","requestId":"r","message":{"id":"m","role":"assistant","model":"claude","content":[{"type":"text","text":"yo"}],"stop_reason":null,"usage":{"input_tokens":1,"output_tokens":2}}}' \
+    >"$tmp/claude/hand"
+if [ -n "$(ls "$tmp/claude")" ]; then by_sha1 "$tmp/claude" "$claude_dir"; fi
+
+echo "seed.sh: $(ls "$line_dir" | wc -l) inputs in $line_dir, $(ls "$reader_dir" | wc -l) in $reader_dir, $(ls "$claude_dir" | wc -l) in $claude_dir"

@@ -22,6 +22,7 @@ fn replay(target: &str, name: &str) {
     match target {
         "line" => checks::check_line(&data),
         "reader" => checks::check_reader(&data),
+        "claude" => checks::check_claude(&data),
         other => panic!("no fuzz target {other}"),
     }
 }
@@ -96,7 +97,7 @@ fn usage_sum_overflow() {
 #[test]
 fn every_saved_input_replays() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/regressions");
-    for target in ["line", "reader"] {
+    for target in ["line", "reader", "claude"] {
         let Ok(dir) = fs::read_dir(root.join(target)) else {
             continue;
         };
@@ -156,4 +157,37 @@ fn reader_case_decoding() {
         let case = checks::ReaderCase::decode(short);
         assert!(case.plan.is_empty() && case.file.is_empty());
     }
+}
+
+/// The `claude` check holds on generated Claude Code transcripts cut at
+/// many places and with bytes damaged (a stable stand-in for the fuzzer on
+/// realistic input: every shape the generator writes).
+#[test]
+fn claude_check_holds_on_generated_transcripts_cut_and_damaged() {
+    let dir = std::env::temp_dir().join(format!("mem-ingest-fuzz-claude-{}", std::process::id()));
+    fs::create_dir_all(&dir).unwrap();
+    let out = dir.join("t.jsonl");
+    let st = std::process::Command::new(env!("CARGO_BIN_EXE_gen-corpus"))
+        .args(["--format", "claude", "--seed", "11", "--size-mb", "0.3"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(
+        st.status.success(),
+        "{}",
+        String::from_utf8_lossy(&st.stderr)
+    );
+    let data = fs::read(&out).unwrap();
+    assert!(data.len() > 100_000);
+    checks::check_claude(&data);
+    let step = data.len() / 40;
+    for cut in (0..data.len()).step_by(step) {
+        checks::check_claude(&data[..cut]);
+        let mut damaged = data[..(cut + step).min(data.len())].to_vec();
+        for k in (cut..damaged.len()).step_by(61) {
+            damaged[k] = [b'{', b'"', 0xff, b'\n', 0, b'\\'][k % 6];
+        }
+        checks::check_claude(&damaged);
+    }
+    fs::remove_dir_all(dir).unwrap();
 }

@@ -284,3 +284,54 @@ pub fn check_consistent(input: &[u8], out: &Outcome) {
         last = *line;
     }
 }
+
+/// `claude`: arbitrary bytes as a whole Claude Code transcript, read
+/// through `format::Claude` streamed (one byte at a time and in one read)
+/// and from memory. Never panics; all three readings give the same records
+/// and report (or the same error); every non-blank line is accounted for.
+pub fn check_claude(data: &[u8]) {
+    use mem_ingest::format::{Claude, Format, Input};
+    type Read3 = Result<(Vec<OwnedRecord>, Report), String>;
+    let opts = SourceOptions::default();
+    let path = std::path::Path::new("fuzz-claude.jsonl");
+    let read = |input: Input<'_>| -> Read3 {
+        let mut src = Claude.open(input, path, &opts).map_err(|e| e.to_string())?;
+        let mut records = Vec::new();
+        while let Some(r) = src.next_record().map_err(|e| e.to_string())? {
+            records.push(r.to_owned_record());
+        }
+        Ok((records, src.report().clone()))
+    };
+    let bytes = read(Input::Bytes(data));
+    let whole = read(Input::Reader(Box::new(data)));
+    let trickle = read(Input::Reader(Box::new(OneByte(data))));
+    assert_eq!(bytes, whole, "streamed and in memory differ");
+    assert_eq!(bytes, trickle, "one byte at a time differs");
+    if let Ok((records, r)) = &bytes {
+        assert_eq!(records.len() as u64, r.records, "records handed out");
+        assert_eq!(
+            r.records + r.deduplicated + r.no_record + r.skipped,
+            r.lines,
+            "every line accounted for: {r:?}"
+        );
+        for rec in records {
+            assert!(rec.line >= 1 && rec.byte < data.len() as u64 + 1, "{rec:?}");
+        }
+    }
+}
+
+/// A reader that hands out one byte per read.
+struct OneByte<'d>(&'d [u8]);
+
+impl Read for OneByte<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match (self.0.split_first(), buf.first_mut()) {
+            (Some((b, rest)), Some(out)) => {
+                *out = *b;
+                self.0 = rest;
+                Ok(1)
+            }
+            _ => Ok(0),
+        }
+    }
+}
