@@ -6,24 +6,10 @@ use std::process::{Command, Output, Stdio};
 
 use serde_json::Value;
 
+mod common;
+
 fn bin() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_mem-ingest"));
-    c.current_dir(env!("CARGO_MANIFEST_DIR"));
-    c.env_remove("PI_CODING_AGENT_SESSION_DIR");
-    // Never this machine's archives: every default points at an empty
-    // folder (a test that wants one sets its variable again).
-    let none = std::env::temp_dir().join(format!("mem-ingest-no-home-{}", std::process::id()));
-    std::fs::create_dir_all(&none).unwrap();
-    for var in [
-        "HOME",
-        "XDG_CONFIG_HOME",
-        "CLAUDE_CONFIG_DIR",
-        "CODEX_HOME",
-        "PI_CODING_AGENT_DIR",
-    ] {
-        c.env(var, &none);
-    }
-    c
+    common::cli()
 }
 
 fn run(args: &[&str]) -> Output {

@@ -6,13 +6,21 @@
 //! files in one archive, with one state.
 
 use std::fs;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use mem_ingest::archive::Archive;
 use mem_ingest::format::{BoxedSource, Format, Input, Pi};
 use mem_ingest::sink::ForEach;
+
+mod common;
+
+use common::append;
+
+fn tmpdir(name: &str) -> PathBuf {
+    common::tmpdir("fmt", name)
+}
 use mem_ingest::{
     Entry, Error, Header, OwnedRecord, Position, Record, RecordSource, Report, Role, Skip,
     SkipReason,
@@ -272,22 +280,6 @@ fn fnv(b: &[u8]) -> u64 {
     b.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, c| {
         (h ^ u64::from(*c)).wrapping_mul(0x100_0000_01b3)
     })
-}
-
-fn tmpdir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("mem-ingest-fmt-{}-{name}", std::process::id()));
-    let _ = fs::remove_dir_all(&d);
-    fs::create_dir_all(&d).unwrap();
-    d
-}
-
-fn append(path: &Path, text: &str) {
-    fs::OpenOptions::new()
-        .append(true)
-        .open(path)
-        .unwrap()
-        .write_all(text.as_bytes())
-        .unwrap();
 }
 
 #[test]

@@ -5,7 +5,6 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::fs;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -15,30 +14,12 @@ use mem_ingest::archive::{Archive, Checkpoint, CheckpointStore, FileState, Linea
 use mem_ingest::sink::{Encoder, ForEach, Mark, OwnedEncoder, Place, Sink};
 use mem_ingest::{Error, OwnedRecord, Record};
 
+mod common;
+
+use common::{append, fixtures, user_line};
+
 fn tmpdir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("mem-ingest-lib-{}-{name}", std::process::id()));
-    let _ = fs::remove_dir_all(&d);
-    fs::create_dir_all(&d).unwrap();
-    d
-}
-
-fn fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures")
-}
-
-fn append(path: &Path, text: &str) {
-    fs::OpenOptions::new()
-        .append(true)
-        .open(path)
-        .unwrap()
-        .write_all(text.as_bytes())
-        .unwrap();
-}
-
-fn user_line(id: &str, text: &str) -> String {
-    format!(
-        r#"{{"type":"message","id":"{id}","parentId":null,"timestamp":"2026-02-01T00:00:00.000Z","message":{{"role":"user","content":"{text}","timestamp":1769904000000}}}}"#
-    ) + "\n"
+    common::tmpdir("lib", name)
 }
 
 /// An archive of sessions under distinct ids: the fixtures, each session's

@@ -9,40 +9,21 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-mod common;
+use common::{append, sha256};
 
 fn bin() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_mem-ingest"));
-    c.env_remove("PI_CODING_AGENT_SESSION_DIR");
-    // Never this machine's archives: every default points at an empty
-    // folder (a test that wants one sets its variable again).
-    let none = std::env::temp_dir().join(format!("mem-ingest-no-home-{}", std::process::id()));
-    std::fs::create_dir_all(&none).unwrap();
-    for var in [
-        "HOME",
-        "XDG_CONFIG_HOME",
-        "CLAUDE_CONFIG_DIR",
-        "CODEX_HOME",
-        "PI_CODING_AGENT_DIR",
-    ] {
-        c.env(var, &none);
-    }
-    c
-}
-
-fn tmpdir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("mem-ingest-state-{}-{name}", std::process::id()));
-    let _ = fs::remove_dir_all(&d);
-    fs::create_dir_all(&d).unwrap();
-    d
+    common::cli()
 }
 
 fn run(args: &[&dyn AsRef<std::ffi::OsStr>]) -> Output {
-    bin()
-        .args(args.iter().map(|a| a.as_ref()))
-        .output()
-        .unwrap()
+    common::run(args)
 }
+
+fn tmpdir(name: &str) -> PathBuf {
+    common::tmpdir("state", name)
+}
+
+mod common;
 
 fn records(bytes: &[u8]) -> Vec<Value> {
     bytes
@@ -66,15 +47,6 @@ fn msg(id: &str, second: u32, text: &str) -> String {
         r#"{{"type":"message","id":"{id}","parentId":null,"timestamp":"2026-01-01T00:00:{second:02}.000Z","message":{{"role":"user","content":"{text}","timestamp":{}}}}}"#,
         1_767_225_600_000u64 + u64::from(second) * 1000
     )
-}
-
-fn append(path: &Path, text: &str) {
-    OpenOptions::new()
-        .append(true)
-        .open(path)
-        .unwrap()
-        .write_all(text.as_bytes())
-        .unwrap();
 }
 
 fn stats(state: &Path, dir: &Path) -> Value {
@@ -902,12 +874,6 @@ fn runs_while_pi_writes_emit_each_record_once() {
         (Some(0), Some(2000))
     );
     fs::remove_dir_all(d).unwrap();
-}
-
-fn sha256(path: &Path) -> String {
-    let out = Command::new("sha256sum").arg(path).output().unwrap();
-    assert!(out.status.success());
-    String::from_utf8(out.stdout).unwrap()[..64].to_owned()
 }
 
 /// `backfill --state S -o OUT` where nothing covers what OUT holds: a new

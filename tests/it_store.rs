@@ -6,39 +6,23 @@
 //! the checked-in store of each schema version.
 
 use std::fs;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-mod common;
+use common::{append, fixtures, run, sha256, user_line};
 
 fn bin() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_mem-ingest"));
-    c.env_remove("PI_CODING_AGENT_SESSION_DIR")
-        .env_remove("PI_CODING_AGENT_DIR");
-    c
-}
-
-fn run(args: &[&dyn AsRef<std::ffi::OsStr>]) -> Output {
-    bin()
-        .args(args.iter().map(|a| a.as_ref()))
-        .output()
-        .unwrap()
+    common::cli()
 }
 
 fn tmpdir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("mem-ingest-store-{}-{name}", std::process::id()));
-    let _ = fs::remove_dir_all(&d);
-    fs::create_dir_all(&d).unwrap();
-    d
+    common::tmpdir("store", name)
 }
 
-fn fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures")
-}
+mod common;
 
 /// The `sqlite3` shell's answer to `sql` (one value a line, `|` between
 /// columns). A missing shell fails the test: .ci/run installs it.
@@ -71,26 +55,6 @@ fn backfill_db(db: &Path, paths: &[&Path]) -> Output {
     let mut c = bin();
     c.args(["backfill", "-q", "--db"]).arg(db).args(paths);
     c.output().unwrap()
-}
-
-fn sha256(path: &Path) -> String {
-    let out = Command::new("sha256sum").arg(path).output().unwrap();
-    String::from_utf8(out.stdout).unwrap()[..64].to_owned()
-}
-
-fn append(path: &Path, text: &str) {
-    fs::OpenOptions::new()
-        .append(true)
-        .open(path)
-        .unwrap()
-        .write_all(text.as_bytes())
-        .unwrap();
-}
-
-fn user_line(session_line_id: &str, text: &str) -> String {
-    format!(
-        r#"{{"type":"message","id":"{session_line_id}","parentId":null,"timestamp":"2026-02-01T00:00:00.000Z","message":{{"role":"user","content":"{text}","timestamp":1769904000000}}}}"#
-    ) + "\n"
 }
 
 /// Rows by role as the store holds them.

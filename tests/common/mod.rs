@@ -1,6 +1,75 @@
 //! Helpers shared by the integration tests.
+#![allow(dead_code)]
 
-use std::process::Command;
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// The command line, never reading this machine's archives: every default
+/// location points at an empty folder (a test that wants one sets its
+/// variable again).
+pub fn cli() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_mem-ingest"));
+    c.env_remove("PI_CODING_AGENT_SESSION_DIR");
+    let none = std::env::temp_dir().join(format!("mem-ingest-no-home-{}", std::process::id()));
+    fs::create_dir_all(&none).unwrap();
+    for var in [
+        "HOME",
+        "XDG_CONFIG_HOME",
+        "CLAUDE_CONFIG_DIR",
+        "CODEX_HOME",
+        "PI_CODING_AGENT_DIR",
+    ] {
+        c.env(var, &none);
+    }
+    c
+}
+
+/// Runs the command line with `args`.
+pub fn run(args: &[&dyn AsRef<std::ffi::OsStr>]) -> Output {
+    cli()
+        .args(args.iter().map(|a| a.as_ref()))
+        .output()
+        .unwrap()
+}
+
+/// A new, empty folder of this test process: `mem-ingest-<group>-<pid>-<name>`.
+pub fn tmpdir(group: &str, name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("mem-ingest-{group}-{}-{name}", std::process::id()));
+    let _ = fs::remove_dir_all(&d);
+    fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// The project's fixtures.
+pub fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures")
+}
+
+/// Appends `text` to the file at `path`.
+pub fn append(path: &Path, text: &str) {
+    fs::OpenOptions::new()
+        .append(true)
+        .open(path)
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+}
+
+/// The SHA-256 of a file, by `sha256sum`.
+pub fn sha256(path: &Path) -> String {
+    let out = Command::new("sha256sum").arg(path).output().unwrap();
+    assert!(out.status.success());
+    String::from_utf8(out.stdout).unwrap()[..64].to_owned()
+}
+
+/// A pi user message line (with its newline) of id `id` and text `text`.
+pub fn user_line(id: &str, text: &str) -> String {
+    format!(
+        r#"{{"type":"message","id":"{id}","parentId":null,"timestamp":"2026-02-01T00:00:00.000Z","message":{{"role":"user","content":"{text}","timestamp":1769904000000}}}}"#
+    ) + "\n"
+}
 
 /// The command line, run as an unprivileged user: `nobody` through
 /// `setpriv` when the tests run as root (root reads any file, so a test of
