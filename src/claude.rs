@@ -398,6 +398,9 @@ pub(crate) struct ClaudeContext {
     source: String,
     /// The file stem, for the keys of lines without a `uuid`.
     stem: String,
+    /// The session its path names, for usage lines without a `sessionId`
+    /// (as ccusage names it: see [`path_session`]).
+    path_session: String,
 }
 
 impl ClaudeContext {
@@ -410,6 +413,7 @@ impl ClaudeContext {
             header,
             source: format!("claude:{stem}"),
             stem,
+            path_session: path_session(path),
         }
     }
 }
@@ -597,6 +601,9 @@ impl MapLine for ClaudeContext {
         filter: RoleFilter,
         report: &mut Report,
     ) -> Option<Entry<'a>> {
+        if let Some(r) = self.response_of(nodes, raw) {
+            report.responses.push(r);
+        }
         let l = line_fields(nodes);
         let m = l.message.map(message_fields).unwrap_or_default();
         // ccusage's own fixtures write assistant lines without a `type`.
@@ -738,5 +745,259 @@ fn blocks<'a>(
             }
             other => text.kind(other),
         }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Usage, as ccusage reads it
+
+/// The session a file's path names, as ccusage names it for lines without
+/// a `sessionId`: below the `projects/` folder, `<project>/<stem>.jsonl`
+/// is `<stem>`, `.../<session>/subagents/<file>.jsonl` is `<session>`, and
+/// anything else the name of the file's folder.
+fn path_session(path: &Path) -> String {
+    let parts: Vec<String> = path
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .collect();
+    let rel = match parts.iter().position(|p| p == "projects") {
+        Some(i) => &parts[i + 1..],
+        None => &parts[..],
+    };
+    let stem = rel
+        .last()
+        .and_then(|n| n.strip_suffix(".jsonl"))
+        .filter(|s| !s.is_empty());
+    match (rel.len(), stem) {
+        (2, Some(s)) => s.to_owned(),
+        (n, _) if n >= 4 && rel[n - 2] == "subagents" => rel[n - 3].clone(),
+        (n, _) if n >= 2 => rel[n - 2].clone(),
+        _ => "unknown".to_owned(),
+    }
+}
+
+/// Keys that ccusage refuses a whole line for when one is written `:null`
+/// (its own byte scan, repeated here so the same lines count).
+const NULL_REFUSED: [&str; 11] = [
+    "id",
+    "cwd",
+    "model",
+    "speed",
+    "costUSD",
+    "version",
+    "sessionId",
+    "requestId",
+    "isApiErrorMessage",
+    "cache_read_input_tokens",
+    "cache_creation_input_tokens",
+];
+
+/// ccusage's scan for `"<key>":null` with a refused key.
+fn null_refused(line: &[u8]) -> bool {
+    let mut offset = 0;
+    while let Some(rel) = memchr::memmem::find(&line[offset..], b":null") {
+        let at = offset + rel;
+        let mut end = at.saturating_sub(1);
+        if line.get(end) != Some(&b'"') {
+            while end > 0 && line[end] != b'"' {
+                end -= 1;
+            }
+        }
+        if line.get(end) == Some(&b'"') {
+            let mut start = end.saturating_sub(1);
+            while start > 0 && line[start] != b'"' {
+                start -= 1;
+            }
+            if line.get(start) == Some(&b'"') {
+                let key = std::str::from_utf8(&line[start + 1..end]).unwrap_or("");
+                if NULL_REFUSED.contains(&key) {
+                    return true;
+                }
+            }
+        }
+        offset = at + b":null".len();
+    }
+    false
+}
+
+fn is_null(v: &[Node<'_>]) -> bool {
+    matches!(v.first(), Some(Node::Static(StaticNode::Null)))
+}
+
+/// An unsigned JSON integer (serde's `u64`: not a float).
+fn int(v: &[Node<'_>]) -> Option<u64> {
+    match v.first()? {
+        Node::Static(StaticNode::U64(n)) => Some(*n),
+        Node::Static(StaticNode::I64(n)) => u64::try_from(*n).ok(),
+        _ => None,
+    }
+}
+
+/// A field that is absent, null or a string: `Ok(the string)`; `Err` for
+/// another type (serde refuses the line).
+fn opt_str<'a>(f: Fields<'_, 'a>, key: &str) -> Result<Option<&'a str>, ()> {
+    match f.get(key) {
+        None => Ok(None),
+        Some(v) if is_null(v) => Ok(None),
+        Some(v) => as_str(v).map(Some).ok_or(()),
+    }
+}
+
+/// `version` starts like semver: digits, `.`, digits, `.`, a digit.
+fn semver_prefix(v: &str) -> bool {
+    let b = v.as_bytes();
+    let digits = |i: &mut usize| {
+        let s = *i;
+        while b.get(*i).is_some_and(u8::is_ascii_digit) {
+            *i += 1;
+        }
+        *i > s
+    };
+    let mut i = 0;
+    if !digits(&mut i) || b.get(i) != Some(&b'.') {
+        return false;
+    }
+    i += 1;
+    if !digits(&mut i) || b.get(i) != Some(&b'.') {
+        return false;
+    }
+    b.get(i + 1).is_some_and(u8::is_ascii_digit)
+}
+
+/// A line's usage envelope as ccusage's `claude daily` reads one: the
+/// line's own (`timestamp`, `message`, `version`, `sessionId`, `costUSD`,
+/// `requestId`, `isSidechain`), else that of an agent progress line
+/// (`data.message`, without `version` and `sessionId`).
+struct Envelope<'t, 'a> {
+    timestamp: &'a str,
+    message: Fields<'t, 'a>,
+    usage: Fields<'t, 'a>,
+    version: Option<&'a str>,
+    session_id: Option<&'a str>,
+    cost: Option<f64>,
+    request_id: Option<&'a str>,
+    sidechain: bool,
+}
+
+fn envelope<'t, 'a>(f: Fields<'t, 'a>, direct: bool) -> Option<Envelope<'t, 'a>> {
+    let timestamp = as_str(f.get("timestamp")?)?;
+    let message = f.get("message")?;
+    if !matches!(message.first(), Some(Node::Object { .. })) {
+        return None;
+    }
+    let message = Fields::of(message);
+    let usage = message.get("usage")?;
+    if !matches!(usage.first(), Some(Node::Object { .. })) {
+        return None;
+    }
+    opt_str(message, "model").ok()?;
+    opt_str(message, "id").ok()?;
+    let (version, session_id) = if direct {
+        (opt_str(f, "version").ok()?, opt_str(f, "sessionId").ok()?)
+    } else {
+        (None, None)
+    };
+    let cost = match f.get("costUSD") {
+        None => None,
+        Some(v) if is_null(v) => None,
+        Some(v) => Some(as_f64(v)?),
+    };
+    let sidechain = match f.get("isSidechain") {
+        None => false,
+        Some(v) if is_null(v) => false,
+        Some(v) => as_bool(v)?,
+    };
+    Some(Envelope {
+        timestamp,
+        message,
+        usage: Fields::of(usage),
+        version,
+        session_id,
+        cost,
+        request_id: opt_str(f, "requestId").ok()?,
+        sidechain,
+    })
+}
+
+impl ClaudeContext {
+    /// The usage a line holds, when ccusage counts it: a line whose bytes
+    /// hold `"usage":{`, no refused `:null`, that reads as a usage envelope
+    /// with a valid timestamp, a semver-like `version` and no empty ids or
+    /// model (ccusage's checks, whatever the line's `type`).
+    fn response_of(&self, nodes: &[Node<'_>], raw: &[u8]) -> Option<crate::usage::Response> {
+        if memchr::memmem::find(raw, b"\"usage\":{").is_none() || null_refused(raw) {
+            return None;
+        }
+        let f = Fields::of(nodes);
+        let read = |e: Envelope<'_, '_>| -> Option<crate::usage::Response> {
+            let u = e.usage;
+            let tokens = |k: &str| match u.get(k) {
+                None => Some(0),
+                Some(v) => int(v),
+            };
+            let (input, output) = (int(u.get("input_tokens")?)?, int(u.get("output_tokens")?)?);
+            let (cache_write, cache_read) = (
+                tokens("cache_creation_input_tokens")?,
+                tokens("cache_read_input_tokens")?,
+            );
+            let speed = match u.get("speed") {
+                None => None,
+                Some(v) if is_null(v) => None,
+                Some(v) => Some(as_str(v).filter(|s| matches!(*s, "standard" | "fast"))?),
+            };
+            let cache_write = match u.get("cache_creation") {
+                None => cache_write,
+                Some(v) if is_null(v) => cache_write,
+                Some(v) if matches!(v.first(), Some(Node::Object { .. })) => {
+                    let c = Fields::of(v);
+                    let part = |k: &str| match c.get(k) {
+                        None => Some(0),
+                        Some(v) => int(v),
+                    };
+                    part("ephemeral_5m_input_tokens")?
+                        .saturating_add(part("ephemeral_1h_input_tokens")?)
+                }
+                Some(_) => return None,
+            };
+            parse_iso_millis(e.timestamp)?;
+            if e.version.is_some_and(|v| !semver_prefix(v)) {
+                return None;
+            }
+            let model = e.message.str("model");
+            let id = e.message.str("id");
+            if [e.session_id, e.request_id, id, model].contains(&Some("")) {
+                return None;
+            }
+            let model = match model {
+                Some("<synthetic>") | None => None,
+                Some(m) if speed == Some("fast") => Some(format!("{m}-fast")),
+                Some(m) => Some(m.to_owned()),
+            };
+            let usage = Usage {
+                input,
+                output,
+                cache_read,
+                cache_write,
+                total_tokens: [output, cache_read, cache_write]
+                    .into_iter()
+                    .fold(input, u64::saturating_add),
+                cost: e.cost.unwrap_or(0.0),
+            };
+            Some(crate::usage::Response {
+                message_id: id.map(str::to_owned),
+                request_id: e.request_id.map(str::to_owned),
+                session: e.session_id.unwrap_or(&self.path_session).to_owned(),
+                sidechain: e.sidechain,
+                speed: speed.is_some(),
+                model,
+                project: self.header.cwd.clone(),
+                usage,
+            })
+        };
+        if let Some(e) = envelope(f, true) {
+            return read(e);
+        }
+        let progress = Fields::of(f.get("data")?).get("message")?;
+        read(envelope(Fields::of(progress), false)?)
     }
 }

@@ -28,6 +28,7 @@ mod source;
 #[cfg(feature = "sqlite")]
 pub mod store;
 mod time;
+mod usage;
 
 pub use error::{Error, ErrorKind};
 pub use mmap::MmapSessionSource;

@@ -3,6 +3,7 @@
 use std::fmt;
 
 use crate::record::{Role, Usage};
+use crate::usage::Response;
 
 /// How many skips a report keeps in detail by default (all are counted).
 pub const DEFAULT_MAX_SKIPS: usize = 1000;
@@ -202,6 +203,11 @@ pub struct Report {
     /// `message` entries whose role is unknown (or missing: `(none)`), by
     /// role; they give no record.
     pub unknown_roles: Vec<(String, u64)>,
+    /// Usage-bearing lines of formats whose usage is counted once per
+    /// response across the archive (Claude Code), in line order: the
+    /// engine takes them out at delivery (see [`crate::usage`]); never
+    /// saved with a file's report.
+    pub(crate) responses: Vec<Response>,
     pub(crate) max_skips: usize,
 }
 
@@ -224,6 +230,7 @@ impl Default for Report {
             usage: Usage::default(),
             by_model: Vec::new(),
             unknown_roles: Vec::new(),
+            responses: Vec::new(),
             max_skips: DEFAULT_MAX_SKIPS,
         }
     }

@@ -589,6 +589,13 @@ impl SqliteStore {
                  ON CONFLICT (name) DO UPDATE SET value = excluded.value",
             )?
             .execute([&options])?;
+        // The usage responses, one value rewritten (see `crate::usage`).
+        self.conn
+            .prepare_cached(
+                "INSERT INTO checkpoint_meta (name, value) VALUES ('responses', ?1)
+                 ON CONFLICT (name) DO UPDATE SET value = excluded.value",
+            )?
+            .execute([cp.encoded_responses()])?;
         for (path, f) in cp.changed_files() {
             match f {
                 Some(f) => {
@@ -642,6 +649,15 @@ impl SqliteStore {
             Err(e) => return Ok(Some(Err(format!("damaged checkpoint options ({e})")))),
         };
         let mut st = State::new(options);
+        let responses: Option<Vec<u8>> = self
+            .conn
+            .query_row(
+                "SELECT value FROM checkpoint_meta WHERE name = 'responses'",
+                [],
+                |r| r.get(0),
+            )
+            .optional()?;
+        st.set_encoded_responses(responses.unwrap_or_default());
         let mut files = self
             .conn
             .prepare("SELECT path, state FROM checkpoint_files")?;

@@ -423,7 +423,7 @@ fn a_sink_keeps_its_own_checkpoint_from_what_changed() {
     fs::remove_dir_all(d).unwrap();
 }
 
-/// The state file this release writes, checked in (`fixtures/state-v3.state`,
+/// The state file this release writes, checked in (`fixtures/state-v4.state`,
 /// written by the `library_backfill` example over `hand-built.jsonl` and
 /// `pi-classic.jsonl`). File identity includes device and inode, so copies
 /// of the two files here are new to it: every file is read again and
@@ -431,16 +431,27 @@ fn a_sink_keeps_its_own_checkpoint_from_what_changed() {
 /// the lines appended.
 #[test]
 fn the_checked_in_state_of_this_release() {
-    let d = tmpdir("checked-in");
+    checked_in_state("state-v4.state", mem_ingest::archive::STATE_VERSION);
+}
+
+/// The state of the release before (layout version 3) is upgraded: the
+/// same as this release's.
+#[test]
+fn the_checked_in_state_of_the_release_before() {
+    checked_in_state("state-v3.state", 3);
+}
+
+fn checked_in_state(name: &str, version: u32) {
+    let d = tmpdir(&format!("checked-in-{version}"));
     let arch = d.join("archive");
     fs::create_dir_all(&arch).unwrap();
     for name in ["hand-built.jsonl", "pi-classic.jsonl"] {
         fs::copy(fixtures().join(name), arch.join(name)).unwrap();
     }
-    fs::copy(fixtures().join("state-v3.state"), d.join("state")).unwrap();
+    fs::copy(fixtures().join(name), d.join("state")).unwrap();
     assert_eq!(
         fs::read(d.join("state")).unwrap()[8..12],
-        mem_ingest::archive::STATE_VERSION.to_le_bytes()
+        version.to_le_bytes()
     );
     let archive = Archive::builder()
         .path(&arch)

@@ -14,6 +14,9 @@
 //!   and the format's running context are saved, and the header digest is a
 //!   hash of the header's fields ([`super::plan::header_digest`]), not of its
 //!   serialised form.
+//! - Version 4: version 3, and the kept copy of every usage-bearing
+//!   response ([`crate::usage::Responses`]), each through [`ResponseV4`],
+//!   after the lineages.
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
@@ -21,6 +24,7 @@ use super::state::{FileState, Identity};
 use crate::pi::Header;
 use crate::record::Usage;
 use crate::report::{EntryCounts, ModelUsage, Report, Skip, SkipReason, DEFAULT_MAX_SKIPS};
+use crate::usage::Response;
 
 #[derive(Serialize, Deserialize)]
 #[serde(remote = "Header")]
@@ -177,6 +181,8 @@ pub(super) struct ReportDef {
     #[serde(with = "by_model")]
     by_model: Vec<ModelUsage>,
     unknown_roles: Vec<(String, u64)>,
+    #[serde(skip)]
+    responses: Vec<crate::usage::Response>,
     #[serde(skip, default = "default_max_skips")]
     max_skips: usize,
 }
@@ -262,5 +268,33 @@ pub(super) struct RefV3<'a>(pub &'a FileState);
 impl Serialize for RefV3<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         FileStateV3::serialize(self.0, s)
+    }
+}
+
+/// A kept response of a state of version 4.
+#[derive(Serialize, Deserialize)]
+#[serde(remote = "Response")]
+pub(super) struct ResponseV4 {
+    message_id: Option<String>,
+    request_id: Option<String>,
+    session: String,
+    sidechain: bool,
+    speed: bool,
+    model: Option<String>,
+    project: String,
+    #[serde(with = "UsageDef")]
+    usage: Usage,
+}
+
+/// A version 4 response read through its layout.
+#[derive(Deserialize)]
+pub(super) struct ResponseWire(#[serde(with = "ResponseV4")] pub Response);
+
+/// A version 4 response written through its layout.
+pub(super) struct ResponseRef<'a>(pub &'a Response);
+
+impl Serialize for ResponseRef<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        ResponseV4::serialize(self.0, s)
     }
 }

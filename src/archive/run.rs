@@ -24,6 +24,7 @@ use crate::pi::{Header, RoleFilter};
 use crate::report::Report;
 use crate::sink::{Encoder, Place, Sink};
 use crate::source::{Position, SourceOptions};
+use crate::usage::Responses;
 
 /// A skip as reported, with its file.
 #[derive(Debug, Clone)]
@@ -120,6 +121,23 @@ impl Summary {
             e.1 += report.records;
             e.2 += report.usage.total_tokens;
             e.3 += report.usage.cost;
+        }
+    }
+
+    /// Adds the usage of the kept responses (see [`crate::usage`]), in the
+    /// order first seen: to the totals, by model (provider `anthropic`;
+    /// one message per response) and to their files' projects.
+    fn add_responses(&mut self, responses: &Responses) {
+        for r in responses.kept() {
+            self.report
+                .add_usage(Some("anthropic"), r.model.as_deref(), &r.usage, true);
+            if !self.by_project.contains_key(&r.project) {
+                self.by_project
+                    .insert(r.project.clone(), Default::default());
+            }
+            let e = self.by_project.get_mut(&r.project).expect("inserted");
+            e.2 = e.2.saturating_add(r.usage.total_tokens);
+            e.3 += r.usage.cost;
         }
     }
 
@@ -262,6 +280,10 @@ struct Ctx<'r, S: Sink> {
     dirty: bool,
     /// The sink was handed a record.
     wrote: bool,
+    /// Usage by response across the archive, restored from the state.
+    responses: Responses,
+    /// `responses` changed since the state was loaded or last saved.
+    responses_changed: bool,
 }
 
 impl<S: Sink> Ctx<'_, S> {
@@ -312,6 +334,8 @@ pub(crate) fn run<S: Sink>(cfg: &Config, command: Command, sink: &mut S) -> Resu
         last_checkpoint: Instant::now(),
         dirty: false,
         wrote: false,
+        responses: Responses::default(),
+        responses_changed: false,
     };
     let stateful = ctx.store().is_some();
     let mut saved = match ctx.store() {
@@ -341,6 +365,12 @@ pub(crate) fn run<S: Sink>(cfg: &Config, command: Command, sink: &mut S) -> Resu
     let upgraded = saved.as_mut().is_some_and(|s| {
         std::mem::replace(&mut s.version, state::STATE_VERSION) != state::STATE_VERSION
     });
+    if let Some(s) = &saved {
+        let kept = s
+            .responses()
+            .map_err(|e| Error::new(&ctx.state_path(), ErrorKind::StateDamaged(e)))?;
+        ctx.responses = Responses::from_kept(kept);
+    }
     let fresh = stateful && saved.is_none();
     if fresh {
         saved = Some(State::new(shape));
@@ -508,6 +538,9 @@ fn checkpoint<S: Sink>(
         return Ok(());
     }
     let st = ctx.state.as_mut().expect("checked");
+    if std::mem::take(&mut ctx.responses_changed) {
+        st.set_responses(ctx.responses.kept());
+    }
     if let Some(m) = mark {
         st.output = Some(OutputState {
             path: m.path,
@@ -965,6 +998,7 @@ fn pass<S: Sink>(ctx: &mut Ctx<'_, S>) -> Result<Summary, Error> {
     }
     if !totals.closed && !cfg.stop.load(Ordering::SeqCst) {
         settle_files_before(&plan, plan.files.len(), &mut next_file, &mut totals);
+        totals.add_responses(&ctx.responses);
     } else if let Some(a) = current.take() {
         // Stopped inside a file: the state says what was delivered of it,
         // which is what the output holds.
@@ -1137,6 +1171,11 @@ fn deliver<S: Sink>(
                         totals.closed = true;
                         going = false;
                     }
+                }
+                // In delivery order: the table does not depend on --jobs.
+                for r in res.report.responses.drain(..) {
+                    ctx.responses.add(r);
+                    ctx.responses_changed = true;
                 }
                 match a.report.as_mut() {
                     Some(r) => r.merge(&res.report),
@@ -1439,6 +1478,122 @@ mod tests {
         std::fs::remove_dir_all(&d).unwrap();
     }
 
+    /// A state of version 3 is upgraded to version 4 without reading grown
+    /// files from the start, and saved anew with (no) responses.
+    #[test]
+    fn a_version_3_state_upgrades_without_reading_again() {
+        let d = std::env::temp_dir().join(format!("mem-ingest-up3-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        let arch = d.join("arch");
+        std::fs::create_dir_all(&arch).unwrap();
+        std::fs::copy(fixture(), arch.join("a.jsonl")).unwrap();
+        let state_path = d.join("state");
+        let archive = Archive::builder()
+            .path(&arch)
+            .jobs(2)
+            .state(&state_path)
+            .build();
+        let first = archive.stats().unwrap();
+        let saved = state::load(&state_path).unwrap().unwrap();
+        state::save_v3(&state_path, &saved);
+        assert_eq!(
+            std::fs::read(&state_path).unwrap()[8..12],
+            3u32.to_le_bytes()
+        );
+        let line = r#"{"type":"message","id":"new-1","parentId":null,"timestamp":"2026-01-01T00:00:00.000Z","message":{"role":"user","content":"more","timestamp":1767225600000}}"#;
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(arch.join("a.jsonl"))
+            .unwrap();
+        std::io::Write::write_all(&mut f, format!("{line}\n").as_bytes()).unwrap();
+        let again = archive.stats().unwrap();
+        assert_eq!(
+            (again.resumed, again.reread),
+            (1, 0),
+            "the grown file is resumed"
+        );
+        assert_eq!(
+            again.read,
+            line.len() as u64 + 1,
+            "only the new line is read"
+        );
+        assert_eq!(again.report.records, first.report.records + 1);
+        assert_eq!(again.report.usage, first.report.usage);
+        assert_eq!(
+            std::fs::read(&state_path).unwrap()[8..12],
+            state::STATE_VERSION.to_le_bytes()
+        );
+        let upgraded = state::load(&state_path).unwrap().unwrap();
+        assert_eq!(upgraded.responses().unwrap(), vec![]);
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    /// A Claude Code line of response `m`/`r` with these output tokens.
+    fn claude_line(uuid: &str, m: &str, r: &str, sidechain: bool, output: u64) -> String {
+        format!(
+            r#"{{"type":"assistant","uuid":"{uuid}","isSidechain":{sidechain},"sessionId":"s1","cwd":"/w","requestId":"{r}","timestamp":"2026-01-01T00:00:02Z","message":{{"id":"{m}","role":"assistant","model":"claude-x","stop_reason":null,"content":[{{"type":"text","text":"t"}}],"usage":{{"input_tokens":10,"output_tokens":{output},"cache_read_input_tokens":100}}}}}}"#
+        ) + "\n"
+    }
+
+    /// Usage counts once per response across runs with a state: the
+    /// provisional line read first is replaced by the final one read in the
+    /// next run, a sidechain replay (another file, a new request id) is not
+    /// counted, and the totals are a fresh run's, whatever the jobs.
+    #[test]
+    fn claude_usage_counts_once_per_response_across_runs() {
+        let d = std::env::temp_dir().join(format!("mem-ingest-ccu-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        let proj = d.join("projects/p");
+        std::fs::create_dir_all(proj.join("s1/subagents")).unwrap();
+        let main = proj.join("s1.jsonl");
+        std::fs::write(&main, claude_line("a1", "m1", "r1", false, 2)).unwrap();
+        let claude: Vec<Arc<dyn Format>> = vec![Arc::new(crate::claude::Claude)];
+        let build = |jobs: usize, state: Option<&Path>| {
+            let b = Archive::builder()
+                .path(d.join("projects"))
+                .formats(claude.clone())
+                .jobs(jobs);
+            match state {
+                Some(s) => b.state(s).build(),
+                None => b.build(),
+            }
+        };
+        let state_path = d.join("state");
+        let first = build(2, Some(&state_path)).stats().unwrap();
+        assert_eq!(first.report.usage.total_tokens, 112);
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&main)
+            .unwrap();
+        std::io::Write::write_all(&mut f, claude_line("a2", "m1", "r1", false, 40).as_bytes())
+            .unwrap();
+        std::io::Write::write_all(&mut f, claude_line("a3", "m2", "r2", false, 5).as_bytes())
+            .unwrap();
+        std::fs::write(
+            proj.join("s1/subagents/agent-x.jsonl"),
+            claude_line("b1", "m1", "r9", true, 90),
+        )
+        .unwrap();
+        let second = build(1, Some(&state_path)).stats().unwrap();
+        // m1 with its final usage (10 + 40 + 100), m2 (10 + 5 + 100).
+        assert_eq!(second.report.usage.total_tokens, 150 + 115);
+        let third = build(2, Some(&state_path)).stats().unwrap();
+        assert_eq!(third.unchanged, 2);
+        for jobs in [1, 3] {
+            let fresh = build(jobs, None).stats().unwrap();
+            for s in [&second, &third] {
+                assert_eq!(fresh.report.usage, s.report.usage);
+                assert_eq!(fresh.report.by_model, s.report.by_model);
+            }
+        }
+        let m = &third.to_stats().by_model;
+        assert_eq!(
+            (m.len(), m[0].model.as_str(), m[0].messages),
+            (1, "claude-x", 2)
+        );
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
     #[test]
     fn file_deleted_between_discovery_and_open_fails_alone() {
         let d = std::env::temp_dir().join(format!("mem-ingest-del-{}", std::process::id()));
@@ -1459,6 +1614,8 @@ mod tests {
             last_checkpoint: Instant::now(),
             dirty: false,
             wrote: false,
+            responses: Responses::default(),
+            responses_changed: false,
         };
         let mut totals = Summary::default();
         let files = find_files(ctx.cfg).unwrap().files;

@@ -18,15 +18,16 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use super::dedupe::Lineages;
-use super::layout::{FileV2, RefV3, WireV3};
+use super::layout::{FileV2, RefV3, ResponseRef, ResponseWire, WireV3};
 use crate::error::{Error, ErrorKind};
 use crate::pi::Header;
 use crate::report::Report;
 use crate::sink::Mark;
+use crate::usage::Response;
 
 /// Version of the state file's layout (see the `layout` module). Versions
-/// 1 and 2 are still read, and saved anew in this one.
-pub const STATE_VERSION: u32 = 3;
+/// 1 to 3 are still read, and saved anew in this one.
+pub const STATE_VERSION: u32 = 4;
 /// Version of what a record line holds; a state written for another one is
 /// refused, since re-runs append to the same output.
 pub const RECORD_FORMAT: u32 = 1;
@@ -215,6 +216,10 @@ pub struct State {
     /// generated archive's 3,207 lineages was 40% of loading its state.
     #[serde(with = "blob")]
     lineages: Vec<u8>,
+    /// The kept copy of every usage-bearing response seen (see
+    /// [`crate::usage`]), in the layout's encoding; empty when none.
+    #[serde(with = "blob")]
+    responses: Vec<u8>,
 }
 
 impl State {
@@ -226,9 +231,41 @@ impl State {
             output: None,
             files: BTreeMap::new(),
             lineages: Vec::new(),
+            responses: Vec::new(),
         };
         st.set_lineages(&[]);
         st
+    }
+
+    /// The kept responses, decoded (none for a state saved before layout
+    /// version 4: the command line kept only pi files in those).
+    ///
+    /// # Errors
+    /// The encoded responses are damaged: why.
+    pub(crate) fn responses(&self) -> Result<Vec<Response>, String> {
+        if self.responses.is_empty() {
+            return Ok(Vec::new());
+        }
+        let wire: Vec<ResponseWire> = postcard::from_bytes(&self.responses)
+            .map_err(|e| format!("damaged usage responses ({e})"))?;
+        Ok(wire.into_iter().map(|w| w.0).collect())
+    }
+
+    /// Replaces the kept responses.
+    pub(crate) fn set_responses(&mut self, kept: &[Response]) {
+        self.responses = encode_responses(kept);
+    }
+
+    /// The kept responses in the layout's encoding (for a store that keeps
+    /// them as one value).
+    pub fn encoded_responses(&self) -> &[u8] {
+        &self.responses
+    }
+
+    /// Replaces the kept responses with ones [`State::encoded_responses`]
+    /// gave.
+    pub fn set_encoded_responses(&mut self, b: Vec<u8>) {
+        self.responses = b;
     }
 
     /// The lineages, decoded.
@@ -343,6 +380,28 @@ impl From<WireV3> for FileState {
     }
 }
 
+/// The layout of version 3 (no responses), read and converted.
+#[derive(Deserialize)]
+struct StateV3 {
+    #[allow(dead_code)]
+    version: u32,
+    options: OutputOptions,
+    output: Option<OutputState>,
+    #[serde(deserialize_with = "files_v3")]
+    files: BTreeMap<String, Arc<FileState>>,
+    #[serde(with = "blob")]
+    lineages: Vec<u8>,
+}
+
+/// Responses in the layout's encoding.
+fn encode_responses(kept: &[Response]) -> Vec<u8> {
+    if kept.is_empty() {
+        return Vec::new();
+    }
+    let wire: Vec<ResponseRef<'_>> = kept.iter().map(ResponseRef).collect();
+    postcard::to_stdvec(&wire).expect("responses encode")
+}
+
 /// The layout of version 2, read and converted.
 #[derive(Deserialize)]
 struct StateV2 {
@@ -447,6 +506,16 @@ pub fn load(path: &Path) -> Result<Option<State>, Error> {
         STATE_VERSION => postcard::from_bytes(&bytes[12..])
             .map(Some)
             .map_err(damaged),
+        3 => {
+            let v3: StateV3 = postcard::from_bytes(&bytes[12..]).map_err(damaged)?;
+            let mut st = State::new(v3.options);
+            // Says what is on the disk: the run saves it anew.
+            st.version = 3;
+            st.output = v3.output;
+            st.files = v3.files;
+            st.lineages = v3.lineages;
+            Ok(Some(st))
+        }
         2 => {
             // The version field came first in the body too.
             let (_, body): (u32, &[u8]) =
@@ -558,6 +627,11 @@ impl Checkpoint<'_> {
         &self.state.options
     }
 
+    /// The kept usage responses, encoded (see [`State::encoded_responses`]).
+    pub fn encoded_responses(&self) -> &[u8] {
+        self.state.encoded_responses()
+    }
+
     /// What the checkpoint covers of the output.
     pub fn mark(&self) -> Option<Mark> {
         self.state.output.as_ref().map(|o| Mark {
@@ -632,6 +706,8 @@ fn save_with(path: &Path, state: &State, lineages: &[u8]) -> io::Result<()> {
         files: &'a BTreeMap<String, Arc<FileState>>,
         #[serde(with = "blob")]
         lineages: &'a [u8],
+        #[serde(with = "blob")]
+        responses: &'a [u8],
     }
     let body = postcard::to_stdvec(&StateRef {
         version: STATE_VERSION,
@@ -639,6 +715,7 @@ fn save_with(path: &Path, state: &State, lineages: &[u8]) -> io::Result<()> {
         output: &state.output,
         files: &state.files,
         lineages,
+        responses: &state.responses,
     })
     .map_err(io::Error::other)?;
     crate::atomic::write_durably(path, |f| {
@@ -729,6 +806,33 @@ pub fn header_digest_v2(h: &Header) -> u64 {
     text.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
         (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
     })
+}
+
+/// Writes `state` in the layout of version 3 (no responses), as mem-ingest
+/// before version 4 did: for tests of the upgrade.
+#[cfg(test)]
+pub fn save_v3(path: &Path, state: &State) {
+    #[derive(Serialize)]
+    struct V3<'a> {
+        version: u32,
+        shape: &'a OutputOptions,
+        output: &'a Option<OutputState>,
+        #[serde(serialize_with = "ser_files_v3")]
+        files: &'a BTreeMap<String, Arc<FileState>>,
+        #[serde(with = "blob")]
+        lineages: &'a [u8],
+    }
+    let v3 = V3 {
+        version: 3,
+        shape: &state.options,
+        output: &state.output,
+        files: &state.files,
+        lineages: &state.lineages,
+    };
+    let mut bytes = MAGIC.to_vec();
+    bytes.extend_from_slice(&3u32.to_le_bytes());
+    bytes.extend_from_slice(&postcard::to_stdvec(&v3).expect("encodes"));
+    fs::write(path, bytes).expect("writes the state");
 }
 
 /// Writes `state` in the layout of version 2, as mem-ingest before version
