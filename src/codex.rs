@@ -73,13 +73,22 @@ impl Format for Codex {
         "codex"
     }
 
-    /// `rollout-*.jsonl`; an `archived_sessions/` file whose relative path
-    /// is also under `sessions/` is not (the active copy wins).
+    /// `rollout-*.jsonl`, and `rollout-*.jsonl.zst` without a plain
+    /// `.jsonl` beside it (reported as skipped, see [`Compressed`]); an
+    /// `archived_sessions/` file whose relative path is also under
+    /// `sessions/` is not (the active copy wins).
     fn is_session_file(&self, path: &Path) -> bool {
         let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
             return false;
         };
-        if !(name.starts_with("rollout-") && name.ends_with(".jsonl")) {
+        if !name.starts_with("rollout-") {
+            return false;
+        }
+        if name.ends_with(".jsonl.zst") {
+            if path.with_extension("").is_file() {
+                return false;
+            }
+        } else if !name.ends_with(".jsonl") {
             return false;
         }
         active_copy(path).is_none_or(|p| !p.is_file())
@@ -154,6 +163,9 @@ impl Format for Codex {
         path: &Path,
         opts: &SourceOptions,
     ) -> Result<BoxedSource<'d>, Error> {
+        if compressed(path) {
+            return Ok(Box::new(Compressed::new(input, path, 0, 0)));
+        }
         let max_line = opts.max_line_len();
         Ok(match input {
             Input::Bytes(b) => {
@@ -194,6 +206,9 @@ impl Format for Codex {
         lines_before: u64,
         opts: &SourceOptions,
     ) -> BoxedSource<'d> {
+        if compressed(path) {
+            return Box::new(Compressed::new(input, path, byte, lines_before));
+        }
         let run = Running::decode(context);
         let ctx = Some(CodexContext::new(header.clone(), path, run));
         let max_line = opts.max_line_len();
@@ -225,6 +240,95 @@ impl Format for Codex {
     /// its parent's lineage.
     fn parent(&self, header: &Header) -> Option<String> {
         header.parent_session.as_deref().map(|p| self.lineage(p))
+    }
+}
+
+fn compressed(path: &Path) -> bool {
+    path.extension().is_some_and(|e| e == "zst")
+}
+
+/// A compressed rollout (`rollout-*.jsonl.zst`, newer Codex): not read. Its
+/// bytes are consumed (so that a later run finds it unchanged) and it
+/// counts as one skipped line, with the reason; no records.
+struct Compressed<'d> {
+    input: Option<Input<'d>>,
+    path: PathBuf,
+    header: Header,
+    report: Report,
+    position: Position,
+}
+
+impl<'d> Compressed<'d> {
+    fn new(input: Input<'d>, path: &Path, byte: u64, lines_before: u64) -> Self {
+        let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
+        let id = name.as_deref().unwrap_or("");
+        let id = id.strip_suffix(".jsonl.zst").unwrap_or(id).to_owned();
+        Compressed {
+            input: Some(input),
+            path: path.to_path_buf(),
+            header: Header {
+                fingerprint: file_fingerprint(path),
+                id,
+                cwd: String::new(),
+                version: 0,
+                timestamp: None,
+                parent_session: None,
+            },
+            report: Report::default(),
+            position: Position {
+                byte,
+                line: lines_before,
+                open_line: false,
+            },
+        }
+    }
+}
+
+impl RecordSource for Compressed<'_> {
+    fn next_record(&mut self) -> Result<Option<Record<'_>>, Error> {
+        self.next_entry().map(|_| None)
+    }
+
+    fn report(&self) -> &Report {
+        &self.report
+    }
+
+    fn header(&self) -> Option<&Header> {
+        Some(&self.header)
+    }
+
+    fn next_entry(&mut self) -> Result<Option<Entry<'_>>, Error> {
+        let Some(input) = self.input.take() else {
+            return Ok(None);
+        };
+        let n = match input {
+            Input::Bytes(b) => b.len() as u64,
+            Input::Reader(mut r) => {
+                std::io::copy(&mut r, &mut std::io::sink()).map_err(|e| Error::io(&self.path, e))?
+            }
+        };
+        if n > 0 {
+            self.report.bytes = n;
+            self.report.lines = 1;
+            self.report.skip(
+                self.position.line + 1,
+                self.position.byte,
+                SkipReason::Unsupported(
+                    "a zstd-compressed Codex rollout: mem-ingest does not read these yet \
+                     (decompress it with `zstd -d` beside it and the plain file is read)"
+                        .into(),
+                ),
+            );
+            self.position.byte += n;
+            self.position.line += 1;
+        } else {
+            self.report.empty = true;
+        }
+        Ok(None)
+    }
+
+    fn position(&self) -> Position {
+        self.position
     }
 }
 

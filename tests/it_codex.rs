@@ -755,3 +755,48 @@ fn resumed_runs_carry_the_running_context() {
     assert_eq!(models, vec![("m1".into(), 110), ("m2".into(), 220)]);
     std::fs::remove_dir_all(home).unwrap();
 }
+
+/// Compressed rollouts are not read: each is one skipped line with its
+/// reason (exit 0), a plain `.jsonl` beside one wins, and a state finds
+/// them unchanged.
+#[test]
+fn compressed_rollouts_are_skipped_with_their_reason() {
+    let home = tmpdir("zst");
+    let day = home.join("codex/sessions/2026/01/01");
+    std::fs::create_dir_all(&day).unwrap();
+    let zst = b"\x28\xb5\x2f\xfd\x00\x58\x01\x02\x03";
+    std::fs::write(day.join("rollout-2026-01-01T00-00-00-z1.jsonl.zst"), zst).unwrap();
+    std::fs::write(day.join("rollout-2026-01-01T00-00-01-t1.jsonl"), session()).unwrap();
+    std::fs::write(day.join("rollout-2026-01-01T00-00-01-t1.jsonl.zst"), zst).unwrap();
+    let state = home.join("state");
+    let run = || {
+        stats(
+            bin(&home)
+                .args(["stats", "--json", "-q", "--source", "codex", "--state"])
+                .arg(&state),
+        )
+    };
+    for _ in 0..2 {
+        let (code, v, err) = run();
+        assert_eq!(code, Some(0), "{err}");
+        assert_eq!(
+            (
+                v["files"].as_u64(),
+                v["skipped"].as_u64(),
+                v["records"].as_u64()
+            ),
+            (Some(2), Some(1), Some(3)),
+            "{v}"
+        );
+        let skip = &v["skips"][0];
+        assert!(
+            skip["path"].as_str().unwrap().ends_with("z1.jsonl.zst"),
+            "{skip}"
+        );
+        assert!(
+            skip["reason"].as_str().unwrap().contains("zstd-compressed"),
+            "{skip}"
+        );
+    }
+    std::fs::remove_dir_all(home).unwrap();
+}
