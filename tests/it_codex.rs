@@ -800,3 +800,43 @@ fn compressed_rollouts_are_skipped_with_their_reason() {
     }
     std::fs::remove_dir_all(home).unwrap();
 }
+
+/// The hostile catalogue on Codex lines: lines cut after `"type":` (which
+/// abort ccusage), NUL runs, invalid UTF-8, a file cut inside a UTF-8
+/// character, interleaved partial writes, a line over the maximum length,
+/// unknown types: counted, never fatal, every line accounted for.
+#[test]
+fn hostile_codex_lines() {
+    let mut text = session().into_bytes();
+    text.extend_from_slice(b"{\"timestamp\":\"2026-01-01T00:02:00.000Z\",\"type\":\"event_msg\",\"payload\":{\"type\":\n");
+    text.extend_from_slice(b"{\"timestamp\":\"2026-01-01T00:02:00.000Z\",\"type\":\"event_msg\",\"payload\":{\"type\":\"\n");
+    text.extend_from_slice(b"\0\0\0\0\0\0\n");
+    text.extend_from_slice(b"{\"timestamp\":\"2026-01-01T00:02:01.000Z\",\"type\":\"response_item\",\"payload\":{\"type\":\"message\",\"role\":\"user\",\"content\":[{\"type\":\"input_text\",\"text\":\"caf\xe9 \xff\"}]}}\n");
+    // Two writers' halves on one line.
+    text.extend_from_slice(b"{\"timestamp\":\"2026-01-01T00:02:02.000Z\",\"type\":\"event_msg\",\"pay{\"timestamp\":\"2026-01-01T00:02:03.000Z\",\"type\":\"turn_context\",\"payload\":{}}\n");
+    text.extend_from_slice(format!("{{\"timestamp\":\"2026-01-01T00:02:04.000Z\",\"type\":\"response_item\",\"payload\":{{\"type\":\"function_call_output\",\"call_id\":\"c\",\"output\":\"{}\"}}}}\n", "x".repeat(5000)).as_bytes());
+    text.extend_from_slice(b"{\"timestamp\":\"2026-01-01T00:02:05.000Z\",\"type\":\"inter_agent_communication\",\"payload\":{\"x\":1}}\n");
+    text.extend_from_slice(b"{\"timestamp\":\"2026-01-01T00:02:06.000Z\",\"type\":\"event_msg\",\"payload\":{\"type\":\"agent_message\",\"message\":\"\xc3");
+    let path = Path::new("rollout-hostile.jsonl");
+    let opts = SourceOptions::new().max_line(4096);
+    let read = |input: Input<'_>| {
+        let mut src = Codex.open(input, path, &opts).unwrap();
+        let mut n = 0;
+        while src.next_entry().unwrap().is_some() {
+            n += 1;
+        }
+        (n, src.report().clone())
+    };
+    let a = read(Input::Bytes(&text));
+    let b = read(Input::Reader(Box::new(std::io::Cursor::new(text.clone()))));
+    assert_eq!(a, b);
+    let r = a.1;
+    assert_eq!(r.records + r.no_record + r.skipped, r.lines);
+    // Cut after "type": (two), NULs, the interleaved line, the long one,
+    // the cut last line.
+    assert_eq!(r.skipped, 6, "{:?}", r.skips);
+    assert_eq!(r.repaired, 1);
+    assert_eq!(r.entries.get("inter_agent_communication"), 1);
+    // The usage before them is intact.
+    assert_eq!(r.usage.total_tokens, 330);
+}
