@@ -22,6 +22,7 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 pub use crate::claude::Claude;
+pub use crate::codex::Codex;
 use crate::error::Error;
 use crate::pi::Header;
 use crate::source::{PiSessionSource, RecordSource, SliceSessionSource, SourceOptions};

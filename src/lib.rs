@@ -14,6 +14,7 @@
 pub mod archive;
 mod atomic;
 mod claude;
+mod codex;
 mod error;
 pub mod format;
 mod json;

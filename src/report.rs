@@ -27,6 +27,9 @@ pub enum SkipReason {
     },
     /// The line holds NUL bytes.
     Nul,
+    /// A file this reader does not read (a compressed rollout), counted
+    /// as one skipped line; why.
+    Unsupported(String),
 }
 
 impl fmt::Display for SkipReason {
@@ -50,6 +53,7 @@ impl fmt::Display for SkipReason {
                 )
             }
             SkipReason::Nul => f.write_str("line holds NUL bytes"),
+            SkipReason::Unsupported(why) => write!(f, "file not read: {why}"),
         }
     }
 }

@@ -57,6 +57,7 @@ enum SkipReasonDef {
     TooDeep,
     TooLong { len: u64 },
     Nul,
+    Unsupported(String),
 }
 
 #[derive(Serialize, Deserialize)]

@@ -797,19 +797,19 @@ fn drain<E: Encoder>(
     r
 }
 
-/// The counts one entry adds, from reading its line again (a rare path:
-/// only for a duplicate).
-fn counts_of(
-    mut f: &File,
+/// A source that has read one entry's line again (only for a duplicate):
+/// its report holds the counts that entry adds, and it reads on from there.
+fn reread<'f>(
+    mut f: &'f File,
     format: &dyn Format,
     path: &Path,
     header: &Header,
     note: &EntryNote,
     opts: &SourceOptions,
-) -> Result<Report, String> {
+) -> Result<BoxedSource<'f>, String> {
     f.seek(SeekFrom::Start(note.byte))
         .map_err(|e| e.to_string())?;
-    // A small buffer: only this line is wanted (it grows for a long one).
+    // A small buffer: few lines are wanted (it grows for a long one).
     let opts = opts.clone().buffer_capacity(4096);
     let at = At {
         header: Some(header),
@@ -822,7 +822,7 @@ fn counts_of(
         Some(e) if e.line == note.line => {}
         _ => return Err(format!("line {} changed while it was read", note.line)),
     }
-    Ok(src.report().clone())
+    Ok(src)
 }
 
 /// The file being assembled from its parts, in delivery.
@@ -1277,20 +1277,49 @@ fn dedupe<B>(
     }
     let mut dropped = Vec::new();
     // Opened once for the part, at its first duplicate.
-    let mut file: Option<File> = None;
+    let file: std::cell::OnceCell<File> = std::cell::OnceCell::new();
+    // A run of duplicates that are consecutive entries (a fork's or a
+    // subagent's replayed prefix) is read again by one source: its counts
+    // so far, and how many entries they are. Only for formats with a
+    // running context (Codex, whose usage has no cost): others take each
+    // entry's counts out alone, so that sums of costs round as they did.
+    let batch = format.needs_running_context();
+    let mut run: Option<(BoxedSource<'_>, u64)> = None;
+    let flush = |run: &mut Option<(BoxedSource<'_>, u64)>, report: &mut Report| {
+        if let Some((src, n)) = run.take() {
+            report.remove_duplicate(src.report());
+            report.deduplicated += n - 1;
+        }
+    };
     for note in &res.notes {
-        if dup(l, note.fingerprint) {
-            let f = match &file {
-                Some(f) => f,
-                None => file.insert(File::open(path).map_err(|e| e.to_string())?),
-            };
-            let counts = counts_of(f, format, path, header, note, opts)?;
-            res.report.remove_duplicate(&counts);
-            if let Some(i) = note.record {
-                dropped.push(i);
+        if !dup(l, note.fingerprint) {
+            flush(&mut run, &mut res.report);
+            continue;
+        }
+        if let Some(i) = note.record {
+            dropped.push(i);
+        }
+        if let Some((src, n)) = run.as_mut() {
+            // The entries of the part are consecutive: the next one read
+            // is this one, unless the file changed.
+            match src.next_entry().map_err(|e| e.cause())? {
+                Some(e) if e.line == note.line => {
+                    *n += 1;
+                    continue;
+                }
+                _ => return Err(format!("line {} changed while it was read", note.line)),
             }
         }
+        if file.get().is_none() {
+            let _ = file.set(File::open(path).map_err(|e| e.to_string())?);
+        }
+        let f = file.get().expect("opened above");
+        run = Some((reread(f, format, path, header, note, opts)?, 1));
+        if !batch {
+            flush(&mut run, &mut res.report);
+        }
     }
+    flush(&mut run, &mut res.report);
     Ok(dropped)
 }
 

@@ -4,13 +4,15 @@
 //! give the same bytes.
 //!
 //! ```text
-//! gen-corpus [--format pi|claude] [--size-mb N] [--seed S] OUT.jsonl
-//! gen-corpus [--format pi|claude] --archive DIR [--total-mb N] [--seed S]
+//! gen-corpus [--format pi|claude|codex] [--size-mb N] [--seed S] OUT.jsonl
+//! gen-corpus [--format pi|claude|codex] --archive DIR [--total-mb N] [--seed S]
 //! ```
 //!
 //! `--format pi` (the default) is described here; `--format claude` writes
 //! a Claude Code config folder, `DIR/projects/...`, described in `claude.rs`
-//! with its rates and byte mix, and prints a summary of what it wrote.
+//! with its rates and byte mix, and prints a summary of what it wrote;
+//! `--format codex --archive DIR` a Codex home, `DIR/sessions/...`,
+//! described in `codex.rs`.
 //!
 //! One file: a session header, then entries with ids and parentIds, ISO
 //! entry timestamps and numeric message timestamps, as pi 1.x writes them:
@@ -30,6 +32,8 @@ use std::process::ExitCode;
 
 #[path = "gen-corpus/claude.rs"]
 mod claude;
+#[path = "gen-corpus/codex.rs"]
+mod codex;
 
 const MB: u64 = 1024 * 1024;
 
@@ -896,7 +900,7 @@ fn write_archive(dir: &Path, total_mb: f64, seed: u64) -> io::Result<(u64, u64, 
     Ok((sizes.len() as u64, projects as u64, all))
 }
 
-const USAGE: &str = "usage: gen-corpus [--format pi|claude] [--size-mb N] [--seed S] OUT.jsonl\n       gen-corpus [--format pi|claude] --archive DIR [--total-mb N] [--seed S]";
+const USAGE: &str = "usage: gen-corpus [--format pi|claude|codex] [--size-mb N] [--seed S] OUT.jsonl\n       gen-corpus [--format pi|claude|codex] --archive DIR [--total-mb N] [--seed S]";
 
 /// What `--format` asks for.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -905,6 +909,8 @@ enum Format {
     Pi,
     /// A Claude Code config folder (`claude.rs`).
     Claude,
+    /// A Codex home (`codex.rs`), `--archive` only.
+    Codex,
 }
 
 fn main() -> ExitCode {
@@ -932,7 +938,8 @@ fn main() -> ExitCode {
                     format = match val("--format")?.as_str() {
                         "pi" => Format::Pi,
                         "claude" => Format::Claude,
-                        f => return Err(format!("unknown format {f:?} (pi or claude)")),
+                        "codex" => Format::Codex,
+                        f => return Err(format!("unknown format {f:?} (pi, claude or codex)")),
                     }
                 }
                 "--archive" => archive = Some(val("--archive")?.into()),
@@ -951,6 +958,18 @@ fn main() -> ExitCode {
         }
     }
     let t = std::time::Instant::now();
+    if format == Format::Codex {
+        let Some(dir) = archive.filter(|_| out.is_none()) else {
+            return fail("--format codex writes an archive: give --archive DIR");
+        };
+        return match codex::write_archive(&dir, total_mb, seed) {
+            Ok(stats) => {
+                stats.print(&dir.display().to_string(), t.elapsed().as_secs_f64());
+                ExitCode::SUCCESS
+            }
+            Err(e) => fail(&format!("{}: {e}", dir.display())),
+        };
+    }
     if format == Format::Claude {
         let (what, r) = match (&archive, &out) {
             (Some(dir), None) => (dir, claude::write_archive(dir, total_mb, seed)),

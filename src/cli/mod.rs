@@ -12,7 +12,7 @@ use std::time::Instant;
 use clap::{Args, Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use mem_ingest::archive::{Archive, ArchiveBuilder, Progress, Summary};
-use mem_ingest::format::{Claude, Format, Pi};
+use mem_ingest::format::{Claude, Codex, Format, Pi};
 use mem_ingest::sink::{NdjsonFile, NdjsonStdout};
 use mem_ingest::store::{Search, SqliteStore};
 use mem_ingest::{parse_iso_millis, Error, Role};
@@ -43,7 +43,8 @@ struct Common {
     /// ($PI_CODING_AGENT_SESSION_DIR, else $PI_CODING_AGENT_DIR/sessions,
     /// else ~/.pi/agent/sessions) and Claude Code's (projects/ in each of
     /// $CLAUDE_CONFIG_DIR, a comma list, else $XDG_CONFIG_HOME/claude and
-    /// ~/.claude).
+    /// ~/.claude) and Codex's (sessions/ and archived_sessions/ of
+    /// $CODEX_HOME, else ~/.codex).
     paths: Vec<PathBuf>,
     /// Worker threads (default: the number of cores). The output does not
     /// depend on it.
@@ -68,7 +69,7 @@ struct Common {
     /// first.
     #[arg(long)]
     no_dedupe: bool,
-    /// Read only this agent's sessions (repeatable): pi, claude. Default:
+    /// Read only this agent's sessions (repeatable): pi, claude, codex. Default:
     /// every agent's (with PATHs, each file's agent is detected from its
     /// first lines; a file none claims is read as pi's); with --state,
     /// pi's only, as states made before Claude Code was read cover pi
@@ -207,13 +208,15 @@ enum Source {
     Pi,
     /// Claude Code.
     Claude,
+    /// OpenAI Codex CLI.
+    Codex,
 }
 
 /// The formats `--source` names, pi's first (a file no format claims is
 /// the first's).
 fn formats(c: &Common) -> Vec<Arc<dyn Format>> {
     let mut sources = match (&c.sources[..], &c.state) {
-        ([], None) => vec![Source::Pi, Source::Claude],
+        ([], None) => vec![Source::Pi, Source::Claude, Source::Codex],
         ([], Some(_)) => vec![Source::Pi],
         (s, _) => s.to_vec(),
     };
@@ -225,6 +228,7 @@ fn formats(c: &Common) -> Vec<Arc<dyn Format>> {
             match s {
                 Source::Pi => Arc::new(Pi),
                 Source::Claude => Arc::new(Claude),
+                Source::Codex => Arc::new(Codex),
             }
         })
         .collect()

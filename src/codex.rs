@@ -1,0 +1,1177 @@
+//! The Codex adapter: the only module that knows the key names of OpenAI
+//! Codex CLI rollouts (see the README's "Codex" section for the mapping,
+//! and `shared/spec/codex-format.md` for the format).
+//!
+//! A rollout has no header line in pi's sense: the file's [`Header`] is
+//! built from its first `session_meta` line within its first [`PREFIX`]
+//! bytes (a legacy flat rollout: its bare meta line). Lines are read,
+//! parsed and accounted for by the machinery pi's sources use; only the
+//! mapping of a parsed line is this module's, with a running context (the
+//! current model and cwd, the last cumulative token total, the visible
+//! messages still waiting for their twin) that the engine carries between
+//! parts of a file and across runs.
+
+use std::cell::{Cell, RefCell};
+use std::io::{Cursor, Read};
+use std::path::{Path, PathBuf};
+
+use bumpalo::Bump;
+use simd_json::{Node, StaticNode};
+
+use crate::error::Error;
+use crate::format::{BoxedSource, Format, Input};
+use crate::json::JsonParser;
+use crate::json::{as_bool, as_str, as_u64, elements, fingerprint, is_blank, write_json, Fields};
+use crate::line_reader::LineReader;
+use crate::pi::{Entry, Header, LinePos, MapLine, RoleFilter, Text};
+use crate::record::{Record, Role, Usage};
+use crate::report::{Report, SkipReason};
+use crate::source::{Lines, Position, RecordSource, Session, SliceLines, SourceOptions};
+use crate::time::parse_iso_millis;
+
+/// How much of a file's start its [`Header`] is looked for in (bytes):
+/// a `session_meta` line holds the base instructions, tens of KiB.
+pub(crate) const PREFIX: usize = 1 << 20;
+
+/// Lines of a file's start its header is looked for in.
+const HEADER_LINES: usize = 64;
+
+/// The provider of a session whose `session_meta` names none: Codex's
+/// default (`model_provider = "openai"`).
+const DEFAULT_PROVIDER: &str = "openai";
+
+/// Envelope types of current rollouts that detection accepts.
+const ENVELOPE_TYPES: [&str; 5] = [
+    "session_meta",
+    "turn_context",
+    "response_item",
+    "event_msg",
+    "compacted",
+];
+
+/// OpenAI Codex CLI rollouts: `rollout-*.jsonl` under `sessions/` and
+/// `archived_sessions/` of `$CODEX_HOME` (else `~/.codex`), one
+/// `{timestamp, type, payload}` envelope a line.
+///
+/// - The file's [`Header`]: the first `session_meta`'s `id`, `cwd` and
+///   `timestamp` (later `session_meta` lines are a parent's, replayed); a
+///   file without one takes its file stem as id. Its parent: the
+///   subagent's `source.subagent.thread_spawn.parent_thread_id`, else a
+///   top-level `parent_thread_id`, else `forked_from_id`.
+/// - Records carry the current `turn_context` `cwd` (the header's before
+///   the first) and model; keys are `<session>:L<line>` (lines have no
+///   ids, and rollouts are only appended to).
+/// - A thread, its forks and its subagents are one lineage: a line a child
+///   replays from its parent is byte-identical to the parent's (the same
+///   timestamp), so its fingerprint is the same and it is emitted and
+///   counted once.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Codex;
+
+impl Format for Codex {
+    fn name(&self) -> &'static str {
+        "codex"
+    }
+
+    /// `rollout-*.jsonl`, and `rollout-*.jsonl.zst` without a plain
+    /// `.jsonl` beside it (reported as skipped, see [`Compressed`]); an
+    /// `archived_sessions/` file whose relative path is also under
+    /// `sessions/` is not (the active copy wins).
+    fn is_session_file(&self, path: &Path) -> bool {
+        let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
+            return false;
+        };
+        if !name.starts_with("rollout-") {
+            return false;
+        }
+        if name.ends_with(".jsonl.zst") {
+            if path.with_extension("").is_file() {
+                return false;
+            }
+        } else if !name.ends_with(".jsonl") {
+            return false;
+        }
+        active_copy(path).is_none_or(|p| !p.is_file())
+    }
+
+    fn default_archive(&self) -> Result<PathBuf, String> {
+        self.default_archives()
+            .map(|v| v.into_iter().next().expect("one at least"))
+    }
+
+    fn default_archives(&self) -> Result<Vec<PathBuf>, String> {
+        let home = match std::env::var_os("CODEX_HOME").filter(|h| !h.is_empty()) {
+            Some(h) => PathBuf::from(h),
+            None => match std::env::var_os("HOME") {
+                Some(h) => PathBuf::from(h).join(".codex"),
+                None => return Err("no Codex archive: neither CODEX_HOME nor HOME is set".into()),
+            },
+        };
+        let dirs = [home.join("sessions"), home.join("archived_sessions")];
+        let found: Vec<PathBuf> = dirs.iter().filter(|d| d.is_dir()).cloned().collect();
+        if found.is_empty() {
+            return Err(format!(
+                "no Codex archive: no {} nor {}",
+                dirs[0].display(),
+                dirs[1].display()
+            ));
+        }
+        Ok(found)
+    }
+
+    /// The first non-blank line is a Codex envelope (an object with a
+    /// `payload` and a `type` of a current rollout: `session_meta`,
+    /// `turn_context`, `response_item`, `event_msg`, `compacted`; pi's and
+    /// Claude Code's lines have no `payload`), or a legacy flat rollout's
+    /// meta line (a string `id`, no `type`, no `payload`). A first line
+    /// longer than the prefix is Codex's when it starts with an envelope's
+    /// `"timestamp"` and names `"type":"session_meta"`.
+    fn detect(&self, prefix: &[u8], whole: bool) -> bool {
+        let body = &prefix[bom_len(prefix)..];
+        let start = body
+            .iter()
+            .position(|b| !matches!(b, b' ' | b'\t' | b'\r' | b'\n'))
+            .unwrap_or(body.len());
+        let rest = &body[start..];
+        let line = match memchr::memchr(b'\n', rest) {
+            Some(i) => &rest[..i],
+            None if whole => rest,
+            None => {
+                return rest.starts_with(b"{\"timestamp\":")
+                    && memchr::memmem::find(rest, b"\"type\":\"session_meta\"").is_some();
+            }
+        };
+        if is_blank(line) {
+            return false;
+        }
+        let mut json = JsonParser::new();
+        let arena = Bump::new();
+        json.parse(line, &arena, |parsed| {
+            let Ok((nodes, _)) = parsed else { return false };
+            let f = Fields::of(nodes);
+            match (f.str("type"), f.get("payload")) {
+                (Some(ty), Some(_)) => ENVELOPE_TYPES.contains(&ty),
+                (None, None) => f.str("id").is_some() && f.get("role").is_none(),
+                _ => false,
+            }
+        })
+    }
+
+    fn open<'d>(
+        &self,
+        input: Input<'d>,
+        path: &Path,
+        opts: &SourceOptions,
+    ) -> Result<BoxedSource<'d>, Error> {
+        if compressed(path) {
+            return Ok(Box::new(Compressed::new(input, path, 0, 0)));
+        }
+        let max_line = opts.max_line_len();
+        Ok(match input {
+            Input::Bytes(b) => {
+                let prefix = &b[..b.len().min(PREFIX)];
+                let bom = bom_len(prefix);
+                let ctx = context(prefix, b.len() <= PREFIX, path);
+                let lines = SliceLines::starting_at(&b[bom..], max_line, bom as u64, 0);
+                Box::new(CodexSource(Session::with_context(
+                    lines, path, ctx, 0, opts,
+                )))
+            }
+            Input::Reader(mut r) => {
+                let mut prefix = Vec::with_capacity(PREFIX.min(opts.buffer_bytes()));
+                (&mut r)
+                    .take(PREFIX as u64)
+                    .read_to_end(&mut prefix)
+                    .map_err(|e| Error::io(path, e))?;
+                let bom = bom_len(&prefix);
+                let ctx = context(&prefix, prefix.len() < PREFIX, path);
+                prefix.drain(..bom);
+                let rdr: Chained<'d> = Cursor::new(prefix).chain(r);
+                let lines =
+                    LineReader::starting_at(rdr, opts.buffer_bytes(), max_line, bom as u64, 0);
+                Box::new(CodexSource(Session::with_context(
+                    lines, path, ctx, 0, opts,
+                )))
+            }
+        })
+    }
+
+    fn resume<'d>(
+        &self,
+        input: Input<'d>,
+        path: &Path,
+        header: &Header,
+        context: &[u8],
+        byte: u64,
+        lines_before: u64,
+        opts: &SourceOptions,
+    ) -> BoxedSource<'d> {
+        if compressed(path) {
+            return Box::new(Compressed::new(input, path, byte, lines_before));
+        }
+        let run = Running::decode(context);
+        let ctx = Some(CodexContext::new(header.clone(), path, run));
+        let max_line = opts.max_line_len();
+        match input {
+            Input::Bytes(b) => {
+                let lines = SliceLines::starting_at(b, max_line, byte, lines_before);
+                Box::new(CodexSource(Session::with_context(
+                    lines, path, ctx, byte, opts,
+                )))
+            }
+            Input::Reader(r) => {
+                let rdr: Chained<'d> = Cursor::new(Vec::new()).chain(r);
+                let lines =
+                    LineReader::starting_at(rdr, opts.buffer_bytes(), max_line, byte, lines_before);
+                Box::new(CodexSource(Session::with_context(
+                    lines, path, ctx, byte, opts,
+                )))
+            }
+        }
+    }
+
+    /// A token count's usage is the delta from the last cumulative total;
+    /// records carry the current model and cwd.
+    fn needs_running_context(&self) -> bool {
+        true
+    }
+
+    /// A fork (`forked_from_id`) or a subagent (`parent_thread_id`) is of
+    /// its parent's lineage.
+    fn parent(&self, header: &Header) -> Option<String> {
+        header.parent_session.as_deref().map(|p| self.lineage(p))
+    }
+}
+
+fn compressed(path: &Path) -> bool {
+    path.extension().is_some_and(|e| e == "zst")
+}
+
+/// A compressed rollout (`rollout-*.jsonl.zst`, newer Codex): not read. Its
+/// bytes are consumed (so that a later run finds it unchanged) and it
+/// counts as one skipped line, with the reason; no records.
+struct Compressed<'d> {
+    input: Option<Input<'d>>,
+    path: PathBuf,
+    header: Header,
+    report: Report,
+    position: Position,
+}
+
+impl<'d> Compressed<'d> {
+    fn new(input: Input<'d>, path: &Path, byte: u64, lines_before: u64) -> Self {
+        let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
+        let id = name.as_deref().unwrap_or("");
+        let id = id.strip_suffix(".jsonl.zst").unwrap_or(id).to_owned();
+        Compressed {
+            input: Some(input),
+            path: path.to_path_buf(),
+            header: Header {
+                fingerprint: file_fingerprint(path),
+                id,
+                cwd: String::new(),
+                version: 0,
+                timestamp: None,
+                parent_session: None,
+            },
+            report: Report::default(),
+            position: Position {
+                byte,
+                line: lines_before,
+                open_line: false,
+            },
+        }
+    }
+}
+
+impl RecordSource for Compressed<'_> {
+    fn next_record(&mut self) -> Result<Option<Record<'_>>, Error> {
+        self.next_entry().map(|_| None)
+    }
+
+    fn report(&self) -> &Report {
+        &self.report
+    }
+
+    fn header(&self) -> Option<&Header> {
+        Some(&self.header)
+    }
+
+    fn next_entry(&mut self) -> Result<Option<Entry<'_>>, Error> {
+        let Some(input) = self.input.take() else {
+            return Ok(None);
+        };
+        let n = match input {
+            Input::Bytes(b) => b.len() as u64,
+            Input::Reader(mut r) => {
+                std::io::copy(&mut r, &mut std::io::sink()).map_err(|e| Error::io(&self.path, e))?
+            }
+        };
+        if n > 0 {
+            self.report.bytes = n;
+            self.report.lines = 1;
+            self.report.skip(
+                self.position.line + 1,
+                self.position.byte,
+                SkipReason::Unsupported(
+                    "a zstd-compressed Codex rollout: mem-ingest does not read these yet \
+                     (decompress it with `zstd -d` beside it and the plain file is read)"
+                        .into(),
+                ),
+            );
+            self.position.byte += n;
+            self.position.line += 1;
+        } else {
+            self.report.empty = true;
+        }
+        Ok(None)
+    }
+
+    fn position(&self) -> Position {
+        self.position
+    }
+}
+
+/// `<home>/sessions/<rel>` for a path `<home>/archived_sessions/<rel>`
+/// (the last such component).
+fn active_copy(path: &Path) -> Option<PathBuf> {
+    let comps: Vec<_> = path.components().collect();
+    let i = comps
+        .iter()
+        .rposition(|c| c.as_os_str() == "archived_sessions")?;
+    let mut p = PathBuf::new();
+    for c in &comps[..i] {
+        p.push(c);
+    }
+    p.push("sessions");
+    for c in &comps[i + 1..] {
+        p.push(c);
+    }
+    Some(p)
+}
+
+/// The reader a streamed source reads: the prefix read for the header,
+/// then the rest.
+type Chained<'d> = std::io::Chain<Cursor<Vec<u8>>, Box<dyn Read + Send + 'd>>;
+
+/// A Codex source over some line supplier.
+struct CodexSource<L>(Session<L, CodexContext>);
+
+impl<L: Lines> RecordSource for CodexSource<L> {
+    fn next_record(&mut self) -> Result<Option<Record<'_>>, Error> {
+        self.0.next_record()
+    }
+
+    fn report(&self) -> &Report {
+        &self.0.report
+    }
+
+    fn header(&self) -> Option<&Header> {
+        self.0.ctx.as_ref().map(MapLine::header)
+    }
+
+    fn next_entry(&mut self) -> Result<Option<Entry<'_>>, Error> {
+        self.0.next_entry()
+    }
+
+    fn position(&self) -> Position {
+        self.0.position()
+    }
+
+    fn running_context(&self) -> Vec<u8> {
+        self.0
+            .ctx
+            .as_ref()
+            .map(|c| c.run.borrow().encode())
+            .unwrap_or_default()
+    }
+}
+
+fn bom_len(prefix: &[u8]) -> usize {
+    if prefix.starts_with(b"\xEF\xBB\xBF") {
+        3
+    } else {
+        0
+    }
+}
+
+/// The file's context from its first bytes; `None` for a file that holds
+/// nothing but whitespace, NULs and a BOM (`whole`: `prefix` is the file).
+fn context(prefix: &[u8], whole: bool, path: &Path) -> Option<CodexContext> {
+    let body = &prefix[bom_len(prefix)..];
+    if whole
+        && body
+            .iter()
+            .all(|b| matches!(b, 0 | b' ' | b'\t' | b'\r' | b'\n'))
+    {
+        return None;
+    }
+    let (header, provider) = header_of(body, whole, path);
+    let run = Running {
+        provider,
+        ..Running::default()
+    };
+    Some(CodexContext::new(header, path, run))
+}
+
+/// The header from the first `session_meta` line (or legacy meta line) of
+/// the first lines of `prefix` (complete lines, and the last one when
+/// `whole`), with the session's provider.
+fn header_of(prefix: &[u8], whole: bool, path: &Path) -> (Header, Option<String>) {
+    let mut json = JsonParser::new();
+    let mut rest = prefix;
+    let mut seen = 0;
+    while !rest.is_empty() && seen < HEADER_LINES {
+        let (line, next) = match memchr::memchr(b'\n', rest) {
+            Some(i) => (&rest[..i], &rest[i + 1..]),
+            None if whole => (rest, &rest[rest.len()..]),
+            None => break,
+        };
+        rest = next;
+        if is_blank(line) {
+            continue;
+        }
+        seen += 1;
+        let arena = Bump::new();
+        let found = json.parse(line, &arena, |parsed| {
+            let (nodes, _) = parsed.ok()?;
+            let f = Fields::of(nodes);
+            let meta = match (f.str("type"), f.get("payload")) {
+                (Some("session_meta"), Some(p)) => Fields::of(p),
+                (None, None) if f.str("id").is_some() => f,
+                _ => return None,
+            };
+            let id = meta.str("id").filter(|s| !s.is_empty())?;
+            let ts = meta.str("timestamp").or_else(|| f.str("timestamp"));
+            let spawn = Fields::of(meta.get("source").unwrap_or(&[]));
+            let spawn = Fields::of(spawn.get("subagent").unwrap_or(&[]));
+            let spawn = Fields::of(spawn.get("thread_spawn").unwrap_or(&[]));
+            let parent = spawn
+                .str("parent_thread_id")
+                .or_else(|| meta.str("parent_thread_id"))
+                .or_else(|| meta.str("forked_from_id"))
+                .filter(|p| !p.is_empty() && *p != id);
+            Some((
+                Header {
+                    fingerprint: file_fingerprint(path),
+                    id: id.to_owned(),
+                    cwd: meta.str("cwd").unwrap_or("").to_owned(),
+                    version: 0,
+                    timestamp: ts.and_then(parse_iso_millis),
+                    parent_session: parent.map(str::to_owned),
+                },
+                meta.str("model_provider").map(str::to_owned),
+            ))
+        });
+        if let Some(h) = found {
+            return h;
+        }
+    }
+    let stem = path
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let header = Header {
+        fingerprint: file_fingerprint(path),
+        id: stem,
+        cwd: String::new(),
+        version: 0,
+        timestamp: None,
+        parent_session: None,
+    };
+    (header, None)
+}
+
+/// A header's fingerprint: the file's own (the `session_meta` line is an
+/// entry of its own, with its line's fingerprint).
+fn file_fingerprint(path: &Path) -> u64 {
+    use std::os::unix::ffi::OsStrExt;
+    fingerprint(&[b"codex-file", path.as_os_str().as_bytes()])
+}
+
+// ---------------------------------------------------------------------------
+// The running context
+
+/// Token counts as Codex writes them: input (cached included), cached
+/// input, output (reasoning included), reasoning output, total.
+type Tokens = [u64; 5];
+
+/// How many visible messages wait for their twin at most.
+const TWINS: usize = 8;
+
+/// Visible messages (a user prompt, an assistant message) seen in one of
+/// their two copies (`response_item` message, `event_msg`
+/// `user_message`/`agent_message`) and waiting for the other: a hash of
+/// side and text, its lowest bit the copy (0 response item, 1 event).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Twins {
+    fps: [u64; TWINS],
+    len: usize,
+}
+
+impl Twins {
+    /// Whether `fp` (of one copy) is the twin of a waiting message: then
+    /// that one stops waiting. Else `fp` waits (the oldest dropped when
+    /// full).
+    fn meet(&mut self, fp: u64) -> bool {
+        let other = fp ^ 1;
+        if let Some(i) = self.fps[..self.len].iter().position(|f| *f == other) {
+            self.fps.copy_within(i + 1..self.len, i);
+            self.len -= 1;
+            return true;
+        }
+        if self.len == TWINS {
+            self.fps.copy_within(1.., 0);
+            self.len -= 1;
+        }
+        self.fps[self.len] = fp;
+        self.len += 1;
+        false
+    }
+}
+
+/// What a line needs from the lines before it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct Running {
+    /// The session's `model_provider`.
+    provider: Option<String>,
+    /// The last `turn_context`'s model.
+    model: Option<String>,
+    /// The last `turn_context`'s cwd.
+    cwd: Option<String>,
+    /// The last cumulative `total_token_usage`.
+    total: Option<Tokens>,
+    twins: Twins,
+}
+
+const CONTEXT_VERSION: u8 = 1;
+
+impl Running {
+    /// Version, three optional strings, an optional total, the twins.
+    fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(96);
+        out.push(CONTEXT_VERSION);
+        for s in [&self.provider, &self.model, &self.cwd] {
+            match s {
+                Some(s) => {
+                    out.push(1);
+                    out.extend_from_slice(&(s.len() as u32).to_le_bytes());
+                    out.extend_from_slice(s.as_bytes());
+                }
+                None => out.push(0),
+            }
+        }
+        match &self.total {
+            Some(t) => {
+                out.push(1);
+                for n in t {
+                    out.extend_from_slice(&n.to_le_bytes());
+                }
+            }
+            None => out.push(0),
+        }
+        out.push(self.twins.len as u8);
+        for f in &self.twins.fps[..self.twins.len] {
+            out.extend_from_slice(&f.to_le_bytes());
+        }
+        out
+    }
+
+    /// The context [`Running::encode`] wrote; empty or damaged: none.
+    fn decode(b: &[u8]) -> Running {
+        Self::try_decode(b).unwrap_or_default()
+    }
+
+    fn try_decode(b: &[u8]) -> Option<Running> {
+        let mut b = b;
+        let mut take = |n: usize| -> Option<&[u8]> {
+            let (h, t) = (b.get(..n)?, b.get(n..)?);
+            b = t;
+            Some(h)
+        };
+        if take(1)? != [CONTEXT_VERSION] {
+            return None;
+        }
+        let mut strings: [Option<String>; 3] = Default::default();
+        for s in &mut strings {
+            if take(1)?[0] == 1 {
+                let len = u32::from_le_bytes(take(4)?.try_into().ok()?) as usize;
+                *s = Some(String::from_utf8(take(len)?.to_vec()).ok()?);
+            }
+        }
+        let u64_of = |s: &[u8]| u64::from_le_bytes(s.try_into().expect("8 bytes"));
+        let mut total = None;
+        if take(1)?[0] == 1 {
+            let mut t = [0u64; 5];
+            for n in &mut t {
+                *n = u64_of(take(8)?);
+            }
+            total = Some(t);
+        }
+        let mut twins = Twins {
+            len: usize::from(take(1)?[0]).min(TWINS),
+            ..Twins::default()
+        };
+        for f in &mut twins.fps[..twins.len] {
+            *f = u64_of(take(8)?);
+        }
+        let [provider, model, cwd] = strings;
+        Some(Running {
+            provider,
+            model,
+            cwd,
+            total,
+            twins,
+        })
+    }
+}
+
+/// What the records of one file share, and the running context.
+pub(crate) struct CodexContext {
+    header: Header,
+    /// `codex:<file stem>`.
+    source: String,
+    run: RefCell<Running>,
+    /// The twins before the line last mapped, and its offset plus one: a
+    /// record line is mapped twice when the arena is full (see
+    /// `LineParser::line`), and the second time must see what the first
+    /// did. Only the twins change on record lines.
+    before: Cell<(u64, Twins)>,
+}
+
+impl CodexContext {
+    fn new(header: Header, path: &Path, run: Running) -> Self {
+        let stem = path
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        CodexContext {
+            header,
+            source: format!("codex:{stem}"),
+            run: RefCell::new(run),
+            before: Cell::new((0, Twins::default())),
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Mapping
+
+/// What a line becomes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Shape {
+    /// A human prompt.
+    Prompt,
+    /// Harness context sent as a user message (`<environment_context>`,
+    /// instructions): `system`, its tag as `custom_type`.
+    Harness(&'static str),
+    /// Model output: a message, a reasoning summary, a tool call.
+    Assistant,
+    /// A tool call's output.
+    ToolResult,
+    /// A developer or system message, a compaction summary.
+    System,
+}
+
+impl Shape {
+    fn role(self) -> Role {
+        match self {
+            Shape::Prompt => Role::User,
+            Shape::Assistant => Role::Assistant,
+            Shape::ToolResult => Role::ToolResult,
+            Shape::Harness(_) | Shape::System => Role::System,
+        }
+    }
+}
+
+/// The harness context Codex sends as user messages, by the tag its text
+/// starts with (after whitespace), and the `custom_type` it gets.
+const HARNESS: [(&str, &str); 9] = [
+    ("<environment_context>", "environment_context"),
+    ("<user_instructions>", "user_instructions"),
+    ("# AGENTS.md instructions", "user_instructions"),
+    ("<INSTRUCTIONS>", "user_instructions"),
+    ("<permissions instructions>", "permissions"),
+    ("<developer_instructions>", "developer_instructions"),
+    ("<collaboration_mode>", "collaboration_mode"),
+    ("<user_shell_command>", "user_shell_command"),
+    ("<turn_aborted>", "turn_aborted"),
+];
+
+fn harness(text: &str) -> Option<&'static str> {
+    let t = text.trim_start();
+    HARNESS
+        .iter()
+        .find(|(tag, _)| t.starts_with(tag))
+        .map(|(_, name)| *name)
+}
+
+/// The fields of an envelope.
+struct Envelope<'t, 'a> {
+    ty: &'a str,
+    timestamp: Option<&'a str>,
+    payload: Fields<'t, 'a>,
+    /// The payload's `type`.
+    item: Option<&'a str>,
+    /// The line has an `ordinal` (newest Codex): a per-file number, left
+    /// out of the fingerprint.
+    ordinal: bool,
+}
+
+/// A line's envelope: current (`{timestamp, type, payload}`), or legacy (a
+/// bare response item with a `type`, or the bare meta line with an `id`).
+fn envelope<'t, 'a>(nodes: &'t [Node<'a>]) -> Option<Envelope<'t, 'a>> {
+    let (mut ty, mut timestamp, mut payload, mut ordinal, mut id) =
+        (None, None, None, false, false);
+    for (k, v) in Fields::of(nodes).iter() {
+        match k {
+            "type" => ty = as_str(v),
+            "timestamp" => timestamp = as_str(v),
+            "payload" => payload = Some(v),
+            "ordinal" => ordinal = true,
+            "id" => id = as_str(v).is_some(),
+            _ => {}
+        }
+    }
+    let (ty, payload) = match (ty, payload) {
+        (Some(ty), Some(p)) => (ty, Fields::of(p)),
+        // Legacy: a bare response item, or the bare meta line.
+        (Some(_), None) => ("response_item", Fields::of(nodes)),
+        (None, None) if id => ("session_meta", Fields::of(nodes)),
+        _ => return None,
+    };
+    let item = match ty {
+        "response_item" | "event_msg" => payload.str("type"),
+        _ => None,
+    };
+    Some(Envelope {
+        ty,
+        timestamp,
+        payload,
+        item,
+        ordinal,
+    })
+}
+
+/// Codex's token counts of a usage object.
+fn tokens(v: Option<&[Node<'_>]>) -> Option<Tokens> {
+    let v = v?;
+    if !matches!(v.first(), Some(Node::Object { .. })) {
+        return None;
+    }
+    let f = Fields::of(v);
+    let n = |k| f.get(k).and_then(as_u64).unwrap_or(0);
+    Some([
+        n("input_tokens"),
+        n("cached_input_tokens"),
+        n("output_tokens"),
+        n("reasoning_output_tokens"),
+        n("total_tokens"),
+    ])
+}
+
+/// The usage of one response in our fields: `input` the non-cached input
+/// (input − cached), `cache_read` the cached input (at most the input),
+/// `output` the output (reasoning included), `total_tokens` the total as
+/// written (input + output when absent).
+fn usage_of(d: Tokens) -> Usage {
+    let [input, cached, output, _reasoning, total] = d;
+    let cached = cached.min(input);
+    Usage {
+        input: input - cached,
+        output,
+        cache_read: cached,
+        cache_write: 0,
+        total_tokens: if total > 0 {
+            total
+        } else {
+            input.saturating_add(output)
+        },
+        cost: 0.0,
+    }
+}
+
+/// The usage a `token_count` event adds, updating the last cumulative
+/// total: none when its total equals the last one (a repeated count) or
+/// when it has no usage; else `last_token_usage`, else the delta of the
+/// cumulative totals (field by field, at least 0); all zero: none.
+fn token_delta(info: Fields<'_, '_>, last_total: &mut Option<Tokens>) -> Option<Tokens> {
+    let total = tokens(info.get("total_token_usage"));
+    let last = tokens(info.get("last_token_usage"));
+    let prev = *last_total;
+    if total.is_some() {
+        *last_total = total;
+    }
+    let d = match (total, last) {
+        (Some(t), _) if prev == Some(t) => return None,
+        (_, Some(l)) => l,
+        (Some(t), None) => {
+            let p = prev.unwrap_or_default();
+            std::array::from_fn(|i| t[i].saturating_sub(p[i]))
+        }
+        (None, None) => return None,
+    };
+    (d != [0; 5]).then_some(d)
+}
+
+/// The model a token count names itself (`model`, `model_name`,
+/// `metadata.model`, on the payload or its `info`).
+fn named_model<'a>(payload: Fields<'_, 'a>, info: Fields<'_, 'a>) -> Option<&'a str> {
+    [payload, info].into_iter().find_map(|f| {
+        f.str("model")
+            .or_else(|| f.str("model_name"))
+            .or_else(|| Fields::of(f.get("metadata").unwrap_or(&[])).str("model"))
+    })
+}
+
+/// The texts of a message's `input_text`/`output_text` blocks (or a string
+/// content), joined with `\n`, for matching twins.
+fn visible_text<'a>(content: Option<&[Node<'a>]>, arena: &'a Bump) -> &'a str {
+    let Some(v) = content else { return "" };
+    if let Some(s) = as_str(v) {
+        return s;
+    }
+    let mut text = Text::new(arena);
+    for b in elements(v) {
+        let f = Fields::of(b);
+        if matches!(f.str("type"), Some("input_text" | "output_text" | "text")) {
+            text.push(f.str("text").unwrap_or(""));
+        }
+    }
+    text.finish().0
+}
+
+fn twin_fp(assistant: bool, text: &str, event: bool) -> u64 {
+    let side: &[u8] = if assistant { b"assistant" } else { b"user" };
+    (fingerprint(&[b"codex-twin", side, text.as_bytes()]) & !1) | u64::from(event)
+}
+
+impl MapLine for CodexContext {
+    fn header(&self) -> &Header {
+        &self.header
+    }
+
+    fn map<'a>(
+        &'a self,
+        nodes: &[Node<'a>],
+        raw: &[u8],
+        pos: LinePos,
+        repaired: bool,
+        arena: &'a Bump,
+        filter: RoleFilter,
+        report: &mut Report,
+    ) -> Option<Entry<'a>> {
+        let Some(e) = envelope(nodes) else {
+            report.repaired -= u64::from(repaired);
+            report.skip(pos.line, pos.byte, SkipReason::NotAnEntry);
+            return None;
+        };
+        let mut run = self.run.borrow_mut();
+        // A line mapped a second time sees the twins the first time saw.
+        let (at, twins) = self.before.get();
+        if at == pos.byte + 1 {
+            run.twins = twins;
+        } else {
+            self.before.set((pos.byte + 1, run.twins));
+        }
+        let entry_type: &'a str = match e.item {
+            Some(item) => bumpalo::format!(in arena, "{}/{}", e.ty, item).into_bump_str(),
+            None => e.ty,
+        };
+        report.entries.add(entry_type, 1);
+        let fp = match (e.timestamp, e.ordinal) {
+            (Some(_), false) => fingerprint(&[raw]),
+            (Some(ts), true) => {
+                let mut s = bumpalo::collections::String::new_in(arena);
+                for (k, v) in Fields::of(nodes).iter().filter(|(k, _)| *k != "ordinal") {
+                    s.push_str(k);
+                    s.push('\0');
+                    write_json(v, &mut s);
+                    s.push('\0');
+                }
+                fingerprint(&[ts.as_bytes(), s.as_bytes()])
+            }
+            // Legacy lines have no timestamp: two equal lines are two.
+            (None, _) => fingerprint(&[raw, &pos.line.to_le_bytes()]),
+        };
+        let entry = |record| {
+            Some(Entry {
+                fingerprint: fp,
+                line: pos.line,
+                byte: pos.byte,
+                record,
+            })
+        };
+        let p = e.payload;
+        let mut twin = None;
+        let shape = match (e.ty, e.item) {
+            ("turn_context", _) => {
+                let settings = Fields::of(p.get("collaboration_mode").unwrap_or(&[]));
+                let settings = Fields::of(settings.get("settings").unwrap_or(&[]));
+                if let Some(m) = p.str("model").or_else(|| settings.str("model")) {
+                    if run.model.as_deref() != Some(m) {
+                        run.model = Some(m.to_owned());
+                    }
+                }
+                if let Some(c) = p.str("cwd") {
+                    if run.cwd.as_deref() != Some(c) {
+                        run.cwd = Some(c.to_owned());
+                    }
+                }
+                None
+            }
+            ("compacted", _) => Some(Shape::System),
+            ("event_msg", Some("token_count")) => {
+                let info = Fields::of(p.get("info").unwrap_or(&[]));
+                if let Some(d) = token_delta(info, &mut run.total) {
+                    let model = named_model(p, info).or(run.model.as_deref());
+                    let provider = run.provider.as_deref().unwrap_or(DEFAULT_PROVIDER);
+                    report.add_usage(Some(provider), model, &usage_of(d), true);
+                }
+                None
+            }
+            ("event_msg", Some("task_started")) => {
+                run.twins = Twins::default();
+                None
+            }
+            ("event_msg", Some(item @ ("user_message" | "agent_message"))) => {
+                let text = p.str("message").unwrap_or("");
+                let assistant = item == "agent_message";
+                if run.twins.meet(twin_fp(assistant, text, true)) {
+                    None
+                } else {
+                    twin = Some(text);
+                    Some(match (assistant, harness(text)) {
+                        (true, _) => Shape::Assistant,
+                        (false, Some(tag)) => Shape::Harness(tag),
+                        (false, None) => Shape::Prompt,
+                    })
+                }
+            }
+            ("response_item", Some("message")) => match p.str("role") {
+                Some(role @ ("user" | "assistant")) => {
+                    let text = visible_text(p.get("content"), arena);
+                    let assistant = role == "assistant";
+                    if run.twins.meet(twin_fp(assistant, text, false)) {
+                        None
+                    } else {
+                        Some(match (assistant, harness(text)) {
+                            (true, _) => Shape::Assistant,
+                            (false, Some(tag)) => Shape::Harness(tag),
+                            (false, None) => Shape::Prompt,
+                        })
+                    }
+                }
+                Some("developer" | "system") => Some(Shape::System),
+                other => {
+                    report.add_unknown_role(other.unwrap_or("(none)"));
+                    None
+                }
+            },
+            ("response_item", Some("reasoning")) => {
+                let readable = |k| {
+                    elements(p.get(k).unwrap_or(&[]))
+                        .any(|b| Fields::of(b).str("text").is_some_and(|t| !t.is_empty()))
+                };
+                (readable("summary") || readable("content")).then_some(Shape::Assistant)
+            }
+            (
+                "response_item",
+                Some(
+                    "function_call"
+                    | "custom_tool_call"
+                    | "local_shell_call"
+                    | "web_search_call"
+                    | "image_generation_call"
+                    | "tool_search_call",
+                ),
+            ) => Some(Shape::Assistant),
+            (
+                "response_item",
+                Some("function_call_output" | "custom_tool_call_output" | "tool_search_output"),
+            ) => Some(Shape::ToolResult),
+            _ => None,
+        };
+        let Some(shape) = shape else {
+            report.no_record += 1;
+            return entry(None);
+        };
+        let role = shape.role();
+        report.records += 1;
+        report.roles[role.index()] += 1;
+        if !filter.allows(role) {
+            report.filtered += 1;
+            return entry(None);
+        }
+        let mut text = Text::new(arena);
+        let (mut tool_name, mut tool_call_id, mut is_error) = (None, None, None);
+        match (e.ty, e.item) {
+            ("compacted", _) => {
+                text.kind("text");
+                text.push(p.str("message").unwrap_or(""));
+            }
+            ("event_msg", _) => {
+                text.kind("text");
+                text.push(twin.unwrap_or(""));
+            }
+            (_, Some("message")) => content(&mut text, p.get("content")),
+            (_, Some("reasoning")) => {
+                text.kind("thinking");
+                for k in ["summary", "content"] {
+                    for b in elements(p.get(k).unwrap_or(&[])) {
+                        if let Some(t) = Fields::of(b).str("text").filter(|t| !t.is_empty()) {
+                            text.push(t);
+                        }
+                    }
+                }
+            }
+            (_, Some(item @ ("function_call" | "custom_tool_call"))) => {
+                text.kind("toolCall");
+                let name = p.str("name").unwrap_or("");
+                let key = if item == "function_call" {
+                    "arguments"
+                } else {
+                    "input"
+                };
+                let mut s = bumpalo::collections::String::new_in(arena);
+                s.push_str(name);
+                s.push(' ');
+                match p.get(key) {
+                    Some(v) => match as_str(v) {
+                        Some(a) => s.push_str(a),
+                        None => write_json(v, &mut s),
+                    },
+                    None => s.push_str("{}"),
+                }
+                text.push(s.into_bump_str());
+                tool_name = Some(name);
+                tool_call_id = p.str("call_id");
+            }
+            (_, Some(item)) if role == Role::Assistant => {
+                // Built-in tool calls: `<type> <action JSON>`.
+                text.kind("toolCall");
+                let mut s = bumpalo::collections::String::new_in(arena);
+                s.push_str(item);
+                s.push(' ');
+                match p.get("action") {
+                    Some(a) => write_json(a, &mut s),
+                    None => s.push_str("{}"),
+                }
+                text.push(s.into_bump_str());
+                tool_call_id = p.str("call_id");
+            }
+            (_, _) => {
+                tool_call_id = p.str("call_id");
+                output(&mut text, p.get("output"), &mut is_error);
+            }
+        }
+        let (text, kinds) = text.finish();
+        let key = bumpalo::format!(in arena, "{}:L{}", self.header.id, pos.line);
+        let project: &'a str = match &run.cwd {
+            Some(c) => arena.alloc_str(c),
+            None => &self.header.cwd,
+        };
+        let assistant = role == Role::Assistant;
+        let model: Option<&'a str> = match (&run.model, assistant) {
+            (Some(m), true) => Some(arena.alloc_str(m)),
+            _ => None,
+        };
+        let provider: Option<&'a str> = assistant.then(|| -> &'a str {
+            match &run.provider {
+                Some(p) => arena.alloc_str(p),
+                None => DEFAULT_PROVIDER,
+            }
+        });
+        entry(Some(Record {
+            role,
+            text,
+            project,
+            session: &self.header.id,
+            key: key.into_bump_str(),
+            source: &self.source,
+            id: None,
+            parent_id: None,
+            line: pos.line,
+            byte: pos.byte,
+            entry: entry_type,
+            message_role: if e.item == Some("message") {
+                p.str("role")
+            } else {
+                None
+            },
+            kinds,
+            timestamp: e.timestamp.and_then(parse_iso_millis),
+            provider,
+            model,
+            usage: None,
+            stop_reason: None,
+            tool_name,
+            tool_call_id,
+            is_error,
+            custom_type: match shape {
+                Shape::Harness(tag) => Some(tag),
+                _ => None,
+            },
+            command: None,
+            exit_code: None,
+            repaired,
+            agent_id: None,
+            message_id: None,
+            request_id: None,
+            provisional: false,
+        }))
+    }
+}
+
+/// A message's content: a string as is; `input_text`/`output_text`
+/// blocks as text (kind `text`), `input_image` as its placeholder (kind
+/// `image`), other blocks by their kind only.
+fn content<'a>(text: &mut Text<'a>, content: Option<&[Node<'a>]>) {
+    let Some(v) = content else { return };
+    if let Some(s) = as_str(v) {
+        text.kind("text");
+        text.push(s);
+        return;
+    }
+    for b in elements(v) {
+        let f = Fields::of(b);
+        match f.str("type") {
+            Some("input_text" | "output_text" | "text") => {
+                text.kind("text");
+                text.push(f.str("text").unwrap_or(""));
+            }
+            Some("input_image") => {
+                text.kind("image");
+                let url = f.str("image_url").unwrap_or("");
+                let (mime, data) = match url.strip_prefix("data:") {
+                    Some(rest) => match rest.split_once(";base64,") {
+                        Some((m, d)) => (Some(m), Some(d)),
+                        None => (None, None),
+                    },
+                    None => (None, None),
+                };
+                text.image(mime, data);
+            }
+            Some(other) => text.kind(other),
+            None => {}
+        }
+    }
+}
+
+/// A tool call's `output`: a string as is; an array of content items as a
+/// message's content; an object `{content, success}` (older files) as its
+/// content, `success: false` an error.
+fn output<'a>(text: &mut Text<'a>, v: Option<&[Node<'a>]>, is_error: &mut Option<bool>) {
+    let Some(v) = v else { return };
+    match v.first() {
+        Some(Node::Object { .. }) => {
+            let f = Fields::of(v);
+            if let Some(ok) = f.get("success").and_then(as_bool) {
+                *is_error = Some(!ok);
+            }
+            content(text, f.get("content"));
+        }
+        Some(Node::Static(StaticNode::Null)) | None => {}
+        _ => content(text, Some(v)),
+    }
+}

@@ -1,0 +1,842 @@
+//! Codex rollouts: the mapping of the README's "Codex" table, line by line,
+//! on the samples in `../shared/samples` (ignored in a plain clone, where
+//! they are absent) and on lines written here; token accounting, the
+//! running context across parts, lineages, discovery and detection.
+
+use std::path::{Path, PathBuf};
+
+use mem_ingest::format::{Codex, Format, Input};
+use mem_ingest::{OwnedRecord, Report, Role, SourceOptions};
+
+fn samples() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/samples")
+}
+
+type Entries = Vec<(u64, Option<OwnedRecord>)>;
+
+/// Every entry of a file read as Codex's: `(line, record)`, and the report.
+fn read(path: &Path, bytes: Option<&[u8]>) -> (Entries, Report) {
+    let opts = SourceOptions::new();
+    let input = match bytes {
+        Some(b) => Input::Bytes(b),
+        None => Input::Reader(Box::new(std::fs::File::open(path).unwrap())),
+    };
+    let mut src = Codex.open(input, path, &opts).unwrap();
+    let mut out = Vec::new();
+    while let Some(e) = src.next_entry().unwrap() {
+        out.push((e.line, e.record.map(|r| r.to_owned_record())));
+    }
+    (out, src.report().clone())
+}
+
+/// Both ways of reading (streamed, in memory) give the same.
+fn read_both(path: &Path) -> (Entries, Report) {
+    let bytes = std::fs::read(path).unwrap();
+    let a = read(path, None);
+    let b = read(path, Some(&bytes));
+    assert_eq!(a.0, b.0, "{}", path.display());
+    assert_eq!(a.1, b.1, "{}", path.display());
+    a
+}
+
+/// `(line, role, entry, kinds)` of each entry; `None` role for an entry
+/// without a record.
+type Row = (u64, Option<Role>, String, Vec<String>);
+
+fn rows(entries: &[(u64, Option<OwnedRecord>)]) -> Vec<Row> {
+    entries
+        .iter()
+        .map(|(line, r)| match r {
+            Some(r) => (*line, Some(r.role), r.entry.clone(), r.kinds.clone()),
+            None => (*line, None, String::new(), Vec::new()),
+        })
+        .collect()
+}
+
+fn rec(role: Role, entry: &str, kinds: &[&str]) -> (Option<Role>, String, Vec<String>) {
+    (
+        Some(role),
+        entry.into(),
+        kinds.iter().map(|k| (*k).to_owned()).collect(),
+    )
+}
+
+const NONE: (Option<Role>, String, Vec<String>) = (None, String::new(), Vec::new());
+
+fn numbered(v: Vec<(Option<Role>, String, Vec<String>)>) -> Vec<Row> {
+    v.into_iter()
+        .enumerate()
+        .map(|(i, (r, e, k))| (i as u64 + 1, r, e, k))
+        .collect()
+}
+
+fn record(entries: &Entries, line: u64) -> &OwnedRecord {
+    entries
+        .iter()
+        .find(|(l, _)| *l == line)
+        .and_then(|(_, r)| r.as_ref())
+        .unwrap_or_else(|| panic!("no record on line {line}"))
+}
+
+/// `(input, output, cache_read, total_tokens)` of a report's usage.
+fn tokens(r: &Report) -> (u64, u64, u64, u64) {
+    let u = r.usage;
+    (u.input, u.output, u.cache_read, u.total_tokens)
+}
+
+const CCL: &str = "codex/claude-code-log/test/test_data/codex";
+
+#[test]
+#[ignore = "reads ../shared/samples; run with --include-ignored"]
+fn real_session_line_by_line() {
+    let p =
+        samples().join("codex/agent-history/tests/fixtures/real_sessions/codex/session-01.jsonl");
+    let (entries, report) = read_both(&p);
+    use Role::*;
+    assert_eq!(
+        rows(&entries),
+        numbered(vec![
+            NONE,                                            // session_meta
+            NONE,                                            // event_msg task_started
+            rec(System, "response_item/message", &["text"]), // developer
+            rec(System, "response_item/message", &["text"]), // <environment_context>
+            NONE,                                            // turn_context
+            rec(User, "response_item/message", &["text"]),
+            NONE, // event_msg user_message: the twin of line 6
+            rec(Assistant, "event_msg/agent_message", &["text"]),
+            NONE, // response_item assistant message: the twin of line 8
+            NONE, // token_count
+            NONE, // task_complete
+        ])
+    );
+    let sid = "019e9625-802f-7e91-840a-cfe88d14117a";
+    let env = record(&entries, 4);
+    assert_eq!(env.custom_type.as_deref(), Some("environment_context"));
+    let user = record(&entries, 6);
+    assert_eq!(
+        (user.key.as_str(), user.session.as_str(), user.text.as_str()),
+        (format!("{sid}:L6").as_str(), sid, "[REDACTED_PROMPT]")
+    );
+    assert_eq!(
+        user.project,
+        "/tmp/agent-history-real-agent/codex/workspace"
+    );
+    assert_eq!(user.source, "codex:session-01");
+    assert_eq!(user.message_role.as_deref(), Some("user"));
+    let a = record(&entries, 8);
+    assert_eq!(a.model.as_deref(), Some("gpt-5.5"));
+    assert_eq!(a.provider.as_deref(), Some("openai"));
+    assert_eq!(a.text, "[REDACTED_ASSISTANT_TEXT]");
+    // Usage: input 22539 of which 20864 cached; output 10; total as written.
+    assert_eq!(tokens(&report), (22539 - 20864, 10, 20864, 22549));
+    assert_eq!(report.by_model.len(), 1);
+    assert_eq!(
+        (
+            report.by_model[0].model.as_str(),
+            report.by_model[0].messages
+        ),
+        ("gpt-5.5", 1)
+    );
+    assert_eq!(report.entries.get("event_msg/token_count"), 1);
+    assert_eq!(report.entries.get("session_meta"), 1);
+    assert_eq!((report.records, report.no_record, report.lines), (4, 7, 11));
+}
+
+#[test]
+#[ignore = "reads ../shared/samples; run with --include-ignored"]
+fn compaction_reasoning_and_tools() {
+    let p = samples()
+        .join("codex/agent-history/tests/fixtures/compaction/codex/session_with_compaction.jsonl");
+    let (entries, report) = read_both(&p);
+    use Role::*;
+    let msg = |r| rec(r, "response_item/message", &["text"]);
+    let reasoning = || rec(Assistant, "response_item/reasoning", &["thinking"]);
+    let call = || rec(Assistant, "response_item/function_call", &["toolCall"]);
+    let out = || rec(ToolResult, "response_item/function_call_output", &["text"]);
+    assert_eq!(
+        rows(&entries),
+        numbered(vec![
+            NONE, // session_meta
+            NONE, // turn_context
+            msg(User),
+            reasoning(),
+            msg(Assistant),
+            call(),
+            out(),
+            msg(Assistant),
+            msg(User),
+            msg(Assistant),
+            msg(User),
+            msg(Assistant),
+            rec(System, "compacted", &["text"]),
+            msg(User),
+            reasoning(),
+            msg(Assistant),
+            call(),
+            // An empty output: a record with empty text.
+            rec(ToolResult, "response_item/function_call_output", &["text"]),
+            msg(Assistant),
+            NONE, // token_count
+        ])
+    );
+    assert_eq!(
+        record(&entries, 6).text,
+        r#"shell {"command": "cat src/routes.py"}"#
+    );
+    assert_eq!(
+        record(&entries, 7).tool_call_id.as_deref(),
+        Some("call_compact_001")
+    );
+    assert_eq!(record(&entries, 6).tool_name.as_deref(), Some("shell"));
+    assert!(record(&entries, 13)
+        .text
+        .starts_with("**Progress + Plan Status**"));
+    assert_eq!(record(&entries, 4).text, "Planning API endpoint structure");
+    assert_eq!(record(&entries, 5).model.as_deref(), Some("gpt-4.5-turbo"));
+    // One count, no total before it: its last_token_usage.
+    assert_eq!(tokens(&report), (1500, 1000, 500, 3200));
+}
+
+#[test]
+#[ignore = "reads ../shared/samples; run with --include-ignored"]
+fn synthetic_tools_twins_and_future_types() {
+    let p = samples().join(format!(
+        "{CCL}/sessions/2026/01/02/rollout-2026-01-02T03-04-05-11111111-1111-4111-8111-111111111111.jsonl"
+    ));
+    let (entries, report) = read_both(&p);
+    use Role::*;
+    assert_eq!(
+        rows(&entries),
+        numbered(vec![
+            NONE, // session_meta
+            NONE, // turn_context
+            rec(User, "event_msg/user_message", &["text"]),
+            NONE, // response_item user message: the twin of line 3
+            rec(Assistant, "response_item/reasoning", &["thinking"]),
+            rec(Assistant, "response_item/function_call", &["toolCall"]),
+            rec(ToolResult, "response_item/function_call_output", &["text"]),
+            rec(Assistant, "response_item/custom_tool_call", &["toolCall"]),
+            rec(
+                ToolResult,
+                "response_item/custom_tool_call_output",
+                &["text"]
+            ),
+            rec(Assistant, "response_item/function_call", &["toolCall"]),
+            rec(ToolResult, "response_item/function_call_output", &["text"]),
+            rec(Assistant, "event_msg/agent_message", &["text"]),
+            NONE, // the twin of line 12
+            NONE, // future_synthetic_record
+        ])
+    );
+    for (_, r) in &entries {
+        if let Some(r) = r {
+            assert!(!r.text.contains("SYNTHETIC_ENCRYPTED"), "{r:?}");
+        }
+    }
+    assert_eq!(
+        record(&entries, 8).text,
+        "apply_patch *** Begin Patch\n*** Add File: gamma.txt\n+synthetic\n*** End Patch"
+    );
+    assert_eq!(record(&entries, 9).text, "Done!");
+    assert_eq!(
+        record(&entries, 10).text,
+        r#"mcp__synthetic__lookup {"query":"fixture"}"#
+    );
+    assert_eq!(
+        record(&entries, 6).model.as_deref(),
+        Some("synthetic-model")
+    );
+    assert_eq!(record(&entries, 6).provider.as_deref(), Some("synthetic"));
+    assert_eq!(report.entries.get("future_synthetic_record"), 1);
+    assert_eq!(
+        (report.records, report.no_record, report.skipped),
+        (9, 5, 0)
+    );
+}
+
+#[test]
+#[ignore = "reads ../shared/samples; run with --include-ignored"]
+fn subagent_legacy_and_malformed() {
+    let dir = samples().join(format!("{CCL}/sessions/2026/01/03"));
+    let child = dir.join("rollout-2026-01-03T04-05-10-33333333-3333-4333-8333-333333333333.jsonl");
+    let (entries, _) = read_both(&child);
+    use Role::*;
+    // The replayed parent prefix: an event without a twin is a record.
+    assert_eq!(
+        rows(&entries),
+        numbered(vec![
+            NONE,
+            rec(User, "event_msg/user_message", &["text"]),
+            rec(Assistant, "response_item/function_call", &["toolCall"]),
+            rec(User, "event_msg/user_message", &["text"]),
+            rec(Assistant, "event_msg/agent_message", &["text"]),
+        ])
+    );
+    let bytes = std::fs::read(&child).unwrap();
+    let src = Codex
+        .open(Input::Bytes(&bytes), &child, &SourceOptions::new())
+        .unwrap();
+    let h = src.header().unwrap();
+    assert_eq!(h.id, "33333333-3333-4333-8333-333333333333");
+    assert_eq!(
+        Codex.parent(h).as_deref(),
+        Some("codex:22222222-2222-4222-8222-222222222222")
+    );
+
+    let legacy = samples().join(format!(
+        "{CCL}/sessions/rollout-44444444-4444-4444-8444-444444444444.jsonl"
+    ));
+    let (entries, report) = read_both(&legacy);
+    assert_eq!(
+        rows(&entries),
+        numbered(vec![
+            NONE,
+            rec(User, "response_item/message", &["text"]),
+            rec(Assistant, "response_item/message", &["text"]),
+        ])
+    );
+    assert_eq!(
+        record(&entries, 2).session,
+        "44444444-4444-4444-8444-444444444444"
+    );
+    assert_eq!(report.entries.get("session_meta"), 1);
+
+    let bad = samples().join(format!(
+        "{CCL}/malformed/rollout-66666666-6666-4666-8666-666666666666.jsonl"
+    ));
+    let (entries, report) = read_both(&bad);
+    assert_eq!(entries.len(), 2);
+    assert_eq!((report.records, report.skipped, report.lines), (1, 1, 3));
+}
+
+#[test]
+#[ignore = "reads ../shared/samples; run with --include-ignored"]
+fn ccusage_fixture_without_session_meta() {
+    let p = samples().join(
+        "codex/ccusage/apps/ccusage/test/fixtures/codex/sessions/project-alpha/session-alpha.jsonl",
+    );
+    let (entries, report) = read_both(&p);
+    assert!(entries.iter().all(|(_, r)| r.is_none()));
+    // Models from the counts themselves (info.model) over turn_context.
+    let by: Vec<(&str, u64)> = report
+        .by_model
+        .iter()
+        .map(|m| (m.model.as_str(), m.usage.total_tokens))
+        .collect();
+    assert_eq!(by, vec![("gpt-5.2-codex", 1200), ("gpt-5.3-codex", 3000)]);
+    assert_eq!(tokens(&report), (750 + 2000, 125 + 300, 250 + 500, 4200));
+}
+
+// ---------------------------------------------------------------------------
+// Lines written here
+
+/// Lines read in memory and streamed: the same.
+fn lines(name: &str, text: &str) -> (Entries, Report) {
+    let p = PathBuf::from(format!("{name}.jsonl"));
+    let a = read(&p, Some(text.as_bytes()));
+    let opts = SourceOptions::new();
+    let cursor = std::io::Cursor::new(text.as_bytes().to_vec());
+    let mut src = Codex
+        .open(Input::Reader(Box::new(cursor)), &p, &opts)
+        .unwrap();
+    let mut b = Vec::new();
+    while let Some(e) = src.next_entry().unwrap() {
+        b.push((e.line, e.record.map(|r| r.to_owned_record())));
+    }
+    assert_eq!(a, (b, src.report().clone()));
+    a
+}
+
+const META: &str = r#"{"timestamp":"2026-01-01T00:00:00.000Z","type":"session_meta","payload":{"id":"t1","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/a","model_provider":"openai"}}"#;
+
+fn turn(ts: &str, cwd: &str, model: &str) -> String {
+    format!(
+        r#"{{"timestamp":"{ts}","type":"turn_context","payload":{{"cwd":"{cwd}","model":"{model}"}}}}"#
+    )
+}
+
+fn count(ts: &str, total: [u64; 5], last: Option<[u64; 5]>) -> String {
+    let u = |t: [u64; 5]| {
+        format!(
+            r#"{{"input_tokens":{},"cached_input_tokens":{},"output_tokens":{},"reasoning_output_tokens":{},"total_tokens":{}}}"#,
+            t[0], t[1], t[2], t[3], t[4]
+        )
+    };
+    let last = last.map_or(String::new(), |l| {
+        format!(r#","last_token_usage":{}"#, u(l))
+    });
+    format!(
+        r#"{{"timestamp":"{ts}","type":"event_msg","payload":{{"type":"token_count","info":{{"total_token_usage":{}{last}}}}}}}"#,
+        u(total)
+    )
+}
+
+fn user(ts: &str, text: &str) -> String {
+    format!(
+        r#"{{"timestamp":"{ts}","type":"response_item","payload":{{"type":"message","role":"user","content":[{{"type":"input_text","text":"{text}"}}]}}}}"#
+    )
+}
+
+fn event_user(ts: &str, text: &str) -> String {
+    format!(
+        r#"{{"timestamp":"{ts}","type":"event_msg","payload":{{"type":"user_message","message":"{text}"}}}}"#
+    )
+}
+
+fn agent(ts: &str, text: &str) -> String {
+    format!(
+        r#"{{"timestamp":"{ts}","type":"response_item","payload":{{"type":"message","role":"assistant","content":[{{"type":"output_text","text":"{text}"}}]}}}}"#
+    )
+}
+
+/// A session with model and cwd changes, counts of every shape, twins in
+/// both orders.
+fn session() -> String {
+    let mut v = vec![
+        META.to_owned(),
+        turn("2026-01-01T00:00:01.000Z", "/a", "m1"),
+        user("2026-01-01T00:00:02.000Z", "hello"),
+        event_user("2026-01-01T00:00:02.001Z", "hello"),
+        agent("2026-01-01T00:00:03.000Z", "hi"),
+        // info null: rate limits only.
+        r#"{"timestamp":"2026-01-01T00:00:03.500Z","type":"event_msg","payload":{"type":"token_count","info":null,"rate_limits":{}}}"#.to_owned(),
+        count("2026-01-01T00:00:04.000Z", [100, 40, 10, 5, 110], Some([100, 40, 10, 5, 110])),
+        // Repeated, total unchanged (and a last): nothing.
+        count("2026-01-01T00:00:04.100Z", [100, 40, 10, 5, 110], Some([100, 40, 10, 5, 110])),
+        turn("2026-01-01T00:01:00.000Z", "/b", "m2"),
+        event_user("2026-01-01T00:01:01.000Z", "again"),
+        user("2026-01-01T00:01:01.001Z", "again"),
+        // No last: the delta of the totals.
+        count("2026-01-01T00:01:02.000Z", [300, 140, 30, 5, 330], None),
+    ];
+    v.push(String::new());
+    v.join("\n")
+}
+
+#[test]
+fn tokens_models_and_twins() {
+    let (entries, report) = lines("rollout-x", &session());
+    use Role::*;
+    assert_eq!(
+        rows(&entries),
+        numbered(vec![
+            NONE,
+            NONE,
+            rec(User, "response_item/message", &["text"]),
+            NONE,
+            rec(Assistant, "response_item/message", &["text"]),
+            NONE,
+            NONE,
+            NONE,
+            NONE,
+            rec(User, "event_msg/user_message", &["text"]),
+            NONE,
+            NONE,
+        ])
+    );
+    assert_eq!(record(&entries, 3).project, "/a");
+    assert_eq!(record(&entries, 5).model.as_deref(), Some("m1"));
+    assert_eq!(record(&entries, 10).project, "/b");
+    type ByModel<'r> = Vec<(&'r str, (u64, u64, u64, u64))>;
+    let by: ByModel = report
+        .by_model
+        .iter()
+        .map(|m| {
+            let u = m.usage;
+            (
+                m.model.as_str(),
+                (u.input, u.output, u.cache_read, u.total_tokens),
+            )
+        })
+        .collect();
+    assert_eq!(
+        by,
+        vec![("m1", (60, 10, 40, 110)), ("m2", (100, 20, 100, 220))]
+    );
+    assert_eq!(report.entries.get("event_msg/token_count"), 4);
+    assert_eq!(
+        report.records + report.no_record + report.skipped,
+        report.lines
+    );
+}
+
+/// Read in two parts at every line, the second resumed with the running
+/// context the first handed out: the same records and usage.
+#[test]
+fn running_context_carries_across_parts() {
+    let text = session();
+    let path = Path::new("rollout-x.jsonl");
+    let opts = SourceOptions::new();
+    let (whole, whole_report) = lines("rollout-x", &text);
+    let n = whole.len();
+    for k in 0..=n {
+        let mut src = Codex
+            .open(Input::Bytes(text.as_bytes()), path, &opts)
+            .unwrap();
+        let mut got = Vec::new();
+        for _ in 0..k {
+            let e = src.next_entry().unwrap().unwrap();
+            got.push((e.line, e.record.map(|r| r.to_owned_record())));
+        }
+        let pos = src.position();
+        let ctx = src.running_context();
+        let header = src.header().unwrap().clone();
+        let mut report = src.report().clone();
+        let rest = &text.as_bytes()[pos.byte as usize..];
+        let mut src = Codex.resume(
+            Input::Bytes(rest),
+            path,
+            &header,
+            &ctx,
+            pos.byte,
+            pos.line,
+            &opts,
+        );
+        while let Some(e) = src.next_entry().unwrap() {
+            got.push((e.line, e.record.map(|r| r.to_owned_record())));
+        }
+        report.merge(src.report());
+        assert_eq!(got, whole, "split after {k} entries");
+        assert_eq!(report.usage, whole_report.usage, "split after {k}");
+        assert_eq!(report.by_model, whole_report.by_model, "split after {k}");
+    }
+}
+
+#[test]
+fn harness_context_and_output_shapes() {
+    let text = [
+        META.to_owned(),
+        user("2026-01-01T00:00:01.000Z", "<environment_context><cwd>/a</cwd></environment_context>"),
+        user("2026-01-01T00:00:02.000Z", "# AGENTS.md instructions for /a"),
+        r#"{"timestamp":"2026-01-01T00:00:03.000Z","type":"response_item","payload":{"type":"message","role":"user","content":[{"type":"input_text","text":"look"},{"type":"input_image","image_url":"data:image/png;base64,aGVsbG8="}]}}"#.to_owned(),
+        r#"{"timestamp":"2026-01-01T00:00:04.000Z","type":"response_item","payload":{"type":"function_call_output","call_id":"c1","output":{"content":"denied","success":false}}}"#.to_owned(),
+        r#"{"timestamp":"2026-01-01T00:00:05.000Z","type":"response_item","payload":{"type":"local_shell_call","call_id":"c2","status":"completed","action":{"type":"exec","command":["ls"]}}}"#.to_owned(),
+        r#"{"timestamp":"2026-01-01T00:00:06.000Z","type":"response_item","payload":{"type":"reasoning","summary":[],"content":null,"encrypted_content":"SECRET"}}"#.to_owned(),
+        r#"{"timestamp":"2026-01-01T00:00:07.000Z","type":"response_item","payload":{"type":"compaction","encrypted_content":"SECRET"}}"#.to_owned(),
+        r#"{"timestamp":"2026-01-01T00:00:08.000Z","type":"response_item","payload":{"type":"message","role":"developer","content":[{"type":"input_text","text":"<permissions instructions>x"}]}}"#.to_owned(),
+        r#"{"timestamp":"2026-01-01T00:00:09.000Z","type":"response_item","payload":{"type":"function_call_output","call_id":"c3","output":[{"type":"input_text","text":"a"},{"type":"input_text","text":"b"}]}}"#.to_owned(),
+        r#"[1,2]"#.to_owned(),
+        String::new(),
+    ]
+    .join("\n");
+    let (entries, report) = lines("rollout-h", &text);
+    use Role::*;
+    assert_eq!(
+        rows(&entries),
+        numbered(vec![
+            NONE,
+            rec(System, "response_item/message", &["text"]),
+            rec(System, "response_item/message", &["text"]),
+            rec(User, "response_item/message", &["text", "image"]),
+            rec(ToolResult, "response_item/function_call_output", &["text"]),
+            rec(Assistant, "response_item/local_shell_call", &["toolCall"]),
+            NONE, // reasoning with nothing readable
+            NONE, // compaction: encrypted only
+            rec(System, "response_item/message", &["text"]),
+            rec(ToolResult, "response_item/function_call_output", &["text"]),
+        ])
+    );
+    assert_eq!(
+        record(&entries, 2).custom_type.as_deref(),
+        Some("environment_context")
+    );
+    assert_eq!(
+        record(&entries, 3).custom_type.as_deref(),
+        Some("user_instructions")
+    );
+    assert_eq!(record(&entries, 4).text, "look\n[image image/png, 5 bytes]");
+    assert_eq!(record(&entries, 5).is_error, Some(true));
+    assert_eq!(record(&entries, 5).text, "denied");
+    assert_eq!(
+        record(&entries, 6).text,
+        r#"local_shell_call {"type":"exec","command":["ls"]}"#
+    );
+    assert_eq!(record(&entries, 9).custom_type, None);
+    assert_eq!(record(&entries, 10).text, "a\nb");
+    assert_eq!(report.skipped, 1);
+    assert_eq!(
+        report.records + report.no_record + report.skipped,
+        report.lines
+    );
+}
+
+#[test]
+fn detection_from_content() {
+    let d = |s: &str| Codex.detect(s.as_bytes(), true);
+    assert!(d(&session()));
+    assert!(d(&turn("2026-01-01T00:00:00Z", "/a", "m")));
+    assert!(d(
+        "{\"id\":\"x\",\"timestamp\":\"2026-01-01T00:00:00Z\"}\n{\"type\":\"message\",\"role\":\"user\",\"content\":[]}\n"
+    ));
+    assert!(!d(r#"{"type":"session","version":3,"id":"s1","cwd":"/p"}"#));
+    assert!(!d(
+        r#"{"type":"user","uuid":"u","sessionId":"s","message":{"role":"user","content":"hi"}}"#
+    ));
+    assert!(!d(r#"{"type":"message","role":"user","content":"hi"}"#));
+    // A first line longer than the prefix: the envelope's start tells.
+    let long = format!(
+        r#"{{"timestamp":"2026-01-01T00:00:00Z","type":"session_meta","payload":{{"id":"x","base_instructions":{{"text":"{}"#,
+        "y".repeat(100)
+    );
+    assert!(Codex.detect(long.as_bytes(), false));
+}
+
+/// The newest Codex numbers lines (`ordinal`): a replayed line keeps its
+/// fingerprint whatever its number.
+#[test]
+fn ordinals_stay_out_of_fingerprints() {
+    let fp = |line: &str| {
+        let text = format!("{META}\n{line}\n");
+        let mut src = Codex
+            .open(
+                Input::Bytes(text.as_bytes()),
+                Path::new("rollout-o.jsonl"),
+                &SourceOptions::new(),
+            )
+            .unwrap();
+        src.next_entry().unwrap();
+        src.next_entry().unwrap().unwrap().fingerprint
+    };
+    let a = fp(
+        r#"{"timestamp":"2026-01-01T00:00:01Z","ordinal":3,"type":"response_item","payload":{"type":"message","role":"user","content":[]}}"#,
+    );
+    let b = fp(
+        r#"{"timestamp":"2026-01-01T00:00:01Z","ordinal":9,"type":"response_item","payload":{"type":"message","role":"user","content":[]}}"#,
+    );
+    let c = fp(
+        r#"{"timestamp":"2026-01-01T00:00:02Z","ordinal":9,"type":"response_item","payload":{"type":"message","role":"user","content":[]}}"#,
+    );
+    assert_eq!(a, b);
+    assert_ne!(b, c);
+}
+
+// ---------------------------------------------------------------------------
+// Discovery, lineages and usage through the command line
+
+/// The binary with every default archive pointed into `home` (never this
+/// machine's).
+fn bin(home: &Path) -> std::process::Command {
+    let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_mem-ingest"));
+    c.current_dir(env!("CARGO_MANIFEST_DIR"))
+        .env_remove("PI_CODING_AGENT_SESSION_DIR")
+        .env_remove("CLAUDE_CONFIG_DIR")
+        .env("HOME", home)
+        .env("XDG_CONFIG_HOME", home.join("xdg"))
+        .env("CODEX_HOME", home.join("codex"))
+        .env("PI_CODING_AGENT_DIR", home.join("pi"));
+    c
+}
+
+fn tmpdir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("mem-ingest-codex-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn stats(c: &mut std::process::Command) -> (Option<i32>, serde_json::Value, String) {
+    let out = c.output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    let v = serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null);
+    (out.status.code(), v, err)
+}
+
+/// A parent, and a fork of it that replays its lines then adds its own.
+fn parent_and_fork() -> (String, String) {
+    let parent = session();
+    let fork_meta = r#"{"timestamp":"2026-01-02T00:00:00.000Z","type":"session_meta","payload":{"id":"f1","timestamp":"2026-01-02T00:00:00.000Z","cwd":"/a","forked_from_id":"t1"}}"#;
+    let mut fork = format!("{fork_meta}\n{parent}");
+    fork.push_str(&user("2026-01-02T00:00:01.000Z", "forked"));
+    fork.push('\n');
+    fork.push_str(&count(
+        "2026-01-02T00:00:02.000Z",
+        [400, 140, 35, 5, 435],
+        Some([100, 0, 5, 0, 105]),
+    ));
+    fork.push('\n');
+    (parent, fork)
+}
+
+#[test]
+fn default_archive_forks_and_archived_copies() {
+    let home = tmpdir("defaults");
+    let (code, _, err) = stats(bin(&home).args(["stats", "--json", "-q", "--source", "codex"]));
+    assert_eq!(code, Some(1));
+    assert!(err.contains("codex/sessions"), "{err}");
+    let day = home.join("codex/sessions/2026/01/01");
+    std::fs::create_dir_all(&day).unwrap();
+    let (parent, fork) = parent_and_fork();
+    std::fs::write(day.join("rollout-2026-01-01T00-00-00-t1.jsonl"), &parent).unwrap();
+    std::fs::write(day.join("rollout-2026-01-02T00-00-00-f1.jsonl"), &fork).unwrap();
+    // Not rollouts: never read.
+    std::fs::write(day.join("notes.jsonl"), "junk\n").unwrap();
+    // The same relative path archived: the active copy wins; another
+    // archived file is read.
+    let arch = home.join("codex/archived_sessions/2026/01/01");
+    std::fs::create_dir_all(&arch).unwrap();
+    std::fs::write(arch.join("rollout-2026-01-01T00-00-00-t1.jsonl"), &parent).unwrap();
+    let other = session().replace("\"t1\"", "\"t2\"");
+    std::fs::write(arch.join("rollout-2026-01-03T00-00-00-t2.jsonl"), &other).unwrap();
+    let (code, v, err) = stats(bin(&home).args(["stats", "--json", "-q"]));
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(v["files"].as_u64(), Some(3), "{v}");
+    // The fork's replayed prefix (its parent's 12 lines) counted once: 3
+    // records of each session, and the fork's own prompt.
+    assert_eq!(v["records"].as_u64(), Some(3 + 3 + 1), "{v}");
+    assert_eq!(v["deduplicated"].as_u64(), Some(12), "{v}");
+    // Tokens: each session's 330, the fork's own 105.
+    assert_eq!(v["usage"]["total_tokens"].as_u64(), Some(330 + 330 + 105));
+    // Records of the fork's own lines are the fork's; the replayed ones
+    // the parent's.
+    let out = bin(&home)
+        .args(["backfill", "-q", "--source", "codex"])
+        .output()
+        .unwrap();
+    let keys: Vec<String> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<serde_json::Value>(l).unwrap()["key"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    assert!(keys.contains(&"f1:L14".to_owned()), "{keys:?}");
+    assert_eq!(keys.iter().filter(|k| k.starts_with("f1:")).count(), 1);
+    // Without deduplication every copy counts.
+    let (_, v, _) = stats(bin(&home).args(["stats", "--json", "-q", "--no-dedupe"]));
+    assert_eq!(
+        v["usage"]["total_tokens"].as_u64(),
+        Some(330 + 330 + 330 + 105)
+    );
+    std::fs::remove_dir_all(home).unwrap();
+}
+
+#[test]
+fn resumed_runs_carry_the_running_context() {
+    let home = tmpdir("resume");
+    let dir = home.join("a");
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("rollout-2026-01-01T00-00-00-t1.jsonl");
+    let text = session();
+    let cut = text
+        .find("{\"timestamp\":\"2026-01-01T00:01:00.000Z\"")
+        .unwrap();
+    std::fs::write(&file, &text[..cut]).unwrap();
+    let state = home.join("state");
+    let run = || {
+        stats(
+            bin(&home)
+                .args(["stats", "--json", "-q", "--source", "codex", "--state"])
+                .arg(&state)
+                .arg(&dir),
+        )
+    };
+    let (code, v, err) = run();
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(v["usage"]["total_tokens"].as_u64(), Some(110));
+    std::fs::write(&file, &text).unwrap();
+    let (_, v, _) = run();
+    // The delta of the last count needs the total before the cut, and its
+    // model the turn after it.
+    assert_eq!(v["usage"]["total_tokens"].as_u64(), Some(330));
+    let models: Vec<(String, u64)> = v["by_model"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            (
+                m["model"].as_str().unwrap().to_owned(),
+                m["total_tokens"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(models, vec![("m1".into(), 110), ("m2".into(), 220)]);
+    std::fs::remove_dir_all(home).unwrap();
+}
+
+/// Compressed rollouts are not read: each is one skipped line with its
+/// reason (exit 0), a plain `.jsonl` beside one wins, and a state finds
+/// them unchanged.
+#[test]
+fn compressed_rollouts_are_skipped_with_their_reason() {
+    let home = tmpdir("zst");
+    let day = home.join("codex/sessions/2026/01/01");
+    std::fs::create_dir_all(&day).unwrap();
+    let zst = b"\x28\xb5\x2f\xfd\x00\x58\x01\x02\x03";
+    std::fs::write(day.join("rollout-2026-01-01T00-00-00-z1.jsonl.zst"), zst).unwrap();
+    std::fs::write(day.join("rollout-2026-01-01T00-00-01-t1.jsonl"), session()).unwrap();
+    std::fs::write(day.join("rollout-2026-01-01T00-00-01-t1.jsonl.zst"), zst).unwrap();
+    let state = home.join("state");
+    let run = || {
+        stats(
+            bin(&home)
+                .args(["stats", "--json", "-q", "--source", "codex", "--state"])
+                .arg(&state),
+        )
+    };
+    for _ in 0..2 {
+        let (code, v, err) = run();
+        assert_eq!(code, Some(0), "{err}");
+        assert_eq!(
+            (
+                v["files"].as_u64(),
+                v["skipped"].as_u64(),
+                v["records"].as_u64()
+            ),
+            (Some(2), Some(1), Some(3)),
+            "{v}"
+        );
+        let skip = &v["skips"][0];
+        assert!(
+            skip["path"].as_str().unwrap().ends_with("z1.jsonl.zst"),
+            "{skip}"
+        );
+        assert!(
+            skip["reason"].as_str().unwrap().contains("zstd-compressed"),
+            "{skip}"
+        );
+    }
+    std::fs::remove_dir_all(home).unwrap();
+}
+
+/// The hostile catalogue on Codex lines: lines cut after `"type":` (which
+/// abort ccusage), NUL runs, invalid UTF-8, a file cut inside a UTF-8
+/// character, interleaved partial writes, a line over the maximum length,
+/// unknown types: counted, never fatal, every line accounted for.
+#[test]
+fn hostile_codex_lines() {
+    let mut text = session().into_bytes();
+    text.extend_from_slice(b"{\"timestamp\":\"2026-01-01T00:02:00.000Z\",\"type\":\"event_msg\",\"payload\":{\"type\":\n");
+    text.extend_from_slice(b"{\"timestamp\":\"2026-01-01T00:02:00.000Z\",\"type\":\"event_msg\",\"payload\":{\"type\":\"\n");
+    text.extend_from_slice(b"\0\0\0\0\0\0\n");
+    text.extend_from_slice(b"{\"timestamp\":\"2026-01-01T00:02:01.000Z\",\"type\":\"response_item\",\"payload\":{\"type\":\"message\",\"role\":\"user\",\"content\":[{\"type\":\"input_text\",\"text\":\"caf\xe9 \xff\"}]}}\n");
+    // Two writers' halves on one line.
+    text.extend_from_slice(b"{\"timestamp\":\"2026-01-01T00:02:02.000Z\",\"type\":\"event_msg\",\"pay{\"timestamp\":\"2026-01-01T00:02:03.000Z\",\"type\":\"turn_context\",\"payload\":{}}\n");
+    text.extend_from_slice(format!("{{\"timestamp\":\"2026-01-01T00:02:04.000Z\",\"type\":\"response_item\",\"payload\":{{\"type\":\"function_call_output\",\"call_id\":\"c\",\"output\":\"{}\"}}}}\n", "x".repeat(5000)).as_bytes());
+    text.extend_from_slice(b"{\"timestamp\":\"2026-01-01T00:02:05.000Z\",\"type\":\"inter_agent_communication\",\"payload\":{\"x\":1}}\n");
+    text.extend_from_slice(b"{\"timestamp\":\"2026-01-01T00:02:06.000Z\",\"type\":\"event_msg\",\"payload\":{\"type\":\"agent_message\",\"message\":\"\xc3");
+    let path = Path::new("rollout-hostile.jsonl");
+    let opts = SourceOptions::new().max_line(4096);
+    let read = |input: Input<'_>| {
+        let mut src = Codex.open(input, path, &opts).unwrap();
+        let mut n = 0;
+        while src.next_entry().unwrap().is_some() {
+            n += 1;
+        }
+        (n, src.report().clone())
+    };
+    let a = read(Input::Bytes(&text));
+    let b = read(Input::Reader(Box::new(std::io::Cursor::new(text.clone()))));
+    assert_eq!(a, b);
+    let r = a.1;
+    assert_eq!(r.records + r.no_record + r.skipped, r.lines);
+    // Cut after "type": (two), NULs, the interleaved line, the long one,
+    // the cut last line.
+    assert_eq!(r.skipped, 6, "{:?}", r.skips);
+    assert_eq!(r.repaired, 1);
+    assert_eq!(r.entries.get("inter_agent_communication"), 1);
+    // The usage before them is intact.
+    assert_eq!(r.usage.total_tokens, 330);
+}
