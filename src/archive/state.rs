@@ -223,6 +223,21 @@ pub struct State {
 }
 
 impl State {
+    /// A state read in an older layout `version` (which it says, so that
+    /// the run saves it anew in this one), with no lineages yet.
+    fn of_layout(
+        version: u32,
+        options: OutputOptions,
+        output: Option<OutputState>,
+        files: BTreeMap<String, Arc<FileState>>,
+    ) -> State {
+        let mut st = State::new(options);
+        st.version = version;
+        st.output = output;
+        st.files = files;
+        st
+    }
+
     /// A new, empty state.
     pub fn new(options: OutputOptions) -> State {
         let mut st = State {
@@ -508,37 +523,29 @@ pub fn load(path: &Path) -> Result<Option<State>, Error> {
             .map_err(damaged),
         3 => {
             let v3: StateV3 = postcard::from_bytes(&bytes[12..]).map_err(damaged)?;
-            let mut st = State::new(v3.options);
-            // Says what is on the disk: the run saves it anew.
-            st.version = 3;
-            st.output = v3.output;
-            st.files = v3.files;
-            st.lineages = v3.lineages;
-            Ok(Some(st))
+            let st = State::of_layout(3, v3.options, v3.output, v3.files);
+            Ok(Some(State {
+                lineages: v3.lineages,
+                ..st
+            }))
         }
         2 => {
             // The version field came first in the body too.
             let (_, body): (u32, &[u8]) =
                 postcard::take_from_bytes(&bytes[12..]).map_err(damaged)?;
             let v2: StateV2 = postcard::from_bytes(body).map_err(damaged)?;
-            let mut st = State::new(v2.shape);
-            // Says what is on the disk: the run saves it anew.
-            st.version = 2;
-            st.output = v2.output;
-            st.files = v2.files;
-            st.lineages = v2.lineages;
-            Ok(Some(st))
+            let st = State::of_layout(2, v2.shape, v2.output, v2.files);
+            Ok(Some(State {
+                lineages: v2.lineages,
+                ..st
+            }))
         }
         1 => {
             // The version field came first in version 1's body too.
             let (_, body): (u32, &[u8]) =
                 postcard::take_from_bytes(&bytes[12..]).map_err(damaged)?;
             let v1: StateV1 = postcard::from_bytes(body).map_err(damaged)?;
-            let mut st = State::new(v1.shape);
-            // Says what is on the disk: the run saves it anew.
-            st.version = 1;
-            st.output = v1.output;
-            st.files = v1.files;
+            let mut st = State::of_layout(1, v1.shape, v1.output, v1.files);
             st.set_lineages(&v1.lineages);
             Ok(Some(st))
         }
