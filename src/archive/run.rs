@@ -1411,22 +1411,36 @@ mod tests {
         Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/hand-built.jsonl")
     }
 
-    /// A state of version 1 is read, and a run that reads nothing saves it
-    /// in version 2, with the same files and lineages: the next run finds
-    /// the archive unchanged and still deduplicates against them.
-    #[test]
-    fn a_version_1_state_is_saved_anew() {
-        let d = std::env::temp_dir().join(format!("mem-ingest-upgrade-{}", std::process::id()));
+    /// A new archive folder (`arch`, in a folder of its own) holding
+    /// hand-built.jsonl as a.jsonl and `more` fixtures as b.jsonl, c.jsonl,
+    /// ..., and stats of it on two jobs with a state (`state`).
+    fn upgrade_setup(tag: &str, more: &[&str]) -> (PathBuf, PathBuf, PathBuf, Archive) {
+        let d = std::env::temp_dir().join(format!("mem-ingest-{tag}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&d);
         let arch = d.join("arch");
         std::fs::create_dir_all(&arch).unwrap();
         std::fs::copy(fixture(), arch.join("a.jsonl")).unwrap();
+        for (name, to) in more.iter().zip(["b", "c", "d"]) {
+            let from = Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("fixtures")
+                .join(name);
+            std::fs::copy(from, arch.join(format!("{to}.jsonl"))).unwrap();
+        }
         let state_path = d.join("state");
         let archive = Archive::builder()
             .path(&arch)
             .jobs(2)
             .state(&state_path)
             .build();
+        (d, arch, state_path, archive)
+    }
+
+    /// A state of version 1 is read, and a run that reads nothing saves it
+    /// in version 2, with the same files and lineages: the next run finds
+    /// the archive unchanged and still deduplicates against them.
+    #[test]
+    fn a_version_1_state_is_saved_anew() {
+        let (d, arch, state_path, archive) = upgrade_setup("upgrade", &[]);
         let first = archive.stats().unwrap();
         assert_eq!(first.report.records, 22);
         let saved = state::load(&state_path).unwrap().unwrap();
@@ -1458,22 +1472,7 @@ mod tests {
     /// is resumed where the old state stopped.
     #[test]
     fn a_version_2_state_upgrades_without_reading_again() {
-        let d = std::env::temp_dir().join(format!("mem-ingest-up2-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        let arch = d.join("arch");
-        std::fs::create_dir_all(&arch).unwrap();
-        std::fs::copy(fixture(), arch.join("a.jsonl")).unwrap();
-        std::fs::copy(
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/pi-1x.jsonl"),
-            arch.join("b.jsonl"),
-        )
-        .unwrap();
-        let state_path = d.join("state");
-        let archive = Archive::builder()
-            .path(&arch)
-            .jobs(2)
-            .state(&state_path)
-            .build();
+        let (d, arch, state_path, archive) = upgrade_setup("up2", &["pi-1x.jsonl"]);
         let first = archive.stats().unwrap();
         assert_eq!(first.report.records, 22 + 626);
         let saved = state::load(&state_path).unwrap().unwrap();
@@ -1511,17 +1510,7 @@ mod tests {
     /// files from the start, and saved anew with (no) responses.
     #[test]
     fn a_version_3_state_upgrades_without_reading_again() {
-        let d = std::env::temp_dir().join(format!("mem-ingest-up3-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        let arch = d.join("arch");
-        std::fs::create_dir_all(&arch).unwrap();
-        std::fs::copy(fixture(), arch.join("a.jsonl")).unwrap();
-        let state_path = d.join("state");
-        let archive = Archive::builder()
-            .path(&arch)
-            .jobs(2)
-            .state(&state_path)
-            .build();
+        let (d, arch, state_path, archive) = upgrade_setup("up3", &[]);
         let first = archive.stats().unwrap();
         let saved = state::load(&state_path).unwrap().unwrap();
         state::save_v3(&state_path, &saved);
