@@ -50,7 +50,7 @@ struct Common {
     /// depend on it.
     #[arg(long, short = 'j', value_parser = clap::value_parser!(u32).range(1..=1024))]
     jobs: Option<u32>,
-    /// No progress bar, no summary.
+    /// No progress bar, no warnings, no summary (errors are still printed).
     #[arg(long, short = 'q')]
     quiet: bool,
     /// Checkpoint file: a re-run reads only what is new since the last run
@@ -485,17 +485,19 @@ fn stats(a: StatsArgs) -> i32 {
     exit_code(&t)
 }
 
+/// The run's errors on stderr, always (a failed file is never silent);
+/// then, unless `quiet`, its warnings and the summary line.
 fn summary(quiet: bool, t: &Summary, started: Instant, what: &str) {
+    let mut err = io::stderr().lock();
+    for (p, e) in &t.failures {
+        let _ = writeln!(err, "error: {p}: {e}");
+    }
     if quiet {
         return;
     }
     let secs = started.elapsed().as_secs_f64();
     let mb = t.read as f64 / 1e6;
     let r = &t.report;
-    let mut err = io::stderr().lock();
-    for (p, e) in &t.failures {
-        let _ = writeln!(err, "error: {p}: {e}");
-    }
     for s in t.skips.iter().take(20) {
         let _ = writeln!(
             err,
