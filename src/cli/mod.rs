@@ -71,9 +71,11 @@ struct Common {
     no_dedupe: bool,
     /// Read only this agent's sessions (repeatable): pi, claude, codex. Default:
     /// every agent's (with PATHs, each file's agent is detected from its
-    /// first lines; a file none claims is read as pi's); with --state,
-    /// pi's only, as states made before Claude Code was read cover pi
-    /// alone.
+    /// first lines; a file none claims is read as pi's). A --state or
+    /// --db records the agents it reads, and a later run without --source
+    /// reads the same (one saved before they were recorded: the agents of
+    /// the files it holds, pi when none); with another --source it is
+    /// refused (exit 2).
     #[arg(long = "source", value_enum, value_name = "AGENT")]
     sources: Vec<Source>,
     /// Milliseconds between checkpoints of the state (tests set it low).
@@ -215,10 +217,9 @@ enum Source {
 /// The formats `--source` names, pi's first (a file no format claims is
 /// the first's).
 fn formats(c: &Common) -> Vec<Arc<dyn Format>> {
-    let mut sources = match (&c.sources[..], &c.state) {
-        ([], None) => vec![Source::Pi, Source::Claude, Source::Codex],
-        ([], Some(_)) => vec![Source::Pi],
-        (s, _) => s.to_vec(),
+    let mut sources = match &c.sources[..] {
+        [] => vec![Source::Pi, Source::Claude, Source::Codex],
+        s => s.to_vec(),
     };
     sources.sort_by_key(|s| *s as u8);
     sources.dedup();
@@ -249,6 +250,7 @@ fn builder(c: &Common, db: bool) -> Result<ArchiveBuilder, i32> {
     let mut b = Archive::builder()
         .paths(c.paths.iter().cloned())
         .formats(formats(c))
+        .formats_from_checkpoint(c.sources.is_empty())
         .dedupe(!c.no_dedupe)
         .checkpoint_every(std::time::Duration::from_millis(c.checkpoint_ms))
         .poll_only(c.follow_poll);
