@@ -72,8 +72,8 @@ pub use dedupe::session_of_path;
 pub use plan::PART_BYTES;
 pub use run::{SkipAt, Summary};
 pub use state::{
-    lock_file, Checkpoint, CheckpointStore, FileState, Identity, LineageState, Lock, OutputOptions,
-    OutputState, State, StateFile, RECORD_FORMAT, STATE_VERSION,
+    lock_file, response_rows, Checkpoint, CheckpointStore, FileState, Identity, LineageState, Lock,
+    OutputOptions, OutputState, State, StateFile, RECORD_FORMAT, STATE_VERSION,
 };
 pub use stats::{FailureLine, ModelLine, ProjectLine, Roles, SkipLine, Stats};
 

@@ -285,8 +285,6 @@ struct Ctx<'r, S: Sink> {
     wrote: bool,
     /// Usage by response across the archive, restored from the state.
     responses: Responses,
-    /// `responses` changed since the state was loaded or last saved.
-    responses_changed: bool,
 }
 
 impl<S: Sink> Ctx<'_, S> {
@@ -341,7 +339,6 @@ pub(crate) fn run<S: Sink>(cfg: &Config, command: Command, sink: &mut S) -> Resu
         dirty: false,
         wrote: false,
         responses: Responses::default(),
-        responses_changed: false,
     };
     let stateful = ctx.store().is_some();
     let mut saved = match ctx.store() {
@@ -463,10 +460,7 @@ type Adopted = (Config, Vec<Option<usize>>);
 ///
 /// # Errors
 /// The checkpoint names a format `cfg` cannot read: why.
-fn adopt_formats(
-    cfg: &Config,
-    sources: &[String],
-) -> Result<Option<Adopted>, String> {
+fn adopt_formats(cfg: &Config, sources: &[String]) -> Result<Option<Adopted>, String> {
     let names: Vec<&str> = cfg.formats.iter().map(|f| f.name()).collect();
     if let Some(s) = sources.iter().find(|s| !names.contains(&s.as_str())) {
         return Err(format!(
@@ -628,9 +622,6 @@ fn checkpoint<S: Sink>(
         return Ok(());
     }
     let st = ctx.state.as_mut().expect("checked");
-    if std::mem::take(&mut ctx.responses_changed) {
-        st.set_responses(ctx.responses.kept());
-    }
     if let Some(m) = mark {
         st.output = Some(OutputState {
             path: m.path,
@@ -648,6 +639,7 @@ fn checkpoint<S: Sink>(
         changed,
         state_file,
         sink,
+        responses,
         ..
     } = ctx;
     let st = state.as_mut().expect("checked");
@@ -655,6 +647,7 @@ fn checkpoint<S: Sink>(
         state: st,
         lineages: lineages.as_mut(),
         changed,
+        responses,
     };
     let saved = match state_file.as_mut() {
         Some(f) => f.save(&mut cp),
@@ -671,6 +664,7 @@ fn checkpoint<S: Sink>(
     }
     saved?;
     changed.clear();
+    responses.saved();
     if let Some(l) = lineages.as_mut() {
         l.saved();
     }
@@ -1269,7 +1263,6 @@ fn deliver<S: Sink>(
                 // In delivery order: the table does not depend on --jobs.
                 for r in res.report.responses.drain(..) {
                     ctx.responses.add(r);
-                    ctx.responses_changed = true;
                 }
                 match a.report.as_mut() {
                     Some(r) => r.merge(&res.report),
@@ -1727,7 +1720,6 @@ mod tests {
             dirty: false,
             wrote: false,
             responses: Responses::default(),
-            responses_changed: false,
             listed_formats: None,
         };
         let mut totals = Summary::default();
