@@ -198,5 +198,39 @@ pub fn write_table(out: &mut impl Write, s: &Stats) -> io::Result<()> {
     }
     .write(out)?;
 
+    if let Some(by_source) = &s.by_source {
+        writeln!(out)?;
+        Table {
+            title: "by source",
+            columns: &[
+                ("files", 8),
+                ("lines", 12),
+                ("records", 12),
+                ("deduplicated", 12),
+                ("skipped", 12),
+                ("total_tokens", 13),
+                ("cost", 10),
+            ],
+            name_width: 22,
+            rows: by_source
+                .iter()
+                .map(|(name, x)| {
+                    (
+                        name.clone(),
+                        vec![
+                            x.files.to_string(),
+                            x.lines.to_string(),
+                            x.records.to_string(),
+                            x.deduplicated.to_string(),
+                            x.skipped.to_string(),
+                            x.usage.total_tokens.to_string(),
+                            cost(x.usage.cost),
+                        ],
+                    )
+                })
+                .collect(),
+        }
+        .write(out)?;
+    }
     Ok(())
 }
