@@ -926,6 +926,17 @@ fn run_task<E: Encoder>(
         let lines = || task.lines.unwrap_or_else(|| bases.lines_before(plan, i));
         if !in_memory {
             let before = if task.header.is_some() { lines() } else { 0 };
+            // A file smaller than the reader's buffer gets a buffer of its
+            // size (it grows for a line longer): a one-job run over
+            // thousands of small files zeroed 256 KiB for each.
+            let small;
+            let opts = match usize::try_from(size) {
+                Ok(s) if s < opts.buffer_bytes() => {
+                    small = opts.clone().buffer_capacity((s + 1).max(4096));
+                    &small
+                }
+                _ => opts,
+            };
             let src = open(format, Input::Reader(Box::new(f)), task, path, opts, || {
                 before
             })?;
