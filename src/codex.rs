@@ -12,21 +12,23 @@
 //! parts of a file and across runs.
 
 use std::cell::{Cell, RefCell};
-use std::io::{Cursor, Read};
 use std::path::{Path, PathBuf};
 
 use bumpalo::Bump;
 use simd_json::{Node, StaticNode};
 
+use crate::counts::LineCounts;
 use crate::error::Error;
 use crate::format::{BoxedSource, Format, Input};
 use crate::json::JsonParser;
 use crate::json::{as_bool, as_str, as_u64, elements, fingerprint, is_blank, write_json, Fields};
-use crate::line_reader::LineReader;
 use crate::pi::{Entry, Header, LinePos, MapLine, RoleFilter, Text};
 use crate::record::{Record, Role, Usage};
 use crate::report::{Report, SkipReason};
-use crate::source::{Lines, Position, RecordSource, Session, SliceLines, SourceOptions};
+use crate::source::{
+    bom_len, open_headerless, resume_headerless, FileLines, Position, RecordSource, Session,
+    SourceOptions,
+};
 use crate::time::parse_iso_millis;
 
 /// How much of a file's start its [`Header`] is looked for in (bytes):
@@ -166,34 +168,10 @@ impl Format for Codex {
         if compressed(path) {
             return Ok(Box::new(Compressed::new(input, path, 0, 0)));
         }
-        let max_line = opts.max_line_len();
-        Ok(match input {
-            Input::Bytes(b) => {
-                let prefix = &b[..b.len().min(PREFIX)];
-                let bom = bom_len(prefix);
-                let ctx = context(prefix, b.len() <= PREFIX, path);
-                let lines = SliceLines::starting_at(&b[bom..], max_line, bom as u64, 0);
-                Box::new(CodexSource(Session::with_context(
-                    lines, path, ctx, 0, opts,
-                )))
-            }
-            Input::Reader(mut r) => {
-                let mut prefix = Vec::with_capacity(PREFIX.min(opts.buffer_bytes()));
-                (&mut r)
-                    .take(PREFIX as u64)
-                    .read_to_end(&mut prefix)
-                    .map_err(|e| Error::io(path, e))?;
-                let bom = bom_len(&prefix);
-                let ctx = context(&prefix, prefix.len() < PREFIX, path);
-                prefix.drain(..bom);
-                let rdr: Chained<'d> = Cursor::new(prefix).chain(r);
-                let lines =
-                    LineReader::starting_at(rdr, opts.buffer_bytes(), max_line, bom as u64, 0);
-                Box::new(CodexSource(Session::with_context(
-                    lines, path, ctx, 0, opts,
-                )))
-            }
-        })
+        let session = open_headerless(input, path, opts, PREFIX, |prefix, whole| {
+            context(prefix, whole, path)
+        })?;
+        Ok(Box::new(CodexSource(session.counting(opts))))
     }
 
     fn resume<'d>(
@@ -209,25 +187,9 @@ impl Format for Codex {
         if compressed(path) {
             return Box::new(Compressed::new(input, path, byte, lines_before));
         }
-        let run = Running::decode(context);
-        let ctx = Some(CodexContext::new(header.clone(), path, run));
-        let max_line = opts.max_line_len();
-        match input {
-            Input::Bytes(b) => {
-                let lines = SliceLines::starting_at(b, max_line, byte, lines_before);
-                Box::new(CodexSource(Session::with_context(
-                    lines, path, ctx, byte, opts,
-                )))
-            }
-            Input::Reader(r) => {
-                let rdr: Chained<'d> = Cursor::new(Vec::new()).chain(r);
-                let lines =
-                    LineReader::starting_at(rdr, opts.buffer_bytes(), max_line, byte, lines_before);
-                Box::new(CodexSource(Session::with_context(
-                    lines, path, ctx, byte, opts,
-                )))
-            }
-        }
+        let ctx = CodexContext::new(header.clone(), path, Running::decode(context));
+        let session = resume_headerless(input, path, ctx, byte, lines_before, opts);
+        Box::new(CodexSource(session.counting(opts)))
     }
 
     /// A token count's usage is the delta from the last cumulative total;
@@ -350,14 +312,10 @@ fn active_copy(path: &Path) -> Option<PathBuf> {
     Some(p)
 }
 
-/// The reader a streamed source reads: the prefix read for the header,
-/// then the rest.
-type Chained<'d> = std::io::Chain<Cursor<Vec<u8>>, Box<dyn Read + Send + 'd>>;
+/// A Codex source.
+struct CodexSource<'d>(Session<FileLines<'d>, CodexContext>);
 
-/// A Codex source over some line supplier.
-struct CodexSource<L>(Session<L, CodexContext>);
-
-impl<L: Lines> RecordSource for CodexSource<L> {
+impl RecordSource for CodexSource<'_> {
     fn next_record(&mut self) -> Result<Option<Record<'_>>, Error> {
         self.0.next_record()
     }
@@ -385,13 +343,9 @@ impl<L: Lines> RecordSource for CodexSource<L> {
             .map(|c| c.run.borrow().encode())
             .unwrap_or_default()
     }
-}
 
-fn bom_len(prefix: &[u8]) -> usize {
-    if prefix.starts_with(b"\xEF\xBB\xBF") {
-        3
-    } else {
-        0
+    fn entry_counts(&self) -> Option<&LineCounts> {
+        self.0.entry_counts()
     }
 }
 
@@ -406,22 +360,49 @@ fn context(prefix: &[u8], whole: bool, path: &Path) -> Option<CodexContext> {
     {
         return None;
     }
-    let (header, provider) = header_of(body, whole, path);
+    let (header, provider, meta) = header_of(body, whole, path);
     let run = Running {
         provider,
         ..Running::default()
     };
-    Some(CodexContext::new(header, path, run))
+    let mut ctx = CodexContext::new(header, path, run);
+    ctx.meta = meta.map(|m| HeaderLine {
+        byte: m.byte + bom_len(prefix) as u64,
+        ..m
+    });
+    Some(ctx)
+}
+
+/// The line the header was read from, parsed once: the source counts it
+/// without parsing it again (a `session_meta` line holds the base
+/// instructions, a tenth of a generated archive's bytes).
+#[derive(Debug, Clone, Copy)]
+struct HeaderLine {
+    /// Its absolute offset and length.
+    byte: u64,
+    len: usize,
+    /// The hash of its bytes, to check that it is the line read.
+    raw: u64,
+    /// Its fingerprint when it is not the hash of its bytes (an
+    /// `ordinal`, a legacy line: see [`line_fingerprint`]).
+    fingerprint: Option<u64>,
+    legacy: bool,
+    repaired: bool,
 }
 
 /// The header from the first `session_meta` line (or legacy meta line) of
 /// the first lines of `prefix` (complete lines, and the last one when
 /// `whole`), with the session's provider.
-fn header_of(prefix: &[u8], whole: bool, path: &Path) -> (Header, Option<String>) {
+fn header_of(
+    prefix: &[u8],
+    whole: bool,
+    path: &Path,
+) -> (Header, Option<String>, Option<HeaderLine>) {
     let mut json = JsonParser::new();
     let mut rest = prefix;
     let mut seen = 0;
     while !rest.is_empty() && seen < HEADER_LINES {
+        let at = prefix.len() - rest.len();
         let (line, next) = match memchr::memchr(b'\n', rest) {
             Some(i) => (&rest[..i], &rest[i + 1..]),
             None if whole => (rest, &rest[rest.len()..]),
@@ -434,7 +415,7 @@ fn header_of(prefix: &[u8], whole: bool, path: &Path) -> (Header, Option<String>
         seen += 1;
         let arena = Bump::new();
         let found = json.parse(line, &arena, |parsed| {
-            let (nodes, _) = parsed.ok()?;
+            let (nodes, repaired) = parsed.ok()?;
             let f = Fields::of(nodes);
             let meta = match (f.str("type"), f.get("payload")) {
                 (Some("session_meta"), Some(p)) => Fields::of(p),
@@ -461,6 +442,15 @@ fn header_of(prefix: &[u8], whole: bool, path: &Path) -> (Header, Option<String>
                     parent_session: parent.map(str::to_owned),
                 },
                 meta.str("model_provider").map(str::to_owned),
+                envelope(nodes).map(|e| HeaderLine {
+                    byte: at as u64,
+                    len: line.len(),
+                    raw: fingerprint(&[line]),
+                    fingerprint: (e.ordinal && e.timestamp.is_some())
+                        .then(|| line_fingerprint(&e, nodes, line, 0, &arena)),
+                    legacy: e.timestamp.is_none(),
+                    repaired,
+                }),
             ))
         });
         if let Some(h) = found {
@@ -479,7 +469,7 @@ fn header_of(prefix: &[u8], whole: bool, path: &Path) -> (Header, Option<String>
         timestamp: None,
         parent_session: None,
     };
-    (header, None)
+    (header, None, None)
 }
 
 /// A header's fingerprint: the file's own (the `session_meta` line is an
@@ -637,6 +627,9 @@ pub(crate) struct CodexContext {
     /// `LineParser::line`), and the second time must see what the first
     /// did. Only the twins change on record lines.
     before: Cell<(u64, Twins)>,
+    /// The line the header was read from, when it was read from this
+    /// source's first lines.
+    meta: Option<HeaderLine>,
 }
 
 impl CodexContext {
@@ -650,6 +643,7 @@ impl CodexContext {
             source: format!("codex:{stem}"),
             run: RefCell::new(run),
             before: Cell::new((0, Twins::default())),
+            meta: None,
         }
     }
 }
@@ -846,9 +840,63 @@ fn twin_fp(assistant: bool, text: &str, event: bool) -> u64 {
     (fingerprint(&[b"codex-twin", side, text.as_bytes()]) & !1) | u64::from(event)
 }
 
+/// A line's fingerprint: its bytes; with an `ordinal` (a per-file number),
+/// its fields less that one; a legacy line (no timestamp), its bytes and
+/// line number (two equal lines are two).
+fn line_fingerprint(
+    e: &Envelope<'_, '_>,
+    nodes: &[Node<'_>],
+    raw: &[u8],
+    line: u64,
+    arena: &Bump,
+) -> u64 {
+    match (e.timestamp, e.ordinal) {
+        (Some(_), false) => fingerprint(&[raw]),
+        (Some(ts), true) => {
+            let mut s = bumpalo::collections::String::new_in(arena);
+            for (k, v) in Fields::of(nodes).iter().filter(|(k, _)| *k != "ordinal") {
+                s.push_str(k);
+                s.push('\0');
+                write_json(v, &mut s);
+                s.push('\0');
+            }
+            fingerprint(&[ts.as_bytes(), s.as_bytes()])
+        }
+        (None, _) => fingerprint(&[raw, &line.to_le_bytes()]),
+    }
+}
+
 impl MapLine for CodexContext {
     fn header(&self) -> &Header {
         &self.header
+    }
+
+    /// The header's own line: a `session_meta` entry that makes no record
+    /// and changes no running context, counted as [`MapLine::map`] counts
+    /// it.
+    fn premapped<'a>(&'a self, raw: &[u8], pos: LinePos, report: &mut Report) -> Option<Entry<'a>> {
+        let m = self.meta.as_ref()?;
+        if pos.byte != m.byte || raw.len() != m.len {
+            return None;
+        }
+        let hash = fingerprint(&[raw]);
+        if hash != m.raw {
+            return None;
+        }
+        report.repaired += u64::from(m.repaired);
+        report.entries.add("session_meta", 1);
+        report.no_record += 1;
+        let fingerprint = match (m.fingerprint, m.legacy) {
+            (Some(fp), _) => fp,
+            (None, true) => fingerprint(&[raw, &pos.line.to_le_bytes()]),
+            (None, false) => hash,
+        };
+        Some(Entry {
+            fingerprint,
+            line: pos.line,
+            byte: pos.byte,
+            record: None,
+        })
     }
 
     fn map<'a>(
@@ -879,21 +927,7 @@ impl MapLine for CodexContext {
             None => e.ty,
         };
         report.entries.add(entry_type, 1);
-        let fp = match (e.timestamp, e.ordinal) {
-            (Some(_), false) => fingerprint(&[raw]),
-            (Some(ts), true) => {
-                let mut s = bumpalo::collections::String::new_in(arena);
-                for (k, v) in Fields::of(nodes).iter().filter(|(k, _)| *k != "ordinal") {
-                    s.push_str(k);
-                    s.push('\0');
-                    write_json(v, &mut s);
-                    s.push('\0');
-                }
-                fingerprint(&[ts.as_bytes(), s.as_bytes()])
-            }
-            // Legacy lines have no timestamp: two equal lines are two.
-            (None, _) => fingerprint(&[raw, &pos.line.to_le_bytes()]),
-        };
+        let fp = line_fingerprint(&e, nodes, raw, pos.line, arena);
         let entry = |record| {
             Some(Entry {
                 fingerprint: fp,
