@@ -166,6 +166,9 @@ impl Format for Codex {
         opts: &SourceOptions,
     ) -> Result<BoxedSource<'d>, Error> {
         if compressed(path) {
+            #[cfg(feature = "zstd")]
+            return zst::open(input, path, opts);
+            #[cfg(not(feature = "zstd"))]
             return Ok(Box::new(Compressed::new(input, path, 0, 0)));
         }
         let session = open_headerless(input, path, opts, PREFIX, |prefix, whole| {
@@ -184,10 +187,13 @@ impl Format for Codex {
         lines_before: u64,
         opts: &SourceOptions,
     ) -> BoxedSource<'d> {
+        let ctx = CodexContext::new(header.clone(), path, Running::decode(context));
         if compressed(path) {
+            #[cfg(feature = "zstd")]
+            return zst::resume(input, path, ctx, byte, lines_before, opts);
+            #[cfg(not(feature = "zstd"))]
             return Box::new(Compressed::new(input, path, byte, lines_before));
         }
-        let ctx = CodexContext::new(header.clone(), path, Running::decode(context));
         let session = resume_headerless(input, path, ctx, byte, lines_before, opts);
         Box::new(CodexSource(session.counting(opts)))
     }
@@ -209,9 +215,202 @@ fn compressed(path: &Path) -> bool {
     path.extension().is_some_and(|e| e == "zst")
 }
 
-/// A compressed rollout (`rollout-*.jsonl.zst`, newer Codex): not read. Its
+/// Compressed rollouts (`rollout-*.jsonl.zst`, newer Codex), read as a
+/// stream: the file goes through zstd's streaming decoder (bounded memory:
+/// the decoder's window, which a frame may ask for up to [`zst::WINDOW_LOG_MAX`],
+/// and the line reader's buffer), and the decompressed lines are read as a
+/// plain rollout's. Lines' offsets are offsets in the decompressed stream;
+/// the source's [`Position`] is the compressed bytes read, so that a later
+/// run finds the file unchanged, or reads on from there when whole frames
+/// were appended to it.
+#[cfg(feature = "zstd")]
+mod zst {
+    use std::io::{BufRead, Read};
+    use std::path::Path;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::Arc;
+
+    use super::{context, CodexContext, CodexSource, PREFIX};
+    use crate::counts::LineCounts;
+    use crate::error::Error;
+    use crate::format::{BoxedSource, Input};
+    use crate::pi::{Entry, Header};
+    use crate::record::Record;
+    use crate::report::Report;
+    use crate::source::{
+        open_headerless, resume_headerless, Position, RecordSource, SourceOptions,
+    };
+
+    /// The largest window a frame may ask for: 2^27 bytes (128 MiB), zstd's
+    /// own default limit; Codex's frames (level 3) use a few MiB.
+    pub(crate) const WINDOW_LOG_MAX: u32 = 27;
+
+    /// A reader that counts the bytes read through it.
+    struct Counted<R> {
+        inner: R,
+        read: Arc<AtomicU64>,
+    }
+
+    impl<R: Read> Read for Counted<R> {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            let n = self.inner.read(buf)?;
+            self.read.fetch_add(n as u64, Ordering::Relaxed);
+            Ok(n)
+        }
+    }
+
+    /// The decompressed stream of `input`, and the count of compressed
+    /// bytes read.
+    fn decoder<'d>(input: Input<'d>, path: &Path) -> Result<(Input<'d>, Arc<AtomicU64>), Error> {
+        let read = Arc::new(AtomicU64::new(0));
+        let raw: Box<dyn Read + Send + 'd> = match input {
+            Input::Bytes(b) => Box::new(b),
+            Input::Reader(r) => r,
+        };
+        let mut counted = std::io::BufReader::new(Counted {
+            inner: raw,
+            read: Arc::clone(&read),
+        });
+        // Nothing to read (a file resumed at its end): no frame either.
+        if counted
+            .fill_buf()
+            .map_err(|e| Error::io(path, e))?
+            .is_empty()
+        {
+            return Ok((Input::Reader(Box::new(std::io::empty())), read));
+        }
+        let mut d =
+            zstd::stream::read::Decoder::with_buffer(counted).map_err(|e| Error::io(path, e))?;
+        d.window_log_max(WINDOW_LOG_MAX)
+            .map_err(|e| Error::io(path, e))?;
+        Ok((Input::Reader(Box::new(d)), read))
+    }
+
+    /// A compressed file is never appended to line by line: a last line
+    /// without `\n` is what it holds, not a line being written.
+    fn options(opts: &SourceOptions) -> SourceOptions {
+        opts.clone().hold_partial_tail(false)
+    }
+
+    pub(super) fn open<'d>(
+        input: Input<'d>,
+        path: &Path,
+        opts: &SourceOptions,
+    ) -> Result<BoxedSource<'d>, Error> {
+        let opts = options(opts);
+        let (input, read) = decoder(input, path)?;
+        let session = open_headerless(input, path, &opts, PREFIX, |prefix, whole| {
+            context(prefix, whole, path)
+        })?;
+        Ok(Box::new(Zst {
+            inner: CodexSource(session.counting(&opts)),
+            start: 0,
+            read,
+        }))
+    }
+
+    /// Reads on after `byte` compressed bytes (whole frames appended).
+    pub(super) fn resume<'d>(
+        input: Input<'d>,
+        path: &Path,
+        ctx: CodexContext,
+        byte: u64,
+        lines_before: u64,
+        opts: &SourceOptions,
+    ) -> BoxedSource<'d> {
+        let opts = options(opts);
+        match decoder(input, path) {
+            Ok((input, read)) => {
+                let session = resume_headerless(input, path, ctx, 0, lines_before, &opts);
+                Box::new(Zst {
+                    inner: CodexSource(session.counting(&opts)),
+                    start: byte,
+                    read,
+                })
+            }
+            Err(e) => Box::new(Failed(Some(e), Report::default())),
+        }
+    }
+
+    /// A Codex source over a decompressed stream.
+    struct Zst<'d> {
+        inner: CodexSource<'d>,
+        /// Compressed bytes before the stream read.
+        start: u64,
+        read: Arc<AtomicU64>,
+    }
+
+    impl RecordSource for Zst<'_> {
+        fn next_record(&mut self) -> Result<Option<Record<'_>>, Error> {
+            self.inner.next_record()
+        }
+
+        fn report(&self) -> &Report {
+            self.inner.report()
+        }
+
+        fn header(&self) -> Option<&Header> {
+            self.inner.header()
+        }
+
+        fn next_entry(&mut self) -> Result<Option<Entry<'_>>, Error> {
+            self.inner.next_entry()
+        }
+
+        fn position(&self) -> Position {
+            Position {
+                byte: self.start + self.read.load(Ordering::Relaxed),
+                line: self.inner.position().line,
+                open_line: false,
+            }
+        }
+
+        fn running_context(&self) -> Vec<u8> {
+            self.inner.running_context()
+        }
+
+        fn entry_counts(&self) -> Option<&LineCounts> {
+            self.inner.entry_counts()
+        }
+    }
+
+    /// A decoder that could not be made: the error, at the first read.
+    struct Failed(Option<Error>, Report);
+
+    impl RecordSource for Failed {
+        fn next_record(&mut self) -> Result<Option<Record<'_>>, Error> {
+            self.next_entry().map(|_| None)
+        }
+
+        fn report(&self) -> &Report {
+            &self.1
+        }
+
+        fn header(&self) -> Option<&Header> {
+            None
+        }
+
+        fn next_entry(&mut self) -> Result<Option<Entry<'_>>, Error> {
+            match self.0.take() {
+                Some(e) => Err(e),
+                None => Ok(None),
+            }
+        }
+
+        fn position(&self) -> Position {
+            Position {
+                byte: 0,
+                line: 0,
+                open_line: false,
+            }
+        }
+    }
+}
+
+/// Without the `zstd` feature, a compressed rollout is not read. Its
 /// bytes are consumed (so that a later run finds it unchanged) and it
 /// counts as one skipped line, with the reason; no records.
+#[cfg(not(feature = "zstd"))]
 struct Compressed<'d> {
     input: Option<Input<'d>>,
     path: PathBuf,
@@ -220,6 +419,7 @@ struct Compressed<'d> {
     position: Position,
 }
 
+#[cfg(not(feature = "zstd"))]
 impl<'d> Compressed<'d> {
     fn new(input: Input<'d>, path: &Path, byte: u64, lines_before: u64) -> Self {
         let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
@@ -246,6 +446,7 @@ impl<'d> Compressed<'d> {
     }
 }
 
+#[cfg(not(feature = "zstd"))]
 impl RecordSource for Compressed<'_> {
     fn next_record(&mut self) -> Result<Option<Record<'_>>, Error> {
         self.next_entry().map(|_| None)
@@ -276,8 +477,9 @@ impl RecordSource for Compressed<'_> {
                 self.position.line + 1,
                 self.position.byte,
                 SkipReason::Unsupported(
-                    "a zstd-compressed Codex rollout: mem-ingest does not read these yet \
-                     (decompress it with `zstd -d` beside it and the plain file is read)"
+                    "a zstd-compressed Codex rollout: this mem-ingest was built without \
+                     its zstd feature (decompress it with `zstd -d` beside it and the plain \
+                     file is read)"
                         .into(),
                 ),
             );
@@ -457,19 +659,29 @@ fn header_of(
             return h;
         }
     }
-    let stem = path
-        .file_stem()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_default();
     let header = Header {
         fingerprint: file_fingerprint(path),
-        id: stem,
+        id: stem(path),
         cwd: String::new(),
         version: 0,
         timestamp: None,
         parent_session: None,
     };
     (header, None, None)
+}
+
+/// A file's name less `.jsonl` (and `.zst`: a compressed rollout's
+/// records are its plain copy's).
+fn stem(path: &Path) -> String {
+    let name = path
+        .file_name()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let name = name.strip_suffix(".zst").unwrap_or(&name);
+    Path::new(name)
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default()
 }
 
 /// A header's fingerprint: the file's own (the `session_meta` line is an
@@ -634,13 +846,9 @@ pub(crate) struct CodexContext {
 
 impl CodexContext {
     fn new(header: Header, path: &Path, run: Running) -> Self {
-        let stem = path
-            .file_stem()
-            .map(|s| s.to_string_lossy().into_owned())
-            .unwrap_or_default();
         CodexContext {
             header,
-            source: format!("codex:{stem}"),
+            source: format!("codex:{}", stem(path)),
             run: RefCell::new(run),
             before: Cell::new((0, Twins::default())),
             meta: None,
