@@ -51,15 +51,22 @@ if diff:
 print("token totals equal ccusage's:", {a: ours[a] for a, _ in pairs})
 EOF
 
-# One timed run of a command (wall seconds, the shell's clock), appended
-# to the file named by $1.
+# One timed run of a command, appended to the file named by $1: wall
+# seconds (the shell's clock), and the CPU seconds (user + system) it and
+# its children used, from /usr/bin/time (load-independent, unlike the wall
+# time on a shared machine; 0 when /usr/bin/time is missing).
 timed() {
-    local out=$1 t0 t1
+    local out=$1 t0 t1 cpu=0
     shift
     t0=$EPOCHREALTIME
-    "$@" > /dev/null 2>&1
+    if [ -x /usr/bin/time ]; then
+        /usr/bin/time -f '%U %S' -o "$out.cpu" "$@" > /dev/null 2>&1
+        cpu=$(awk '{print $1 + $2}' "$out.cpu")
+    else
+        "$@" > /dev/null 2>&1
+    fi
     t1=$EPOCHREALTIME
-    echo "$t0 $t1" >> "$out"
+    echo "$t0 $t1 $cpu" >> "$out"
 }
 names=(ours_j2 ccusage ours_j1 pi_j1)
 [ -n "${OLD:-}" ] && names+=(old_j2 old_j1)
@@ -77,16 +84,20 @@ done
 python3 - "$WORK" "$cb" "$pb" "$(nproc)" "${names[@]}" <<'EOF'
 import statistics, sys
 work, cb, pb, cores, names = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5:]
-runs = {}
+runs, cpus = {}, {}
 for n in names:
-    spans = [float(b) - float(a) for a, b in (l.split() for l in open(f"{work}/t.{n}"))]
-    runs[n] = spans
+    rows = [l.split() for l in open(f"{work}/t.{n}")]
+    runs[n] = [float(b) - float(a) for a, b, _ in rows]
+    cpus[n] = statistics.median(float(c) for _, _, c in rows)
 med = {n: statistics.median(v) for n, v in runs.items()}
 print(f"codex home {cb:,} bytes, pi archive {pb:,} bytes, {cores} cores, {len(runs['ours_j2'])} rounds")
 for n in names:
     b = pb if n == "pi_j1" else cb
-    print(f"{n:8} median {med[n]:.3f} s  ({', '.join(f'{x:.3f}' for x in runs[n])})  {b / med[n] / 1e6:,.0f} MB/s")
+    print(f"{n:8} median {med[n]:.3f} s  ({', '.join(f'{x:.3f}' for x in runs[n])})  {b / med[n] / 1e6:,.0f} MB/s, CPU {cpus[n]:.2f} s")
 print(f"stats --jobs 2 / ccusage speed: {med['ccusage'] / med['ours_j2']:.2f} (target >= 2.0)")
+if cpus["ours_j2"] > 0:
+    print(f"CPU seconds, ccusage / stats --jobs 2: {cpus['ccusage'] / cpus['ours_j2']:.2f} "
+          f"(the speed ratio two idle cores allow at most: about twice this)")
 codex_mbs, pi_mbs = cb / med["ours_j1"], pb / med["pi_j1"]
 print(f"stats --jobs 1, codex MB/s / pi MB/s: {codex_mbs / pi_mbs:.2f} (target >= 0.8)")
 if "old_j2" in med:
