@@ -209,6 +209,41 @@ impl Format for Codex {
     fn parent(&self, header: &Header) -> Option<String> {
         header.parent_session.as_deref().map(|p| self.lineage(p))
     }
+
+    /// The parent's session id: a rollout is found by the id its name
+    /// ends with ([`Codex::parent_lookup_name`]), so that a parent whose
+    /// file sorts after its fork's is read ahead and its copies are the
+    /// ones kept.
+    fn parent_file_name<'h>(&self, header: &'h Header) -> Option<&'h str> {
+        header.parent_session.as_deref()
+    }
+
+    /// `rollout-<YYYY-MM-DDThh-mm-ss>-<id>.jsonl` (or `.jsonl.zst`, or
+    /// without the time): the id.
+    fn parent_lookup_name<'n>(&self, file_name: &'n str) -> &'n str {
+        let rest = file_name.strip_prefix("rollout-").unwrap_or(file_name);
+        let rest = rest
+            .strip_suffix(".jsonl.zst")
+            .or_else(|| rest.strip_suffix(".jsonl"))
+            .unwrap_or(rest);
+        let b = rest.as_bytes();
+        let timed = b.len() > 20
+            && b[4] == b'-'
+            && b[7] == b'-'
+            && b[10] == b'T'
+            && b[13] == b'-'
+            && b[16] == b'-'
+            && b[19] == b'-'
+            && b[..19]
+                .iter()
+                .enumerate()
+                .all(|(i, c)| matches!(i, 4 | 7 | 10 | 13 | 16) || c.is_ascii_digit());
+        if timed {
+            &rest[20..]
+        } else {
+            rest
+        }
+    }
 }
 
 fn compressed(path: &Path) -> bool {

@@ -963,12 +963,23 @@ fn fork_sorting_before_its_parent() {
             json_lines(bin(&home).args(["backfill", "-q", "--source", "codex", "--jobs", jobs]));
         let mut keys: Vec<&str> = recs.iter().map(|r| r["key"].as_str().unwrap()).collect();
         keys.sort();
-        // Each record once, the copy first in path order kept: the
-        // replayed three as the fork's (its lines 4, 6, 11), and its own
-        // prompt; the parent's own copies are the duplicates.
-        assert_eq!(keys, ["f1:L11", "f1:L14", "f1:L4", "f1:L6"], "{keys:?}");
+        // Each record once: the parent's three (its file is read ahead
+        // when the fork's is delivered, so its copies are the ones kept),
+        // and the fork's own prompt.
+        assert_eq!(keys, ["f1:L14", "t1:L10", "t1:L3", "t1:L5"], "{keys:?}");
     }
-    // The fork first, alone; its parent in the next run: still once.
+    // Compressed, the parent is found the same way.
+    let zst_path = day.join("rollout-2026-01-01T00-00-00-t1.jsonl.zst");
+    std::fs::write(&zst_path, zstd::encode_all(parent.as_bytes(), 3).unwrap()).unwrap();
+    std::fs::remove_file(&parent_path).unwrap();
+    let (recs, _) = json_lines(bin(&home).args(["backfill", "-q", "--source", "codex"]));
+    let mut keys: Vec<&str> = recs.iter().map(|r| r["key"].as_str().unwrap()).collect();
+    keys.sort();
+    assert_eq!(keys, ["f1:L14", "t1:L10", "t1:L3", "t1:L5"], "{keys:?}");
+    std::fs::remove_file(&zst_path).unwrap();
+    std::fs::write(&parent_path, &parent).unwrap();
+    // The fork first, alone; its parent in the next run: still once (the
+    // fork's copies kept, read first).
     std::fs::remove_file(&parent_path).unwrap();
     let state = home.join("state");
     let run = || {
@@ -1032,4 +1043,32 @@ fn hostile_codex_lines() {
     assert_eq!(r.entries.get("inter_agent_communication"), 1);
     // The usage before them is intact.
     assert_eq!(r.usage.total_tokens, 330);
+}
+
+/// A rollout is found as a parent by the session id its name ends with.
+#[test]
+fn parents_are_found_by_the_id_a_name_ends_with() {
+    let id = "5973b6c0-94b8-487b-a530-2aeb6098ae0e";
+    for name in [
+        format!("rollout-2025-05-07T17-24-21-{id}.jsonl"),
+        format!("rollout-2025-05-07T17-24-21-{id}.jsonl.zst"),
+        format!("rollout-{id}.jsonl"),
+    ] {
+        assert_eq!(Codex.parent_lookup_name(&name), id, "{name}");
+    }
+    // Not a time: kept whole.
+    assert_eq!(
+        Codex.parent_lookup_name("rollout-2025-05-07X17-24-21-a.jsonl"),
+        "2025-05-07X17-24-21-a"
+    );
+    let h = |parent: Option<&str>| mem_ingest::Header {
+        fingerprint: 0,
+        id: "f1".into(),
+        cwd: String::new(),
+        version: 0,
+        timestamp: None,
+        parent_session: parent.map(str::to_owned),
+    };
+    assert_eq!(Codex.parent_file_name(&h(Some(id))), Some(id));
+    assert_eq!(Codex.parent_file_name(&h(None)), None);
 }

@@ -1348,8 +1348,9 @@ fn dedupe<B>(
 /// fork is delivered, from the parent's file.
 struct ParentsAhead<'p> {
     sets: &'p mut HashMap<String, FpSet>,
-    /// Files of the plan by file name, built on first use.
-    by_name: &'p std::cell::OnceCell<HashMap<String, usize>>,
+    /// Files of the plan by format and the name a parent is found by
+    /// (`Format::parent_lookup_name`), built on first use.
+    by_name: &'p std::cell::OnceCell<HashMap<(usize, String), usize>>,
 }
 
 impl ParentsAhead<'_> {
@@ -1371,14 +1372,15 @@ impl ParentsAhead<'_> {
         let by_name = self.by_name.get_or_init(|| {
             let mut by_name = HashMap::new();
             for (i, f) in plan.files.iter().enumerate() {
-                let name = f.path.file_name().unwrap_or_default();
-                by_name
-                    .entry(name.to_string_lossy().into_owned())
-                    .or_insert(i);
+                let name = f.path.file_name().unwrap_or_default().to_string_lossy();
+                let format = &*cfg.formats[f.format];
+                let key = (f.format, format.parent_lookup_name(&name).to_owned());
+                by_name.entry(key).or_insert(i);
             }
             by_name
         });
-        let Some(&j) = by_name.get(name) else {
+        let key = (plan.files[file].format, name.to_owned());
+        let Some(&j) = by_name.get(&key) else {
             return;
         };
         if j <= file || plan.files[j].tasks == 0 || self.sets.contains_key(&session) {
