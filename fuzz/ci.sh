@@ -2,8 +2,8 @@
 # Runs each fuzz target for a bounded time, for CI (called by .ci/run).
 #
 # With a nightly toolchain: installs cargo-fuzz if it is missing, seeds the
-# corpus from the fixtures (fuzz/seed.sh), then runs `line` and `reader`
-# for FUZZ_SECONDS each (default 60). Exits non-zero when a target crashes
+# corpus from the fixtures (fuzz/seed.sh), then runs `line`, `reader`,
+# `claude` and `codex` for FUZZ_SECONDS each (default 60). Exits non-zero when a target crashes
 # (its input is then under fuzz/artifacts/<target>/; see fuzz/README.md to
 # turn it into a regression test). Without a nightly toolchain it says so
 # and exits 0: the saved inputs still replay in `cargo test`
@@ -13,7 +13,7 @@ set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(dirname "$here")
 seconds=${FUZZ_SECONDS:-60}
-targets=(line reader claude)
+targets=(line reader claude codex)
 
 say() { echo "fuzz/ci.sh: $*"; }
 
@@ -38,9 +38,12 @@ cargo +nightly fuzz build || { say "build failed"; exit 1; }
 failed=()
 for t in "${targets[@]}"; do
     log=$(mktemp)
+    # A target's own dictionary when it has one (fuzz/<target>.dict).
+    dict=$here/$t.dict
+    [ -f "$dict" ] || dict=$here/pi.dict
     say "running $t for ${seconds}s"
     cargo +nightly fuzz run "$t" -- \
-        -max_total_time="$seconds" -timeout=30 -dict="$here/pi.dict" -print_final_stats=1 \
+        -max_total_time="$seconds" -timeout=30 -dict="$dict" -print_final_stats=1 \
         >"$log" 2>&1
     rc=$?
     if [ $rc -eq 0 ]; then

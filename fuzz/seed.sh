@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Fills fuzz/corpus/line/ and fuzz/corpus/reader/ from the fixtures.
+# Fills fuzz/corpus/line/, reader/, claude/ and codex/ from the fixtures
+# and the samples beside the project.
 #   line:   every distinct line of fixtures/*.jsonl, fixtures/bad/*.jsonl and fixtures/no-header/*.jsonl
 #           (without its \n, cut to 8 KiB).
 #   reader: every fixture file (large ones as their first 12 lines, cut to
@@ -87,4 +88,26 @@ printf '%s\n' '{"type":"user","uuid":"u1","sessionId":"s","cwd":"/p","timestamp"
     >"$tmp/claude/hand"
 if [ -n "$(ls "$tmp/claude")" ]; then by_sha1 "$tmp/claude" "$claude_dir"; fi
 
-echo "seed.sh: $(ls "$line_dir" | wc -l) inputs in $line_dir, $(ls "$reader_dir" | wc -l) in $reader_dir, $(ls "$claude_dir" | wc -l) in $claude_dir"
+# Codex rollouts: every sample beside the project, each as its first 12
+# lines cut to 12 KiB, and a hand-made rollout of the shapes that carry a
+# running context (a model, cumulative totals, twins).
+codex_dir=$corpus/codex
+mkdir -p "$codex_dir" "$tmp/codex"
+i=0
+if [ -d "$samples" ]; then
+    while IFS= read -r -d '' f; do
+        i=$((i + 1))
+        head -n 12 "$f" >"$tmp/head"
+        head -c 12288 "$tmp/head" >"$tmp/codex/$i"
+    done < <(find "$samples/codex" "$samples/claude-code-log-messages/codex" -name '*.jsonl' -print0 2>/dev/null)
+fi
+printf '%s\n' '{"timestamp":"2026-01-01T00:00:00.000Z","type":"session_meta","payload":{"id":"t1","cwd":"/a","forked_from_id":"t0"}}' \
+    '{"timestamp":"2026-01-01T00:00:01.000Z","type":"turn_context","payload":{"cwd":"/a","model":"gpt-5"}}' \
+    '{"timestamp":"2026-01-01T00:00:02.000Z","type":"response_item","payload":{"type":"message","role":"user","content":[{"type":"input_text","text":"hi"}]}}' \
+    '{"timestamp":"2026-01-01T00:00:02.500Z","type":"event_msg","payload":{"type":"user_message","message":"hi"}}' \
+    '{"timestamp":"2026-01-01T00:00:03.000Z","type":"event_msg","payload":{"type":"token_count","info":{"total_token_usage":{"input_tokens":10,"cached_input_tokens":4,"output_tokens":3,"reasoning_output_tokens":1,"total_tokens":13}}}}' \
+    '{"timestamp":"2026-01-01T00:00:04.000Z","type":"event_msg","payload":{"type":"token_count","info":{"total_token_usage":{"input_tokens":30,"cached_input_tokens":4,"output_tokens":9,"reasoning_output_tokens":1,"total_tokens":39},"last_token_usage":{"input_tokens":20,"cached_input_tokens":0,"output_tokens":6,"reasoning_output_tokens":0,"total_tokens":26}}}}' \
+    >"$tmp/codex/hand"
+by_sha1 "$tmp/codex" "$codex_dir"
+
+echo "seed.sh: $(ls "$line_dir" | wc -l) inputs in $line_dir, $(ls "$reader_dir" | wc -l) in $reader_dir, $(ls "$claude_dir" | wc -l) in $claude_dir, $(ls "$codex_dir" | wc -l) in $codex_dir"

@@ -8,7 +8,6 @@
 //! pi's sources use (the line reader or in-place splitting, the arena, the
 //! line parser); only the mapping of a parsed line is this module's.
 
-use std::io::{Cursor, Read};
 use std::path::{Path, PathBuf};
 
 use bumpalo::Bump;
@@ -19,11 +18,13 @@ use crate::format::{BoxedSource, Format, Input};
 use crate::json::{
     as_bool, as_f64, as_str, as_u64, elements, fingerprint, is_blank, Fields, JsonParser,
 };
-use crate::line_reader::LineReader;
 use crate::pi::{Entry, Header, LinePos, MapLine, RoleFilter, Text};
 use crate::record::{Record, Role, Usage};
 use crate::report::{Report, SkipReason};
-use crate::source::{record_source, Position, RecordSource, Session, SliceLines, SourceOptions};
+use crate::source::{
+    bom_len, open_headerless, record_source, resume_headerless, FileLines, Position, RecordSource,
+    Session, SourceOptions,
+};
 use crate::time::parse_iso_millis;
 
 /// How much of a file's start its [`Header`] is looked for in (bytes): a
@@ -168,34 +169,10 @@ impl Format for Claude {
         path: &Path,
         opts: &SourceOptions,
     ) -> Result<BoxedSource<'d>, Error> {
-        let max_line = opts.max_line_len();
-        Ok(match input {
-            Input::Bytes(b) => {
-                let prefix = &b[..b.len().min(PREFIX)];
-                let bom = bom_len(prefix);
-                let ctx = context(prefix, b.len() <= PREFIX, path);
-                let lines = SliceLines::starting_at(&b[bom..], max_line, bom as u64, 0);
-                Box::new(ClaudeSlice(Session::with_context(
-                    lines, path, ctx, 0, opts,
-                )))
-            }
-            Input::Reader(mut r) => {
-                let mut prefix = Vec::with_capacity(PREFIX.min(opts.buffer_bytes()));
-                (&mut r)
-                    .take(PREFIX as u64)
-                    .read_to_end(&mut prefix)
-                    .map_err(|e| Error::io(path, e))?;
-                let bom = bom_len(&prefix);
-                let ctx = context(&prefix, prefix.len() < PREFIX, path);
-                prefix.drain(..bom);
-                let rdr: Chained<'d> = Cursor::new(prefix).chain(r);
-                let lines =
-                    LineReader::starting_at(rdr, opts.buffer_bytes(), max_line, bom as u64, 0);
-                Box::new(ClaudeReader(Session::with_context(
-                    lines, path, ctx, 0, opts,
-                )))
-            }
-        })
+        let session = open_headerless(input, path, opts, PREFIX, |prefix, whole| {
+            context(prefix, whole, path)
+        })?;
+        Ok(Box::new(ClaudeSource(session)))
     }
 
     fn resume<'d>(
@@ -208,24 +185,15 @@ impl Format for Claude {
         lines_before: u64,
         opts: &SourceOptions,
     ) -> BoxedSource<'d> {
-        let ctx = Some(ClaudeContext::new(header.clone(), path));
-        let max_line = opts.max_line_len();
-        match input {
-            Input::Bytes(b) => {
-                let lines = SliceLines::starting_at(b, max_line, byte, lines_before);
-                Box::new(ClaudeSlice(Session::with_context(
-                    lines, path, ctx, byte, opts,
-                )))
-            }
-            Input::Reader(r) => {
-                let rdr: Chained<'d> = Cursor::new(Vec::new()).chain(r);
-                let lines =
-                    LineReader::starting_at(rdr, opts.buffer_bytes(), max_line, byte, lines_before);
-                Box::new(ClaudeReader(Session::with_context(
-                    lines, path, ctx, byte, opts,
-                )))
-            }
-        }
+        let ctx = ClaudeContext::new(header.clone(), path);
+        Box::new(ClaudeSource(resume_headerless(
+            input,
+            path,
+            ctx,
+            byte,
+            lines_before,
+            opts,
+        )))
     }
 
     /// Every session joins one lineage: a resumed session replays lines of
@@ -284,27 +252,10 @@ pub(crate) fn default_archives() -> (Vec<PathBuf>, Vec<String>) {
     (found, tried)
 }
 
-/// The reader a streamed source reads: the prefix read for the header,
-/// then the rest.
-type Chained<'d> = std::io::Chain<Cursor<Vec<u8>>, Box<dyn Read + Send + 'd>>;
+/// A Claude Code source.
+struct ClaudeSource<'d>(Session<FileLines<'d>, ClaudeContext>);
 
-/// A Claude Code source over a reader.
-struct ClaudeReader<'d>(Session<LineReader<Chained<'d>>, ClaudeContext>);
-
-record_source!(trait impl['d] ClaudeReader<'d>);
-
-/// A Claude Code source over bytes in memory.
-struct ClaudeSlice<'d>(Session<SliceLines<&'d [u8]>, ClaudeContext>);
-
-record_source!(trait impl['d] ClaudeSlice<'d>);
-
-fn bom_len(prefix: &[u8]) -> usize {
-    if prefix.starts_with(b"\xEF\xBB\xBF") {
-        3
-    } else {
-        0
-    }
-}
+record_source!(trait impl['d] ClaudeSource<'d>);
 
 /// The file's context from its first bytes; `None` for a file that holds
 /// nothing but whitespace, NULs and a BOM (`whole`: `prefix` is the file).

@@ -12,21 +12,23 @@
 //! parts of a file and across runs.
 
 use std::cell::{Cell, RefCell};
-use std::io::{Cursor, Read};
 use std::path::{Path, PathBuf};
 
 use bumpalo::Bump;
 use simd_json::{Node, StaticNode};
 
+use crate::counts::LineCounts;
 use crate::error::Error;
 use crate::format::{BoxedSource, Format, Input};
 use crate::json::JsonParser;
 use crate::json::{as_bool, as_str, as_u64, elements, fingerprint, is_blank, write_json, Fields};
-use crate::line_reader::LineReader;
 use crate::pi::{Entry, Header, LinePos, MapLine, RoleFilter, Text};
 use crate::record::{Record, Role, Usage};
 use crate::report::{Report, SkipReason};
-use crate::source::{Lines, Position, RecordSource, Session, SliceLines, SourceOptions};
+use crate::source::{
+    bom_len, open_headerless, resume_headerless, FileLines, Position, RecordSource, Session,
+    SourceOptions,
+};
 use crate::time::parse_iso_millis;
 
 /// How much of a file's start its [`Header`] is looked for in (bytes):
@@ -164,36 +166,15 @@ impl Format for Codex {
         opts: &SourceOptions,
     ) -> Result<BoxedSource<'d>, Error> {
         if compressed(path) {
+            #[cfg(feature = "zstd")]
+            return zst::open(input, path, opts);
+            #[cfg(not(feature = "zstd"))]
             return Ok(Box::new(Compressed::new(input, path, 0, 0)));
         }
-        let max_line = opts.max_line_len();
-        Ok(match input {
-            Input::Bytes(b) => {
-                let prefix = &b[..b.len().min(PREFIX)];
-                let bom = bom_len(prefix);
-                let ctx = context(prefix, b.len() <= PREFIX, path);
-                let lines = SliceLines::starting_at(&b[bom..], max_line, bom as u64, 0);
-                Box::new(CodexSource(Session::with_context(
-                    lines, path, ctx, 0, opts,
-                )))
-            }
-            Input::Reader(mut r) => {
-                let mut prefix = Vec::with_capacity(PREFIX.min(opts.buffer_bytes()));
-                (&mut r)
-                    .take(PREFIX as u64)
-                    .read_to_end(&mut prefix)
-                    .map_err(|e| Error::io(path, e))?;
-                let bom = bom_len(&prefix);
-                let ctx = context(&prefix, prefix.len() < PREFIX, path);
-                prefix.drain(..bom);
-                let rdr: Chained<'d> = Cursor::new(prefix).chain(r);
-                let lines =
-                    LineReader::starting_at(rdr, opts.buffer_bytes(), max_line, bom as u64, 0);
-                Box::new(CodexSource(Session::with_context(
-                    lines, path, ctx, 0, opts,
-                )))
-            }
-        })
+        let session = open_headerless(input, path, opts, PREFIX, |prefix, whole| {
+            context(prefix, whole, path)
+        })?;
+        Ok(Box::new(CodexSource(session.counting(opts))))
     }
 
     fn resume<'d>(
@@ -206,28 +187,15 @@ impl Format for Codex {
         lines_before: u64,
         opts: &SourceOptions,
     ) -> BoxedSource<'d> {
+        let ctx = CodexContext::new(header.clone(), path, Running::decode(context));
         if compressed(path) {
+            #[cfg(feature = "zstd")]
+            return zst::resume(input, path, ctx, byte, lines_before, opts);
+            #[cfg(not(feature = "zstd"))]
             return Box::new(Compressed::new(input, path, byte, lines_before));
         }
-        let run = Running::decode(context);
-        let ctx = Some(CodexContext::new(header.clone(), path, run));
-        let max_line = opts.max_line_len();
-        match input {
-            Input::Bytes(b) => {
-                let lines = SliceLines::starting_at(b, max_line, byte, lines_before);
-                Box::new(CodexSource(Session::with_context(
-                    lines, path, ctx, byte, opts,
-                )))
-            }
-            Input::Reader(r) => {
-                let rdr: Chained<'d> = Cursor::new(Vec::new()).chain(r);
-                let lines =
-                    LineReader::starting_at(rdr, opts.buffer_bytes(), max_line, byte, lines_before);
-                Box::new(CodexSource(Session::with_context(
-                    lines, path, ctx, byte, opts,
-                )))
-            }
-        }
+        let session = resume_headerless(input, path, ctx, byte, lines_before, opts);
+        Box::new(CodexSource(session.counting(opts)))
     }
 
     /// A token count's usage is the delta from the last cumulative total;
@@ -241,15 +209,243 @@ impl Format for Codex {
     fn parent(&self, header: &Header) -> Option<String> {
         header.parent_session.as_deref().map(|p| self.lineage(p))
     }
+
+    /// The parent's session id: a rollout is found by the id its name
+    /// ends with ([`Codex::parent_lookup_name`]), so that a parent whose
+    /// file sorts after its fork's is read ahead and its copies are the
+    /// ones kept.
+    fn parent_file_name<'h>(&self, header: &'h Header) -> Option<&'h str> {
+        header.parent_session.as_deref()
+    }
+
+    /// `rollout-<YYYY-MM-DDThh-mm-ss>-<id>.jsonl` (or `.jsonl.zst`, or
+    /// without the time): the id.
+    fn parent_lookup_name<'n>(&self, file_name: &'n str) -> &'n str {
+        let rest = file_name.strip_prefix("rollout-").unwrap_or(file_name);
+        let rest = rest
+            .strip_suffix(".jsonl.zst")
+            .or_else(|| rest.strip_suffix(".jsonl"))
+            .unwrap_or(rest);
+        let b = rest.as_bytes();
+        let timed = b.len() > 20
+            && b[4] == b'-'
+            && b[7] == b'-'
+            && b[10] == b'T'
+            && b[13] == b'-'
+            && b[16] == b'-'
+            && b[19] == b'-'
+            && b[..19]
+                .iter()
+                .enumerate()
+                .all(|(i, c)| matches!(i, 4 | 7 | 10 | 13 | 16) || c.is_ascii_digit());
+        if timed {
+            &rest[20..]
+        } else {
+            rest
+        }
+    }
 }
 
 fn compressed(path: &Path) -> bool {
     path.extension().is_some_and(|e| e == "zst")
 }
 
-/// A compressed rollout (`rollout-*.jsonl.zst`, newer Codex): not read. Its
+/// Compressed rollouts (`rollout-*.jsonl.zst`, newer Codex), read as a
+/// stream: the file goes through zstd's streaming decoder (bounded memory:
+/// the decoder's window, which a frame may ask for up to [`zst::WINDOW_LOG_MAX`],
+/// and the line reader's buffer), and the decompressed lines are read as a
+/// plain rollout's. Lines' offsets are offsets in the decompressed stream;
+/// the source's [`Position`] is the compressed bytes read, so that a later
+/// run finds the file unchanged, or reads on from there when whole frames
+/// were appended to it.
+#[cfg(feature = "zstd")]
+mod zst {
+    use std::io::{BufRead, Read};
+    use std::path::Path;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::Arc;
+
+    use super::{context, CodexContext, CodexSource, PREFIX};
+    use crate::counts::LineCounts;
+    use crate::error::Error;
+    use crate::format::{BoxedSource, Input};
+    use crate::pi::{Entry, Header};
+    use crate::record::Record;
+    use crate::report::Report;
+    use crate::source::{
+        open_headerless, resume_headerless, Position, RecordSource, SourceOptions,
+    };
+
+    /// The largest window a frame may ask for: 2^27 bytes (128 MiB), zstd's
+    /// own default limit; Codex's frames (level 3) use a few MiB.
+    pub(crate) const WINDOW_LOG_MAX: u32 = 27;
+
+    /// A reader that counts the bytes read through it.
+    struct Counted<R> {
+        inner: R,
+        read: Arc<AtomicU64>,
+    }
+
+    impl<R: Read> Read for Counted<R> {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            let n = self.inner.read(buf)?;
+            self.read.fetch_add(n as u64, Ordering::Relaxed);
+            Ok(n)
+        }
+    }
+
+    /// The decompressed stream of `input`, and the count of compressed
+    /// bytes read.
+    fn decoder<'d>(input: Input<'d>, path: &Path) -> Result<(Input<'d>, Arc<AtomicU64>), Error> {
+        let read = Arc::new(AtomicU64::new(0));
+        let raw: Box<dyn Read + Send + 'd> = match input {
+            Input::Bytes(b) => Box::new(b),
+            Input::Reader(r) => r,
+        };
+        let mut counted = std::io::BufReader::new(Counted {
+            inner: raw,
+            read: Arc::clone(&read),
+        });
+        // Nothing to read (a file resumed at its end): no frame either.
+        if counted
+            .fill_buf()
+            .map_err(|e| Error::io(path, e))?
+            .is_empty()
+        {
+            return Ok((Input::Reader(Box::new(std::io::empty())), read));
+        }
+        let mut d =
+            zstd::stream::read::Decoder::with_buffer(counted).map_err(|e| Error::io(path, e))?;
+        d.window_log_max(WINDOW_LOG_MAX)
+            .map_err(|e| Error::io(path, e))?;
+        Ok((Input::Reader(Box::new(d)), read))
+    }
+
+    /// A compressed file is never appended to line by line: a last line
+    /// without `\n` is what it holds, not a line being written.
+    fn options(opts: &SourceOptions) -> SourceOptions {
+        opts.clone().hold_partial_tail(false)
+    }
+
+    pub(super) fn open<'d>(
+        input: Input<'d>,
+        path: &Path,
+        opts: &SourceOptions,
+    ) -> Result<BoxedSource<'d>, Error> {
+        let opts = options(opts);
+        let (input, read) = decoder(input, path)?;
+        let session = open_headerless(input, path, &opts, PREFIX, |prefix, whole| {
+            context(prefix, whole, path)
+        })?;
+        Ok(Box::new(Zst {
+            inner: CodexSource(session.counting(&opts)),
+            start: 0,
+            read,
+        }))
+    }
+
+    /// Reads on after `byte` compressed bytes (whole frames appended).
+    pub(super) fn resume<'d>(
+        input: Input<'d>,
+        path: &Path,
+        ctx: CodexContext,
+        byte: u64,
+        lines_before: u64,
+        opts: &SourceOptions,
+    ) -> BoxedSource<'d> {
+        let opts = options(opts);
+        match decoder(input, path) {
+            Ok((input, read)) => {
+                let session = resume_headerless(input, path, ctx, 0, lines_before, &opts);
+                Box::new(Zst {
+                    inner: CodexSource(session.counting(&opts)),
+                    start: byte,
+                    read,
+                })
+            }
+            Err(e) => Box::new(Failed(Some(e), Report::default())),
+        }
+    }
+
+    /// A Codex source over a decompressed stream.
+    struct Zst<'d> {
+        inner: CodexSource<'d>,
+        /// Compressed bytes before the stream read.
+        start: u64,
+        read: Arc<AtomicU64>,
+    }
+
+    impl RecordSource for Zst<'_> {
+        fn next_record(&mut self) -> Result<Option<Record<'_>>, Error> {
+            self.inner.next_record()
+        }
+
+        fn report(&self) -> &Report {
+            self.inner.report()
+        }
+
+        fn header(&self) -> Option<&Header> {
+            self.inner.header()
+        }
+
+        fn next_entry(&mut self) -> Result<Option<Entry<'_>>, Error> {
+            self.inner.next_entry()
+        }
+
+        fn position(&self) -> Position {
+            Position {
+                byte: self.start + self.read.load(Ordering::Relaxed),
+                line: self.inner.position().line,
+                open_line: false,
+            }
+        }
+
+        fn running_context(&self) -> Vec<u8> {
+            self.inner.running_context()
+        }
+
+        fn entry_counts(&self) -> Option<&LineCounts> {
+            self.inner.entry_counts()
+        }
+    }
+
+    /// A decoder that could not be made: the error, at the first read.
+    struct Failed(Option<Error>, Report);
+
+    impl RecordSource for Failed {
+        fn next_record(&mut self) -> Result<Option<Record<'_>>, Error> {
+            self.next_entry().map(|_| None)
+        }
+
+        fn report(&self) -> &Report {
+            &self.1
+        }
+
+        fn header(&self) -> Option<&Header> {
+            None
+        }
+
+        fn next_entry(&mut self) -> Result<Option<Entry<'_>>, Error> {
+            match self.0.take() {
+                Some(e) => Err(e),
+                None => Ok(None),
+            }
+        }
+
+        fn position(&self) -> Position {
+            Position {
+                byte: 0,
+                line: 0,
+                open_line: false,
+            }
+        }
+    }
+}
+
+/// Without the `zstd` feature, a compressed rollout is not read. Its
 /// bytes are consumed (so that a later run finds it unchanged) and it
 /// counts as one skipped line, with the reason; no records.
+#[cfg(not(feature = "zstd"))]
 struct Compressed<'d> {
     input: Option<Input<'d>>,
     path: PathBuf,
@@ -258,6 +454,7 @@ struct Compressed<'d> {
     position: Position,
 }
 
+#[cfg(not(feature = "zstd"))]
 impl<'d> Compressed<'d> {
     fn new(input: Input<'d>, path: &Path, byte: u64, lines_before: u64) -> Self {
         let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
@@ -284,6 +481,7 @@ impl<'d> Compressed<'d> {
     }
 }
 
+#[cfg(not(feature = "zstd"))]
 impl RecordSource for Compressed<'_> {
     fn next_record(&mut self) -> Result<Option<Record<'_>>, Error> {
         self.next_entry().map(|_| None)
@@ -314,8 +512,9 @@ impl RecordSource for Compressed<'_> {
                 self.position.line + 1,
                 self.position.byte,
                 SkipReason::Unsupported(
-                    "a zstd-compressed Codex rollout: mem-ingest does not read these yet \
-                     (decompress it with `zstd -d` beside it and the plain file is read)"
+                    "a zstd-compressed Codex rollout: this mem-ingest was built without \
+                     its zstd feature (decompress it with `zstd -d` beside it and the plain \
+                     file is read)"
                         .into(),
                 ),
             );
@@ -350,14 +549,10 @@ fn active_copy(path: &Path) -> Option<PathBuf> {
     Some(p)
 }
 
-/// The reader a streamed source reads: the prefix read for the header,
-/// then the rest.
-type Chained<'d> = std::io::Chain<Cursor<Vec<u8>>, Box<dyn Read + Send + 'd>>;
+/// A Codex source.
+struct CodexSource<'d>(Session<FileLines<'d>, CodexContext>);
 
-/// A Codex source over some line supplier.
-struct CodexSource<L>(Session<L, CodexContext>);
-
-impl<L: Lines> RecordSource for CodexSource<L> {
+impl RecordSource for CodexSource<'_> {
     fn next_record(&mut self) -> Result<Option<Record<'_>>, Error> {
         self.0.next_record()
     }
@@ -385,13 +580,9 @@ impl<L: Lines> RecordSource for CodexSource<L> {
             .map(|c| c.run.borrow().encode())
             .unwrap_or_default()
     }
-}
 
-fn bom_len(prefix: &[u8]) -> usize {
-    if prefix.starts_with(b"\xEF\xBB\xBF") {
-        3
-    } else {
-        0
+    fn entry_counts(&self) -> Option<&LineCounts> {
+        self.0.entry_counts()
     }
 }
 
@@ -406,22 +597,49 @@ fn context(prefix: &[u8], whole: bool, path: &Path) -> Option<CodexContext> {
     {
         return None;
     }
-    let (header, provider) = header_of(body, whole, path);
+    let (header, provider, meta) = header_of(body, whole, path);
     let run = Running {
         provider,
         ..Running::default()
     };
-    Some(CodexContext::new(header, path, run))
+    let mut ctx = CodexContext::new(header, path, run);
+    ctx.meta = meta.map(|m| HeaderLine {
+        byte: m.byte + bom_len(prefix) as u64,
+        ..m
+    });
+    Some(ctx)
+}
+
+/// The line the header was read from, parsed once: the source counts it
+/// without parsing it again (a `session_meta` line holds the base
+/// instructions, a tenth of a generated archive's bytes).
+#[derive(Debug, Clone, Copy)]
+struct HeaderLine {
+    /// Its absolute offset and length.
+    byte: u64,
+    len: usize,
+    /// The hash of its bytes, to check that it is the line read.
+    raw: u64,
+    /// Its fingerprint when it is not the hash of its bytes (an
+    /// `ordinal`, a legacy line: see [`line_fingerprint`]).
+    fingerprint: Option<u64>,
+    legacy: bool,
+    repaired: bool,
 }
 
 /// The header from the first `session_meta` line (or legacy meta line) of
 /// the first lines of `prefix` (complete lines, and the last one when
 /// `whole`), with the session's provider.
-fn header_of(prefix: &[u8], whole: bool, path: &Path) -> (Header, Option<String>) {
+fn header_of(
+    prefix: &[u8],
+    whole: bool,
+    path: &Path,
+) -> (Header, Option<String>, Option<HeaderLine>) {
     let mut json = JsonParser::new();
     let mut rest = prefix;
     let mut seen = 0;
     while !rest.is_empty() && seen < HEADER_LINES {
+        let at = prefix.len() - rest.len();
         let (line, next) = match memchr::memchr(b'\n', rest) {
             Some(i) => (&rest[..i], &rest[i + 1..]),
             None if whole => (rest, &rest[rest.len()..]),
@@ -434,7 +652,7 @@ fn header_of(prefix: &[u8], whole: bool, path: &Path) -> (Header, Option<String>
         seen += 1;
         let arena = Bump::new();
         let found = json.parse(line, &arena, |parsed| {
-            let (nodes, _) = parsed.ok()?;
+            let (nodes, repaired) = parsed.ok()?;
             let f = Fields::of(nodes);
             let meta = match (f.str("type"), f.get("payload")) {
                 (Some("session_meta"), Some(p)) => Fields::of(p),
@@ -461,25 +679,44 @@ fn header_of(prefix: &[u8], whole: bool, path: &Path) -> (Header, Option<String>
                     parent_session: parent.map(str::to_owned),
                 },
                 meta.str("model_provider").map(str::to_owned),
+                envelope(nodes).map(|e| HeaderLine {
+                    byte: at as u64,
+                    len: line.len(),
+                    raw: fingerprint(&[line]),
+                    fingerprint: (e.ordinal && e.timestamp.is_some())
+                        .then(|| line_fingerprint(&e, nodes, line, 0, &arena)),
+                    legacy: e.timestamp.is_none(),
+                    repaired,
+                }),
             ))
         });
         if let Some(h) = found {
             return h;
         }
     }
-    let stem = path
-        .file_stem()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_default();
     let header = Header {
         fingerprint: file_fingerprint(path),
-        id: stem,
+        id: stem(path),
         cwd: String::new(),
         version: 0,
         timestamp: None,
         parent_session: None,
     };
-    (header, None)
+    (header, None, None)
+}
+
+/// A file's name less `.jsonl` (and `.zst`: a compressed rollout's
+/// records are its plain copy's).
+fn stem(path: &Path) -> String {
+    let name = path
+        .file_name()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let name = name.strip_suffix(".zst").unwrap_or(&name);
+    Path::new(name)
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default()
 }
 
 /// A header's fingerprint: the file's own (the `session_meta` line is an
@@ -637,19 +874,19 @@ pub(crate) struct CodexContext {
     /// `LineParser::line`), and the second time must see what the first
     /// did. Only the twins change on record lines.
     before: Cell<(u64, Twins)>,
+    /// The line the header was read from, when it was read from this
+    /// source's first lines.
+    meta: Option<HeaderLine>,
 }
 
 impl CodexContext {
     fn new(header: Header, path: &Path, run: Running) -> Self {
-        let stem = path
-            .file_stem()
-            .map(|s| s.to_string_lossy().into_owned())
-            .unwrap_or_default();
         CodexContext {
             header,
-            source: format!("codex:{stem}"),
+            source: format!("codex:{}", stem(path)),
             run: RefCell::new(run),
             before: Cell::new((0, Twins::default())),
+            meta: None,
         }
     }
 }
@@ -846,9 +1083,63 @@ fn twin_fp(assistant: bool, text: &str, event: bool) -> u64 {
     (fingerprint(&[b"codex-twin", side, text.as_bytes()]) & !1) | u64::from(event)
 }
 
+/// A line's fingerprint: its bytes; with an `ordinal` (a per-file number),
+/// its fields less that one; a legacy line (no timestamp), its bytes and
+/// line number (two equal lines are two).
+fn line_fingerprint(
+    e: &Envelope<'_, '_>,
+    nodes: &[Node<'_>],
+    raw: &[u8],
+    line: u64,
+    arena: &Bump,
+) -> u64 {
+    match (e.timestamp, e.ordinal) {
+        (Some(_), false) => fingerprint(&[raw]),
+        (Some(ts), true) => {
+            let mut s = bumpalo::collections::String::new_in(arena);
+            for (k, v) in Fields::of(nodes).iter().filter(|(k, _)| *k != "ordinal") {
+                s.push_str(k);
+                s.push('\0');
+                write_json(v, &mut s);
+                s.push('\0');
+            }
+            fingerprint(&[ts.as_bytes(), s.as_bytes()])
+        }
+        (None, _) => fingerprint(&[raw, &line.to_le_bytes()]),
+    }
+}
+
 impl MapLine for CodexContext {
     fn header(&self) -> &Header {
         &self.header
+    }
+
+    /// The header's own line: a `session_meta` entry that makes no record
+    /// and changes no running context, counted as [`MapLine::map`] counts
+    /// it.
+    fn premapped<'a>(&'a self, raw: &[u8], pos: LinePos, report: &mut Report) -> Option<Entry<'a>> {
+        let m = self.meta.as_ref()?;
+        if pos.byte != m.byte || raw.len() != m.len {
+            return None;
+        }
+        let hash = fingerprint(&[raw]);
+        if hash != m.raw {
+            return None;
+        }
+        report.repaired += u64::from(m.repaired);
+        report.entries.add("session_meta", 1);
+        report.no_record += 1;
+        let fingerprint = match (m.fingerprint, m.legacy) {
+            (Some(fp), _) => fp,
+            (None, true) => fingerprint(&[raw, &pos.line.to_le_bytes()]),
+            (None, false) => hash,
+        };
+        Some(Entry {
+            fingerprint,
+            line: pos.line,
+            byte: pos.byte,
+            record: None,
+        })
     }
 
     fn map<'a>(
@@ -879,21 +1170,7 @@ impl MapLine for CodexContext {
             None => e.ty,
         };
         report.entries.add(entry_type, 1);
-        let fp = match (e.timestamp, e.ordinal) {
-            (Some(_), false) => fingerprint(&[raw]),
-            (Some(ts), true) => {
-                let mut s = bumpalo::collections::String::new_in(arena);
-                for (k, v) in Fields::of(nodes).iter().filter(|(k, _)| *k != "ordinal") {
-                    s.push_str(k);
-                    s.push('\0');
-                    write_json(v, &mut s);
-                    s.push('\0');
-                }
-                fingerprint(&[ts.as_bytes(), s.as_bytes()])
-            }
-            // Legacy lines have no timestamp: two equal lines are two.
-            (None, _) => fingerprint(&[raw, &pos.line.to_le_bytes()]),
-        };
+        let fp = line_fingerprint(&e, nodes, raw, pos.line, arena);
         let entry = |record| {
             Some(Entry {
                 fingerprint: fp,

@@ -204,6 +204,12 @@ pub trait Format: Send + Sync {
         let _ = header;
         None
     }
+
+    /// What [`Format::parent_file_name`] is compared with for a file of
+    /// this format named `file_name`: the name itself by default.
+    fn parent_lookup_name<'n>(&self, file_name: &'n str) -> &'n str {
+        file_name
+    }
 }
 
 /// The pi coding agent's session files: `*.jsonl` under

@@ -15,6 +15,7 @@ pub mod archive;
 mod atomic;
 mod claude;
 mod codex;
+mod counts;
 mod error;
 pub mod format;
 mod json;
@@ -31,6 +32,7 @@ pub mod store;
 mod time;
 mod usage;
 
+pub use counts::LineCounts;
 pub use error::{Error, ErrorKind};
 pub use mmap::MmapSessionSource;
 pub use pi::{Entry, Header, RoleFilter};

@@ -126,6 +126,19 @@ pub(crate) trait MapLine {
         filter: RoleFilter,
         report: &mut Report,
     ) -> Option<Entry<'a>>;
+
+    /// The entry of a line this context has parsed already (a header read
+    /// from the file's first lines), counted in `report` as
+    /// [`MapLine::map`] would count it, without parsing it again; `None`
+    /// (the default): the line is parsed and mapped.
+    fn premapped<'a>(
+        &'a self,
+        _raw: &[u8],
+        _pos: LinePos,
+        _report: &mut Report,
+    ) -> Option<Entry<'a>> {
+        None
+    }
 }
 
 impl MapLine for Context {
@@ -253,6 +266,9 @@ impl LineParser {
             return None;
         }
         report.lines += 1;
+        if let Some(entry) = ctx.premapped(line, pos, report) {
+            return Some(entry);
+        }
         let hold = hold_partial && !pos.terminated;
         if arena.allocated_bytes() - arena.chunk_capacity() > ARENA_SOFT_LIMIT {
             // A long run of lines without a record filled the arena: parse

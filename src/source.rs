@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 
 use bumpalo::Bump;
 
+use crate::counts::{LineCounts, Tracker};
 use crate::error::{Error, ErrorKind};
 use crate::json::is_blank;
 use crate::line_reader::{LineEvent, LineReader, DEFAULT_BUFFER_CAPACITY, DEFAULT_MAX_LINE};
@@ -55,6 +56,15 @@ pub trait RecordSource {
     fn running_context(&self) -> Vec<u8> {
         Vec::new()
     }
+
+    /// What the last entry handed out added to [`RecordSource::report`]
+    /// (exactly what reading its line alone would count), for sources
+    /// that keep it: the engine then takes a duplicate's counts out
+    /// without reading its line again. `None` by default (the engine
+    /// reads a duplicate's line again).
+    fn entry_counts(&self) -> Option<&LineCounts> {
+        None
+    }
 }
 
 /// A place in a session file, after a whole number of lines.
@@ -77,6 +87,7 @@ pub struct SourceOptions {
     filter: RoleFilter,
     max_skips: usize,
     hold_partial: bool,
+    count_entries: bool,
 }
 
 impl Default for SourceOptions {
@@ -87,6 +98,7 @@ impl Default for SourceOptions {
             filter: RoleFilter::ALL,
             max_skips: DEFAULT_MAX_SKIPS,
             hold_partial: false,
+            count_entries: false,
         }
     }
 }
@@ -142,6 +154,14 @@ impl SourceOptions {
 
     pub(crate) fn max_line_len(&self) -> usize {
         self.max_line
+    }
+
+    /// Whether sources that can keep each entry's counts
+    /// ([`RecordSource::entry_counts`]) do (default false: the engine
+    /// asks for them when it deduplicates).
+    pub(crate) fn count_entries(mut self, on: bool) -> Self {
+        self.count_entries = on;
+        self
     }
 
     fn report(&self) -> Report {
@@ -202,6 +222,139 @@ impl<R: Read> Lines for LineReader<R> {
     fn lines_read(&self) -> u64 {
         LineReader::lines(self)
     }
+}
+
+/// The length of a UTF-8 byte-order mark at the start of `prefix` (0 or 3).
+pub(crate) fn bom_len(prefix: &[u8]) -> usize {
+    if prefix.starts_with(b"\xEF\xBB\xBF") {
+        3
+    } else {
+        0
+    }
+}
+
+/// The reader a streamed source reads: the prefix read for the context,
+/// then the rest.
+type Chained<'d> = std::io::Chain<io::Cursor<Vec<u8>>, Box<dyn Read + Send + 'd>>;
+
+/// The lines of a file of a format without a header line of pi's kind
+/// (Claude Code, Codex: the context comes from the file's first bytes):
+/// bytes in memory, a file read whole with its prefix, or the chunked
+/// reader over the prefix and the rest.
+pub(crate) enum FileLines<'d> {
+    Slice(SliceLines<&'d [u8]>),
+    Owned(SliceLines<Vec<u8>>),
+    Reader(LineReader<Chained<'d>>),
+}
+
+impl Lines for FileLines<'_> {
+    fn next_line(&mut self) -> io::Result<Option<Supplied<'_>>> {
+        match self {
+            FileLines::Slice(l) => l.next_line(),
+            FileLines::Owned(l) => l.next_line(),
+            FileLines::Reader(l) => Lines::next_line(l),
+        }
+    }
+
+    fn consumed(&self) -> u64 {
+        match self {
+            FileLines::Slice(l) => l.consumed(),
+            FileLines::Owned(l) => l.consumed(),
+            FileLines::Reader(l) => Lines::consumed(l),
+        }
+    }
+
+    fn lines_read(&self) -> u64 {
+        match self {
+            FileLines::Slice(l) => l.lines_read(),
+            FileLines::Owned(l) => l.lines_read(),
+            FileLines::Reader(l) => Lines::lines_read(l),
+        }
+    }
+}
+
+/// A session over a whole file whose mapping context `context(prefix,
+/// whole)` builds from its first `limit` bytes (`prefix`, a byte-order
+/// mark included; `whole`: `prefix` is the whole file): the lines start
+/// after the mark. A reader's prefix is read once and handed to the lines
+/// (a file shorter than `limit` is then read from memory, never copied
+/// again).
+///
+/// # Errors
+/// An I/O error while reading the prefix.
+pub(crate) fn open_headerless<'d, C: MapLine>(
+    input: crate::format::Input<'d>,
+    path: &Path,
+    opts: &SourceOptions,
+    limit: usize,
+    context: impl FnOnce(&[u8], bool) -> Option<C>,
+) -> Result<Session<FileLines<'d>, C>, Error> {
+    use crate::format::Input;
+    let max_line = opts.max_line_len();
+    let (lines, ctx) = match input {
+        Input::Bytes(b) => {
+            let prefix = &b[..b.len().min(limit)];
+            let bom = bom_len(prefix);
+            let ctx = context(prefix, b.len() <= limit);
+            let lines = SliceLines::starting_at(&b[bom..], max_line, bom as u64, 0);
+            (FileLines::Slice(lines), ctx)
+        }
+        Input::Reader(mut r) => {
+            let mut prefix = Vec::with_capacity(limit.min(opts.buffer_bytes()));
+            (&mut r)
+                .take(limit as u64)
+                .read_to_end(&mut prefix)
+                .map_err(|e| Error::io(path, e))?;
+            let bom = bom_len(&prefix);
+            let whole = prefix.len() < limit;
+            let ctx = context(&prefix, whole);
+            prefix.drain(..bom);
+            let lines = if whole {
+                FileLines::Owned(SliceLines::starting_at(prefix, max_line, bom as u64, 0))
+            } else {
+                let rdr: Chained<'d> = io::Cursor::new(prefix).chain(r);
+                FileLines::Reader(LineReader::starting_at(
+                    rdr,
+                    opts.buffer_bytes(),
+                    max_line,
+                    bom as u64,
+                    0,
+                ))
+            };
+            (lines, ctx)
+        }
+    };
+    Ok(Session::with_context(lines, path, ctx, 0, opts))
+}
+
+/// A session over a part of such a file, from `byte` (after `lines_before`
+/// lines), whose context is known.
+pub(crate) fn resume_headerless<'d, C: MapLine>(
+    input: crate::format::Input<'d>,
+    path: &Path,
+    ctx: C,
+    byte: u64,
+    lines_before: u64,
+    opts: &SourceOptions,
+) -> Session<FileLines<'d>, C> {
+    use crate::format::Input;
+    let max_line = opts.max_line_len();
+    let lines = match input {
+        Input::Bytes(b) => {
+            FileLines::Slice(SliceLines::starting_at(b, max_line, byte, lines_before))
+        }
+        Input::Reader(r) => {
+            let rdr: Chained<'d> = io::Cursor::new(Vec::new()).chain(r);
+            FileLines::Reader(LineReader::starting_at(
+                rdr,
+                opts.buffer_bytes(),
+                max_line,
+                byte,
+                lines_before,
+            ))
+        }
+    };
+    Session::with_context(lines, path, Some(ctx), byte, opts)
 }
 
 /// Lines of bytes in memory (a slice, a mapping), split with `memchr`: no
@@ -283,6 +436,9 @@ pub(crate) struct Session<L, C = Context> {
     hold_partial: bool,
     /// The last line handed out had no `\n`.
     last_unterminated: bool,
+    /// What each line adds to the report, when the source keeps each
+    /// entry's counts.
+    pub(crate) counts: Option<Tracker>,
 }
 
 /// Parser scratch space (simd-json's buffers, the tape, the arena) kept per
@@ -397,6 +553,7 @@ impl<L: Lines> Session<L> {
             report,
             hold_partial: opts.hold_partial,
             last_unterminated: false,
+            counts: None,
         })
     }
 
@@ -436,7 +593,22 @@ impl<L: Lines, C: MapLine> Session<L, C> {
             report,
             hold_partial: opts.hold_partial,
             last_unterminated: false,
+            counts: None,
         }
+    }
+
+    /// Keeps each entry's counts ([`RecordSource::entry_counts`]) when
+    /// `opts` asks for them.
+    pub(crate) fn counting(mut self, opts: &SourceOptions) -> Self {
+        if opts.count_entries {
+            self.counts = Some(Tracker::new(&self.report));
+        }
+        self
+    }
+
+    /// What the last entry's line added, when kept.
+    pub(crate) fn entry_counts(&self) -> Option<&LineCounts> {
+        self.counts.as_ref().map(Tracker::last)
     }
 
     /// Where a later read would resume.
@@ -469,6 +641,7 @@ impl<L: Lines, C: MapLine> Session<L, C> {
             report,
             hold_partial,
             last_unterminated,
+            counts,
         } = self;
         let start = *start;
         arena.reset();
@@ -498,6 +671,9 @@ impl<L: Lines, C: MapLine> Session<L, C> {
                 Supplied::Line(bytes, pos) => {
                     *last_unterminated = !pos.terminated;
                     let entry = parser.line(bytes, pos, arena, ctx, report, *hold_partial);
+                    if let Some(t) = counts.as_mut() {
+                        t.after_line(report, entry.is_some());
+                    }
                     if let Some(entry) = entry {
                         if all || entry.record.is_some() {
                             report.bytes = lines.consumed() - start;

@@ -23,6 +23,7 @@ fn replay(target: &str, name: &str) {
         "line" => checks::check_line(&data),
         "reader" => checks::check_reader(&data),
         "claude" => checks::check_claude(&data),
+        "codex" => checks::check_codex(&data),
         other => panic!("no fuzz target {other}"),
     }
 }
@@ -97,7 +98,7 @@ fn usage_sum_overflow() {
 #[test]
 fn every_saved_input_replays() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/regressions");
-    for target in ["line", "reader", "claude"] {
+    for target in ["line", "reader", "claude", "codex"] {
         let Ok(dir) = fs::read_dir(root.join(target)) else {
             continue;
         };
@@ -159,35 +160,74 @@ fn reader_case_decoding() {
     }
 }
 
-/// The `claude` check holds on generated Claude Code transcripts cut at
-/// many places and with bytes damaged (a stable stand-in for the fuzzer on
+/// A file the generator writes for `format`, cut at many places and with
+/// bytes damaged, passes `check` (a stable stand-in for the fuzzer on
 /// realistic input: every shape the generator writes).
-#[test]
-fn claude_check_holds_on_generated_transcripts_cut_and_damaged() {
-    let dir = std::env::temp_dir().join(format!("mem-ingest-fuzz-claude-{}", std::process::id()));
+fn check_generated_cut_and_damaged(format: &str, check: fn(&[u8])) {
+    let dir = std::env::temp_dir().join(format!("mem-ingest-fuzz-{format}-{}", std::process::id()));
     fs::create_dir_all(&dir).unwrap();
     let out = dir.join("t.jsonl");
-    let st = std::process::Command::new(env!("CARGO_BIN_EXE_gen-corpus"))
-        .args(["--format", "claude", "--seed", "11", "--size-mb", "0.3"])
-        .arg(&out)
-        .output()
-        .unwrap();
+    let mut gen = std::process::Command::new(env!("CARGO_BIN_EXE_gen-corpus"));
+    gen.args(["--format", format, "--seed", "11"]);
+    // Codex rollouts come as a home (forks replay their parent): its
+    // largest file.
+    match format {
+        "codex" => gen
+            .args(["--total-mb", "1", "--archive"])
+            .arg(dir.join("home")),
+        _ => gen.args(["--size-mb", "0.3"]).arg(&out),
+    };
+    let st = gen.output().unwrap();
     assert!(
         st.status.success(),
         "{}",
         String::from_utf8_lossy(&st.stderr)
     );
+    if format == "codex" {
+        let largest = walk(&dir.join("home"))
+            .into_iter()
+            .max_by_key(|p| (fs::metadata(p).unwrap().len(), p.clone()))
+            .unwrap();
+        fs::copy(largest, &out).unwrap();
+    }
     let data = fs::read(&out).unwrap();
     assert!(data.len() > 100_000);
-    checks::check_claude(&data);
+    check(&data);
     let step = data.len() / 40;
     for cut in (0..data.len()).step_by(step) {
-        checks::check_claude(&data[..cut]);
+        check(&data[..cut]);
         let mut damaged = data[..(cut + step).min(data.len())].to_vec();
         for k in (cut..damaged.len()).step_by(61) {
             damaged[k] = [b'{', b'"', 0xff, b'\n', 0, b'\\'][k % 6];
         }
-        checks::check_claude(&damaged);
+        check(&damaged);
     }
     fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn claude_check_holds_on_generated_transcripts_cut_and_damaged() {
+    check_generated_cut_and_damaged("claude", checks::check_claude);
+}
+
+/// The same for Codex rollouts (the `codex` check: three readings alike,
+/// and a reading in two parts, the second resumed with the first's running
+/// context, alike).
+#[test]
+fn codex_check_holds_on_generated_rollouts_cut_and_damaged() {
+    check_generated_cut_and_damaged("codex", checks::check_codex);
+}
+
+/// Every file under `dir`.
+fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for entry in fs::read_dir(dir).unwrap() {
+        let p = entry.unwrap().path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
 }

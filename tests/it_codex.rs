@@ -756,18 +756,231 @@ fn resumed_runs_carry_the_running_context() {
     std::fs::remove_dir_all(home).unwrap();
 }
 
-/// Compressed rollouts are not read: each is one skipped line with its
-/// reason (exit 0), a plain `.jsonl` beside one wins, and a state finds
-/// them unchanged.
+/// The stdout lines of a command as JSON, and its stderr.
+fn json_lines(c: &mut std::process::Command) -> (Vec<serde_json::Value>, String) {
+    let out = c.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    (v, String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+/// A record's fields less its file (a compressed copy's path ends in
+/// `.zst`).
+fn without_file(mut v: Vec<serde_json::Value>) -> Vec<serde_json::Value> {
+    for r in &mut v {
+        r.as_object_mut().unwrap().remove("file");
+    }
+    v
+}
+
+/// Compressed rollouts are read as a stream: the same records and totals
+/// as their plain copies (a fork's copies deduplicated against its parent
+/// across a plain and a compressed file), a plain `.jsonl` beside one
+/// wins, a state finds them unchanged, and frames appended are read on.
 #[test]
-fn compressed_rollouts_are_skipped_with_their_reason() {
-    let home = tmpdir("zst");
+fn compressed_rollouts_are_read() {
+    let plain = tmpdir("zst-plain");
+    let packed = tmpdir("zst");
+    let (parent, fork) = parent_and_fork();
+    let files = [
+        ("rollout-2026-01-01T00-00-00-t1.jsonl", parent.as_str()),
+        ("rollout-2026-01-02T00-00-00-f1.jsonl", fork.as_str()),
+    ];
+    for (home, compress) in [(&plain, false), (&packed, true)] {
+        let day = home.join("codex/sessions/2026/01/01");
+        std::fs::create_dir_all(&day).unwrap();
+        for (i, (name, text)) in files.iter().enumerate() {
+            if compress && i == 1 {
+                let z = zstd::encode_all(text.as_bytes(), 3).unwrap();
+                std::fs::write(day.join(format!("{name}.zst")), z).unwrap();
+            } else {
+                std::fs::write(day.join(name), text).unwrap();
+            }
+        }
+    }
+    // A plain copy beside a compressed one wins (the compressed one is
+    // not read: it holds nothing a rollout could).
+    let day = packed.join("codex/sessions/2026/01/01");
+    std::fs::write(
+        day.join("rollout-2026-01-03T00-00-00-t3.jsonl"),
+        session().replace("\"t1\"", "\"t3\""),
+    )
+    .unwrap();
+    std::fs::write(
+        day.join("rollout-2026-01-03T00-00-00-t3.jsonl.zst"),
+        b"not zstd",
+    )
+    .unwrap();
+    std::fs::write(
+        plain.join("codex/sessions/2026/01/01/rollout-2026-01-03T00-00-00-t3.jsonl"),
+        session().replace("\"t1\"", "\"t3\""),
+    )
+    .unwrap();
+    for jobs in ["1", "2"] {
+        let args = ["stats", "--json", "-q", "--source", "codex", "--jobs", jobs];
+        let (code, a, err) = stats(bin(&plain).args(args));
+        assert_eq!(code, Some(0), "{err}");
+        let (code, b, err) = stats(bin(&packed).args(args));
+        assert_eq!(code, Some(0), "{err}");
+        assert_eq!(a, b);
+        assert_eq!(
+            (
+                b["files"].as_u64(),
+                b["records"].as_u64(),
+                b["deduplicated"].as_u64(),
+                b["skipped"].as_u64()
+            ),
+            (Some(3), Some(3 + 1 + 3), Some(12), Some(0)),
+            "{b}"
+        );
+        assert_eq!(b["usage"]["total_tokens"].as_u64(), Some(330 + 105 + 330));
+        let args = ["backfill", "-q", "--source", "codex", "--jobs", jobs];
+        let (a, _) = json_lines(bin(&plain).args(args));
+        let (b, _) = json_lines(bin(&packed).args(args));
+        assert_eq!(without_file(a), without_file(b.clone()));
+        let fork_file = b.iter().find(|r| r["key"] == "f1:L14").unwrap()["file"].clone();
+        assert!(
+            fork_file.as_str().unwrap().ends_with("f1.jsonl.zst"),
+            "{fork_file}"
+        );
+        assert_eq!(
+            b.iter().find(|r| r["key"] == "f1:L14").unwrap()["source"],
+            "codex:rollout-2026-01-02T00-00-00-f1"
+        );
+    }
+    // A state: the re-run finds every file unchanged; a frame appended to
+    // the compressed file is read on from there.
+    let state = packed.join("state");
+    let run = || {
+        stats(
+            bin(&packed)
+                .args(["stats", "--json", "--source", "codex", "--state"])
+                .arg(&state),
+        )
+    };
+    let (code, v, err) = run();
+    assert_eq!((code, v["records"].as_u64()), (Some(0), Some(7)), "{err}");
+    let (_, v, err) = run();
+    assert!(err.contains("3 unchanged"), "{err}");
+    assert_eq!(v["records"].as_u64(), Some(7));
+    let zst = day.join("rollout-2026-01-02T00-00-00-f1.jsonl.zst");
+    let more = user("2026-01-02T00:00:03.000Z", "more") + "\n";
+    let mut f = std::fs::OpenOptions::new().append(true).open(&zst).unwrap();
+    std::io::Write::write_all(&mut f, &zstd::encode_all(more.as_bytes(), 3).unwrap()).unwrap();
+    drop(f);
+    let (_, v, err) = run();
+    assert!(err.contains("2 unchanged, 1 resumed"), "{err}");
+    assert_eq!(v["records"].as_u64(), Some(8), "{v}");
+    // Damaged: the file fails, its error naming it (exit 1); the others
+    // are read.
+    std::fs::write(&zst, b"\x28\xb5\x2f\xfd\x00\x58\x01\x02\x03").unwrap();
+    let (code, v, err) = stats(bin(&packed).args(["stats", "--json", "-q", "--source", "codex"]));
+    assert_eq!(code, Some(1), "{err}");
+    assert_eq!(v["files_failed"].as_u64(), Some(1), "{v}");
+    assert!(
+        v["failures"][0]["path"]
+            .as_str()
+            .unwrap()
+            .ends_with("f1.jsonl.zst"),
+        "{v}"
+    );
+    assert_eq!(v["records"].as_u64(), Some(3 + 3), "{v}");
+    std::fs::remove_dir_all(plain).unwrap();
+    std::fs::remove_dir_all(packed).unwrap();
+}
+
+/// A real rollout compressed (in the test: no binary copy of a sample is
+/// kept) gives its plain copy's records and counts.
+#[test]
+#[ignore = "reads ../shared/samples; run with --include-ignored"]
+fn compressed_real_session() {
+    let p =
+        samples().join("codex/agent-history/tests/fixtures/real_sessions/codex/session-01.jsonl");
+    let text = std::fs::read(&p).unwrap();
+    let home = tmpdir("zst-real");
     let day = home.join("codex/sessions/2026/01/01");
     std::fs::create_dir_all(&day).unwrap();
-    let zst = b"\x28\xb5\x2f\xfd\x00\x58\x01\x02\x03";
-    std::fs::write(day.join("rollout-2026-01-01T00-00-00-z1.jsonl.zst"), zst).unwrap();
-    std::fs::write(day.join("rollout-2026-01-01T00-00-01-t1.jsonl"), session()).unwrap();
-    std::fs::write(day.join("rollout-2026-01-01T00-00-01-t1.jsonl.zst"), zst).unwrap();
+    let name = "rollout-2026-01-01T00-00-00-real.jsonl";
+    std::fs::write(day.join(name), &text).unwrap();
+    let args = ["backfill", "-q", "--source", "codex"];
+    let (plain, _) = json_lines(bin(&home).args(args));
+    let (_, plain_stats, _) =
+        stats(bin(&home).args(["stats", "--json", "-q", "--source", "codex"]));
+    std::fs::remove_file(day.join(name)).unwrap();
+    // Level 19 with a long window, and a stream of several frames.
+    let mut z = zstd::encode_all(&text[..text.len() / 2], 19).unwrap();
+    z.extend(zstd::encode_all(&text[text.len() / 2..], 1).unwrap());
+    std::fs::write(day.join(format!("{name}.zst")), z).unwrap();
+    let (packed, _) = json_lines(bin(&home).args(args));
+    let (_, packed_stats, _) =
+        stats(bin(&home).args(["stats", "--json", "-q", "--source", "codex"]));
+    assert!(!plain.is_empty());
+    assert_eq!(without_file(plain), without_file(packed));
+    assert_eq!(plain_stats, packed_stats);
+    std::fs::remove_dir_all(home).unwrap();
+}
+
+/// A fork whose file sorts before its parent's (its `forked_from_id`
+/// names a rollout later in path order): one lineage still, the replayed
+/// prefix counted once, with --jobs 1 and 2, and across runs with a state
+/// when the parent comes in a later run.
+#[test]
+fn fork_sorting_before_its_parent() {
+    let home = tmpdir("fork-first");
+    let day = home.join("codex/sessions/2026/01/01");
+    std::fs::create_dir_all(&day).unwrap();
+    let (parent, fork) = parent_and_fork();
+    let fork_path = day.join("rollout-2025-12-31T00-00-00-f1.jsonl");
+    let parent_path = day.join("rollout-2026-01-01T00-00-00-t1.jsonl");
+    std::fs::write(&fork_path, &fork).unwrap();
+    std::fs::write(&parent_path, &parent).unwrap();
+    let totals = |v: &serde_json::Value| {
+        (
+            v["files"].as_u64(),
+            v["records"].as_u64(),
+            v["deduplicated"].as_u64(),
+            v["usage"]["total_tokens"].as_u64(),
+        )
+    };
+    for jobs in ["1", "2"] {
+        let (code, v, err) =
+            stats(bin(&home).args(["stats", "--json", "-q", "--source", "codex", "--jobs", jobs]));
+        assert_eq!(code, Some(0), "{err}");
+        assert_eq!(
+            totals(&v),
+            (Some(2), Some(3 + 1), Some(12), Some(330 + 105)),
+            "{v}"
+        );
+        let (recs, _) =
+            json_lines(bin(&home).args(["backfill", "-q", "--source", "codex", "--jobs", jobs]));
+        let mut keys: Vec<&str> = recs.iter().map(|r| r["key"].as_str().unwrap()).collect();
+        keys.sort();
+        // Each record once: the parent's three (its file is read ahead
+        // when the fork's is delivered, so its copies are the ones kept),
+        // and the fork's own prompt.
+        assert_eq!(keys, ["f1:L14", "t1:L10", "t1:L3", "t1:L5"], "{keys:?}");
+    }
+    // Compressed, the parent is found the same way.
+    let zst_path = day.join("rollout-2026-01-01T00-00-00-t1.jsonl.zst");
+    std::fs::write(&zst_path, zstd::encode_all(parent.as_bytes(), 3).unwrap()).unwrap();
+    std::fs::remove_file(&parent_path).unwrap();
+    let (recs, _) = json_lines(bin(&home).args(["backfill", "-q", "--source", "codex"]));
+    let mut keys: Vec<&str> = recs.iter().map(|r| r["key"].as_str().unwrap()).collect();
+    keys.sort();
+    assert_eq!(keys, ["f1:L14", "t1:L10", "t1:L3", "t1:L5"], "{keys:?}");
+    std::fs::remove_file(&zst_path).unwrap();
+    std::fs::write(&parent_path, &parent).unwrap();
+    // The fork first, alone; its parent in the next run: still once (the
+    // fork's copies kept, read first).
+    std::fs::remove_file(&parent_path).unwrap();
     let state = home.join("state");
     let run = || {
         stats(
@@ -776,28 +989,19 @@ fn compressed_rollouts_are_skipped_with_their_reason() {
                 .arg(&state),
         )
     };
-    for _ in 0..2 {
-        let (code, v, err) = run();
-        assert_eq!(code, Some(0), "{err}");
-        assert_eq!(
-            (
-                v["files"].as_u64(),
-                v["skipped"].as_u64(),
-                v["records"].as_u64()
-            ),
-            (Some(2), Some(1), Some(3)),
-            "{v}"
-        );
-        let skip = &v["skips"][0];
-        assert!(
-            skip["path"].as_str().unwrap().ends_with("z1.jsonl.zst"),
-            "{skip}"
-        );
-        assert!(
-            skip["reason"].as_str().unwrap().contains("zstd-compressed"),
-            "{skip}"
-        );
-    }
+    let (_, v, err) = run();
+    assert_eq!(
+        totals(&v),
+        (Some(1), Some(3 + 1), Some(0), Some(330 + 105)),
+        "{err}"
+    );
+    std::fs::write(&parent_path, &parent).unwrap();
+    let (_, v, err) = run();
+    assert_eq!(
+        totals(&v),
+        (Some(2), Some(3 + 1), Some(12), Some(330 + 105)),
+        "{err}"
+    );
     std::fs::remove_dir_all(home).unwrap();
 }
 
@@ -839,4 +1043,32 @@ fn hostile_codex_lines() {
     assert_eq!(r.entries.get("inter_agent_communication"), 1);
     // The usage before them is intact.
     assert_eq!(r.usage.total_tokens, 330);
+}
+
+/// A rollout is found as a parent by the session id its name ends with.
+#[test]
+fn parents_are_found_by_the_id_a_name_ends_with() {
+    let id = "5973b6c0-94b8-487b-a530-2aeb6098ae0e";
+    for name in [
+        format!("rollout-2025-05-07T17-24-21-{id}.jsonl"),
+        format!("rollout-2025-05-07T17-24-21-{id}.jsonl.zst"),
+        format!("rollout-{id}.jsonl"),
+    ] {
+        assert_eq!(Codex.parent_lookup_name(&name), id, "{name}");
+    }
+    // Not a time: kept whole.
+    assert_eq!(
+        Codex.parent_lookup_name("rollout-2025-05-07X17-24-21-a.jsonl"),
+        "2025-05-07X17-24-21-a"
+    );
+    let h = |parent: Option<&str>| mem_ingest::Header {
+        fingerprint: 0,
+        id: "f1".into(),
+        cwd: String::new(),
+        version: 0,
+        timestamp: None,
+        parent_session: parent.map(str::to_owned),
+    };
+    assert_eq!(Codex.parent_file_name(&h(Some(id))), Some(id));
+    assert_eq!(Codex.parent_file_name(&h(None)), None);
 }

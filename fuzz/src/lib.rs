@@ -1,4 +1,5 @@
-//! The checks behind the fuzz targets `line` and `reader`.
+//! The checks behind the fuzz targets `line`, `reader`, `claude` and
+//! `codex`.
 //!
 //! `tests/fuzz_regressions.rs` includes this very file with `#[path]`, so a
 //! crash input replays on stable `cargo test` through exactly the code the
@@ -285,40 +286,134 @@ pub fn check_consistent(input: &[u8], out: &Outcome) {
     }
 }
 
-/// `claude`: arbitrary bytes as a whole Claude Code transcript, read
-/// through `format::Claude` streamed (one byte at a time and in one read)
-/// and from memory. Never panics; all three readings give the same records
-/// and report (or the same error); every non-blank line is accounted for.
+/// `claude`: arbitrary bytes as a whole Claude Code transcript (see
+/// [`check_headerless`]).
 pub fn check_claude(data: &[u8]) {
-    use mem_ingest::format::{Claude, Format, Input};
-    type Read3 = Result<(Vec<OwnedRecord>, Report), String>;
+    use mem_ingest::format::Claude;
+    check_headerless(&Claude, "fuzz-claude.jsonl", data);
+}
+
+/// `codex`: arbitrary bytes as a whole Codex rollout: the checks of
+/// [`check_headerless`], and the file read in two parts, the second
+/// resumed with the header and the running context the first handed out
+/// (as the engine reads a large file, or a file that grew), gives the same
+/// records and counts as one reading.
+pub fn check_codex(data: &[u8]) {
+    use mem_ingest::format::{Codex, Format, Input};
+    let path = "rollout-2026-01-01T00-00-00-fuzz.jsonl";
+    let Some((records, whole, full)) = check_headerless(&Codex, path, data) else {
+        return;
+    };
+    // Split after the line that ends past the middle.
+    let Some(nl) = memchr(b'\n', data, data.len() / 2) else {
+        return;
+    };
+    let split = nl + 1;
     let opts = SourceOptions::default();
-    let path = std::path::Path::new("fuzz-claude.jsonl");
+    let path = std::path::Path::new(path);
+    let mut first = Codex
+        .open(Input::Bytes(&data[..split]), path, &opts)
+        .expect("in memory");
+    let mut parts = Vec::new();
+    while let Some(r) = first.next_record().expect("in memory") {
+        parts.push(r.to_owned_record());
+    }
+    let (Some(header), Some(full)) = (first.header().cloned(), full) else {
+        return;
+    };
+    if header != full {
+        // The header was found past the first part (or not at all in it).
+        return;
+    }
+    let at = first.position();
+    assert_eq!(at.byte, split as u64, "the first part read to its end");
+    let context = first.running_context();
+    let mut rest = Codex.resume(
+        Input::Bytes(&data[split..]),
+        path,
+        &header,
+        &context,
+        at.byte,
+        at.line,
+        &opts,
+    );
+    while let Some(r) = rest.next_record().expect("in memory") {
+        parts.push(r.to_owned_record());
+    }
+    let mut merged = first.report().clone();
+    merged.merge(rest.report());
+    assert_eq!(
+        format!("{parts:?}"),
+        format!("{records:?}"),
+        "records differ when read in two parts"
+    );
+    let counts = |r: &Report| {
+        format!(
+            "{:?}",
+            (
+                (r.bytes, r.lines, r.records, r.roles, r.no_record),
+                (r.skipped, r.repaired, &r.skips, &r.entries),
+                (r.usage, &r.by_model, &r.unknown_roles)
+            )
+        )
+    };
+    assert_eq!(
+        counts(&merged),
+        counts(&whole),
+        "counts differ when read in two parts"
+    );
+}
+
+fn memchr(b: u8, data: &[u8], from: usize) -> Option<usize> {
+    data.get(from..)?
+        .iter()
+        .position(|c| *c == b)
+        .map(|i| i + from)
+}
+
+/// Arbitrary bytes as a whole file of a format whose context comes from
+/// the file's first bytes (Claude Code, Codex), read through the format
+/// streamed (one byte at a time and in one read) and from memory. Never
+/// panics; all three readings give the same records, report and header
+/// (or the same error); every non-blank line is accounted for. Returns the
+/// records, report and header read.
+pub fn check_headerless(
+    format: &dyn mem_ingest::format::Format,
+    path: &str,
+    data: &[u8],
+) -> Option<Reading> {
+    use mem_ingest::format::Input;
+    type Read3 = Result<Reading, String>;
+    let opts = SourceOptions::default();
+    let path = std::path::Path::new(path);
     let read = |input: Input<'_>| -> Read3 {
-        let mut src = Claude.open(input, path, &opts).map_err(|e| e.to_string())?;
+        let mut src = format.open(input, path, &opts).map_err(|e| e.to_string())?;
         let mut records = Vec::new();
         while let Some(r) = src.next_record().map_err(|e| e.to_string())? {
             records.push(r.to_owned_record());
         }
-        Ok((records, src.report().clone()))
+        Ok((records, src.report().clone(), src.header().cloned()))
     };
     let bytes = read(Input::Bytes(data));
     let whole = read(Input::Reader(Box::new(data)));
     let trickle = read(Input::Reader(Box::new(OneByte(data))));
     assert_eq!(bytes, whole, "streamed and in memory differ");
     assert_eq!(bytes, trickle, "one byte at a time differs");
-    if let Ok((records, r)) = &bytes {
-        assert_eq!(records.len() as u64, r.records, "records handed out");
-        assert_eq!(
-            r.records + r.deduplicated + r.no_record + r.skipped,
-            r.lines,
-            "every line accounted for: {r:?}"
-        );
-        for rec in records {
-            assert!(rec.line >= 1 && rec.byte < data.len() as u64 + 1, "{rec:?}");
-        }
+    let (records, r, header) = bytes.ok()?;
+    assert_eq!(records.len() as u64, r.records, "records handed out");
+    assert_eq!(
+        r.records + r.deduplicated + r.no_record + r.skipped,
+        r.lines,
+        "every line accounted for: {r:?}"
+    );
+    for rec in &records {
+        assert!(rec.line >= 1 && rec.byte < data.len() as u64 + 1, "{rec:?}");
     }
+    Some((records, r, header))
 }
+
+/// What a source gave: its records, its report, its header.
+pub type Reading = (Vec<OwnedRecord>, Report, Option<Header>);
 
 /// A reader that hands out one byte per read.
 struct OneByte<'d>(&'d [u8]);

@@ -17,6 +17,7 @@ use super::state::{
 };
 use super::stats::{FailureLine, ModelLine, ProjectLine, Roles, SkipLine, SourceStats, Stats};
 use super::{discover, exec, Command, Config};
+use crate::counts::{LineCounts, Removal};
 use crate::error::{Error, ErrorKind};
 use crate::format::{open_at, At, BoxedSource, Format, Input};
 use crate::ndjson::cut_text;
@@ -373,8 +374,11 @@ struct EntryNote {
     fingerprint: u64,
     line: u64,
     byte: u64,
-    /// The running context before its line (formats that need one).
+    /// The running context before its line (formats that need one and
+    /// whose source keeps no counts).
     context: Vec<u8>,
+    /// What it added to the part's report, when its source says.
+    counts: Option<LineCounts>,
     /// Its record's index in the task's batch.
     record: Option<usize>,
 }
@@ -1005,9 +1009,11 @@ fn drain<E: Encoder>(
     let keep = cfg.filter;
     let needs_context = cfg.dedupe && format.needs_running_context();
     let parent = src.header().and_then(|h| format.parent(h));
+    // The source keeps each entry's counts: no re-read, no context needed.
+    let mut counted = false;
     let r = loop {
         // What a re-read of this entry's line alone would need.
-        let context = if needs_context {
+        let context = if needs_context && !counted {
             src.running_context()
         } else {
             Vec::new()
@@ -1017,6 +1023,7 @@ fn drain<E: Encoder>(
             Ok(None) => break Ok(()),
             Err(e) => break Err(e.cause()),
         };
+        let (fingerprint, line, byte) = (entry.fingerprint, entry.line, entry.byte);
         let mut record = None;
         if let (Some(batch), Some(rec)) = (res.batch.as_mut(), &entry.record) {
             let in_time = match rec.timestamp {
@@ -1041,11 +1048,14 @@ fn drain<E: Encoder>(
             }
         }
         if cfg.dedupe {
+            let counts = src.entry_counts().cloned();
+            counted = counts.is_some();
             res.notes.push(EntryNote {
-                fingerprint: entry.fingerprint,
-                line: entry.line,
-                byte: entry.byte,
+                fingerprint,
+                line,
+                byte,
                 context,
+                counts,
                 record,
             });
         }
@@ -1187,7 +1197,9 @@ fn pass<S: Sink>(ctx: &mut Ctx<'_, S>) -> Result<Summary, Error> {
     }
     let empty = BTreeMap::new();
     let prior = ctx.state.as_ref().map_or(&empty, |s| &s.files);
-    let mut opts = ctx.cfg.opts.clone();
+    // Sources that can keep each entry's counts do, so that a copy's
+    // counts are taken out without reading its line again.
+    let mut opts = ctx.cfg.opts.clone().count_entries(ctx.cfg.dedupe);
     if ctx.state.is_some() {
         opts = opts.hold_partial_tail(true);
     }
@@ -1572,6 +1584,8 @@ fn dedupe<B>(
             report.deduplicated += n - 1;
         }
     };
+    // Copies whose counts their source kept, taken out at once at the end.
+    let mut removal = Removal::default();
     for note in &res.notes {
         if !dup(l, note.fingerprint) {
             flush(&mut run, &mut res.report);
@@ -1579,6 +1593,11 @@ fn dedupe<B>(
         }
         if let Some(i) = note.record {
             dropped.push(i);
+        }
+        if let Some(c) = &note.counts {
+            flush(&mut run, &mut res.report);
+            removal.add(c);
+            continue;
         }
         if let Some((src, n)) = run.as_mut() {
             // The entries of the part are consecutive: the next one read
@@ -1601,6 +1620,7 @@ fn dedupe<B>(
         }
     }
     flush(&mut run, &mut res.report);
+    removal.apply(&mut res.report);
     Ok(dropped)
 }
 
@@ -1609,8 +1629,9 @@ fn dedupe<B>(
 /// fork is delivered, from the parent's file.
 struct ParentsAhead<'p> {
     sets: &'p mut HashMap<String, FpSet>,
-    /// Files of the plan by file name, built on first use.
-    by_name: &'p std::cell::OnceCell<HashMap<String, usize>>,
+    /// Files of the plan by format and the name a parent is found by
+    /// (`Format::parent_lookup_name`), built on first use.
+    by_name: &'p std::cell::OnceCell<HashMap<(usize, String), usize>>,
 }
 
 impl ParentsAhead<'_> {
@@ -1632,14 +1653,15 @@ impl ParentsAhead<'_> {
         let by_name = self.by_name.get_or_init(|| {
             let mut by_name = HashMap::new();
             for (i, f) in plan.files.iter().enumerate() {
-                let name = f.path.file_name().unwrap_or_default();
-                by_name
-                    .entry(name.to_string_lossy().into_owned())
-                    .or_insert(i);
+                let name = f.path.file_name().unwrap_or_default().to_string_lossy();
+                let format = &*cfg.formats[f.format];
+                let key = (f.format, format.parent_lookup_name(&name).to_owned());
+                by_name.entry(key).or_insert(i);
             }
             by_name
         });
-        let Some(&j) = by_name.get(name) else {
+        let key = (plan.files[file].format, name.to_owned());
+        let Some(&j) = by_name.get(&key) else {
             return;
         };
         if j <= file || plan.files[j].tasks == 0 || self.sets.contains_key(&session) {
