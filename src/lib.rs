@@ -15,6 +15,8 @@ pub mod archive;
 mod atomic;
 mod claude;
 mod codex;
+#[cfg(feature = "parquet")]
+pub mod dataset;
 mod error;
 pub mod format;
 mod json;

@@ -185,10 +185,7 @@ impl Sink for Memory {
 
     fn sync(&mut self) -> Result<Option<Mark>, Error> {
         self.syncs += 1;
-        Ok(Some(Mark {
-            path: "memory".into(),
-            len: self.records.len() as u64,
-        }))
+        Ok(Some(Mark::file("memory", self.records.len() as u64)))
     }
 
     fn resume_at(&mut self, mark: Option<&Mark>, _exists: bool) -> Result<(), Error> {

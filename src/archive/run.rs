@@ -355,10 +355,7 @@ pub(crate) fn run<S: Sink>(cfg: &Config, command: Command, sink: &mut S) -> Resu
         let mark = saved
             .as_ref()
             .and_then(|s| s.output.as_ref())
-            .map(|o| crate::sink::Mark {
-                path: o.path.clone(),
-                len: o.len,
-            });
+            .map(OutputState::mark);
         ctx.sink.resume_at(mark.as_ref(), saved.is_some())?;
     }
     // A state of an older layout is saved in the current one at the end.
@@ -542,10 +539,7 @@ fn checkpoint<S: Sink>(
         st.set_responses(ctx.responses.kept());
     }
     if let Some(m) = mark {
-        st.output = Some(OutputState {
-            path: m.path,
-            len: m.len,
-        });
+        st.output = Some(OutputState::of(m));
     }
     let key = in_progress.as_ref().map(|(k, _)| k.clone());
     let old = in_progress.map(|(k, fs)| {

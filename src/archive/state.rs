@@ -447,6 +447,21 @@ pub struct OutputState {
     pub len: u64,
 }
 
+impl OutputState {
+    /// What a sink is told the state covers of it.
+    pub fn mark(&self) -> Mark {
+        Mark::file(self.path.clone(), self.len)
+    }
+
+    /// What a state records of a sink's mark.
+    pub fn of(m: Mark) -> OutputState {
+        OutputState {
+            path: m.path,
+            len: m.len,
+        }
+    }
+}
+
 /// The lock that keeps a second run off the state while this one runs.
 #[derive(Debug)]
 pub struct Lock {
@@ -641,10 +656,7 @@ impl Checkpoint<'_> {
 
     /// What the checkpoint covers of the output.
     pub fn mark(&self) -> Option<Mark> {
-        self.state.output.as_ref().map(|o| Mark {
-            path: o.path.clone(),
-            len: o.len,
-        })
+        self.state.output.as_ref().map(OutputState::mark)
     }
 
     /// Every file of the state, by key.
