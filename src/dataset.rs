@@ -44,6 +44,7 @@ use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::metadata::SortingColumn;
 use parquet::file::properties::WriterProperties;
 
+pub use crate::archive::Shard;
 use crate::error::{Error, ErrorKind};
 use crate::record::Record;
 use crate::sink::{Encoder, Mark, Place, Sink};
@@ -64,44 +65,6 @@ pub const ROW_GROUP_ROWS: usize = 122_880;
 pub const NULL_DATE: &str = "__HIVE_DEFAULT_PARTITION__";
 /// The zstd level of every column.
 const ZSTD_LEVEL: i32 = 3;
-
-/// Which share of an archive a run takes: shard `k` of `n` (`0 <= k < n`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct Shard {
-    /// This run's shard.
-    pub k: u32,
-    /// The number of shards.
-    pub n: u32,
-}
-
-impl Shard {
-    /// The whole archive: shard 0 of 1.
-    pub const ALL: Shard = Shard { k: 0, n: 1 };
-
-    /// Parses `K/N`.
-    ///
-    /// # Errors
-    /// Not two numbers with `0 <= K < N`: why.
-    pub fn parse(s: &str) -> Result<Shard, String> {
-        let (k, n) = s
-            .split_once('/')
-            .ok_or_else(|| format!("{s:?} is not K/N"))?;
-        let (k, n): (u32, u32) = match (k.parse(), n.parse()) {
-            (Ok(k), Ok(n)) => (k, n),
-            _ => return Err(format!("{s:?} is not K/N (two whole numbers)")),
-        };
-        if n == 0 || k >= n {
-            return Err(format!("{s:?}: K must be at least 0 and less than N"));
-        }
-        Ok(Shard { k, n })
-    }
-}
-
-impl std::fmt::Display for Shard {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}/{}", self.k, self.n)
-    }
-}
 
 /// The dataset's schema: every field of the NDJSON record, typed (usage as
 /// `usage_*` columns, as in the store). `format` and `date` are the
@@ -464,7 +427,7 @@ impl ParquetDataset {
             return Err(refused(
                 &self.dir,
                 format!(
-                    "it holds parts of shard {} already ({p}){}: their records would be there \
+                    "holds parts of shard {} already ({p}){}: their records would be there \
                      twice; write into another folder, or use the --state that wrote them",
                     self.shard,
                     if self.state.is_some() {
@@ -799,15 +762,6 @@ impl Sink for ParquetDataset {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn shards_parse() {
-        assert_eq!(Shard::parse("0/1"), Ok(Shard { k: 0, n: 1 }));
-        assert_eq!(Shard::parse("3/4"), Ok(Shard { k: 3, n: 4 }));
-        for bad in ["4/4", "0/0", "1", "a/2", "-1/2", "1/2/3", ""] {
-            assert!(Shard::parse(bad).is_err(), "{bad}");
-        }
-    }
 
     #[test]
     fn dates_are_utc() {

@@ -926,6 +926,10 @@ fn pass<S: Sink>(ctx: &mut Ctx<'_, S>) -> Result<Summary, Error> {
         // call written back as JSON (`stats`).
         opts = opts.roles(RoleFilter::NONE);
     }
+    let files = match ctx.cfg.shard {
+        Some(s) => super::shard::select(files, prior, &opts, &ctx.cfg.formats, s, ctx.cfg.jobs),
+        None => files,
+    };
     let plan = plan::plan(files, prior, &opts, ctx.cfg.jobs, &ctx.cfg.formats);
     sweep_gone(ctx, &plan);
     // Files by name, built when a fork first asks for its parent.

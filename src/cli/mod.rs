@@ -123,6 +123,17 @@ struct BackfillArgs {
     /// what query engines handle worst.
     #[arg(long, value_name = "DIR", conflicts_with_all = ["output", "db", "follow"])]
     parquet: Option<PathBuf>,
+    /// Take only shard K of N of the archive (0 <= K < N), with -o or
+    /// --parquet: N runs with K = 0..N-1 (on as many machines or jobs)
+    /// write exactly the records of one run between them, their parts
+    /// sharing one --parquet DIR if wanted. A file's shard is its lineage's
+    /// (a session, its forks, other files of it: what deduplication keeps
+    /// together; all of Claude Code's sessions are one lineage), from a
+    /// stable hash of the lineage's root session (FNV-1a 64 of its id,
+    /// modulo N; see the README), never of a path. Every shard reads every
+    /// session header. A --state records K/N and refuses another (exit 2).
+    #[arg(long, value_name = "K/N", value_parser = Shard::parse)]
+    shard: Option<Shard>,
     /// Caps the store at this many pages (tests of a full disk).
     #[arg(long, hide = true, requires = "db")]
     db_max_pages: Option<u64>,
@@ -351,11 +362,16 @@ fn backfill(a: BackfillArgs) -> i32 {
         eprintln!("error: --follow needs --state FILE or --db FILE");
         return 2;
     }
+    if a.shard.is_some() && a.output.is_none() && a.parquet.is_none() {
+        eprintln!("error: --shard needs -o FILE or --parquet DIR");
+        return 2;
+    }
+    let shard = a.shard.unwrap_or(Shard::ALL);
     let mut b = match builder(&a.common, a.db.is_some(), a.parquet.is_some()) {
         Ok(b) => b,
         Err(code) => return code,
     };
-    b = b.roles(&a.role);
+    b = b.roles(&a.role).shard(shard);
     if let Some(t) = a.since {
         b = b.since(t);
     }
@@ -371,12 +387,8 @@ fn backfill(a: BackfillArgs) -> i32 {
         _ if a.parquet.is_some() => {
             let dir = a.parquet.clone().expect("--parquet");
             match &a.common.state {
-                Some(s) => send(
-                    &archive,
-                    false,
-                    &mut ParquetDataset::append(dir, Shard::ALL, s),
-                ),
-                None => ParquetDataset::create(dir, Shard::ALL)
+                Some(s) => send(&archive, false, &mut ParquetDataset::append(dir, shard, s)),
+                None => ParquetDataset::create(dir, shard)
                     .and_then(|mut ds| send(&archive, false, &mut ds)),
             }
         }
