@@ -281,6 +281,7 @@ pub struct ParquetDataset {
     tmp: Option<PathBuf>,
     props: WriterProperties,
     schema: SchemaRef,
+    part_rows: usize,
 }
 
 /// A new run id: 64 bits from the system's random hash keys, the time and
@@ -352,7 +353,14 @@ impl ParquetDataset {
             tmp: None,
             props,
             schema: schema(),
+            part_rows: PART_ROWS,
         }
+    }
+
+    /// Rows of a part at most (default [`PART_ROWS`]; at least 1).
+    pub fn max_part_rows(mut self, rows: usize) -> Self {
+        self.part_rows = rows.max(1);
+        self
     }
 
     /// The dataset's folder.
@@ -455,7 +463,7 @@ impl ParquetDataset {
         b.rows.push(row);
         b.bytes += bytes;
         self.buffered += bytes;
-        if b.rows.len() >= PART_ROWS || b.bytes >= PART_BYTES {
+        if b.rows.len() >= self.part_rows || b.bytes >= PART_BYTES {
             self.write_part(&key)?;
         }
         if self.buffered >= BUFFER_BYTES {
