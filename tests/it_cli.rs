@@ -225,6 +225,29 @@ fn stats_json_schema_and_usage_of_hand_built() {
     );
 }
 
+/// `-q` silences the progress bar, the warnings and the summary, never an
+/// error: a file that fails is named on stderr, exit 1, the other files'
+/// records still written.
+#[test]
+fn quiet_runs_still_name_failed_files() {
+    let out = run(&[
+        "backfill",
+        "-q",
+        "fixtures/hand-built.jsonl",
+        "fixtures/no-header/header-without-id.jsonl",
+        "fixtures/bad/malformed-middle-line.jsonl",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.starts_with("error: fixtures/no-header/header-without-id.jsonl: 1:0: "),
+        "{err}"
+    );
+    let records = out.stdout.split(|b| *b == b'\n').filter(|l| !l.is_empty());
+    assert_eq!(records.count(), 22 + 130);
+}
+
 #[test]
 fn backfill_schema_and_filters() {
     let out = run(&["backfill", "-q", "fixtures/hand-built.jsonl"]);

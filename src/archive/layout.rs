@@ -17,10 +17,13 @@
 //! - Version 4: version 3, and the kept copy of every usage-bearing
 //!   response ([`crate::usage::Responses`]), each through [`ResponseV4`],
 //!   after the lineages.
+//! - Version 5: version 4, and the options record the formats read
+//!   ([`OutputOptions::sources`]): options go through [`OptionsV5`], where
+//!   versions 1 to 4 had [`OptionsV4`].
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use super::state::{FileState, Identity};
+use super::state::{FileState, Identity, OutputOptions};
 use crate::pi::Header;
 use crate::record::Usage;
 use crate::report::{EntryCounts, ModelUsage, Report, Skip, SkipReason, DEFAULT_MAX_SKIPS};
@@ -35,6 +38,36 @@ pub(super) struct HeaderDef {
     timestamp: Option<i64>,
     parent_session: Option<String>,
     fingerprint: u64,
+}
+
+/// The options of layouts 1 to 4: no sources (read back empty: not
+/// recorded).
+#[derive(Serialize, Deserialize)]
+#[serde(remote = "OutputOptions")]
+pub(super) struct OptionsV4 {
+    command: String,
+    roles: Vec<String>,
+    since: Option<i64>,
+    until: Option<i64>,
+    max_text: Option<usize>,
+    no_dedupe: bool,
+    record_format: u32,
+    #[serde(skip)]
+    sources: Vec<String>,
+}
+
+/// The options of layout 5: the sources after the rest.
+#[derive(Serialize, Deserialize)]
+#[serde(remote = "OutputOptions")]
+pub(super) struct OptionsV5 {
+    command: String,
+    roles: Vec<String>,
+    since: Option<i64>,
+    until: Option<i64>,
+    max_text: Option<usize>,
+    no_dedupe: bool,
+    record_format: u32,
+    sources: Vec<String>,
 }
 
 #[derive(Serialize, Deserialize)]

@@ -111,6 +111,9 @@ pub(crate) struct Config {
     /// that claims it (a file named as a PATH and claimed by none is the
     /// first's).
     pub formats: Vec<Arc<dyn Format>>,
+    /// A checkpoint chooses among `formats` (see
+    /// [`ArchiveBuilder::formats_from_checkpoint`]).
+    pub formats_from_checkpoint: bool,
     pub paths: Vec<PathBuf>,
     pub jobs: usize,
     pub state: Option<PathBuf>,
@@ -141,6 +144,7 @@ impl Default for ArchiveBuilder {
         ArchiveBuilder {
             cfg: Config {
                 formats: vec![Arc::new(Pi)],
+                formats_from_checkpoint: false,
                 paths: Vec::new(),
                 jobs: std::thread::available_parallelism().map_or(1, |n| n.get()),
                 state: None,
@@ -196,6 +200,20 @@ impl ArchiveBuilder {
         if !formats.is_empty() {
             self.cfg.formats = formats;
         }
+        self
+    }
+
+    /// Whether a checkpoint chooses among the formats (default false).
+    ///
+    /// Set: the formats given are the ones a run may read. A run with a
+    /// checkpoint reads those the checkpoint records (one saved before
+    /// mem-ingest recorded them: the formats of the files it holds, pi
+    /// when none), a first run all of them; a checkpoint that records one
+    /// not given is refused. Unset: the run reads the formats given, and a
+    /// checkpoint that records other ones is refused
+    /// ([`ErrorKind::OptionsChanged`](crate::ErrorKind::OptionsChanged)).
+    pub fn formats_from_checkpoint(mut self, yes: bool) -> Self {
+        self.cfg.formats_from_checkpoint = yes;
         self
     }
 

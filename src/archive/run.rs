@@ -275,6 +275,9 @@ struct Ctx<'r, S: Sink> {
     changed: BTreeSet<String>,
     /// The listing of the archive started with the run, for its first pass.
     listing: Option<std::thread::JoinHandle<Listing>>,
+    /// When the checkpoint chose fewer formats than the listing was made
+    /// with: each of the listing's formats as an index into this run's.
+    listed_formats: Option<Vec<Option<usize>>>,
     last_checkpoint: Instant,
     /// The state changed since it was loaded or last saved.
     dirty: bool,
@@ -306,7 +309,6 @@ impl<S: Sink> Ctx<'_, S> {
 /// Runs `command`; an error when the run cannot start or its sink or
 /// checkpoint fails.
 pub(crate) fn run<S: Sink>(cfg: &Config, command: Command, sink: &mut S) -> Result<Summary, Error> {
-    let shape = output_options(cfg, command);
     if cfg.state.is_some() && sink.checkpoints().is_some() {
         return Err(Error::new(
             cfg.state.as_deref().unwrap_or(Path::new("")),
@@ -323,6 +325,9 @@ pub(crate) fn run<S: Sink>(cfg: &Config, command: Command, sink: &mut S) -> Resu
         let cfg = cfg.clone();
         std::thread::spawn(move || find_files(&cfg))
     };
+    // The formats the checkpoint chooses, when it does: declared before
+    // the run's context, which borrows it.
+    let adopted: Config;
     let mut ctx = Ctx {
         cfg,
         sink,
@@ -331,6 +336,7 @@ pub(crate) fn run<S: Sink>(cfg: &Config, command: Command, sink: &mut S) -> Resu
         lineages: None,
         changed: BTreeSet::new(),
         listing: Some(listing),
+        listed_formats: None,
         last_checkpoint: Instant::now(),
         dirty: false,
         wrote: false,
@@ -342,6 +348,23 @@ pub(crate) fn run<S: Sink>(cfg: &Config, command: Command, sink: &mut S) -> Resu
         Some(store) => store.load()?,
         None => None,
     };
+    if let Some(s) = &mut saved {
+        let known: Vec<&str> = cfg.formats.iter().map(|f| f.name()).collect();
+        s.options
+            .recorded_sources(s.files.values().map(|f| &**f), &known);
+    }
+    if cfg.formats_from_checkpoint {
+        if let Some(s) = &saved {
+            if let Some((c, map)) = adopt_formats(cfg, &s.options.sources)
+                .map_err(|e| Error::new(&ctx.state_path(), ErrorKind::OptionsChanged(vec![e])))?
+            {
+                adopted = c;
+                ctx.cfg = &adopted;
+                ctx.listed_formats = Some(map);
+            }
+        }
+    }
+    let shape = output_options(ctx.cfg, command);
     if let Some(s) = &saved {
         let diff = s.options.differences(&shape);
         if !diff.is_empty() {
@@ -422,7 +445,74 @@ fn output_options(cfg: &Config, command: Command) -> OutputOptions {
         max_text: cfg.filter.max_text,
         no_dedupe: !cfg.dedupe,
         record_format: state::RECORD_FORMAT,
+        sources: cfg.formats.iter().map(|f| f.name().to_owned()).collect(),
     }
+}
+
+/// A run's configuration with fewer formats, and each format of the
+/// configuration it came from as an index into its own.
+type Adopted = (Config, Vec<Option<usize>>);
+
+/// The formats of `cfg` a checkpoint that records `sources` chooses: None
+/// when it chooses all of them, else the run's configuration with those
+/// alone (in `cfg`'s order) and each of `cfg`'s formats as an index into
+/// them.
+///
+/// # Errors
+/// The checkpoint names a format `cfg` cannot read: why.
+fn adopt_formats(
+    cfg: &Config,
+    sources: &[String],
+) -> Result<Option<Adopted>, String> {
+    let names: Vec<&str> = cfg.formats.iter().map(|f| f.name()).collect();
+    if let Some(s) = sources.iter().find(|s| !names.contains(&s.as_str())) {
+        return Err(format!(
+            "--source: state has {}, this run reads {} (no {s})",
+            sources.join(","),
+            names.join(",")
+        ));
+    }
+    if names.iter().all(|n| sources.iter().any(|s| s == n)) {
+        return Ok(None);
+    }
+    let mut c = cfg.clone();
+    c.formats.clear();
+    let mut map = Vec::with_capacity(names.len());
+    for (f, n) in cfg.formats.iter().zip(&names) {
+        if sources.iter().any(|s| s == n) {
+            map.push(Some(c.formats.len()));
+            c.formats.push(f.clone());
+        } else {
+            map.push(None);
+        }
+    }
+    Ok(Some((c, map)))
+}
+
+/// The listing made with more formats than the run reads (see
+/// [`adopt_formats`]), brought to the run's: a file of a default archive
+/// of a format not read goes; a file under a PATH is detected again among
+/// the run's formats, when one of them claims its name.
+fn relist(cfg: &Config, map: &[Option<usize>], listed: Listed) -> Listing {
+    if cfg.paths.is_empty() {
+        // No archive of the formats read: the error a run of them alone
+        // gives, naming every place tried.
+        roots(cfg)?;
+    }
+    let Listed { found, files } = listed;
+    let files = files
+        .into_iter()
+        .filter_map(|(path, id, f)| match map[f] {
+            Some(i) => Some((path, id, i)),
+            None if cfg.paths.is_empty() => None,
+            None if cfg.formats.iter().any(|f| f.is_session_file(&path)) => {
+                let i = crate::format::detect_format(&cfg.formats, &path);
+                Some((path, id, i))
+            }
+            None => None,
+        })
+        .collect();
+    Ok(Listed { found, files })
 }
 
 /// The passes of a run: one, or when following one after each change until
@@ -907,6 +997,10 @@ fn pass<S: Sink>(ctx: &mut Ctx<'_, S>) -> Result<Summary, Error> {
             ))
         }),
         None => find_files(ctx.cfg),
+    };
+    let listing = match ctx.listed_formats.take() {
+        Some(map) => listing.and_then(|l| relist(ctx.cfg, &map, l)),
+        None => listing,
     };
     let Listed { found, files } = listing?;
     for (p, e) in &found.failures {
@@ -1632,6 +1726,7 @@ mod tests {
             wrote: false,
             responses: Responses::default(),
             responses_changed: false,
+            listed_formats: None,
         };
         let mut totals = Summary::default();
         let files = find_files(ctx.cfg).unwrap().files;

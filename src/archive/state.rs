@@ -18,7 +18,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use super::dedupe::Lineages;
-use super::layout::{FileV2, RefV3, ResponseRef, ResponseWire, WireV3};
+use super::layout::{FileV2, OptionsV4, OptionsV5, RefV3, ResponseRef, ResponseWire, WireV3};
 use crate::error::{Error, ErrorKind};
 use crate::pi::Header;
 use crate::report::Report;
@@ -26,8 +26,8 @@ use crate::sink::Mark;
 use crate::usage::Response;
 
 /// Version of the state file's layout (see the `layout` module). Versions
-/// 1 to 3 are still read, and saved anew in this one.
-pub const STATE_VERSION: u32 = 4;
+/// 1 to 4 are still read, and saved anew in this one.
+pub const STATE_VERSION: u32 = 5;
 /// Version of what a record line holds; a state written for another one is
 /// refused, since re-runs append to the same output.
 pub const RECORD_FORMAT: u32 = 1;
@@ -49,6 +49,13 @@ pub struct OutputOptions {
     pub no_dedupe: bool,
     /// [`RECORD_FORMAT`] when written.
     pub record_format: u32,
+    /// The formats the run reads, by [`crate::format::Format::name`], in
+    /// its order of preference. Empty in a checkpoint saved before they
+    /// were recorded (a state before layout version 5): a run takes the
+    /// formats of the files it holds, pi when none (see
+    /// [`OutputOptions::recorded_sources`]).
+    #[serde(default)]
+    pub sources: Vec<String>,
 }
 
 impl OutputOptions {
@@ -91,7 +98,40 @@ impl OutputOptions {
             self.record_format.to_string(),
             other.record_format.to_string(),
         );
+        cmp("--source", self.sources.join(","), other.sources.join(","));
         d
+    }
+
+    /// Fills in [`OutputOptions::sources`] of a checkpoint saved before
+    /// they were recorded: the formats of the files it holds (in the
+    /// order of `known`, the names a run may read, unknown ones after), pi
+    /// when it holds none. Before then the command line read pi alone
+    /// unless `--source` said otherwise, so a state of pi's archive stays
+    /// pi's and gains no records of another agent.
+    pub fn recorded_sources<'f>(
+        &mut self,
+        files: impl IntoIterator<Item = &'f FileState>,
+        known: &[&str],
+    ) {
+        if !self.sources.is_empty() {
+            return;
+        }
+        let held: std::collections::BTreeSet<&str> =
+            files.into_iter().map(|f| f.format.as_str()).collect();
+        let mut s: Vec<String> = known
+            .iter()
+            .filter(|k| held.contains(*k))
+            .map(|k| (*k).to_owned())
+            .collect();
+        s.extend(
+            held.iter()
+                .filter(|h| !known.contains(h))
+                .map(|h| (*h).to_owned()),
+        );
+        if s.is_empty() {
+            s.push("pi".to_owned());
+        }
+        self.sources = s;
     }
 }
 
@@ -204,6 +244,7 @@ pub struct State {
     /// The layout version it was read in.
     pub version: u32,
     /// The options that shape the output.
+    #[serde(with = "OptionsV5")]
     pub options: OutputOptions,
     /// Bytes of the output file the state covers (`-o`), if any.
     pub output: Option<OutputState>,
@@ -395,11 +436,29 @@ impl From<WireV3> for FileState {
     }
 }
 
+/// The layout of version 4 (no sources in the options), read and
+/// converted.
+#[derive(Deserialize)]
+struct StateV4 {
+    #[allow(dead_code)]
+    version: u32,
+    #[serde(with = "OptionsV4")]
+    options: OutputOptions,
+    output: Option<OutputState>,
+    #[serde(deserialize_with = "files_v3")]
+    files: BTreeMap<String, Arc<FileState>>,
+    #[serde(with = "blob")]
+    lineages: Vec<u8>,
+    #[serde(with = "blob")]
+    responses: Vec<u8>,
+}
+
 /// The layout of version 3 (no responses), read and converted.
 #[derive(Deserialize)]
 struct StateV3 {
     #[allow(dead_code)]
     version: u32,
+    #[serde(with = "OptionsV4")]
     options: OutputOptions,
     output: Option<OutputState>,
     #[serde(deserialize_with = "files_v3")]
@@ -420,6 +479,7 @@ fn encode_responses(kept: &[Response]) -> Vec<u8> {
 /// The layout of version 2, read and converted.
 #[derive(Deserialize)]
 struct StateV2 {
+    #[serde(with = "OptionsV4")]
     shape: OutputOptions,
     output: Option<OutputState>,
     #[serde(deserialize_with = "files_v2")]
@@ -431,6 +491,7 @@ struct StateV2 {
 /// The layout of version 1, read and converted.
 #[derive(Deserialize)]
 struct StateV1 {
+    #[serde(with = "OptionsV4")]
     shape: OutputOptions,
     output: Option<OutputState>,
     #[serde(deserialize_with = "files_v2")]
@@ -536,6 +597,15 @@ pub fn load(path: &Path) -> Result<Option<State>, Error> {
         STATE_VERSION => postcard::from_bytes(&bytes[12..])
             .map(Some)
             .map_err(damaged),
+        4 => {
+            let v4: StateV4 = postcard::from_bytes(&bytes[12..]).map_err(damaged)?;
+            let st = State::of_layout(4, v4.options, v4.output, v4.files);
+            Ok(Some(State {
+                lineages: v4.lineages,
+                responses: v4.responses,
+                ..st
+            }))
+        }
         3 => {
             let v3: StateV3 = postcard::from_bytes(&bytes[12..]).map_err(damaged)?;
             let st = State::of_layout(3, v3.options, v3.output, v3.files);
@@ -719,6 +789,7 @@ fn save_with(path: &Path, state: &State, lineages: &[u8]) -> io::Result<()> {
     #[derive(Serialize)]
     struct StateRef<'a> {
         version: u32,
+        #[serde(serialize_with = "ser_options_v5")]
         shape: &'a OutputOptions,
         output: &'a Option<OutputState>,
         #[serde(serialize_with = "ser_files_v3")]
@@ -742,6 +813,17 @@ fn save_with(path: &Path, state: &State, lineages: &[u8]) -> io::Result<()> {
         f.write_all(&STATE_VERSION.to_le_bytes())?;
         f.write_all(&body)
     })
+}
+
+fn ser_options_v5<S: serde::Serializer>(o: &&OutputOptions, s: S) -> Result<S::Ok, S::Error> {
+    OptionsV5::serialize(o, s)
+}
+
+/// The options as layouts 1 to 4 wrote them (for the writers of those
+/// layouts the upgrade tests use).
+#[cfg(test)]
+fn ser_options_v4<S: serde::Serializer>(o: &&OutputOptions, s: S) -> Result<S::Ok, S::Error> {
+    OptionsV4::serialize(o, s)
 }
 
 fn ser_files_v3<S: serde::Serializer>(
@@ -771,6 +853,7 @@ pub fn save_v1(path: &Path, state: &State) {
     #[derive(Serialize)]
     struct V1<'a> {
         version: u32,
+        #[serde(serialize_with = "ser_options_v4")]
         shape: &'a OutputOptions,
         output: &'a Option<OutputState>,
         files: BTreeMap<&'a String, FileV2>,
@@ -834,6 +917,7 @@ pub fn save_v3(path: &Path, state: &State) {
     #[derive(Serialize)]
     struct V3<'a> {
         version: u32,
+        #[serde(serialize_with = "ser_options_v4")]
         shape: &'a OutputOptions,
         output: &'a Option<OutputState>,
         #[serde(serialize_with = "ser_files_v3")]
@@ -861,6 +945,7 @@ pub fn save_v2(path: &Path, state: &State) {
     #[derive(Serialize)]
     struct V2<'a> {
         version: u32,
+        #[serde(serialize_with = "ser_options_v4")]
         shape: &'a OutputOptions,
         output: &'a Option<OutputState>,
         files: BTreeMap<&'a String, FileV2>,
@@ -958,6 +1043,8 @@ mod tests {
             max_text: None,
             no_dedupe: false,
             record_format: RECORD_FORMAT,
+            // not recorded before layout 5
+            sources: vec![],
         };
         let mut v2 = State::new(shape.clone());
         v2.output = Some(OutputState {
@@ -1001,6 +1088,8 @@ mod tests {
             max_text: Some(5),
             no_dedupe: false,
             record_format: RECORD_FORMAT,
+            // not recorded before layout 5
+            sources: vec![],
         });
         v2.output = Some(OutputState {
             path: "o".into(),
@@ -1060,6 +1149,7 @@ mod tests {
             max_text: Some(9),
             no_dedupe: false,
             record_format: RECORD_FORMAT,
+            sources: vec!["pi".into(), "claude".into()],
         });
         st.output = Some(OutputState {
             path: "o".into(),

@@ -51,7 +51,7 @@ struct Common {
     /// depend on it.
     #[arg(long, short = 'j', value_parser = clap::value_parser!(u32).range(1..=1024))]
     jobs: Option<u32>,
-    /// No progress bar, no summary.
+    /// No progress bar, no warnings, no summary (errors are still printed).
     #[arg(long, short = 'q')]
     quiet: bool,
     /// Checkpoint file: a re-run reads only what is new since the last run
@@ -72,9 +72,11 @@ struct Common {
     no_dedupe: bool,
     /// Read only this agent's sessions (repeatable): pi, claude, codex. Default:
     /// every agent's (with PATHs, each file's agent is detected from its
-    /// first lines; a file none claims is read as pi's); with --state,
-    /// pi's only, as states made before Claude Code was read cover pi
-    /// alone.
+    /// first lines; a file none claims is read as pi's). A --state or
+    /// --db records the agents it reads, and a later run without --source
+    /// reads the same (one saved before they were recorded: the agents of
+    /// the files it holds, pi when none); with another --source it is
+    /// refused (exit 2).
     #[arg(long = "source", value_enum, value_name = "AGENT")]
     sources: Vec<Source>,
     /// Milliseconds between checkpoints of the state (tests set it low).
@@ -243,10 +245,9 @@ enum Source {
 /// The formats `--source` names, pi's first (a file no format claims is
 /// the first's).
 fn formats(c: &Common) -> Vec<Arc<dyn Format>> {
-    let mut sources = match (&c.sources[..], &c.state) {
-        ([], None) => vec![Source::Pi, Source::Claude, Source::Codex],
-        ([], Some(_)) => vec![Source::Pi],
-        (s, _) => s.to_vec(),
+    let mut sources = match &c.sources[..] {
+        [] => vec![Source::Pi, Source::Claude, Source::Codex],
+        s => s.to_vec(),
     };
     sources.sort_by_key(|s| *s as u8);
     sources.dedup();
@@ -280,6 +281,7 @@ fn builder(c: &Common, db: bool, parquet: bool) -> Result<ArchiveBuilder, i32> {
     let mut b = Archive::builder()
         .paths(c.paths.iter().cloned())
         .formats(formats(c))
+        .formats_from_checkpoint(c.sources.is_empty())
         .dedupe(!c.no_dedupe)
         .checkpoint_every(std::time::Duration::from_millis(every))
         .poll_only(c.follow_poll);
@@ -529,17 +531,19 @@ fn stats(a: StatsArgs) -> i32 {
     exit_code(&t)
 }
 
+/// The run's errors on stderr, always (a failed file is never silent);
+/// then, unless `quiet`, its warnings and the summary line.
 fn summary(quiet: bool, t: &Summary, started: Instant, what: &str) {
+    let mut err = io::stderr().lock();
+    for (p, e) in &t.failures {
+        let _ = writeln!(err, "error: {p}: {e}");
+    }
     if quiet {
         return;
     }
     let secs = started.elapsed().as_secs_f64();
     let mb = t.read as f64 / 1e6;
     let r = &t.report;
-    let mut err = io::stderr().lock();
-    for (p, e) in &t.failures {
-        let _ = writeln!(err, "error: {p}: {e}");
-    }
     for s in t.skips.iter().take(20) {
         let _ = writeln!(
             err,
