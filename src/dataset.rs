@@ -294,7 +294,8 @@ fn new_id() -> u64 {
             .map_or(0, |d| d.as_nanos()),
     );
     h.write_u32(std::process::id());
-    h.finish()
+    // 0 is a file's mark.
+    h.finish().max(1)
 }
 
 fn refused(dir: &Path, why: String) -> Error {

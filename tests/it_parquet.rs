@@ -451,6 +451,166 @@ fn shard_hash_vectors() {
     }
 }
 
+/// (key, file, line) of every row of the dataset, sorted.
+fn row_ids(dir: &Path) -> Vec<(String, String, i64)> {
+    let mut v: Vec<_> = read_dataset(dir).iter().map(|r| sort_key(&r.rec)).collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn with_a_state_runs_add_parts_and_a_shard_is_kept() {
+    let d = tmpdir("state");
+    let ins = inputs(&d);
+    let ds = d.join("ds");
+    let st = d.join("st");
+    let (dss, sts) = (ds.to_str().unwrap(), st.to_str().unwrap());
+    let o = backfill(&["--parquet", dss, "--state", sts, "--shard", "1/2"], &ins);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let first = tree(&ds);
+    let n = row_ids(&ds).len();
+    // Unchanged: nothing new, no part.
+    assert!(
+        backfill(&["--parquet", dss, "--state", sts, "--shard", "1/2"], &ins)
+            .status
+            .success()
+    );
+    assert_eq!(tree(&ds), first);
+    // Lines appended: exactly their records, in a new part of the same id
+    // and a later sequence; the parts before untouched.
+    common::append(
+        &ins[0],
+        &(common::user_line("z1", "one") + &common::user_line("z2", "two")),
+    );
+    let again = backfill(&["--parquet", dss, "--state", sts, "--shard", "1/2"], &ins);
+    assert!(again.status.success());
+    let second = tree(&ds);
+    let added: Vec<_> = second.iter().filter(|p| !first.contains(p)).collect();
+    // untimed.jsonl is shard 1's (FNV-1a of `untimed-1`, see the vectors).
+    assert_eq!(shard_of("untimed-1", 2), 1);
+    assert_eq!(row_ids(&ds).len(), n + 2);
+    assert_eq!(added.len(), 1, "{added:?}");
+    assert!(
+        added[0].starts_with("format=pi/date=2026-02-01/"),
+        "{}",
+        added[0]
+    );
+    // part-1of2-<16 hex digits>-: the state's id.
+    let id = &first[0].rsplit('/').next().unwrap()[..27];
+    assert!(added[0].contains(id), "{} {id}", added[0]);
+    assert!(first.iter().all(|p| second.contains(p)));
+    // The state records its shard and its output.
+    let o = backfill(&["--parquet", dss, "--state", sts, "--shard", "0/2"], &ins);
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("--shard: state has 1/2, this run 0/2"),
+        "{err}"
+    );
+    let o = backfill(&["--parquet", dss, "--state", sts], &ins);
+    assert_eq!(o.status.code(), Some(2));
+    let other = d.join("other.ndjson");
+    let o = backfill(
+        &[
+            "-o",
+            other.to_str().unwrap(),
+            "--state",
+            sts,
+            "--shard",
+            "1/2",
+        ],
+        &ins,
+    );
+    assert_eq!(o.status.code(), Some(2));
+    assert!(!other.exists());
+    // A new state into a DIR holding this shard's parts: refused.
+    let st2 = d.join("st2");
+    let o = backfill(
+        &[
+            "--parquet",
+            dss,
+            "--state",
+            st2.to_str().unwrap(),
+            "--shard",
+            "1/2",
+        ],
+        &ins,
+    );
+    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(tree(&ds), second);
+    fs::remove_dir_all(d).unwrap();
+}
+
+#[test]
+fn killed_at_any_moment_every_record_exactly_once() {
+    let d = tmpdir("kill");
+    let arch = generate(&d, 20, 5);
+    let clean = d.join("clean");
+    assert!(backfill(
+        &["--parquet", clean.to_str().unwrap()],
+        std::slice::from_ref(&arch)
+    )
+    .status
+    .success());
+    let want = row_ids(&clean);
+    let ds = d.join("ds");
+    let st = d.join("st");
+    // Parts of another run in the same DIR (another shard's): never touched.
+    let other = ds.join("format=pi/date=2020-01-01/part-1of2-00000000000000aa-000000.parquet");
+    fs::create_dir_all(other.parent().unwrap()).unwrap();
+    fs::copy(clean.join(&tree(&clean)[0]), &other).unwrap();
+    let mut kills = 0;
+    let mut delay_ms = 20u64;
+    let started = std::time::Instant::now();
+    loop {
+        let mut child = bin()
+            .args(["backfill", "-q", "--jobs", "2", "--checkpoint-ms", "1"])
+            .args([
+                "--parquet",
+                ds.to_str().unwrap(),
+                "--state",
+                st.to_str().unwrap(),
+            ])
+            .arg(&arch)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_millis(delay_ms);
+        let mut done = None;
+        while std::time::Instant::now() < deadline {
+            if let Some(st) = child.try_wait().unwrap() {
+                done = Some(st);
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        match done {
+            Some(st) => {
+                assert!(st.success());
+                break;
+            }
+            None => {
+                child.kill().unwrap(); // SIGKILL
+                child.wait().unwrap();
+                kills += 1;
+            }
+        }
+        delay_ms = delay_ms * 3 / 2 + 10;
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(240),
+            "did not finish"
+        );
+    }
+    assert!(kills >= 3, "only {kills} kills");
+    assert!(other.exists());
+    fs::remove_file(&other).unwrap();
+    let got = row_ids(&ds);
+    assert_eq!(got.len(), want.len(), "after {kills} kills");
+    assert!(got == want, "after {kills} kills");
+    fs::remove_dir_all(d).unwrap();
+}
+
 // ---------------------------------------------------------------------------
 // DuckDB
 

@@ -446,6 +446,7 @@ fn output_options(cfg: &Config, command: Command) -> OutputOptions {
         no_dedupe: !cfg.dedupe,
         record_format: state::RECORD_FORMAT,
         sources: cfg.formats.iter().map(|f| f.name().to_owned()).collect(),
+        shard: cfg.shard,
     }
 }
 
@@ -460,10 +461,7 @@ type Adopted = (Config, Vec<Option<usize>>);
 ///
 /// # Errors
 /// The checkpoint names a format `cfg` cannot read: why.
-fn adopt_formats(
-    cfg: &Config,
-    sources: &[String],
-) -> Result<Option<Adopted>, String> {
+fn adopt_formats(cfg: &Config, sources: &[String]) -> Result<Option<Adopted>, String> {
     let names: Vec<&str> = cfg.formats.iter().map(|f| f.name()).collect();
     if let Some(s) = sources.iter().find(|s| !names.contains(&s.as_str())) {
         return Err(format!(
