@@ -58,8 +58,7 @@ pub const PART_BYTES: usize = 128 << 20;
 /// largest buffer is written as a part.
 pub const BUFFER_BYTES: usize = 256 << 20;
 /// Rows of a row group at most: DuckDB's own row group size (its unit of
-/// parallel scans; Spark splits a file at row groups too), about 60 MB of
-/// the generated archive's records before compression.
+/// parallel scans; Spark splits a file at row groups too).
 pub const ROW_GROUP_ROWS: usize = 122_880;
 /// The partition of records without a timestamp.
 pub const NULL_DATE: &str = "__HIVE_DEFAULT_PARTITION__";
