@@ -13,9 +13,11 @@
 //! (`.<part>.tmp`, which engines skip) and renamed. A part is written when
 //! its partition's buffer reaches [`PART_ROWS`] rows or [`PART_BYTES`]
 //! bytes, when all buffers together reach [`BUFFER_BYTES`] (the largest is
-//! written), and at each checkpoint and at the end (all of them). One part
-//! is encoded at a time, so memory is bounded by [`BUFFER_BYTES`] of
-//! buffered rows and one part's Arrow arrays and Parquet encoder.
+//! written), and at each checkpoint and at the end (all of them). Parts are
+//! encoded on threads of their own, one per core at most, their rows
+//! counted in [`BUFFER_BYTES`] until they are written: memory is bounded by
+//! [`BUFFER_BYTES`] of rows, and for each part being written its current
+//! row group's Arrow arrays and encoded pages.
 //!
 //! Part names are `part-<K>of<N>-<id>-<sequence>.parquet`: the shard (`0of1`
 //! unsharded), the id of the run (with a checkpoint, the id of the state:
@@ -256,6 +258,17 @@ struct Buffer {
     bytes: usize,
 }
 
+/// A part being written on a thread of its own.
+#[derive(Debug)]
+struct InFlight {
+    handle: std::thread::JoinHandle<Result<(), Error>>,
+    /// Its path relative to the folder.
+    rel: String,
+    folder: PathBuf,
+    /// Its rows' buffered bytes.
+    bytes: usize,
+}
+
 /// A Hive-partitioned Parquet dataset in a folder (see the module docs).
 #[derive(Debug)]
 pub struct ParquetDataset {
@@ -276,8 +289,10 @@ pub struct ParquetDataset {
     written: Vec<String>,
     /// Parts written since the last sync that are not on the disk for sure.
     unsynced: BTreeSet<PathBuf>,
-    /// A temporary file being written.
-    tmp: Option<PathBuf>,
+    /// Parts being written, oldest first.
+    in_flight: std::collections::VecDeque<InFlight>,
+    /// Parts written at once at most.
+    parallel: usize,
     props: WriterProperties,
     schema: SchemaRef,
     part_rows: usize,
@@ -350,7 +365,8 @@ impl ParquetDataset {
             covered: Vec::new(),
             written: Vec::new(),
             unsynced: BTreeSet::new(),
-            tmp: None,
+            in_flight: std::collections::VecDeque::new(),
+            parallel: std::thread::available_parallelism().map_or(1, |n| n.get()),
             props,
             schema: schema(),
             part_rows: PART_ROWS,
@@ -466,14 +482,19 @@ impl ParquetDataset {
         if b.rows.len() >= self.part_rows || b.bytes >= PART_BYTES {
             self.write_part(&key)?;
         }
-        if self.buffered >= BUFFER_BYTES {
+        while self.buffered >= BUFFER_BYTES {
+            if !self.in_flight.is_empty() {
+                self.join_one()?;
+                continue;
+            }
             let largest = self
                 .buffers
                 .iter()
                 .max_by_key(|(_, b)| b.bytes)
                 .map(|(k, _)| k.clone());
-            if let Some(k) = largest {
-                self.write_part(&k)?;
+            match largest {
+                Some(k) => self.write_part(&k)?,
+                None => break,
             }
         }
         Ok(())
@@ -481,16 +502,20 @@ impl ParquetDataset {
 
     /// Writes the buffer of one partition as a part: sorted, under a
     /// temporary name, renamed into place.
+    /// Hands the buffer of one partition to a thread that writes it as a
+    /// part: sorted, under a temporary name, renamed into place. At most
+    /// [`ParquetDataset::parallel`] parts are written at once; their rows
+    /// count in the buffered bytes until they are done.
     fn write_part(&mut self, key: &(String, String)) -> Result<(), Error> {
-        let Some(mut buf) = self.buffers.remove(key) else {
+        let Some(buf) = self.buffers.remove(key) else {
             return Ok(());
         };
-        self.buffered -= buf.bytes;
         if buf.rows.is_empty() {
             return Ok(());
         }
-        buf.rows
-            .sort_by(|a, b| (&a.session, &a.file, a.line).cmp(&(&b.session, &b.file, b.line)));
+        while self.in_flight.len() >= self.parallel {
+            self.join_one()?;
+        }
         let folder = self
             .dir
             .join(format!("format={}", key.0))
@@ -500,43 +525,85 @@ impl ParquetDataset {
         self.next += 1;
         let path = folder.join(&name);
         let tmp = folder.join(format!(".{name}.tmp"));
-        self.tmp = Some(tmp.clone());
         let durable = self.state.is_some();
-        let write = || -> Result<(), String> {
-            let f = File::create(&tmp).map_err(|e| e.to_string())?;
-            let mut w = ArrowWriter::try_new(f, self.schema.clone(), Some(self.props.clone()))
-                .map_err(|e| e.to_string())?;
-            for chunk in buf.rows.chunks(ROW_GROUP_ROWS) {
-                let batch = to_batch(&self.schema, chunk).map_err(|e| e.to_string())?;
-                w.write(&batch).map_err(|e| e.to_string())?;
+        let (schema, props) = (self.schema.clone(), self.props.clone());
+        let mut rows = buf.rows;
+        let handle = std::thread::spawn(move || -> Result<(), Error> {
+            rows.sort_by(|a, b| (&a.session, &a.file, a.line).cmp(&(&b.session, &b.file, b.line)));
+            let write = || -> Result<(), String> {
+                let f = File::create(&tmp).map_err(|e| e.to_string())?;
+                let mut w = ArrowWriter::try_new(f, schema.clone(), Some(props))
+                    .map_err(|e| e.to_string())?;
+                for chunk in rows.chunks(ROW_GROUP_ROWS) {
+                    let batch = to_batch(&schema, chunk).map_err(|e| e.to_string())?;
+                    w.write(&batch).map_err(|e| e.to_string())?;
+                }
+                let f = w.into_inner().map_err(|e| e.to_string())?;
+                if durable {
+                    f.sync_all().map_err(|e| e.to_string())?;
+                }
+                Ok(())
+            };
+            if let Err(why) = write() {
+                let _ = fs::remove_file(&tmp);
+                return Err(Error::new(&path, ErrorKind::Write(io::Error::other(why))));
             }
-            let f = w.into_inner().map_err(|e| e.to_string())?;
-            if durable {
-                f.sync_all().map_err(|e| e.to_string())?;
-            }
-            Ok(())
-        };
-        if let Err(why) = write() {
-            let _ = fs::remove_file(&tmp);
-            self.tmp = None;
-            return Err(Error::new(&path, ErrorKind::Write(io::Error::other(why))));
-        }
-        fs::rename(&tmp, &path).map_err(|e| Error::io(&path, e))?;
-        self.tmp = None;
-        if durable {
-            self.unsynced.insert(folder);
-        }
-        self.written
-            .push(format!("format={}/date={}/{name}", key.0, key.1));
+            fs::rename(&tmp, &path).map_err(|e| {
+                let _ = fs::remove_file(&tmp);
+                Error::io(&path, e)
+            })
+        });
+        self.in_flight.push_back(InFlight {
+            handle,
+            rel: format!("format={}/date={}/{name}", key.0, key.1),
+            folder,
+            bytes: buf.bytes,
+        });
         Ok(())
     }
 
+    /// Waits for the oldest part being written.
+    fn join_one(&mut self) -> Result<(), Error> {
+        let Some(p) = self.in_flight.pop_front() else {
+            return Ok(());
+        };
+        self.buffered -= p.bytes;
+        let r = p.handle.join().unwrap_or_else(|_| {
+            Err(Error::new(
+                &self.dir.join(&p.rel),
+                ErrorKind::Write(io::Error::other("the thread writing the part panicked")),
+            ))
+        });
+        r?;
+        if self.state.is_some() {
+            self.unsynced.insert(p.folder);
+        }
+        self.written.push(p.rel);
+        Ok(())
+    }
+
+    fn join_all(&mut self) -> Result<(), Error> {
+        let mut first = Ok(());
+        while !self.in_flight.is_empty() {
+            if let Err(e) = self.join_one() {
+                if first.is_ok() {
+                    first = Err(e);
+                }
+            }
+        }
+        first
+    }
+
+    /// Writes every buffer as a part, and waits for all of them.
     fn write_all(&mut self) -> Result<(), Error> {
         let keys: Vec<_> = self.buffers.keys().cloned().collect();
         for k in keys {
-            self.write_part(&k)?;
+            if let Err(e) = self.write_part(&k) {
+                let _ = self.join_all();
+                return Err(e);
+            }
         }
-        Ok(())
+        self.join_all()
     }
 
     /// The mark of what is written: every part of this id so far.
@@ -758,9 +825,8 @@ impl Sink for ParquetDataset {
     /// Removes the parts this run wrote that no checkpoint covers (all of
     /// them without one), and a temporary file.
     fn abandon(&mut self) {
-        if let Some(t) = self.tmp.take() {
-            let _ = fs::remove_file(t);
-        }
+        // A part that fails removes its temporary file itself.
+        let _ = self.join_all();
         for p in self.written.drain(..) {
             let _ = fs::remove_file(self.dir.join(p));
         }

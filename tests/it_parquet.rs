@@ -544,7 +544,7 @@ fn with_a_state_runs_add_parts_and_a_shard_is_kept() {
 #[test]
 fn killed_at_any_moment_every_record_exactly_once() {
     let d = tmpdir("kill");
-    let arch = generate(&d, 20, 5);
+    let arch = generate(&d, 10, 5);
     let clean = d.join("clean");
     assert!(backfill(
         &["--parquet", clean.to_str().unwrap()],
@@ -564,7 +564,7 @@ fn killed_at_any_moment_every_record_exactly_once() {
     let started = std::time::Instant::now();
     loop {
         let mut child = bin()
-            .args(["backfill", "-q", "--jobs", "2", "--checkpoint-ms", "1"])
+            .args(["backfill", "-q", "--jobs", "2", "--checkpoint-ms", "10"])
             .args([
                 "--parquet",
                 ds.to_str().unwrap(),
