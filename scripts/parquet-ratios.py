@@ -14,6 +14,7 @@ ARCHIVE defaults to the 300 MB generated archive (seed 1) under /tmp, made
 when missing. Needs DuckDB's Python package (pip install duckdb).
 """
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -43,19 +44,28 @@ COPY = f"""COPY (
 ) TO '{theirs}' (FORMAT parquet, PARTITION_BY (format, date), COMPRESSION zstd)"""
 
 
+def cpu():
+    """CPU seconds (user + system) of this process and its children so far."""
+    c = resource.getrusage(resource.RUSAGE_CHILDREN)
+    s = resource.getrusage(resource.RUSAGE_SELF)
+    return c.ru_utime + c.ru_stime + s.ru_utime + s.ru_stime
+
+
 def run_ours():
     shutil.rmtree(ours, ignore_errors=True)
-    t = time.perf_counter()
+    c, t = cpu(), time.perf_counter()
     subprocess.run([BIN, "backfill", "-q", "--parquet", ours, ARCH], check=True)
+    cpu_a.append(cpu() - c)
     return time.perf_counter() - t
 
 
 def run_theirs():
     shutil.rmtree(theirs, ignore_errors=True)
-    t = time.perf_counter()
+    c, t = cpu(), time.perf_counter()
     subprocess.run([BIN, "backfill", "-q", "-o", nd, ARCH], check=True)
     t_nd = time.perf_counter() - t
     duckdb.connect().execute(COPY)
+    cpu_b.append(cpu() - c)
     return time.perf_counter() - t, t_nd
 
 
@@ -70,7 +80,7 @@ def files(path):
     return sum(len(fs) for _, _, fs in os.walk(path))
 
 
-a, b, b_nd = [], [], []
+a, b, b_nd, cpu_a, cpu_b = [], [], [], [], []
 for i in range(ROUNDS):
     if i % 2 == 0:
         a.append(run_ours())
@@ -86,6 +96,8 @@ print(f"archive: {ARCH} ({size(ARCH) / 1e6:.1f} MB), {ROUNDS} rounds, medians, a
 print(f"backfill --parquet:                       {med(a):7.2f} s   (runs: {', '.join(f'{x:.2f}' for x in a)})")
 print(f"backfill -o + DuckDB COPY PARTITION_BY:   {med(b):7.2f} s   (of which backfill -o {med(b_nd):.2f} s; runs: {', '.join(f'{x:.2f}' for x in b)})")
 print(f"ratio (the two-step way / --parquet):     {med(b) / med(a):7.2f}x")
+print(f"CPU seconds (user + sys): --parquet {med(cpu_a):.2f}, the two-step way {med(cpu_b):.2f} "
+      f"({med(cpu_b) / med(cpu_a):.2f}x); machine load average at the start: {os.getloadavg()[0]:.2f}")
 
 rows = duckdb.sql(
     f"SELECT count(*) FROM read_parquet('{ours}/**/*.parquet', hive_partitioning = true)").fetchall()[0][0]

@@ -45,6 +45,7 @@ use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::metadata::SortingColumn;
 use parquet::file::properties::WriterProperties;
+use parquet::schema::types::ColumnPath;
 
 pub use crate::archive::Shard;
 use crate::error::{Error, ErrorKind};
@@ -66,6 +67,17 @@ pub const ROW_GROUP_ROWS: usize = 122_880;
 pub const NULL_DATE: &str = "__HIVE_DEFAULT_PARTITION__";
 /// The zstd level of every column.
 const ZSTD_LEVEL: i32 = 3;
+/// Columns written without a dictionary (see [`ParquetDataset::create`]).
+const UNIQUE_COLUMNS: [&str; 8] = [
+    "key",
+    "text",
+    "id",
+    "parent_id",
+    "byte",
+    "tool_call_id",
+    "message_id",
+    "request_id",
+];
 
 /// The dataset's schema: every field of the NDJSON record, typed (usage as
 /// `usage_*` columns, as in the store). `format` and `date` are the
@@ -352,8 +364,13 @@ impl ParquetDataset {
                     })
                     .collect(),
             ))
-            .set_created_by(concat!("mem-ingest ", env!("CARGO_PKG_VERSION")).to_owned())
-            .build();
+            .set_created_by(concat!("mem-ingest ", env!("CARGO_PKG_VERSION")).to_owned());
+        // Columns of a value a row or nearly (texts, keys, ids): no
+        // dictionary, which would be built and then given up on every part.
+        let props = UNIQUE_COLUMNS.iter().fold(props, |p, c| {
+            p.set_column_dictionary_enabled(ColumnPath::from(*c), false)
+        });
+        let props = props.build();
         ParquetDataset {
             dir,
             shard,
