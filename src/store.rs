@@ -23,8 +23,15 @@
 //!   `first_timestamp`, `last_timestamp`, `parent_session`, `records`), and
 //!   `session_files` (`session`, `file`): a session can span several files.
 //! - `checkpoint_meta`, `checkpoint_files`, `checkpoint_fingerprints`,
-//!   `checkpoint_joins`: the engine's checkpoint as rows, appended or
-//!   updated by each commit, never one blob rewritten.
+//!   `checkpoint_joins`, `checkpoint_responses` (the kept copy of each
+//!   usage-bearing response, by its index `seq`, see [`crate::usage`]):
+//!   the engine's checkpoint as rows, appended or updated by each commit,
+//!   never one blob rewritten.
+//!
+//! Version 1 kept the responses as one value (`checkpoint_meta`, name
+//! `responses`), rewritten by each commit; a backfill into a version 1
+//! store moves it to `checkpoint_responses` in the transaction that sets
+//! version 2.
 //!
 //! # Row identity
 //!
@@ -49,7 +56,7 @@ use crate::sink::{Encoder, Place, Sink};
 
 /// The schema version this mem-ingest writes (`PRAGMA user_version`).
 /// Stores of earlier versions are migrated in place; newer ones refused.
-pub const SCHEMA_VERSION: i64 = 1;
+pub const SCHEMA_VERSION: i64 = 2;
 
 /// The schema of version [`SCHEMA_VERSION`], as SQL (for tools that build the
 /// same tables: the store's floor in `examples/store_floor.rs`).
@@ -144,9 +151,14 @@ CREATE TABLE checkpoint_joins (
     a TEXT NOT NULL,
     b TEXT NOT NULL
 );
+CREATE TABLE checkpoint_responses (
+    seq INTEGER PRIMARY KEY,
+    response BLOB NOT NULL
+);
 "#;
 
-/// Tables of our schema: a store holding others is someone else's.
+/// Tables of our schema in every version: a store without them is someone
+/// else's.
 const TABLES: [&str; 8] = [
     "records",
     "records_fts",
@@ -158,9 +170,42 @@ const TABLES: [&str; 8] = [
     "checkpoint_joins",
 ];
 
-/// Migrations: entry `n` takes a store of version `n + 1` to `n + 2`.
-/// Version 1 is the first: none yet.
-const MIGRATIONS: [&str; 0] = [];
+/// Brings a store of schema version `from` to [`SCHEMA_VERSION`], each
+/// step in a transaction of its own that sets the version it reaches.
+fn migrate(conn: &Connection, from: i64) -> rusqlite::Result<Result<(), String>> {
+    if from < 2 {
+        // Version 2: the usage responses as one row each.
+        let tx = conn.unchecked_transaction()?;
+        tx.execute_batch(
+            "CREATE TABLE checkpoint_responses (
+                seq INTEGER PRIMARY KEY,
+                response BLOB NOT NULL
+            );",
+        )?;
+        let one: Option<Vec<u8>> = tx
+            .query_row(
+                "SELECT value FROM checkpoint_meta WHERE name = 'responses'",
+                [],
+                |r| r.get(0),
+            )
+            .optional()?;
+        let rows = match crate::archive::response_rows(&one.unwrap_or_default()) {
+            Ok(r) => r,
+            Err(e) => return Ok(Err(e)),
+        };
+        {
+            let mut st =
+                tx.prepare("INSERT INTO checkpoint_responses (seq, response) VALUES (?1, ?2)")?;
+            for (i, r) in rows.iter().enumerate() {
+                st.execute(params![i as i64, r])?;
+            }
+        }
+        tx.execute("DELETE FROM checkpoint_meta WHERE name = 'responses'", [])?;
+        tx.pragma_update(None, "user_version", 2)?;
+        tx.commit()?;
+    }
+    Ok(Ok(()))
+}
 
 const UPSERT: &str = "INSERT INTO records (key, row_id, format, project, session, file, source,
     line, byte, id, parent_id, entry, role, kinds, timestamp, text, provider, model,
@@ -413,12 +458,8 @@ impl SqliteStore {
                 ))
             }
             v => {
-                for (i, step) in MIGRATIONS.iter().enumerate().skip((v - 1) as usize) {
-                    conn.execute_batch(&format!(
-                        "BEGIN; {step} PRAGMA user_version = {}; COMMIT;",
-                        i + 2
-                    ))
-                    .map_err(|e| failed(&path, e))?;
+                if let Err(e) = migrate(&conn, v).map_err(|e| failed(&path, e))? {
+                    return Err(refused(&path, format!("holds a damaged checkpoint: {e}")));
                 }
             }
         }
@@ -589,13 +630,16 @@ impl SqliteStore {
                  ON CONFLICT (name) DO UPDATE SET value = excluded.value",
             )?
             .execute([&options])?;
-        // The usage responses, one value rewritten (see `crate::usage`).
-        self.conn
-            .prepare_cached(
-                "INSERT INTO checkpoint_meta (name, value) VALUES ('responses', ?1)
-                 ON CONFLICT (name) DO UPDATE SET value = excluded.value",
-            )?
-            .execute([cp.encoded_responses()])?;
+        // The usage responses added or replaced, a row each.
+        {
+            let mut st = self.conn.prepare_cached(
+                "INSERT INTO checkpoint_responses (seq, response) VALUES (?1, ?2)
+                 ON CONFLICT (seq) DO UPDATE SET response = excluded.response",
+            )?;
+            for (i, r) in cp.changed_responses() {
+                st.execute(params![i, r])?;
+            }
+        }
         for (path, f) in cp.changed_files() {
             match f {
                 Some(f) => {
@@ -649,15 +693,23 @@ impl SqliteStore {
             Err(e) => return Ok(Some(Err(format!("damaged checkpoint options ({e})")))),
         };
         let mut st = State::new(options);
-        let responses: Option<Vec<u8>> = self
+        let responses: Vec<(i64, Vec<u8>)> = self
             .conn
-            .query_row(
-                "SELECT value FROM checkpoint_meta WHERE name = 'responses'",
-                [],
-                |r| r.get(0),
-            )
-            .optional()?;
-        st.set_encoded_responses(responses.unwrap_or_default());
+            .prepare("SELECT seq, response FROM checkpoint_responses ORDER BY seq")?
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+            .collect::<Result<_, _>>()?;
+        // Each row is the response of its index: a gap would shift the
+        // ones after it.
+        if let Some((at, (seq, _))) = responses
+            .iter()
+            .enumerate()
+            .find(|(i, (seq, _))| *seq != *i as i64)
+        {
+            return Ok(Some(Err(format!(
+                "damaged usage responses (row {at} has seq {seq})"
+            ))));
+        }
+        st.set_response_rows(responses.into_iter().map(|(_, r)| r));
         let mut files = self
             .conn
             .prepare("SELECT path, state FROM checkpoint_files")?;
@@ -901,13 +953,11 @@ pub fn search(path: &Path, s: &Search) -> Result<Vec<Hit>, Error> {
     let version: i64 = conn
         .pragma_query_value(None, "user_version", |r| r.get(0))
         .map_err(|e| refused(path, format!("is not a readable SQLite database ({e})")))?;
-    if version != SCHEMA_VERSION {
+    // Versions 1 and 2 differ in the checkpoint's tables only.
+    if !(1..=SCHEMA_VERSION).contains(&version) {
         return Err(refused(
             path,
-            format!(
-                "has schema version {version}; search reads {SCHEMA_VERSION} (a backfill into it \
-                 migrates an older one)"
-            ),
+            format!("has schema version {version}; search reads 1 to {SCHEMA_VERSION}"),
         ));
     }
     let mut filters = String::new();

@@ -83,6 +83,8 @@ pub struct Responses {
     exact: HashMap<u64, Vec<u32>>,
     /// Hash of (message id, session).
     by_message: HashMap<u64, Vec<u32>>,
+    /// Indexes of `kept` added or replaced since [`Responses::saved`].
+    changed: Vec<u32>,
 }
 
 fn hash_of(parts: &[Option<&str>]) -> u64 {
@@ -98,7 +100,23 @@ impl Responses {
         for r in kept {
             t.insert(r);
         }
+        t.changed.clear();
         t
+    }
+
+    /// Indexes into [`Responses::kept`] of the copies added or replaced
+    /// since the last [`Responses::saved`], ascending: what a checkpoint
+    /// kept as one row per response writes.
+    pub fn changed(&self) -> Vec<u32> {
+        let mut c = self.changed.clone();
+        c.sort_unstable();
+        c.dedup();
+        c
+    }
+
+    /// The changes so far are saved.
+    pub fn saved(&mut self) {
+        self.changed.clear();
     }
 
     /// The kept copies, in the order first seen.
@@ -121,13 +139,14 @@ impl Responses {
             self.exact.entry(exact).or_default().push(i);
             self.by_message.entry(by).or_default().push(i);
         }
+        self.changed.push(i);
         self.kept.push(r);
     }
 
     /// Adds one copy (see the module's rules).
     pub fn add(&mut self, r: Response) {
         let Some(m) = r.message_id.as_deref() else {
-            self.kept.push(r);
+            self.insert(r);
             return;
         };
         let found = self
@@ -174,6 +193,7 @@ impl Responses {
                             list.push(i);
                         }
                     }
+                    self.changed.push(i);
                     self.kept[i as usize] = r;
                 }
             }

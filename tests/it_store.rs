@@ -294,7 +294,7 @@ fn files_that_are_not_our_store_are_refused_untouched() {
     for (db, says) in [
         (&text, "is not a SQLite database"),
         (&other, "is a SQLite database of another schema"),
-        (&newer, "has schema version 99; this mem-ingest writes 1"),
+        (&newer, "has schema version 99; this mem-ingest writes 2"),
     ] {
         let before = sha256(db);
         let out = backfill_db(db, &[&s]);
@@ -654,7 +654,14 @@ fn real_clients_read_the_documented_schema() {
         ),
         "id,format,project,first_timestamp,last_timestamp,parent_session,records"
     );
-    assert_eq!(sqlite3(&db, "PRAGMA user_version"), "1");
+    assert_eq!(sqlite3(&db, "PRAGMA user_version"), "2");
+    assert_eq!(
+        sqlite3(
+            &db,
+            "SELECT group_concat(name, ',') FROM pragma_table_info('checkpoint_responses')"
+        ),
+        "seq,response"
+    );
     // The sqlite3 shell queries the index.
     assert_eq!(
         sqlite3(
@@ -693,31 +700,151 @@ print(hits[0][0], usage > 0, ",".join(sorted(kinds)))
     fs::remove_dir_all(d).unwrap();
 }
 
-/// The store of each schema version, checked in (`fixtures/store-v1.sqlite`:
-/// `backfill --db` over `fixtures/hand-built.jsonl`): opened and brought to
-/// this version in place, its rows kept; a copy of the session is new to it
-/// and adds nothing; appended lines add exactly their rows.
+/// The store of each schema version, checked in (`fixtures/store-v1.sqlite`,
+/// `fixtures/store-v2.sqlite`: `backfill --db` over
+/// `fixtures/hand-built.jsonl`): opened and brought to this version in
+/// place, its rows kept; a copy of the session is new to it and adds
+/// nothing; appended lines add exactly their rows.
 #[test]
 fn the_checked_in_stores_are_migrated_and_go_on() {
-    let d = tmpdir("migrate");
+    for version in 1..=2 {
+        let d = tmpdir(&format!("migrate-{version}"));
+        let db = d.join("store.db");
+        fs::copy(fixtures().join(format!("store-v{version}.sqlite")), &db).unwrap();
+        assert_eq!(sqlite3(&db, "PRAGMA user_version"), version.to_string());
+        assert_eq!(count(&db), 22);
+        let s = d.join("hand-built.jsonl");
+        fs::copy(fixtures().join("hand-built.jsonl"), &s).unwrap();
+        let out = backfill_db(&db, &[&s]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(sqlite3(&db, "PRAGMA user_version"), "2");
+        assert_eq!(count(&db), 22);
+        append(&s, &user_line("after-1", "after the migration"));
+        assert!(backfill_db(&db, &[&s]).status.success());
+        assert_eq!(count(&db), 23);
+        assert_eq!(sqlite3(&db, "PRAGMA integrity_check"), "ok");
+        fs::remove_dir_all(d).unwrap();
+    }
+}
+
+/// `tests/data/claude-usage.jsonl`, a Claude Code session of three usage
+/// responses (one streamed as two lines, one without a request id).
+fn claude_usage() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/claude-usage.jsonl")
+}
+
+/// A later copy of `msg_01C` (no request id: the same response within the
+/// session) with more output tokens than the file's.
+const MSG_01C_AGAIN: &str = r#"{"parentUuid":"c7","isSidechain":false,"cwd":"/tmp/claude-fixture","sessionId":"fx-claude-1","type":"assistant","uuid":"c8","timestamp":"2026-03-02T09:01:08.000Z","message":{"id":"msg_01C","type":"message","role":"assistant","model":"claude-sonnet-4-5-20250929","content":[{"type":"text","text":"Fixed, and tested."}],"stop_reason":"end_turn","usage":{"input_tokens":5,"output_tokens":9}},"costUSD":0.25}
+"#;
+
+/// The store of schema version 1 that kept the usage responses as one
+/// value (`fixtures/store-v1-claude.sqlite`: the release before over
+/// `claude-usage.jsonl`): the backfill that migrates it moves them to one
+/// row each, drops the value, and sets version 2; a copy of the session
+/// adds nothing; a later copy of one response with more usage rewrites
+/// that response's row alone.
+#[test]
+fn a_version_1_store_moves_its_responses_to_rows() {
+    let d = tmpdir("responses-v1");
     let db = d.join("v1.db");
-    fs::copy(fixtures().join("store-v1.sqlite"), &db).unwrap();
+    fs::copy(fixtures().join("store-v1-claude.sqlite"), &db).unwrap();
+    let meta = "SELECT count(*) FROM checkpoint_meta WHERE name = 'responses'";
     assert_eq!(sqlite3(&db, "PRAGMA user_version"), "1");
-    assert_eq!(count(&db), 22);
-    let s = d.join("hand-built.jsonl");
-    fs::copy(fixtures().join("hand-built.jsonl"), &s).unwrap();
+    assert_eq!(sqlite3(&db, meta), "1");
+    let s = d.join("claude-usage.jsonl");
+    fs::copy(claude_usage(), &s).unwrap();
     let out = backfill_db(&db, &[&s]);
     assert!(
         out.status.success(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert_eq!(sqlite3(&db, "PRAGMA user_version"), "1");
-    assert_eq!(count(&db), 22);
-    append(&s, &user_line("after-1", "after the migration"));
+    assert_eq!(sqlite3(&db, "PRAGMA user_version"), "2");
+    assert_eq!(sqlite3(&db, meta), "0");
+    assert_eq!(count(&db), 7);
+    let rows = || {
+        sqlite3(
+            &db,
+            "SELECT seq, hex(response) FROM checkpoint_responses ORDER BY seq",
+        )
+    };
+    let before = rows();
+    let seqs: Vec<&str> = before.lines().map(|l| &l[..l.find('|').unwrap()]).collect();
+    assert_eq!(seqs, ["0", "1", "2"]);
+    append(&s, MSG_01C_AGAIN);
     assert!(backfill_db(&db, &[&s]).status.success());
-    assert_eq!(count(&db), 23);
+    assert_eq!(count(&db), 8);
+    let after = rows();
+    let (b, a): (Vec<&str>, Vec<&str>) = (before.lines().collect(), after.lines().collect());
+    assert_eq!(a.len(), 3);
+    assert_eq!(a[..2], b[..2]);
+    assert_ne!(a[2], b[2]);
     assert_eq!(sqlite3(&db, "PRAGMA integrity_check"), "ok");
+    // A row gone would shift the responses after it: the checkpoint is
+    // damaged, said so, and the store left as it is.
+    sqlite3(&db, "DELETE FROM checkpoint_responses WHERE seq = 1");
+    let hash = sha256(&db);
+    let out = backfill_db(&db, &[&s]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("damaged usage responses (row 1 has seq 2)"),
+        "{err}"
+    );
+    assert_eq!(sha256(&db), hash);
+    fs::remove_dir_all(d).unwrap();
+}
+
+/// Usage counts once per response across runs into a store, as into a
+/// state: the provisional line read first is replaced by the final one
+/// read in the next run, an unchanged re-run counts the same, and each
+/// equals a fresh `stats` of the whole file; the store holds one row per
+/// response.
+#[test]
+fn a_store_counts_each_response_once_across_runs() {
+    use mem_ingest::archive::Archive;
+    use mem_ingest::format::{Claude, Format};
+    use mem_ingest::store::SqliteStore;
+    use std::sync::Arc;
+    let d = tmpdir("responses-runs");
+    let s = d.join("claude-usage.jsonl");
+    let all = fs::read_to_string(claude_usage()).unwrap();
+    let lines: Vec<&str> = all.split_inclusive('\n').collect();
+    fs::write(&s, lines[..2].concat()).unwrap();
+    let db = d.join("s.db");
+    let formats: Vec<Arc<dyn Format>> = vec![Arc::new(Claude)];
+    let backfill = || {
+        let mut store = SqliteStore::open(&db).unwrap();
+        Archive::builder()
+            .path(&s)
+            .formats(formats.clone())
+            .build()
+            .backfill(&mut store)
+            .unwrap()
+    };
+    // msg_01A's first, provisional line: 10 + 1 + 100.
+    assert_eq!(backfill().report.usage.total_tokens, 111);
+    fs::write(&s, &all).unwrap();
+    let second = backfill();
+    // msg_01A final (10 + 25 + 100 + 50), msg_01B (28), msg_01C (8).
+    assert_eq!(second.report.usage.total_tokens, 185 + 28 + 8);
+    let third = backfill();
+    assert_eq!((third.written, third.unchanged), (0, 1));
+    assert_eq!(third.report.usage, second.report.usage);
+    assert_eq!(third.report.by_model, second.report.by_model);
+    let fresh = stats(&[&s]);
+    assert_eq!(fresh["usage"]["total_tokens"], 221);
+    assert_eq!(fresh["usage"]["cost"], 0.25);
+    assert_eq!(third.report.usage.cost, 0.25);
+    assert_eq!(
+        sqlite3(&db, "SELECT count(*) FROM checkpoint_responses"),
+        "3"
+    );
     fs::remove_dir_all(d).unwrap();
 }
 

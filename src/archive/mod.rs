@@ -74,10 +74,10 @@ pub use plan::PART_BYTES;
 pub use run::{SkipAt, Summary};
 pub use shard::{fnv1a, shard_of, Shard};
 pub use state::{
-    lock_file, Checkpoint, CheckpointStore, FileState, Identity, LineageState, Lock, OutputOptions,
-    OutputState, State, StateFile, RECORD_FORMAT, STATE_VERSION,
+    lock_file, response_rows, Checkpoint, CheckpointStore, FileState, Identity, LineageState, Lock,
+    OutputOptions, OutputState, State, StateFile, RECORD_FORMAT, STATE_VERSION,
 };
-pub use stats::{FailureLine, ModelLine, ProjectLine, Roles, SkipLine, Stats};
+pub use stats::{FailureLine, ModelLine, ProjectLine, Roles, SkipLine, SourceStats, Stats};
 
 /// Reports how far a run is, for a progress bar. Called from worker threads.
 pub trait Progress: Send + Sync {

@@ -15,7 +15,7 @@ use super::plan::{self, FoundFile, Mode, Plan, PlannedFile, Task};
 use super::state::{
     self, Checkpoint, CheckpointStore, FileState, OutputOptions, OutputState, State, StateFile,
 };
-use super::stats::{FailureLine, ModelLine, ProjectLine, Roles, SkipLine, Stats};
+use super::stats::{FailureLine, ModelLine, ProjectLine, Roles, SkipLine, SourceStats, Stats};
 use super::{discover, exec, Command, Config};
 use crate::error::{Error, ErrorKind};
 use crate::format::{open_at, At, BoxedSource, Format, Input};
@@ -41,6 +41,92 @@ pub struct SkipAt {
 
 const MAX_SKIPS: usize = 1000;
 
+/// The source that usage counted once per response ([`crate::usage`],
+/// provider `anthropic`) belongs to: Claude Code's.
+const RESPONSES_SOURCE: &str = "claude";
+
+/// Per project: its sessions (distinct ids), records, tokens and cost.
+type Projects = BTreeMap<String, (HashSet<String>, u64, u64, f64)>;
+
+/// One source's share of a run: the files of one format.
+#[derive(Debug, Default, Clone)]
+struct SourceSummary {
+    files: u64,
+    files_failed: u64,
+    files_empty: u64,
+    bytes: u64,
+    report: Report,
+    by_project: Projects,
+}
+
+impl SourceSummary {
+    fn file_done(&mut self, report: &Report, header: Option<&Header>) {
+        self.files += 1;
+        self.bytes += report.bytes + report.pending;
+        self.files_empty += u64::from(report.empty);
+        let pending = self.report.pending + report.pending;
+        self.report.merge(report);
+        self.report.pending = pending;
+        if let Some(h) = header {
+            add_to_project(&mut self.by_project, h, report);
+        }
+    }
+}
+
+/// Adds a file's records, tokens and cost, and its session, to its project.
+fn add_to_project(projects: &mut Projects, h: &Header, report: &Report) {
+    // Keys are cloned only when new: this runs for every file.
+    if !projects.contains_key(&h.cwd) {
+        projects.insert(h.cwd.clone(), Default::default());
+    }
+    let e = projects.get_mut(&h.cwd).expect("inserted");
+    if !e.0.contains(&h.id) {
+        e.0.insert(h.id.clone());
+    }
+    e.1 += report.records;
+    e.2 += report.usage.total_tokens;
+    e.3 += report.usage.cost;
+}
+
+/// Adds a kept response's tokens and cost to its project.
+fn add_response_to_project(projects: &mut Projects, r: &crate::usage::Response) {
+    if !projects.contains_key(&r.project) {
+        projects.insert(r.project.clone(), Default::default());
+    }
+    let e = projects.get_mut(&r.project).expect("inserted");
+    e.2 = e.2.saturating_add(r.usage.total_tokens);
+    e.3 += r.usage.cost;
+}
+
+/// The models of a report, sorted by provider and model.
+fn model_lines(r: &Report) -> Vec<ModelLine> {
+    let mut by_model: Vec<ModelLine> = r
+        .by_model
+        .iter()
+        .map(|m| ModelLine {
+            provider: m.provider.clone(),
+            model: m.model.clone(),
+            messages: m.messages,
+            usage: m.usage,
+        })
+        .collect();
+    by_model.sort_by(|a, b| (&a.provider, &a.model).cmp(&(&b.provider, &b.model)));
+    by_model
+}
+
+fn project_lines(projects: &Projects) -> Vec<ProjectLine> {
+    projects
+        .iter()
+        .map(|(p, (sessions, records, tokens, cost))| ProjectLine {
+            project: p.clone(),
+            sessions: sessions.len() as u64,
+            records: *records,
+            total_tokens: *tokens,
+            cost: *cost,
+        })
+        .collect()
+}
+
 /// Everything a run found, aggregated in archive order.
 #[derive(Debug, Default)]
 pub struct Summary {
@@ -60,7 +146,17 @@ pub struct Summary {
     pub report: Report,
     /// Per project: its sessions (distinct ids: a history written twice
     /// into two files is one session), records, tokens and cost.
-    by_project: BTreeMap<String, (HashSet<String>, u64, u64, f64)>,
+    by_project: Projects,
+    /// The source (format name) of every file so far, while they are of
+    /// one: the totals are its counts, and `by_source` stays empty (a run
+    /// over one agent's archive adds up nothing twice).
+    only_source: Option<&'static str>,
+    /// Failures of PATHs that could not be listed (of no source).
+    unlisted: u64,
+    /// The same counts for each source (format name) that had a file, the
+    /// failures of its files included; once files of a second source
+    /// came.
+    by_source: BTreeMap<&'static str, SourceSummary>,
     /// Files and PATHs that failed, with why.
     pub failures: Vec<(String, String)>,
     /// The first skipped lines, with their files.
@@ -84,14 +180,67 @@ pub struct Summary {
 }
 
 impl Summary {
-    fn fail(&mut self, path: &Path, size: u64, error: String) {
+    fn fail(&mut self, path: &Path, size: u64, error: String, source: Option<&'static str>) {
+        // Its source first: the totals split before they count this file.
+        match source {
+            None => self.unlisted += 1,
+            Some(s) => {
+                if let Some(s) = self.source(s) {
+                    s.files += 1;
+                    s.files_failed += 1;
+                    s.bytes += size;
+                }
+            }
+        }
         self.files += 1;
         self.files_failed += 1;
         self.bytes += size;
         self.failures.push((path.display().to_string(), error));
     }
 
-    fn file_done(&mut self, path: &Path, report: &Report, header: Option<&Header>) {
+    /// The totals as one source's: without the PATHs that could not be
+    /// listed.
+    fn as_source(&self) -> SourceSummary {
+        SourceSummary {
+            files: self.files - self.unlisted,
+            files_failed: self.files_failed - self.unlisted,
+            files_empty: self.files_empty,
+            bytes: self.bytes,
+            report: self.report.clone(),
+            by_project: self.by_project.clone(),
+        }
+    }
+
+    /// Where a file of `source` is counted besides the totals: nowhere
+    /// while every file is of one source; else its source's counts (the
+    /// first source's split from the totals when a second one comes).
+    fn source(&mut self, source: &'static str) -> Option<&mut SourceSummary> {
+        if self.by_source.is_empty() {
+            match self.only_source {
+                None => {
+                    self.only_source = Some(source);
+                    return None;
+                }
+                Some(only) if only == source => return None,
+                Some(only) => {
+                    let first = self.as_source();
+                    self.by_source.insert(only, first);
+                }
+            }
+        }
+        Some(self.by_source.entry(source).or_default())
+    }
+
+    fn file_done(
+        &mut self,
+        path: &Path,
+        report: &Report,
+        header: Option<&Header>,
+        source: &'static str,
+    ) {
+        if let Some(s) = self.source(source) {
+            s.file_done(report, header);
+        }
         self.files += 1;
         self.bytes += report.bytes + report.pending;
         self.files_empty += u64::from(report.empty);
@@ -110,51 +259,51 @@ impl Summary {
                 }));
         }
         if let Some(h) = header {
-            // Keys are cloned only when new: this runs for every file.
-            if !self.by_project.contains_key(&h.cwd) {
-                self.by_project.insert(h.cwd.clone(), Default::default());
-            }
-            let e = self.by_project.get_mut(&h.cwd).expect("inserted");
-            if !e.0.contains(&h.id) {
-                e.0.insert(h.id.clone());
-            }
-            e.1 += report.records;
-            e.2 += report.usage.total_tokens;
-            e.3 += report.usage.cost;
+            add_to_project(&mut self.by_project, h, report);
         }
     }
 
     /// Adds the usage of the kept responses (see [`crate::usage`]), in the
     /// order first seen: to the totals, by model (provider `anthropic`;
-    /// one message per response) and to their files' projects.
+    /// one message per response) and to their files' projects, in total
+    /// and in Claude Code's source.
     fn add_responses(&mut self, responses: &Responses) {
+        if responses.kept().is_empty() {
+            return;
+        }
+        let mut source = self.source(RESPONSES_SOURCE).map(std::mem::take);
         for r in responses.kept() {
+            let model = r.model.as_deref();
             self.report
-                .add_usage(Some("anthropic"), r.model.as_deref(), &r.usage, true);
-            if !self.by_project.contains_key(&r.project) {
-                self.by_project
-                    .insert(r.project.clone(), Default::default());
+                .add_usage(Some("anthropic"), model, &r.usage, true);
+            add_response_to_project(&mut self.by_project, r);
+            if let Some(s) = source.as_mut() {
+                s.report.add_usage(Some("anthropic"), model, &r.usage, true);
+                add_response_to_project(&mut s.by_project, r);
             }
-            let e = self.by_project.get_mut(&r.project).expect("inserted");
-            e.2 = e.2.saturating_add(r.usage.total_tokens);
-            e.3 += r.usage.cost;
+        }
+        if let Some(s) = source {
+            self.by_source.insert(RESPONSES_SOURCE, s);
         }
     }
 
-    /// The stats of the run, in the pinned JSON shape.
+    /// The stats of the run, in the pinned JSON shape: `by_source` only
+    /// when a file of a source other than pi was counted (a pi archive's
+    /// stats keep the shape they had before other formats).
     pub fn to_stats(&self) -> Stats {
         let r = &self.report;
-        let mut by_model: Vec<ModelLine> = r
-            .by_model
-            .iter()
-            .map(|m| ModelLine {
-                provider: m.provider.clone(),
-                model: m.model.clone(),
-                messages: m.messages,
-                usage: m.usage,
-            })
-            .collect();
-        by_model.sort_by(|a, b| (&a.provider, &a.model).cmp(&(&b.provider, &b.model)));
+        let by_source = match self.only_source {
+            _ if !self.by_source.is_empty() => Some(
+                self.by_source
+                    .iter()
+                    .map(|(name, s)| ((*name).to_owned(), s.to_stats()))
+                    .collect(),
+            ),
+            Some(only) if only != "pi" => {
+                Some([(only.to_owned(), self.as_source().to_stats())].into())
+            }
+            _ => None,
+        };
         Stats {
             files: self.files,
             files_failed: self.files_failed,
@@ -169,18 +318,8 @@ impl Summary {
             roles: Roles::from_counts(&r.roles),
             entries: r.entries.iter().map(|(k, n)| (k.to_owned(), n)).collect(),
             usage: r.usage,
-            by_model,
-            by_project: self
-                .by_project
-                .iter()
-                .map(|(p, (sessions, records, tokens, cost))| ProjectLine {
-                    project: p.clone(),
-                    sessions: sessions.len() as u64,
-                    records: *records,
-                    total_tokens: *tokens,
-                    cost: *cost,
-                })
-                .collect(),
+            by_model: model_lines(r),
+            by_project: project_lines(&self.by_project),
             failures: self
                 .failures
                 .iter()
@@ -199,6 +338,32 @@ impl Summary {
                     reason: s.reason.clone(),
                 })
                 .collect(),
+            by_source,
+        }
+    }
+}
+
+impl SourceSummary {
+    /// Its stats: the run's shape without the failures and skips (each
+    /// names its file, in the run's lists).
+    fn to_stats(&self) -> SourceStats {
+        let r = &self.report;
+        SourceStats {
+            files: self.files,
+            files_failed: self.files_failed,
+            files_empty: self.files_empty,
+            bytes: self.bytes,
+            lines: r.lines,
+            records: r.records,
+            skipped: r.skipped,
+            repaired: r.repaired,
+            deduplicated: r.deduplicated,
+            pending: r.pending,
+            roles: Roles::from_counts(&r.roles),
+            entries: r.entries.iter().map(|(k, n)| (k.to_owned(), n)).collect(),
+            usage: r.usage,
+            by_model: model_lines(r),
+            by_project: project_lines(&self.by_project),
         }
     }
 }
@@ -285,8 +450,6 @@ struct Ctx<'r, S: Sink> {
     wrote: bool,
     /// Usage by response across the archive, restored from the state.
     responses: Responses,
-    /// `responses` changed since the state was loaded or last saved.
-    responses_changed: bool,
 }
 
 impl<S: Sink> Ctx<'_, S> {
@@ -341,7 +504,6 @@ pub(crate) fn run<S: Sink>(cfg: &Config, command: Command, sink: &mut S) -> Resu
         dirty: false,
         wrote: false,
         responses: Responses::default(),
-        responses_changed: false,
     };
     let stateful = ctx.store().is_some();
     let mut saved = match ctx.store() {
@@ -623,9 +785,6 @@ fn checkpoint<S: Sink>(
         return Ok(());
     }
     let st = ctx.state.as_mut().expect("checked");
-    if std::mem::take(&mut ctx.responses_changed) {
-        st.set_responses(ctx.responses.kept());
-    }
     if let Some(m) = mark {
         st.output = Some(OutputState::of(m));
     }
@@ -640,6 +799,7 @@ fn checkpoint<S: Sink>(
         changed,
         state_file,
         sink,
+        responses,
         ..
     } = ctx;
     let st = state.as_mut().expect("checked");
@@ -647,6 +807,7 @@ fn checkpoint<S: Sink>(
         state: st,
         lineages: lineages.as_mut(),
         changed,
+        responses,
     };
     let saved = match state_file.as_mut() {
         Some(f) => f.save(&mut cp),
@@ -663,6 +824,7 @@ fn checkpoint<S: Sink>(
     }
     saved?;
     changed.clear();
+    responses.saved();
     if let Some(l) = lineages.as_mut() {
         l.saved();
     }
@@ -1002,7 +1164,7 @@ fn pass<S: Sink>(ctx: &mut Ctx<'_, S>) -> Result<Summary, Error> {
     };
     let Listed { found, files } = listing?;
     for (p, e) in &found.failures {
-        totals.fail(p, 0, e.clone());
+        totals.fail(p, 0, e.clone(), None);
     }
     if let Some(o) = ctx.sink.output_file() {
         refuse_output_among_inputs(o, &files, &found.dirs, &ctx.cfg.formats)?;
@@ -1056,7 +1218,7 @@ fn pass<S: Sink>(ctx: &mut Ctx<'_, S>) -> Result<Summary, Error> {
         },
         |i, res| {
             let task = &plan.tasks[i];
-            settle_files_before(&plan, task.file, &mut next_file, &mut totals);
+            settle_files_before(&plan, &cfg.formats, task.file, &mut next_file, &mut totals);
             let going = deliver(
                 ctx,
                 &plan,
@@ -1087,7 +1249,13 @@ fn pass<S: Sink>(ctx: &mut Ctx<'_, S>) -> Result<Summary, Error> {
         return Err(f);
     }
     if !totals.closed && !cfg.stop.load(Ordering::SeqCst) {
-        settle_files_before(&plan, plan.files.len(), &mut next_file, &mut totals);
+        settle_files_before(
+            &plan,
+            &ctx.cfg.formats,
+            plan.files.len(),
+            &mut next_file,
+            &mut totals,
+        );
         totals.add_responses(&ctx.responses);
     } else if let Some(a) = current.take() {
         // Stopped inside a file: the state says what was delivered of it,
@@ -1167,12 +1335,19 @@ fn key_of(f: &PlannedFile) -> String {
 
 /// Files with no task before `upto` (unchanged since the state was saved)
 /// are accounted in order, from what the state says of them.
-fn settle_files_before(plan: &Plan, upto: usize, next: &mut usize, totals: &mut Summary) {
+fn settle_files_before(
+    plan: &Plan,
+    formats: &[Arc<dyn Format>],
+    upto: usize,
+    next: &mut usize,
+    totals: &mut Summary,
+) {
     while *next < upto {
         let f = &plan.files[*next];
         if let (0, Some(p)) = (f.tasks, &f.prior) {
             totals.unchanged += 1;
-            totals.file_done(&f.path, &p.report, Some(&p.header));
+            let source = formats[f.format].name();
+            totals.file_done(&f.path, &p.report, Some(&p.header), source);
         }
         *next += 1;
     }
@@ -1265,7 +1440,6 @@ fn deliver<S: Sink>(
                 // In delivery order: the table does not depend on --jobs.
                 for r in res.report.responses.drain(..) {
                     ctx.responses.add(r);
-                    ctx.responses_changed = true;
                 }
                 match a.report.as_mut() {
                     Some(r) => r.merge(&res.report),
@@ -1313,14 +1487,19 @@ fn file_delivered<S: Sink>(
                 Mode::Reread => totals.reread += 1,
                 _ => {}
             }
-            totals.file_done(&f.path, report, a.header.as_ref());
+            totals.file_done(&f.path, report, a.header.as_ref(), format.name());
             if let (Some(st), Some(fs)) = (ctx.state.as_mut(), file_state(f, format, &a)) {
                 let key = key_of(f);
                 ctx.changed.insert(key.clone());
                 st.files.insert(key, Arc::new(fs));
             }
         }
-        (e, _) => totals.fail(&f.path, f.size(), e.clone().unwrap_or_default()),
+        (e, _) => totals.fail(
+            &f.path,
+            f.size(),
+            e.clone().unwrap_or_default(),
+            Some(format.name()),
+        ),
     }
 }
 
@@ -1723,7 +1902,6 @@ mod tests {
             dirty: false,
             wrote: false,
             responses: Responses::default(),
-            responses_changed: false,
             listed_formats: None,
         };
         let mut totals = Summary::default();

@@ -266,7 +266,9 @@ pub struct State {
     #[serde(with = "blob")]
     lineages: Vec<u8>,
     /// The kept copy of every usage-bearing response seen (see
-    /// [`crate::usage`]), in the layout's encoding; empty when none.
+    /// [`crate::usage`]), in the layout's encoding, as loaded (a run keeps
+    /// the live table itself, and a checkpoint hands it to the store);
+    /// empty when none.
     #[serde(with = "blob")]
     responses: Vec<u8>,
 }
@@ -315,20 +317,27 @@ impl State {
         Ok(wire.into_iter().map(|w| w.0).collect())
     }
 
-    /// Replaces the kept responses.
-    pub(crate) fn set_responses(&mut self, kept: &[Response]) {
-        self.responses = encode_responses(kept);
-    }
-
-    /// The kept responses in the layout's encoding (for a store that keeps
-    /// them as one value).
-    pub fn encoded_responses(&self) -> &[u8] {
-        &self.responses
-    }
-
-    /// Replaces the kept responses with ones [`State::encoded_responses`]
-    /// gave.
+    /// Replaces the kept responses with ones
+    /// [`Checkpoint::encoded_responses`] gave (a store that keeps them as
+    /// one value).
     pub fn set_encoded_responses(&mut self, b: Vec<u8>) {
+        self.responses = b;
+    }
+
+    /// Replaces the kept responses with the rows
+    /// [`Checkpoint::changed_responses`] gave, in the order of their
+    /// indexes (a store that keeps one row per response). A damaged row is
+    /// found when the run decodes them.
+    pub fn set_response_rows(&mut self, rows: impl ExactSizeIterator<Item = Vec<u8>>) {
+        if rows.len() == 0 {
+            self.responses.clear();
+            return;
+        }
+        // A postcard sequence: its length, then its elements.
+        let mut b = postcard::to_stdvec(&rows.len()).expect("a length encodes");
+        for r in rows {
+            b.extend_from_slice(&r);
+        }
         self.responses = b;
     }
 
@@ -502,6 +511,24 @@ fn encode_responses(kept: &[Response]) -> Vec<u8> {
     }
     let wire: Vec<ResponseRef<'_>> = kept.iter().map(ResponseRef).collect();
     postcard::to_stdvec(&wire).expect("responses encode")
+}
+
+/// Responses kept as one value ([`Checkpoint::encoded_responses`]) as one
+/// row each ([`Checkpoint::changed_responses`]): for a store that moves
+/// from the one to the other.
+///
+/// # Errors
+/// The value is damaged: why.
+pub fn response_rows(encoded: &[u8]) -> Result<Vec<Vec<u8>>, String> {
+    if encoded.is_empty() {
+        return Ok(Vec::new());
+    }
+    let wire: Vec<ResponseWire> =
+        postcard::from_bytes(encoded).map_err(|e| format!("damaged usage responses ({e})"))?;
+    Ok(wire
+        .iter()
+        .map(|w| postcard::to_stdvec(&ResponseRef(&w.0)).expect("a response encodes"))
+        .collect())
 }
 
 /// The layout of version 2, read and converted.
@@ -745,7 +772,9 @@ impl CheckpointStore for StateFile {
 
     fn save(&mut self, checkpoint: &mut Checkpoint<'_>) -> Result<(), Error> {
         let lineages = checkpoint.encoded_lineages();
-        save_with(&self.path, checkpoint.state, &lineages).map_err(|e| Error::io(&self.path, e))
+        let responses = checkpoint.encoded_responses();
+        save_with(&self.path, checkpoint.state, &lineages, &responses)
+            .map_err(|e| Error::io(&self.path, e))
     }
 
     fn abandon_new(&mut self) {
@@ -760,6 +789,8 @@ pub struct Checkpoint<'a> {
     /// The live lineages, once a run restored them (else the state's
     /// encoded ones are current).
     pub(crate) lineages: Option<&'a mut Lineages>,
+    /// The live usage responses.
+    pub(crate) responses: &'a crate::usage::Responses,
     /// Keys of the files whose entry changed (or went) since the last one.
     pub(crate) changed: &'a std::collections::BTreeSet<String>,
 }
@@ -770,9 +801,29 @@ impl Checkpoint<'_> {
         &self.state.options
     }
 
-    /// The kept usage responses, encoded (see [`State::encoded_responses`]).
-    pub fn encoded_responses(&self) -> &[u8] {
-        self.state.encoded_responses()
+    /// Every kept usage response, in the layout's encoding as one value
+    /// (for a store that rewrites the whole state; see
+    /// [`State::set_encoded_responses`]).
+    pub fn encoded_responses(&self) -> Vec<u8> {
+        encode_responses(self.responses.kept())
+    }
+
+    /// The kept usage responses added or replaced since the last
+    /// checkpoint, each with its index (from 0, in the order responses
+    /// were first seen; a replaced one keeps its index) and in the layout's
+    /// encoding: for a store that keeps one row per response, inserting
+    /// or replacing the row of that index (see
+    /// [`State::set_response_rows`]).
+    pub fn changed_responses(&self) -> Vec<(u32, Vec<u8>)> {
+        let kept = self.responses.kept();
+        self.responses
+            .changed()
+            .into_iter()
+            .map(|i| {
+                let r = ResponseRef(&kept[i as usize]);
+                (i, postcard::to_stdvec(&r).expect("a response encodes"))
+            })
+            .collect()
     }
 
     /// What the checkpoint covers of the output.
@@ -831,11 +882,12 @@ impl Checkpoint<'_> {
 /// fsync of the folder.
 #[cfg(test)]
 pub fn save(path: &Path, state: &State) -> io::Result<()> {
-    save_with(path, state, &state.lineages)
+    save_with(path, state, &state.lineages, &state.responses)
 }
 
-/// [`save`] with these encoded lineages instead of the state's.
-fn save_with(path: &Path, state: &State, lineages: &[u8]) -> io::Result<()> {
+/// [`save`] with these encoded lineages and responses instead of the
+/// state's.
+fn save_with(path: &Path, state: &State, lineages: &[u8], responses: &[u8]) -> io::Result<()> {
     /// The layout of [`State`], borrowed.
     #[derive(Serialize)]
     struct StateRef<'a> {
@@ -856,7 +908,7 @@ fn save_with(path: &Path, state: &State, lineages: &[u8]) -> io::Result<()> {
         output: &state.output,
         files: &state.files,
         lineages,
-        responses: &state.responses,
+        responses,
     })
     .map_err(io::Error::other)?;
     crate::atomic::write_durably(path, |f| {

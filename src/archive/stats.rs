@@ -99,4 +99,32 @@ pub struct Stats {
     pub by_project: Vec<ProjectLine>,
     pub failures: Vec<FailureLine>,
     pub skips: Vec<SkipLine>,
+    /// The same counts for each source (`pi`, `claude`, `codex`) that had
+    /// a file, by name; only when a source other than pi had one, so that
+    /// a pi archive's stats keep their shape.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub by_source: Option<BTreeMap<String, SourceStats>>,
+}
+
+/// One source's stats: the fields of [`Stats`] up to `by_project`, over
+/// that source's files (failures and skips name their files in the run's
+/// lists).
+#[derive(Debug, Clone, Serialize)]
+#[allow(missing_docs)]
+pub struct SourceStats {
+    pub files: u64,
+    pub files_failed: u64,
+    pub files_empty: u64,
+    pub bytes: u64,
+    pub lines: u64,
+    pub records: u64,
+    pub skipped: u64,
+    pub repaired: u64,
+    pub deduplicated: u64,
+    pub pending: u64,
+    pub roles: Roles,
+    pub entries: BTreeMap<String, u64>,
+    pub usage: Usage,
+    pub by_model: Vec<ModelLine>,
+    pub by_project: Vec<ProjectLine>,
 }
