@@ -45,6 +45,47 @@ fn generate(dir: &Path, mb: u32, seed: u32) -> PathBuf {
     arch
 }
 
+/// Eight lineages of pi sessions, each deduplicated within itself: a
+/// session (hand-built.jsonl under another id), a fork of it and a fork of
+/// the fork (each naming its parent's file, its first lines copies of the
+/// parent's entries, then one of its own), and a copy of the session's file
+/// in another folder (a history written twice). Files of one lineage sort
+/// apart, in folders of their own.
+fn lineages(d: &Path) -> PathBuf {
+    let root = d.join("lineages");
+    let hand = fs::read_to_string(common::fixtures().join("hand-built.jsonl")).unwrap();
+    let body: Vec<&str> = hand.lines().skip(1).collect();
+    for i in 0..8 {
+        let session = format!("lin-{i}");
+        let text = hand.replace("hand-built-0001", &session);
+        let name = format!("2026-01-0{}T00-00-00-000Z_{session}.jsonl", i % 4 + 1);
+        for dir in ["a", "z-copies"] {
+            let dir = root.join(dir).join(format!("--p{i}--"));
+            fs::create_dir_all(&dir).unwrap();
+            fs::write(dir.join(&name), &text).unwrap();
+        }
+        let mut parent = name;
+        for (depth, fork) in [(5, format!("fork-{i}")), (3, format!("fork2-{i}"))] {
+            let header = format!(
+                r#"{{"type":"session","version":3,"id":"{fork}","timestamp":"2026-01-05T00:00:00.000Z","cwd":"/tmp/p","parentSession":"/elsewhere/{parent}"}}"#
+            );
+            let mut lines = vec![header];
+            lines.extend(body.iter().take(depth).map(|l| (*l).to_owned()));
+            lines.push(
+                common::user_line(&format!("own-{fork}"), "only in the fork")
+                    .trim_end()
+                    .to_owned(),
+            );
+            let name = format!("2026-01-06T00-00-00-000Z_{fork}.jsonl");
+            let dir = root.join(format!("m-forks-{fork}"));
+            fs::create_dir_all(&dir).unwrap();
+            fs::write(dir.join(&name), lines.join("\n") + "\n").unwrap();
+            parent = name;
+        }
+    }
+    root
+}
+
 /// The inputs of most tests: the fixtures' pi sessions, one whose entries
 /// have no timestamp, and a generated archive.
 fn inputs(d: &Path) -> Vec<PathBuf> {
@@ -64,6 +105,7 @@ fn inputs(d: &Path) -> Vec<PathBuf> {
     .unwrap();
     vec![
         untimed,
+        lineages(d),
         f.join("hand-built.jsonl"),
         f.join("pi-1x.jsonl"),
         f.join("pi-classic.jsonl"),
@@ -392,6 +434,11 @@ fn shards_together_are_one_run_whatever_the_path_spelling() {
         .status
         .success());
     let want = rows_but_file(&all);
+    // The lineages deduplicate: each fork's copies, each copied file (33
+    // lines, its header a copy too).
+    let s = stats(&ins);
+    let dups = s["deduplicated"].as_u64().unwrap();
+    assert!(dups >= 8 * (33 + 5 + 3), "{dups}");
     // The archive spelled another way below its root: shards agree.
     let spelled: Vec<PathBuf> = ins
         .iter()
