@@ -6,6 +6,26 @@
 //! `date=__HIVE_DEFAULT_PARTITION__`, the partition Hive, Spark and DuckDB
 //! read as null. The schema is [`schema`] (pinned in the README).
 //!
+//! ```
+//! use mem_ingest::archive::{Archive, Shard};
+//! use mem_ingest::dataset::ParquetDataset;
+//!
+//! let dir = std::env::temp_dir().join(format!("mem-ingest-ds-doc-{}", std::process::id()));
+//! let mut ds = ParquetDataset::create(&dir, Shard::ALL)?;
+//! let summary = Archive::builder()
+//!     .path("fixtures/hand-built.jsonl")
+//!     .build()
+//!     .backfill(&mut ds)?;
+//! assert_eq!(summary.written, 22);
+//! let part = format!("part-0of1-{:016x}-000000.parquet", ds.id());
+//! assert!(ds.written()[0].starts_with("format=pi/date=2026-"));
+//! assert!(ds.written()[0].ends_with(&part));
+//! // The folder holds parts of shard 0 of 1 now: a second run is refused.
+//! assert!(ParquetDataset::create(&dir, Shard::ALL).is_err());
+//! # std::fs::remove_dir_all(&dir)?;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
 //! # Parts
 //!
 //! Records are buffered per partition and written as whole parts: sorted by
@@ -54,8 +74,8 @@ use crate::sink::{Encoder, Mark, Place, Sink};
 
 /// Rows of a part at most.
 pub const PART_ROWS: usize = 1_000_000;
-/// Bytes of a part's buffered rows at most (the estimate of
-/// [`Row::bytes`]: their strings, and 256 bytes a row).
+/// Bytes of a part's buffered rows at most (estimated: their strings, and
+/// 256 bytes a row).
 pub const PART_BYTES: usize = 128 << 20;
 /// Bytes of buffered rows of all partitions together at most: past it, the
 /// largest buffer is written as a part.
@@ -67,7 +87,8 @@ pub const ROW_GROUP_ROWS: usize = 122_880;
 pub const NULL_DATE: &str = "__HIVE_DEFAULT_PARTITION__";
 /// The zstd level of every column.
 const ZSTD_LEVEL: i32 = 3;
-/// Columns written without a dictionary (see [`ParquetDataset::create`]).
+/// Columns written without a dictionary: their values are unique per row
+/// or nearly, so a dictionary would be built and given up on every part.
 const UNIQUE_COLUMNS: [&str; 8] = [
     "key",
     "text",
