@@ -23,7 +23,10 @@
 //!
 //! Archive: many files in pi's folder layout,
 //! `DIR/--tmp-projX--/<timestamp>_<uuid>.jsonl`, sizes skewed (a few large,
-//! many small), `--total-mb` in all (default 300).
+//! many small), `--total-mb` in all (default 300). `--files N` (pi only)
+//! writes exactly N files: the same three large ones and N - 3 sizes of a
+//! wider Pareto spread scaled to fill the rest, so 500 MB in 200 files
+//! range from a few KB to tens of MB.
 
 use std::fs;
 use std::io::{self, BufWriter, Write};
@@ -864,10 +867,47 @@ fn plan_sizes(rng: &mut Rng, total: u64, overshoot: u64) -> Vec<u64> {
     sizes
 }
 
-fn write_archive(dir: &Path, total_mb: f64, seed: u64) -> io::Result<(u64, u64, Written)> {
+/// Sizes for exactly `files` files (at least 4): [`plan_sizes`]'s three
+/// large files, then `files - 3` Pareto sizes of a wider spread (alpha
+/// 0.4), each of 4 KiB to 4% of the total, scaled to fill the rest of
+/// `total`.
+fn plan_sizes_of(rng: &mut Rng, total: u64, files: usize, overshoot: u64) -> Vec<u64> {
+    let mut sizes: Vec<u64> = [10, 6, 4].iter().map(|p| total * p / 100).collect();
+    let draws: Vec<f64> = (3..files)
+        .map(|_| (1.0 - rng.unit()).powf(-1.0 / 0.4))
+        .collect();
+    let rest = (total - sizes.iter().sum::<u64>()).saturating_sub(overshoot * files as u64);
+    let cap = (total / 25).max(4096);
+    let size = |d: f64, scale: f64| ((d * scale) as u64).clamp(4096, cap);
+    // The scale at which the clamped sizes fill the rest, by bisection.
+    let (mut lo, mut hi) = (0.0f64, rest as f64);
+    for _ in 0..100 {
+        let mid = (lo + hi) / 2.0;
+        if draws.iter().map(|&d| size(d, mid)).sum::<u64>() < rest {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    sizes.extend(draws.iter().map(|&d| size(d, lo)));
+    for i in (1..sizes.len()).rev() {
+        sizes.swap(i, rng.below(i as u64 + 1) as usize);
+    }
+    sizes
+}
+
+fn write_archive(
+    dir: &Path,
+    total_mb: f64,
+    files: Option<usize>,
+    seed: u64,
+) -> io::Result<(u64, u64, Written)> {
     let mut rng = Rng::new(seed ^ 0xA2C7);
     let total = (total_mb * MB as f64) as u64;
-    let sizes = plan_sizes(&mut rng, total, 6000);
+    let sizes = match files {
+        Some(n) => plan_sizes_of(&mut rng, total, n, 6000),
+        None => plan_sizes(&mut rng, total, 6000),
+    };
     let projects = 12.min(sizes.len().max(1));
     let mut all = Written {
         bytes: 0,
@@ -900,7 +940,7 @@ fn write_archive(dir: &Path, total_mb: f64, seed: u64) -> io::Result<(u64, u64, 
     Ok((sizes.len() as u64, projects as u64, all))
 }
 
-const USAGE: &str = "usage: gen-corpus [--format pi|claude|codex] [--size-mb N] [--seed S] OUT.jsonl\n       gen-corpus [--format pi|claude|codex] --archive DIR [--total-mb N] [--seed S]";
+const USAGE: &str = "usage: gen-corpus [--format pi|claude|codex] [--size-mb N] [--seed S] OUT.jsonl\n       gen-corpus [--format pi|claude|codex] --archive DIR [--total-mb N] [--seed S]\n       gen-corpus --archive DIR [--total-mb N] --files N [--seed S]";
 
 /// What `--format` asks for.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -916,6 +956,7 @@ enum Format {
 fn main() -> ExitCode {
     let mut size_mb = 100.0;
     let mut total_mb = 300.0;
+    let mut files: Option<usize> = None;
     let mut seed = 1u64;
     let mut format = Format::Pi;
     let mut archive: Option<PathBuf> = None;
@@ -934,6 +975,13 @@ fn main() -> ExitCode {
                     total_mb = val("--total-mb")?.parse().map_err(|e| format!("{e}"))?
                 }
                 "--seed" => seed = val("--seed")?.parse().map_err(|e| format!("{e}"))?,
+                "--files" => {
+                    let n: usize = val("--files")?.parse().map_err(|e| format!("{e}"))?;
+                    if n < 4 {
+                        return Err("--files needs at least 4".into());
+                    }
+                    files = Some(n);
+                }
                 "--format" => {
                     format = match val("--format")?.as_str() {
                         "pi" => Format::Pi,
@@ -958,6 +1006,9 @@ fn main() -> ExitCode {
         }
     }
     let t = std::time::Instant::now();
+    if files.is_some() && (format != Format::Pi || archive.is_none()) {
+        return fail("--files is for a pi archive (--archive DIR)");
+    }
     if format == Format::Codex {
         let Some(dir) = archive.filter(|_| out.is_none()) else {
             return fail("--format codex writes an archive: give --archive DIR");
@@ -985,7 +1036,7 @@ fn main() -> ExitCode {
         };
     }
     match (archive, out) {
-        (Some(dir), None) => match write_archive(&dir, total_mb, seed) {
+        (Some(dir), None) => match write_archive(&dir, total_mb, files, seed) {
             Ok((files, projects, w)) => {
                 eprintln!(
                     "gen-corpus: {} files in {} projects, {:.1} MB, {} lines, {} images, in {:.1}s",

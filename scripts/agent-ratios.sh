@@ -1,0 +1,137 @@
+#!/usr/bin/env bash
+# The speed targets against ccusage of issues 13 (Claude Code), 14 (Codex)
+# and 15 (pi), measured in one run (warm page cache; the commands
+# alternate round by round, so a shared machine's load falls on all of
+# them alike; medians of ROUNDS rounds):
+#   - `stats --jobs 2` against ccusage 20 (`ccusage claude|codex|pi daily
+#     --json --offline`; target: at least 2.0 times its speed on 2 cores),
+#     after checking that both give the same token totals;
+#   - claude and codex: `stats --jobs 1` on the agent's archive against
+#     `stats --jobs 1` on a pi archive of the same size from the same
+#     generator, in MB/s (target: at least 0.8).
+# The pi archive of the pi mode has FILES files (default 200: issue 15's
+# "about 500 MB in about 200 files", `gen-corpus --files`).
+# With OLD=path/to/an/older/mem-ingest, that binary's `stats --jobs 2` and
+# `--jobs 1` on the agent's archive alternate with the rest (before/after).
+#
+#   scripts/agent-ratios.sh claude|codex|pi [TOTAL_MB]   (default 300)
+#
+# Environment: CARGO_TARGET_DIR (default target), WORK (default a temp
+# dir; archives already there are reused), ROUNDS (default 3), CCUSAGE
+# (default /tmp/ccusage-reference/node_modules/.bin/ccusage).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+AGENT=${1:?usage: agent-ratios.sh claude|codex|pi [TOTAL_MB]}
+TOTAL_MB=${2:-300}
+TARGET=${CARGO_TARGET_DIR:-target}
+export CARGO_TARGET_DIR=$TARGET
+CCUSAGE=${CCUSAGE:-/tmp/ccusage-reference/node_modules/.bin/ccusage}
+ROUNDS=${ROUNDS:-3}
+cargo build --release --bin mem-ingest --bin gen-corpus
+BIN=$TARGET/release/mem-ingest
+WORK=${WORK:-$(mktemp -d)}
+ARCH=$WORK/$AGENT-$TOTAL_MB
+PI=$WORK/pi-$TOTAL_MB
+if [ "$AGENT" = pi ]; then
+    ARCH=$WORK/pi-$TOTAL_MB-${FILES:-200}-files
+    [ -d "$ARCH" ] || "$TARGET/release/gen-corpus" --archive "$ARCH" --total-mb "$TOTAL_MB" --files "${FILES:-200}" --seed 1
+else
+    [ -d "$ARCH" ] || "$TARGET/release/gen-corpus" --format "$AGENT" --archive "$ARCH" --total-mb "$TOTAL_MB" --seed 1
+    [ -d "$PI" ] || "$TARGET/release/gen-corpus" --archive "$PI" --total-mb "$TOTAL_MB" --seed 1
+fi
+# Neither reads this machine's own archives: every default points at an
+# empty folder, the agent's at the generated one.
+NONE=$WORK/none
+mkdir -p "$NONE"
+export TZ=UTC HOME=$NONE XDG_CONFIG_HOME=$NONE CLAUDE_CONFIG_DIR=$NONE CODEX_HOME=$NONE PI_CODING_AGENT_DIR=$NONE
+# ours and ccusage: the same archive, each its own way of naming it.
+case $AGENT in
+claude) export CLAUDE_CONFIG_DIR=$ARCH; OURS=(--source claude); THEIRS=() ;;
+codex) export CODEX_HOME=$ARCH; OURS=(--source codex); THEIRS=() ;;
+pi) OURS=("$ARCH"); THEIRS=(--pi-path "$ARCH"); PI=$ARCH ;;
+*) echo "agent-ratios.sh: claude, codex or pi, not $AGENT" >&2; exit 2 ;;
+esac
+bytes() { find "$1/" -type f -name '*.jsonl' -printf '%s\n' | awk '{s += $1} END {print s}'; }
+ab=$(bytes "$ARCH")
+pb=$(bytes "$PI")
+cat $(find "$ARCH/" "$PI/" -type f | sort -u) > /dev/null # warm the page cache
+
+# The same totals first (the README's Claude Code and Codex sections map
+# ccusage's fields to ours).
+# pi: ccusage counts the usage of assistant messages alone, where `stats`
+# also sums the usage pi 1.x records on compactions and `usage` entries
+# (and the generator writes both): the totals compared are then those of
+# the assistant records `backfill` writes, the work timed is `stats`'.
+"$BIN" stats -q --json "${OURS[@]}" > "$WORK/ours.json"
+if [ "$AGENT" = pi ]; then
+    "$BIN" backfill -q "${OURS[@]}" | python3 -c '
+import json, sys
+keys = ["input", "output", "cache_read", "cache_write", "total_tokens"]
+t = dict.fromkeys(keys, 0)
+for line in sys.stdin:
+    r = json.loads(line)
+    if r["role"] == "assistant" and r["entry"] == "message" and r.get("usage"):
+        for k in keys:
+            t[k] += r["usage"][k]
+print(json.dumps({"usage": t}))' > "$WORK/ours-assistant.json"
+    OURS_JSON=$WORK/ours-assistant.json
+else
+    OURS_JSON=$WORK/ours.json
+fi
+"$CCUSAGE" "$AGENT" daily --json --offline "${THEIRS[@]}" > "$WORK/ccusage.json"
+python3 - "$AGENT" "$OURS_JSON" "$WORK/ccusage.json" <<'EOF'
+import json, sys
+agent, ours, cc = sys.argv[1], json.load(open(sys.argv[2]))["usage"], json.load(open(sys.argv[3]))["totals"]
+pairs = [("input", "inputTokens"), ("output", "outputTokens"),
+         ("cache_read", "cacheReadTokens"), ("total_tokens", "totalTokens")]
+if agent != "codex":
+    pairs.append(("cache_write", "cacheCreationTokens"))
+diff = [(a, ours[a], cc[b]) for a, b in pairs if ours[a] != cc[b]]
+if diff:
+    sys.exit(f"token totals differ from ccusage's: {diff}")
+print("token totals equal ccusage's:", {a: ours[a] for a, _ in pairs})
+EOF
+
+# One timed run of a command (wall seconds, the shell's clock), appended
+# to the file named by $1.
+timed() {
+    local out=$1 t0 t1
+    shift
+    t0=$EPOCHREALTIME
+    "$@" > /dev/null 2>&1
+    t1=$EPOCHREALTIME
+    echo "$t0 $t1" >> "$out"
+}
+names=(ours_j2 ccusage ours_j1)
+[ "$AGENT" != pi ] && names+=(pi_j1)
+[ -n "${OLD:-}" ] && names+=(old_j2 old_j1)
+for n in "${names[@]}"; do : > "$WORK/t.$n"; done
+for r in $(seq "$ROUNDS"); do
+    timed "$WORK/t.ours_j2" "$BIN" stats -q --json "${OURS[@]}" --jobs 2
+    timed "$WORK/t.ccusage" "$CCUSAGE" "$AGENT" daily --json --offline "${THEIRS[@]}"
+    timed "$WORK/t.ours_j1" "$BIN" stats -q --json "${OURS[@]}" --jobs 1
+    [ "$AGENT" != pi ] && timed "$WORK/t.pi_j1" "$BIN" stats -q --json --jobs 1 "$PI"
+    if [ -n "${OLD:-}" ]; then
+        timed "$WORK/t.old_j2" "$OLD" stats -q --json "${OURS[@]}" --jobs 2
+        timed "$WORK/t.old_j1" "$OLD" stats -q --json "${OURS[@]}" --jobs 1
+    fi
+done
+python3 - "$AGENT" "$WORK" "$ab" "$pb" "$(nproc)" "${names[@]}" <<'EOF'
+import statistics, sys
+agent, work, ab, pb, cores, names = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5], sys.argv[6:]
+runs = {}
+for n in names:
+    spans = [float(b) - float(a) for a, b in (l.split() for l in open(f"{work}/t.{n}"))]
+    runs[n] = spans
+med = {n: statistics.median(v) for n, v in runs.items()}
+print(f"{agent} archive {ab:,} bytes, pi archive {pb:,} bytes, {cores} cores, {len(runs['ours_j2'])} rounds")
+for n in names:
+    b = pb if n == "pi_j1" else ab
+    print(f"{n:8} median {med[n]:.3f} s  ({', '.join(f'{x:.3f}' for x in runs[n])})  {b / med[n] / 1e6:,.0f} MB/s")
+print(f"stats --jobs 2 / ccusage speed: {med['ccusage'] / med['ours_j2']:.2f} (target >= 2.0)")
+if "pi_j1" in med:
+    agent_mbs, pi_mbs = ab / med["ours_j1"], pb / med["pi_j1"]
+    print(f"stats --jobs 1, {agent} MB/s / pi MB/s: {agent_mbs / pi_mbs:.2f} (target >= 0.8)")
+if "old_j2" in med:
+    print(f"old / new, --jobs 2: {med['old_j2'] / med['ours_j2']:.2f}; --jobs 1: {med['old_j1'] / med['ours_j1']:.2f}")
+EOF
