@@ -54,6 +54,9 @@ pub enum ErrorKind {
     /// The store cannot be used, and is left as it is: why (not SQLite,
     /// another schema, a newer version, not writable).
     StoreRefused(String),
+    /// The Parquet dataset folder cannot be written, and is left as it
+    /// is: why (parts of the same shard another run wrote).
+    DatasetRefused(String),
     /// A search query that cannot be run: why.
     BadQuery(String),
     /// The store failed while a run wrote it (a full disk): SQLite's
@@ -127,6 +130,7 @@ impl Error {
                 | ErrorKind::OtherOutput { .. }
                 | ErrorKind::OutputIsInput
                 | ErrorKind::StoreRefused(_)
+                | ErrorKind::DatasetRefused(_)
                 | ErrorKind::BadQuery(_)
         )
     }
@@ -153,6 +157,7 @@ impl Error {
                 lock.display()
             ),
             ErrorKind::StoreRefused(why) => why.clone(),
+            ErrorKind::DatasetRefused(why) => why.clone(),
             ErrorKind::Store(why) => format!("store failed: {why}"),
             ErrorKind::BadQuery(why) => why.clone(),
             ErrorKind::OutputNotCovered {
@@ -202,6 +207,7 @@ impl fmt::Display for Error {
                 lock.display()
             ),
             ErrorKind::StoreRefused(why) => write!(f, "the store {path} {why}"),
+            ErrorKind::DatasetRefused(why) => write!(f, "the dataset {path} {why}"),
             ErrorKind::OutputIsInput => write!(f, "the output {path} {}", self.cause()),
             ErrorKind::OutputShorter { .. } => write!(f, "{path} {}", self.cause()),
             ErrorKind::OutputNotCovered { .. }

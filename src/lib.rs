@@ -16,6 +16,8 @@ mod atomic;
 mod claude;
 mod codex;
 mod counts;
+#[cfg(feature = "parquet")]
+pub mod dataset;
 mod error;
 pub mod format;
 mod json;

@@ -17,7 +17,8 @@
 //!
 //! Shipped sinks: [`NdjsonFile`] and [`NdjsonStdout`] (the command line's
 //! bytes), [`Discard`] (no output: `stats`), and [`ForEach`], a sink in one
-//! line for library users who want owned records in order.
+//! line for library users who want owned records in order; with the
+//! feature `parquet`, [`crate::dataset::ParquetDataset`].
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, BufWriter, Seek, SeekFrom, Write};
@@ -66,12 +67,40 @@ pub trait Encoder: Sync {
 }
 
 /// Where an output stands after a sync, for the checkpoint that covers it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Mark {
     /// The output's path, as given.
     pub path: String,
-    /// Bytes of it the checkpoint covers.
+    /// Bytes of it the checkpoint covers (a dataset: the sequence of its
+    /// next part).
     pub len: u64,
+    /// A dataset: the id its parts are named by (0 for a file).
+    pub id: u64,
+    /// A dataset: the parts the checkpoint covers, as paths relative to
+    /// `path` (none for a file).
+    pub parts: Vec<String>,
+}
+
+impl Mark {
+    /// `len` bytes of the file at `path`.
+    pub fn file(path: impl Into<String>, len: u64) -> Mark {
+        Mark {
+            path: path.into(),
+            len,
+            ..Mark::default()
+        }
+    }
+
+    /// The parts of id `id` in the dataset at `dir`, the next of sequence
+    /// `next`.
+    pub fn dataset(dir: impl Into<String>, id: u64, next: u64, parts: Vec<String>) -> Mark {
+        Mark {
+            path: dir.into(),
+            len: next,
+            id,
+            parts,
+        }
+    }
 }
 
 /// A destination for records, written in archive order.
@@ -483,7 +512,7 @@ impl Sink for NdjsonFile {
                 .map_err(|e| Error::new(Path::new(&path), ErrorKind::Write(e)))?;
             out.durable = out.len;
         }
-        Ok(Some(Mark { path, len: out.len }))
+        Ok(Some(Mark::file(path, out.len)))
     }
 
     fn resume_at(&mut self, mark: Option<&Mark>, checkpoint_exists: bool) -> Result<(), Error> {

@@ -48,7 +48,7 @@ fn keys(out: &str) -> Vec<String> {
 /// The state file of the release before (layout 4, pi's two files) over
 /// an archive that now also holds a Claude Code session: a run without
 /// `--source` reads pi's files only (the appended pi line, not the Claude
-/// session), and saves the state in layout 5 recording pi; `--source
+/// session), and saves the state in this release's layout recording pi; `--source
 /// claude` with it is refused, naming both sets.
 #[test]
 fn a_state_saved_before_sources_were_recorded_stays_pis() {
@@ -74,7 +74,10 @@ fn a_state_saved_before_sources_were_recorded_stays_pis() {
     assert_eq!(first.status.code(), Some(1), "{err}");
     assert_eq!(err, claude_fails);
     assert_eq!(keys(&out), Vec::<String>::new());
-    assert_eq!(fs::read(&state).unwrap()[8..12], 5u32.to_le_bytes());
+    assert_eq!(
+        fs::read(&state).unwrap()[8..12],
+        mem_ingest::archive::STATE_VERSION.to_le_bytes()
+    );
     append(
         &arch.join("hand-built.jsonl"),
         &user_line("p-new", "pi again"),

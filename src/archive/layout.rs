@@ -20,10 +20,14 @@
 //! - Version 5: version 4, and the options record the formats read
 //!   ([`OutputOptions::sources`]): options go through [`OptionsV5`], where
 //!   versions 1 to 4 had [`OptionsV4`].
+//! - Version 6: version 5, and the options record the shard read
+//!   ([`OutputOptions::shard`], through [`OptionsV6`]), and the output a
+//!   dataset's id and parts ([`OutputState::id`], [`OutputState::parts`]):
+//!   versions 1 to 5 wrote an output through [`OutputV5`].
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use super::state::{FileState, Identity, OutputOptions};
+use super::state::{FileState, Identity, OutputOptions, OutputState};
 use crate::pi::Header;
 use crate::record::Usage;
 use crate::report::{EntryCounts, ModelUsage, Report, Skip, SkipReason, DEFAULT_MAX_SKIPS};
@@ -54,6 +58,8 @@ pub(super) struct OptionsV4 {
     record_format: u32,
     #[serde(skip)]
     sources: Vec<String>,
+    #[serde(skip)]
+    shard: Option<super::Shard>,
 }
 
 /// The options of layout 5: the sources after the rest.
@@ -68,6 +74,63 @@ pub(super) struct OptionsV5 {
     no_dedupe: bool,
     record_format: u32,
     sources: Vec<String>,
+    #[serde(skip)]
+    shard: Option<super::Shard>,
+}
+
+/// The options of layout 6: the shard after the sources.
+#[derive(Serialize, Deserialize)]
+#[serde(remote = "OutputOptions")]
+pub(super) struct OptionsV6 {
+    command: String,
+    roles: Vec<String>,
+    since: Option<i64>,
+    until: Option<i64>,
+    max_text: Option<usize>,
+    no_dedupe: bool,
+    record_format: u32,
+    sources: Vec<String>,
+    shard: Option<super::Shard>,
+}
+
+/// The output of layouts 1 to 5: a file's path and length (read back with
+/// no dataset id or parts).
+#[derive(Serialize, Deserialize)]
+#[serde(remote = "OutputState")]
+pub(super) struct OutputV5 {
+    path: String,
+    len: u64,
+    #[serde(skip)]
+    id: u64,
+    #[serde(skip)]
+    parts: Vec<String>,
+}
+
+/// An optional output in the layout of versions 1 to 5.
+pub(super) mod output_v5 {
+    use super::*;
+
+    #[derive(Deserialize)]
+    struct Wire(#[serde(with = "OutputV5")] OutputState);
+
+    #[cfg(test)]
+    struct Ref<'a>(&'a OutputState);
+
+    #[cfg(test)]
+    impl Serialize for Ref<'_> {
+        fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+            OutputV5::serialize(self.0, s)
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<OutputState>, D::Error> {
+        Ok(Option::<Wire>::deserialize(d)?.map(|w| w.0))
+    }
+
+    #[cfg(test)]
+    pub fn serialize<S: Serializer>(o: &&Option<OutputState>, s: S) -> Result<S::Ok, S::Error> {
+        o.as_ref().map(Ref).serialize(s)
+    }
 }
 
 #[derive(Serialize, Deserialize)]

@@ -53,6 +53,7 @@ mod exec;
 mod layout;
 mod plan;
 mod run;
+mod shard;
 mod state;
 mod stats;
 
@@ -71,6 +72,7 @@ use crate::source::SourceOptions;
 pub use dedupe::session_of_path;
 pub use plan::PART_BYTES;
 pub use run::{SkipAt, Summary};
+pub use shard::{fnv1a, shard_of, Shard};
 pub use state::{
     lock_file, response_rows, Checkpoint, CheckpointStore, FileState, Identity, LineageState, Lock,
     OutputOptions, OutputState, State, StateFile, RECORD_FORMAT, STATE_VERSION,
@@ -125,6 +127,8 @@ pub(crate) struct Config {
     pub stop: Arc<AtomicBool>,
     pub progress: Option<Arc<dyn Progress>>,
     pub poll_only: bool,
+    /// The share of the archive read (None: all of it).
+    pub shard: Option<Shard>,
 }
 
 /// Builds an [`Archive`]: what to read and how. Every setter documents its
@@ -153,6 +157,7 @@ impl Default for ArchiveBuilder {
                 stop: Arc::new(AtomicBool::new(false)),
                 progress: None,
                 poll_only: false,
+                shard: None,
             },
             roles: Vec::new(),
         }
@@ -294,6 +299,16 @@ impl ArchiveBuilder {
     /// fallback).
     pub fn poll_only(mut self, poll: bool) -> Self {
         self.cfg.poll_only = poll;
+        self
+    }
+
+    /// Reads only shard `shard.k` of `shard.n` of the archive (default:
+    /// all of it): the files whose lineage's root is that shard's (see
+    /// [`Shard`] and [`shard_of`]). N runs with K = 0..N-1 read every
+    /// record of the archive once between them. Recorded in the
+    /// checkpoint: a run with another shard refuses it.
+    pub fn shard(mut self, shard: Shard) -> Self {
+        self.cfg.shard = (shard.n > 1).then_some(shard);
         self
     }
 

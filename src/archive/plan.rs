@@ -23,7 +23,11 @@ pub const PART_BYTES: u64 = 8 << 20;
 
 /// Reads the header of a file: a small buffer (it grows for a long header
 /// line), so that planning does not read whole small files.
-fn read_header(path: &Path, opts: &SourceOptions, format: &dyn Format) -> Option<Header> {
+pub(super) fn read_header(
+    path: &Path,
+    opts: &SourceOptions,
+    format: &dyn Format,
+) -> Option<Header> {
     let opts = opts.clone().buffer_capacity(4096);
     let file = File::open(path).ok()?;
     let at = At {

@@ -544,10 +544,7 @@ pub(crate) fn run<S: Sink>(cfg: &Config, command: Command, sink: &mut S) -> Resu
         let mark = saved
             .as_ref()
             .and_then(|s| s.output.as_ref())
-            .map(|o| crate::sink::Mark {
-                path: o.path.clone(),
-                len: o.len,
-            });
+            .map(OutputState::mark);
         ctx.sink.resume_at(mark.as_ref(), saved.is_some())?;
     }
     // A state of an older layout is saved in the current one at the end.
@@ -615,6 +612,7 @@ fn output_options(cfg: &Config, command: Command) -> OutputOptions {
         no_dedupe: !cfg.dedupe,
         record_format: state::RECORD_FORMAT,
         sources: cfg.formats.iter().map(|f| f.name().to_owned()).collect(),
+        shard: cfg.shard,
     }
 }
 
@@ -792,10 +790,7 @@ fn checkpoint<S: Sink>(
     }
     let st = ctx.state.as_mut().expect("checked");
     if let Some(m) = mark {
-        st.output = Some(OutputState {
-            path: m.path,
-            len: m.len,
-        });
+        st.output = Some(OutputState::of(m));
     }
     let key = in_progress.as_ref().map(|(k, _)| k.clone());
     let old = in_progress.map(|(k, fs)| {
@@ -1208,6 +1203,10 @@ fn pass<S: Sink>(ctx: &mut Ctx<'_, S>) -> Result<Summary, Error> {
         // call written back as JSON (`stats`).
         opts = opts.roles(RoleFilter::NONE);
     }
+    let files = match ctx.cfg.shard {
+        Some(s) => super::shard::select(files, prior, &opts, &ctx.cfg.formats, s, ctx.cfg.jobs),
+        None => files,
+    };
     let plan = plan::plan(files, prior, &opts, ctx.cfg.jobs, &ctx.cfg.formats);
     sweep_gone(ctx, &plan);
     // Files by name, built when a fork first asks for its parent.

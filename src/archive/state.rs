@@ -18,7 +18,9 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use super::dedupe::Lineages;
-use super::layout::{FileV2, OptionsV4, OptionsV5, RefV3, ResponseRef, ResponseWire, WireV3};
+use super::layout::{
+    output_v5, FileV2, OptionsV4, OptionsV5, OptionsV6, RefV3, ResponseRef, ResponseWire, WireV3,
+};
 use crate::error::{Error, ErrorKind};
 use crate::pi::Header;
 use crate::report::Report;
@@ -26,8 +28,8 @@ use crate::sink::Mark;
 use crate::usage::Response;
 
 /// Version of the state file's layout (see the `layout` module). Versions
-/// 1 to 4 are still read, and saved anew in this one.
-pub const STATE_VERSION: u32 = 5;
+/// 1 to 5 are still read, and saved anew in this one.
+pub const STATE_VERSION: u32 = 6;
 /// Version of what a record line holds; a state written for another one is
 /// refused, since re-runs append to the same output.
 pub const RECORD_FORMAT: u32 = 1;
@@ -56,6 +58,10 @@ pub struct OutputOptions {
     /// [`OutputOptions::recorded_sources`]).
     #[serde(default)]
     pub sources: Vec<String>,
+    /// The shard of the archive the run reads (`--shard K/N`; None: all
+    /// of it). None in a checkpoint saved before layout version 6.
+    #[serde(default)]
+    pub shard: Option<super::Shard>,
 }
 
 impl OutputOptions {
@@ -99,6 +105,8 @@ impl OutputOptions {
             other.record_format.to_string(),
         );
         cmp("--source", self.sources.join(","), other.sources.join(","));
+        let shard = |s: &Option<super::Shard>| s.map_or("none".to_owned(), |s| s.to_string());
+        cmp("--shard", shard(&self.shard), shard(&other.shard));
         d
     }
 
@@ -244,7 +252,7 @@ pub struct State {
     /// The layout version it was read in.
     pub version: u32,
     /// The options that shape the output.
-    #[serde(with = "OptionsV5")]
+    #[serde(with = "OptionsV6")]
     pub options: OutputOptions,
     /// Bytes of the output file the state covers (`-o`), if any.
     pub output: Option<OutputState>,
@@ -445,6 +453,24 @@ impl From<WireV3> for FileState {
     }
 }
 
+/// The layout of version 5 (no shard in the options, a file's output
+/// only), read and converted.
+#[derive(Deserialize)]
+struct StateV5 {
+    #[allow(dead_code)]
+    version: u32,
+    #[serde(with = "OptionsV5")]
+    options: OutputOptions,
+    #[serde(deserialize_with = "output_v5::deserialize")]
+    output: Option<OutputState>,
+    #[serde(deserialize_with = "files_v3")]
+    files: BTreeMap<String, Arc<FileState>>,
+    #[serde(with = "blob")]
+    lineages: Vec<u8>,
+    #[serde(with = "blob")]
+    responses: Vec<u8>,
+}
+
 /// The layout of version 4 (no sources in the options), read and
 /// converted.
 #[derive(Deserialize)]
@@ -453,6 +479,7 @@ struct StateV4 {
     version: u32,
     #[serde(with = "OptionsV4")]
     options: OutputOptions,
+    #[serde(deserialize_with = "output_v5::deserialize")]
     output: Option<OutputState>,
     #[serde(deserialize_with = "files_v3")]
     files: BTreeMap<String, Arc<FileState>>,
@@ -469,6 +496,7 @@ struct StateV3 {
     version: u32,
     #[serde(with = "OptionsV4")]
     options: OutputOptions,
+    #[serde(deserialize_with = "output_v5::deserialize")]
     output: Option<OutputState>,
     #[serde(deserialize_with = "files_v3")]
     files: BTreeMap<String, Arc<FileState>>,
@@ -508,6 +536,7 @@ pub fn response_rows(encoded: &[u8]) -> Result<Vec<Vec<u8>>, String> {
 struct StateV2 {
     #[serde(with = "OptionsV4")]
     shape: OutputOptions,
+    #[serde(deserialize_with = "output_v5::deserialize")]
     output: Option<OutputState>,
     #[serde(deserialize_with = "files_v2")]
     files: BTreeMap<String, Arc<FileState>>,
@@ -520,19 +549,47 @@ struct StateV2 {
 struct StateV1 {
     #[serde(with = "OptionsV4")]
     shape: OutputOptions,
+    #[serde(deserialize_with = "output_v5::deserialize")]
     output: Option<OutputState>,
     #[serde(deserialize_with = "files_v2")]
     files: BTreeMap<String, Arc<FileState>>,
     lineages: Vec<LineageState>,
 }
 
-/// The output a state covers, and how much of it.
+/// The output a state covers, and how much of it: a file's length, or a
+/// dataset's parts (see [`Mark`]).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OutputState {
     /// Its path, as given.
     pub path: String,
-    /// Bytes covered.
+    /// Bytes covered (a dataset: the sequence of its next part).
     pub len: u64,
+    /// A dataset: the id its parts are named by (0 for a file).
+    pub id: u64,
+    /// A dataset: the parts covered, relative to `path`.
+    pub parts: Vec<String>,
+}
+
+impl OutputState {
+    /// What a sink is told the state covers of it.
+    pub fn mark(&self) -> Mark {
+        Mark {
+            path: self.path.clone(),
+            len: self.len,
+            id: self.id,
+            parts: self.parts.clone(),
+        }
+    }
+
+    /// What a state records of a sink's mark.
+    pub fn of(m: Mark) -> OutputState {
+        OutputState {
+            path: m.path,
+            len: m.len,
+            id: m.id,
+            parts: m.parts,
+        }
+    }
 }
 
 /// The lock that keeps a second run off the state while this one runs.
@@ -609,6 +666,15 @@ pub fn load(path: &Path) -> Result<Option<State>, Error> {
         STATE_VERSION => postcard::from_bytes(&bytes[12..])
             .map(Some)
             .map_err(damaged),
+        5 => {
+            let v5: StateV5 = postcard::from_bytes(&bytes[12..]).map_err(damaged)?;
+            let st = State::of_layout(5, v5.options, v5.output, v5.files);
+            Ok(Some(State {
+                lineages: v5.lineages,
+                responses: v5.responses,
+                ..st
+            }))
+        }
         4 => {
             let v4: StateV4 = postcard::from_bytes(&bytes[12..]).map_err(damaged)?;
             let st = State::of_layout(4, v4.options, v4.output, v4.files);
@@ -762,10 +828,7 @@ impl Checkpoint<'_> {
 
     /// What the checkpoint covers of the output.
     pub fn mark(&self) -> Option<Mark> {
-        self.state.output.as_ref().map(|o| Mark {
-            path: o.path.clone(),
-            len: o.len,
-        })
+        self.state.output.as_ref().map(OutputState::mark)
     }
 
     /// Every file of the state, by key.
@@ -829,7 +892,7 @@ fn save_with(path: &Path, state: &State, lineages: &[u8], responses: &[u8]) -> i
     #[derive(Serialize)]
     struct StateRef<'a> {
         version: u32,
-        #[serde(serialize_with = "ser_options_v5")]
+        #[serde(serialize_with = "ser_options_v6")]
         shape: &'a OutputOptions,
         output: &'a Option<OutputState>,
         #[serde(serialize_with = "ser_files_v3")]
@@ -855,8 +918,8 @@ fn save_with(path: &Path, state: &State, lineages: &[u8], responses: &[u8]) -> i
     })
 }
 
-fn ser_options_v5<S: serde::Serializer>(o: &&OutputOptions, s: S) -> Result<S::Ok, S::Error> {
-    OptionsV5::serialize(o, s)
+fn ser_options_v6<S: serde::Serializer>(o: &&OutputOptions, s: S) -> Result<S::Ok, S::Error> {
+    OptionsV6::serialize(o, s)
 }
 
 /// The options as layouts 1 to 4 wrote them (for the writers of those
@@ -895,6 +958,7 @@ pub fn save_v1(path: &Path, state: &State) {
         version: u32,
         #[serde(serialize_with = "ser_options_v4")]
         shape: &'a OutputOptions,
+        #[serde(serialize_with = "output_v5::serialize")]
         output: &'a Option<OutputState>,
         files: BTreeMap<&'a String, FileV2>,
         lineages: Vec<LineageState>,
@@ -959,6 +1023,7 @@ pub fn save_v3(path: &Path, state: &State) {
         version: u32,
         #[serde(serialize_with = "ser_options_v4")]
         shape: &'a OutputOptions,
+        #[serde(serialize_with = "output_v5::serialize")]
         output: &'a Option<OutputState>,
         #[serde(serialize_with = "ser_files_v3")]
         files: &'a BTreeMap<String, Arc<FileState>>,
@@ -987,6 +1052,7 @@ pub fn save_v2(path: &Path, state: &State) {
         version: u32,
         #[serde(serialize_with = "ser_options_v4")]
         shape: &'a OutputOptions,
+        #[serde(serialize_with = "output_v5::serialize")]
         output: &'a Option<OutputState>,
         files: BTreeMap<&'a String, FileV2>,
         #[serde(with = "blob")]
@@ -1085,12 +1151,10 @@ mod tests {
             record_format: RECORD_FORMAT,
             // not recorded before layout 5
             sources: vec![],
+            shard: None,
         };
         let mut v2 = State::new(shape.clone());
-        v2.output = Some(OutputState {
-            path: "o".into(),
-            len: 9,
-        });
+        v2.output = Some(OutputState::of(Mark::file("o", 9)));
         v2.files = BTreeMap::from([("a.jsonl".to_owned(), Arc::new(file_state()))]);
         v2.set_lineages(&[LineageState {
             sessions: vec!["s".into()],
@@ -1130,11 +1194,9 @@ mod tests {
             record_format: RECORD_FORMAT,
             // not recorded before layout 5
             sources: vec![],
+            shard: None,
         });
-        v2.output = Some(OutputState {
-            path: "o".into(),
-            len: 9,
-        });
+        v2.output = Some(OutputState::of(Mark::file("o", 9)));
         let mut f = file_state();
         f.report.records = 4;
         f.report.entries.add("message", 4);
@@ -1190,10 +1252,15 @@ mod tests {
             no_dedupe: false,
             record_format: RECORD_FORMAT,
             sources: vec!["pi".into(), "claude".into()],
+            shard: Some(crate::archive::Shard { k: 1, n: 3 }),
         });
         st.output = Some(OutputState {
             path: "o".into(),
             len: 42,
+            id: 0x1234,
+            parts: vec![
+                "format=pi/date=2026-01-01/part-1of3-0000000000001234-000000.parquet".into(),
+            ],
         });
         let lineage = LineageState {
             sessions: vec!["a".into(), "b".into()],

@@ -12,6 +12,7 @@ use std::time::Instant;
 use clap::{Args, Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use mem_ingest::archive::{Archive, ArchiveBuilder, Progress, Summary};
+use mem_ingest::dataset::{ParquetDataset, Shard};
 use mem_ingest::format::{Claude, Codex, Format, Pi};
 use mem_ingest::sink::{NdjsonFile, NdjsonStdout};
 use mem_ingest::store::{Search, SqliteStore};
@@ -79,8 +80,10 @@ struct Common {
     #[arg(long = "source", value_enum, value_name = "AGENT")]
     sources: Vec<Source>,
     /// Milliseconds between checkpoints of the state (tests set it low).
-    #[arg(long, hide = true, default_value_t = 5000)]
-    checkpoint_ms: u64,
+    /// (Default 5000; with --parquet 60000: each checkpoint closes the
+    /// parts being written.)
+    #[arg(long, hide = true)]
+    checkpoint_ms: Option<u64>,
     /// --follow polls the files only, without file notifications (as on a
     /// file system without them; tests).
     #[arg(long, hide = true)]
@@ -108,6 +111,31 @@ struct BackfillArgs {
     /// refused. A store another run writes is refused (exit 2).
     #[arg(long, value_name = "FILE", conflicts_with = "state")]
     db: Option<PathBuf>,
+    /// Write a Hive-partitioned Parquet dataset into the folder DIR
+    /// (created when missing) for DuckDB, Spark and the like:
+    /// DIR/format=<pi|claude|codex>/date=<YYYY-MM-DD, UTC>/part-*.parquet,
+    /// records without a timestamp under date=__HIVE_DEFAULT_PARTITION__
+    /// (read as null). Parts are written whole (a temporary name, then a
+    /// rename) and never rewritten; a run never deletes a part it did not
+    /// write. Without --state, a DIR that holds parts of the same shard
+    /// already is refused (exit 2). With --state, runs add parts, every
+    /// record exactly once even when a run is killed (the state lists its
+    /// parts; a part a killed run left is removed by the next). Excludes -o
+    /// and --db, and --follow (exit 2): tiny parts every few seconds are
+    /// what query engines handle worst.
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["output", "db", "follow"])]
+    parquet: Option<PathBuf>,
+    /// Take only shard K of N of the archive (0 <= K < N), with -o or
+    /// --parquet: N runs with K = 0..N-1 (on as many machines or jobs)
+    /// write exactly the records of one run between them, their parts
+    /// sharing one --parquet DIR if wanted. A file's shard is its lineage's
+    /// (a session, its forks, other files of it: what deduplication keeps
+    /// together; all of Claude Code's sessions are one lineage), from a
+    /// stable hash of the lineage's root session (FNV-1a 64 of its id,
+    /// modulo N; see the README), never of a path. Every shard reads every
+    /// session header. A --state records K/N and refuses another (exit 2).
+    #[arg(long, value_name = "K/N", value_parser = Shard::parse)]
+    shard: Option<Shard>,
     /// Caps the store at this many pages (tests of a full disk).
     #[arg(long, hide = true, requires = "db")]
     db_max_pages: Option<u64>,
@@ -246,13 +274,16 @@ pub fn run(cli: Cli) -> i32 {
 
 /// The archive the common options describe, its stop flag taking SIGINT
 /// and SIGTERM over when a checkpoint is kept (a state, or a store: `db`).
-fn builder(c: &Common, db: bool) -> Result<ArchiveBuilder, i32> {
+fn builder(c: &Common, db: bool, parquet: bool) -> Result<ArchiveBuilder, i32> {
+    let every = c
+        .checkpoint_ms
+        .unwrap_or(if parquet { 60_000 } else { 5000 });
     let mut b = Archive::builder()
         .paths(c.paths.iter().cloned())
         .formats(formats(c))
         .formats_from_checkpoint(c.sources.is_empty())
         .dedupe(!c.no_dedupe)
-        .checkpoint_every(std::time::Duration::from_millis(c.checkpoint_ms))
+        .checkpoint_every(std::time::Duration::from_millis(every))
         .poll_only(c.follow_poll);
     if let Some(j) = c.jobs {
         b = b.jobs(j as usize);
@@ -276,7 +307,7 @@ fn builder(c: &Common, db: bool) -> Result<ArchiveBuilder, i32> {
     if db {
         // A store commits its rows with the checkpoint that covers them:
         // about a second apart at most.
-        b = b.checkpoint_every(std::time::Duration::from_millis(c.checkpoint_ms.min(1000)));
+        b = b.checkpoint_every(std::time::Duration::from_millis(every.min(1000)));
     }
     if !c.quiet && io::stderr().is_terminal() {
         b = b.progress(Arc::new(Bar(ProgressBar::hidden())));
@@ -333,11 +364,16 @@ fn backfill(a: BackfillArgs) -> i32 {
         eprintln!("error: --follow needs --state FILE or --db FILE");
         return 2;
     }
-    let mut b = match builder(&a.common, a.db.is_some()) {
+    if a.shard.is_some() && a.output.is_none() && a.parquet.is_none() {
+        eprintln!("error: --shard needs -o FILE or --parquet DIR");
+        return 2;
+    }
+    let shard = a.shard.unwrap_or(Shard::ALL);
+    let mut b = match builder(&a.common, a.db.is_some(), a.parquet.is_some()) {
         Ok(b) => b,
         Err(code) => return code,
     };
-    b = b.roles(&a.role);
+    b = b.roles(&a.role).shard(shard);
     if let Some(t) = a.since {
         b = b.since(t);
     }
@@ -350,6 +386,14 @@ fn backfill(a: BackfillArgs) -> i32 {
     let archive = b.build();
     let started = Instant::now();
     let result = match (&a.output, &a.common.state) {
+        _ if a.parquet.is_some() => {
+            let dir = a.parquet.clone().expect("--parquet");
+            match &a.common.state {
+                Some(s) => send(&archive, false, &mut ParquetDataset::append(dir, shard, s)),
+                None => ParquetDataset::create(dir, shard)
+                    .and_then(|mut ds| send(&archive, false, &mut ds)),
+            }
+        }
         _ if a.db.is_some() => match open_store(&a) {
             Ok(mut store) => send(&archive, a.follow, &mut store),
             Err(e) => Err(e),
@@ -458,7 +502,7 @@ fn exit_code(t: &Summary) -> i32 {
 
 fn stats(a: StatsArgs) -> i32 {
     let started = Instant::now();
-    let archive = match builder(&a.common, false) {
+    let archive = match builder(&a.common, false, false) {
         Ok(b) => b.build(),
         Err(code) => return code,
     };

@@ -1,0 +1,192 @@
+//! Shards: a run that takes only shard K of N of an archive, so that N runs
+//! (on N machines, or N jobs of any job runner) share the work with no
+//! coordinator, and together write exactly the records of one run.
+//!
+//! A file's shard is that of its lineage's root: everything deduplicated
+//! together (a session, its forks, other files of the same session) is in
+//! one shard, since deduplication never looks across shards. The root of a
+//! session is found by following the parents its files' headers name
+//! ([`crate::format::Format::parent`]) up to a session that names none, or
+//! whose files are not found (in a cycle, the smallest lineage id of the
+//! cycle). Every Claude Code session names the one lineage of all Claude
+//! Code sessions (`claude:*`): a Claude Code archive is one shard's.
+//!
+//! The shard of a root is [`shard_of`]: FNV-1a (64 bits) of the root's
+//! lineage id in UTF-8, modulo N. It depends on the headers only, never on
+//! a path, so it is the same on every machine whatever the spelling of the
+//! PATHs. A file whose header cannot be read (empty, unreadable, not a
+//! session) is shard 0's: it gives no records, and its failure or skip is
+//! reported once.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use rayon::prelude::*;
+
+use super::plan::{self, FoundFile};
+use super::state::FileState;
+use crate::format::Format;
+use crate::source::SourceOptions;
+
+/// Which share of an archive a run takes: shard `k` of `n` (`0 <= k < n`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Shard {
+    /// This run's shard.
+    pub k: u32,
+    /// The number of shards.
+    pub n: u32,
+}
+
+impl Shard {
+    /// The whole archive: shard 0 of 1.
+    pub const ALL: Shard = Shard { k: 0, n: 1 };
+
+    /// Parses `K/N`.
+    ///
+    /// # Errors
+    /// Not two whole numbers with `0 <= K < N`: why.
+    pub fn parse(s: &str) -> Result<Shard, String> {
+        let (k, n) = s
+            .split_once('/')
+            .ok_or_else(|| format!("{s:?} is not K/N"))?;
+        let (k, n): (u32, u32) = match (k.parse(), n.parse()) {
+            (Ok(k), Ok(n)) => (k, n),
+            _ => return Err(format!("{s:?} is not K/N (two whole numbers)")),
+        };
+        if n == 0 || k >= n {
+            return Err(format!("{s:?}: K must be at least 0 and less than N"));
+        }
+        Ok(Shard { k, n })
+    }
+}
+
+impl std::fmt::Display for Shard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.k, self.n)
+    }
+}
+
+/// FNV-1a, 64 bits, of `s`'s UTF-8 bytes: offset basis
+/// 0xcbf29ce484222325, prime 0x100000001b3.
+pub fn fnv1a(s: &str) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in s.bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h
+}
+
+/// The shard, of `n`, of a lineage root: [`fnv1a`] of its lineage id
+/// modulo `n`.
+pub fn shard_of(root: &str, n: u32) -> u32 {
+    (fnv1a(root) % u64::from(n.max(1))) as u32
+}
+
+/// The root of each lineage id, given each id's parent.
+fn root_of<'a>(id: &'a str, parent: &'a HashMap<String, String>) -> &'a str {
+    let mut walk: Vec<&str> = vec![id];
+    let mut at = id;
+    while let Some(p) = parent.get(at) {
+        if let Some(i) = walk.iter().position(|w| *w == p.as_str()) {
+            // A cycle: its smallest id.
+            return walk[i..].iter().min().copied().unwrap_or(at);
+        }
+        walk.push(p);
+        at = p;
+    }
+    at
+}
+
+/// The files of the archive that are shard `shard`'s. `prior` gives the
+/// headers of files unchanged since the state was saved (not opened).
+pub(crate) fn select(
+    files: Vec<FoundFile>,
+    prior: &BTreeMap<String, Arc<FileState>>,
+    opts: &SourceOptions,
+    formats: &[Arc<dyn Format>],
+    shard: Shard,
+    jobs: usize,
+) -> Vec<FoundFile> {
+    if shard.n <= 1 {
+        return files;
+    }
+    let header = |(path, id, format): &FoundFile| {
+        let key = path.to_string_lossy();
+        match prior.get(&*key) {
+            Some(p) if p.identity == *id => Some(p.header.clone()),
+            _ => plan::read_header(path, opts, &*formats[*format]),
+        }
+    };
+    let headers: Vec<_> = match rayon::ThreadPoolBuilder::new().num_threads(jobs).build() {
+        Ok(pool) => pool.install(|| files.par_iter().map(header).collect()),
+        Err(_) => files.iter().map(header).collect(),
+    };
+    // Each lineage id's parent: the smallest named by its files (files of
+    // one session naming different parents are rare; the choice must not
+    // depend on the order of paths).
+    let mut parent: HashMap<String, String> = HashMap::new();
+    let mut lineage: Vec<Option<String>> = Vec::with_capacity(files.len());
+    for ((_, _, format), h) in files.iter().zip(&headers) {
+        let Some(h) = h else {
+            lineage.push(None);
+            continue;
+        };
+        let f = &*formats[*format];
+        let id = f.lineage(&h.id);
+        if let Some(p) = f.parent(h).filter(|p| *p != id) {
+            let e = parent.entry(id.clone()).or_insert_with(|| p.clone());
+            if p < *e {
+                *e = p;
+            }
+        }
+        lineage.push(Some(id));
+    }
+    files
+        .into_iter()
+        .zip(lineage)
+        .filter(|(_, l)| {
+            let k = match l {
+                Some(id) => shard_of(root_of(id, &parent), shard.n),
+                None => 0,
+            };
+            k == shard.k
+        })
+        .map(|(f, _)| f)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shards_parse() {
+        assert_eq!(Shard::parse("0/1"), Ok(Shard { k: 0, n: 1 }));
+        assert_eq!(Shard::parse("3/4"), Ok(Shard { k: 3, n: 4 }));
+        for bad in ["4/4", "0/0", "1", "a/2", "-1/2", "1/2/3", ""] {
+            assert!(Shard::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn fnv1a_vectors() {
+        // The reference vectors of FNV-1a 64.
+        assert_eq!(fnv1a(""), 0xcbf2_9ce4_8422_2325);
+        assert_eq!(fnv1a("a"), 0xaf63_dc4c_8601_ec8c);
+        assert_eq!(fnv1a("foobar"), 0x8594_4171_f739_67e8);
+    }
+
+    #[test]
+    fn roots_follow_parents() {
+        let mut parent = HashMap::new();
+        parent.insert("fork2".to_owned(), "fork1".to_owned());
+        parent.insert("fork1".to_owned(), "root".to_owned());
+        parent.insert("x".to_owned(), "y".to_owned());
+        parent.insert("y".to_owned(), "x".to_owned());
+        assert_eq!(root_of("fork2", &parent), "root");
+        assert_eq!(root_of("root", &parent), "root");
+        assert_eq!(root_of("x", &parent), "x");
+        assert_eq!(root_of("y", &parent), "x");
+    }
+}
