@@ -172,7 +172,7 @@ struct Region {
 
 /// Unchanged: the same file, size and time, and all of it consumed (a
 /// checkpoint taken inside a file covers only a part of it).
-fn unchanged(p: &FileState, id: &Identity) -> bool {
+pub(super) fn unchanged(p: &FileState, id: &Identity) -> bool {
     p.identity == *id && p.offset + p.pending >= id.size
 }
 
@@ -193,7 +193,7 @@ fn reads(p: Option<&FileState>, id: &Identity) -> bool {
 
 /// The state's entry for a file, looked up without building its key when
 /// the path is UTF-8 (the key is the path, lossily, see `run::key_of`).
-fn entry<'s>(
+pub(super) fn entry<'s>(
     prior: &'s BTreeMap<String, Arc<FileState>>,
     path: &Path,
 ) -> Option<&'s Arc<FileState>> {

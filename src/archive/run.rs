@@ -655,8 +655,8 @@ fn adopt_formats(cfg: &Config, sources: &[String]) -> Result<Option<Adopted>, St
 
 /// The listing made with more formats than the run reads (see
 /// [`adopt_formats`]), brought to the run's: a file of a default archive
-/// of a format not read goes; a file under a PATH is detected again among
-/// the run's formats, when one of them claims its name.
+/// of a format not read goes; a file under a PATH stays when one of the
+/// run's formats claims its name (it is detected among them later).
 fn relist(cfg: &Config, map: &[Option<usize>], listed: Listed) -> Listing {
     if cfg.paths.is_empty() {
         // No archive of the formats read: the error a run of them alone
@@ -666,17 +666,57 @@ fn relist(cfg: &Config, map: &[Option<usize>], listed: Listed) -> Listing {
     let Listed { found, files } = listed;
     let files = files
         .into_iter()
-        .filter_map(|(path, id, f)| match map[f] {
-            Some(i) => Some((path, id, i)),
-            None if cfg.paths.is_empty() => None,
-            None if cfg.formats.iter().any(|f| f.is_session_file(&path)) => {
-                let i = crate::format::detect_format(&cfg.formats, &path);
-                Some((path, id, i))
+        .filter_map(|(path, id, f)| match f {
+            UNDETECTED if cfg.formats.iter().any(|f| f.is_session_file(&path)) => {
+                Some((path, id, f))
             }
-            None => None,
+            UNDETECTED => None,
+            f => map[f].map(|i| (path, id, i)),
         })
         .collect();
     Ok(Listed { found, files })
+}
+
+/// Decides the format of each file found under a PATH (see
+/// [`crate::format::detect_format`]): a file the checkpoint holds
+/// unchanged keeps the format it was read in, without being opened; the
+/// others are detected from their first bytes, on up to `--jobs` threads.
+/// Detecting every file of an unchanged archive of thousands was most of
+/// a re-run.
+fn detect_formats(
+    cfg: &Config,
+    prior: &BTreeMap<String, Arc<FileState>>,
+    mut files: Vec<FoundFile>,
+) -> Vec<FoundFile> {
+    let known = |path: &Path, id: &state::Identity| {
+        let p = plan::entry(prior, path).filter(|p| plan::unchanged(p, id))?;
+        cfg.formats.iter().position(|f| f.name() == p.format)
+    };
+    let mut todo: Vec<&mut FoundFile> = Vec::new();
+    for f in files.iter_mut().filter(|f| f.2 == UNDETECTED) {
+        match known(&f.0, &f.1) {
+            Some(i) => f.2 = i,
+            None if cfg.formats.len() == 1 => f.2 = 0,
+            None => todo.push(f),
+        }
+    }
+    let detect = |f: &mut &mut FoundFile| f.2 = crate::format::detect_format(&cfg.formats, &f.0);
+    let pool = (cfg.jobs > 1 && todo.len() > 1)
+        .then(|| {
+            rayon::ThreadPoolBuilder::new()
+                .num_threads(cfg.jobs)
+                .build()
+                .ok()
+        })
+        .flatten();
+    match pool {
+        Some(pool) => pool.install(|| {
+            use rayon::iter::{IntoParallelRefMutIterator, ParallelIterator};
+            todo.par_iter_mut().for_each(detect)
+        }),
+        None => todo.iter_mut().for_each(detect),
+    }
+    files
 }
 
 /// The passes of a run: one, or when following one after each change until
@@ -1105,6 +1145,10 @@ struct Assembling {
 /// What discovery found, or why it could not start.
 type Listing = Result<Listed, Error>;
 
+/// The format of a file found under a PATH, before [`detect_formats`]
+/// decides it.
+const UNDETECTED: usize = usize::MAX;
+
 /// The PATHs, or the formats' default archives when none, each default
 /// archive with the index of its format.
 fn roots(cfg: &Config) -> Result<Vec<(PathBuf, Option<usize>)>, Error> {
@@ -1137,8 +1181,7 @@ struct Listed {
 /// The session files under the PATHs (the formats' archives when none),
 /// folders walked on up to `--jobs` threads. A file in a format's default
 /// archive is that format's (when it claims the file's name); a file under
-/// a PATH is the format that detects it from its first bytes, else the
-/// first that claims its name (see [`crate::format::detect_format`]).
+/// a PATH is [`UNDETECTED`] until [`detect_formats`] decides it.
 fn find_files(cfg: &Config) -> Listing {
     let roots = roots(cfg)?;
     let formats = cfg.formats.clone();
@@ -1155,7 +1198,7 @@ fn find_files(cfg: &Config) -> Listing {
             let format = match default {
                 Some(i) if cfg.formats[i].is_session_file(&path) => i,
                 Some(_) => return None,
-                None => crate::format::detect_format(&cfg.formats, &path),
+                None => UNDETECTED,
             };
             Some((path, id, format))
         })
@@ -1192,6 +1235,7 @@ fn pass<S: Sink>(ctx: &mut Ctx<'_, S>) -> Result<Summary, Error> {
     }
     let empty = BTreeMap::new();
     let prior = ctx.state.as_ref().map_or(&empty, |s| &s.files);
+    let files = detect_formats(ctx.cfg, prior, files);
     // Sources that can keep each entry's counts do, so that a copy's
     // counts are taken out without reading its line again.
     let mut opts = ctx.cfg.opts.clone().count_entries(ctx.cfg.dedupe);
@@ -1938,7 +1982,11 @@ mod tests {
             listed_formats: None,
         };
         let mut totals = Summary::default();
-        let files = find_files(ctx.cfg).unwrap().files;
+        let files = detect_formats(
+            ctx.cfg,
+            &BTreeMap::new(),
+            find_files(ctx.cfg).unwrap().files,
+        );
         let opts = SourceOptions::new();
         let plan = plan::plan(files, &BTreeMap::new(), &opts, 2, &ctx.cfg.formats);
         assert_eq!(plan.tasks.len(), 3);
