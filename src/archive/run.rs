@@ -306,21 +306,11 @@ impl Summary {
             _ => None,
         };
         Stats {
-            files: self.files,
-            files_failed: self.files_failed,
-            files_empty: self.files_empty,
-            bytes: self.bytes,
-            lines: r.lines,
-            records: r.records,
-            skipped: r.skipped,
-            repaired: r.repaired,
-            deduplicated: r.deduplicated,
-            pending: r.pending,
-            roles: Roles::from_counts(&r.roles),
-            entries: r.entries.iter().map(|(k, n)| (k.to_owned(), n)).collect(),
-            usage: r.usage,
-            by_model: model_lines(r),
-            by_project: project_lines(&self.by_project),
+            totals: source_stats(
+                [self.files, self.files_failed, self.files_empty, self.bytes],
+                r,
+                &self.by_project,
+            ),
             failures: self
                 .failures
                 .iter()
@@ -348,24 +338,37 @@ impl SourceSummary {
     /// Its stats: the run's shape without the failures and skips (each
     /// names its file, in the run's lists).
     fn to_stats(&self) -> SourceStats {
-        let r = &self.report;
-        SourceStats {
-            files: self.files,
-            files_failed: self.files_failed,
-            files_empty: self.files_empty,
-            bytes: self.bytes,
-            lines: r.lines,
-            records: r.records,
-            skipped: r.skipped,
-            repaired: r.repaired,
-            deduplicated: r.deduplicated,
-            pending: r.pending,
-            roles: Roles::from_counts(&r.roles),
-            entries: r.entries.iter().map(|(k, n)| (k.to_owned(), n)).collect(),
-            usage: r.usage,
-            by_model: model_lines(r),
-            by_project: project_lines(&self.by_project),
-        }
+        source_stats(
+            [self.files, self.files_failed, self.files_empty, self.bytes],
+            &self.report,
+            &self.by_project,
+        )
+    }
+}
+
+/// The stats of files (the run's, or one source's): `[files, failed,
+/// empty, bytes]`, their report and their projects.
+fn source_stats(
+    [files, files_failed, files_empty, bytes]: [u64; 4],
+    r: &Report,
+    by_project: &Projects,
+) -> SourceStats {
+    SourceStats {
+        files,
+        files_failed,
+        files_empty,
+        bytes,
+        lines: r.lines,
+        records: r.records,
+        skipped: r.skipped,
+        repaired: r.repaired,
+        deduplicated: r.deduplicated,
+        pending: r.pending,
+        roles: Roles::from_counts(&r.roles),
+        entries: r.entries.iter().map(|(k, n)| (k.to_owned(), n)).collect(),
+        usage: r.usage,
+        by_model: model_lines(r),
+        by_project: project_lines(by_project),
     }
 }
 

@@ -75,10 +75,38 @@ pub struct SkipLine {
     pub reason: String,
 }
 
-/// The stats JSON, field names and order pinned.
+/// The stats JSON, field names and order pinned: the totals' fields
+/// ([`SourceStats`], flattened), then the failures and skips, then the
+/// sources.
 #[derive(Debug, Clone, Serialize)]
 #[allow(missing_docs)]
 pub struct Stats {
+    #[serde(flatten)]
+    pub totals: SourceStats,
+    pub failures: Vec<FailureLine>,
+    pub skips: Vec<SkipLine>,
+    /// The same counts for each source (`pi`, `claude`, `codex`) that had
+    /// a file, by name; only when a source other than pi had one, so that
+    /// a pi archive's stats keep their shape.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub by_source: Option<BTreeMap<String, SourceStats>>,
+}
+
+impl std::ops::Deref for Stats {
+    type Target = SourceStats;
+
+    /// The totals' fields, as `stats.records`.
+    fn deref(&self) -> &SourceStats {
+        &self.totals
+    }
+}
+
+/// One source's stats, or the run's totals: the fields of the stats JSON
+/// up to `by_project` (failures and skips name their files in the run's
+/// lists).
+#[derive(Debug, Clone, Serialize)]
+#[allow(missing_docs)]
+pub struct SourceStats {
     pub files: u64,
     pub files_failed: u64,
     pub files_empty: u64,
@@ -94,36 +122,6 @@ pub struct Stats {
     pub roles: Roles,
     pub entries: BTreeMap<String, u64>,
     /// pi's usage summed: its field names are the schema's.
-    pub usage: Usage,
-    pub by_model: Vec<ModelLine>,
-    pub by_project: Vec<ProjectLine>,
-    pub failures: Vec<FailureLine>,
-    pub skips: Vec<SkipLine>,
-    /// The same counts for each source (`pi`, `claude`, `codex`) that had
-    /// a file, by name; only when a source other than pi had one, so that
-    /// a pi archive's stats keep their shape.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub by_source: Option<BTreeMap<String, SourceStats>>,
-}
-
-/// One source's stats: the fields of [`Stats`] up to `by_project`, over
-/// that source's files (failures and skips name their files in the run's
-/// lists).
-#[derive(Debug, Clone, Serialize)]
-#[allow(missing_docs)]
-pub struct SourceStats {
-    pub files: u64,
-    pub files_failed: u64,
-    pub files_empty: u64,
-    pub bytes: u64,
-    pub lines: u64,
-    pub records: u64,
-    pub skipped: u64,
-    pub repaired: u64,
-    pub deduplicated: u64,
-    pub pending: u64,
-    pub roles: Roles,
-    pub entries: BTreeMap<String, u64>,
     pub usage: Usage,
     pub by_model: Vec<ModelLine>,
     pub by_project: Vec<ProjectLine>,
