@@ -7,65 +7,18 @@ use std::path::{Path, PathBuf};
 use mem_ingest::format::{Claude, Format, Input};
 use mem_ingest::{OwnedRecord, Report, Role, SourceOptions};
 
-fn samples() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/samples")
+mod common;
+
+use common::entries::{numbered, rec, rows, samples, Entries, NONE};
+
+/// Every entry of a file read as Claude's (see [`common::entries::read`]).
+fn read(path: &Path, bytes: Option<&[u8]>) -> (Entries, Report) {
+    common::entries::read(&Claude, path, bytes)
 }
 
-/// Every entry of a file read as Claude Code's: `(line, record)`, and the
-/// report.
-fn read(path: &Path, bytes: Option<&[u8]>) -> (Vec<(u64, Option<OwnedRecord>)>, Report) {
-    let opts = SourceOptions::new();
-    let input = match bytes {
-        Some(b) => Input::Bytes(b),
-        None => Input::Reader(Box::new(std::fs::File::open(path).unwrap())),
-    };
-    let mut src = Claude.open(input, path, &opts).unwrap();
-    let mut out = Vec::new();
-    while let Some(e) = src.next_entry().unwrap() {
-        out.push((e.line, e.record.map(|r| r.to_owned_record())));
-    }
-    (out, src.report().clone())
-}
-
-/// Both ways of reading (streamed, in memory) give the same.
-fn read_both(path: &Path) -> (Vec<(u64, Option<OwnedRecord>)>, Report) {
-    let bytes = std::fs::read(path).unwrap();
-    let a = read(path, None);
-    let b = read(path, Some(&bytes));
-    assert_eq!(a.0, b.0, "{}", path.display());
-    assert_eq!(a.1, b.1, "{}", path.display());
-    a
-}
-
-/// `(line, role, entry, kinds)` of each record; `None` role for an entry
-/// without a record.
-type Row = (u64, Option<Role>, String, Vec<String>);
-
-fn rows(entries: &[(u64, Option<OwnedRecord>)]) -> Vec<Row> {
-    entries
-        .iter()
-        .map(|(line, r)| match r {
-            Some(r) => (*line, Some(r.role), r.entry.clone(), r.kinds.clone()),
-            None => (*line, None, String::new(), Vec::new()),
-        })
-        .collect()
-}
-
-fn rec(role: Role, entry: &str, kinds: &[&str]) -> (Option<Role>, String, Vec<String>) {
-    (
-        Some(role),
-        entry.into(),
-        kinds.iter().map(|k| (*k).to_owned()).collect(),
-    )
-}
-
-const NONE: (Option<Role>, String, Vec<String>) = (None, String::new(), Vec::new());
-
-fn numbered(v: Vec<(Option<Role>, String, Vec<String>)>) -> Vec<Row> {
-    v.into_iter()
-        .enumerate()
-        .map(|(i, (r, e, k))| (i as u64 + 1, r, e, k))
-        .collect()
+/// Both ways of reading give the same (see [`common::entries::read_both`]).
+fn read_both(path: &Path) -> (Entries, Report) {
+    common::entries::read_both(&Claude, path)
 }
 
 #[test]

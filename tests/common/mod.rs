@@ -1,6 +1,8 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code)]
 
+pub mod entries;
+
 use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
