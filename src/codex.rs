@@ -1274,10 +1274,7 @@ impl MapLine for CodexContext {
             return entry(None);
         };
         let role = shape.role();
-        report.records += 1;
-        report.roles[role.index()] += 1;
-        if !filter.allows(role) {
-            report.filtered += 1;
+        if !report.count_record(role, filter) {
             return entry(None);
         }
         let mut text = Text::new(arena);

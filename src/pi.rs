@@ -502,8 +502,7 @@ fn map_entry<'a>(
         }
         return entry(None);
     };
-    report.records += 1;
-    report.roles[role.index()] += 1;
+    let kept = report.count_record(role, filter);
     let (provider, model) = if ty == "message" {
         (m.provider, m.model)
     } else {
@@ -517,8 +516,7 @@ fn map_entry<'a>(
             role == Role::Assistant && ty == "message",
         );
     }
-    if !filter.allows(role) {
-        report.filtered += 1;
+    if !kept {
         return entry(None);
     }
 

@@ -253,6 +253,18 @@ impl Report {
         }
     }
 
+    /// Counts a record of `role`, and whether `filter` hands it out (one
+    /// it holds back is counted as filtered).
+    pub(crate) fn count_record(&mut self, role: Role, filter: crate::pi::RoleFilter) -> bool {
+        self.records += 1;
+        self.roles[role.index()] += 1;
+        let kept = filter.allows(role);
+        if !kept {
+            self.filtered += 1;
+        }
+        kept
+    }
+
     pub(crate) fn add_unknown_role(&mut self, role: &str) {
         add_count(&mut self.unknown_roles, role, 1);
     }
