@@ -172,12 +172,12 @@ struct Region {
 
 /// Unchanged: the same file, size and time, and all of it consumed (a
 /// checkpoint taken inside a file covers only a part of it).
-pub(super) fn unchanged(p: &FileState, id: &Identity) -> bool {
+fn unchanged(p: &FileState, id: &Identity) -> bool {
     p.identity == *id && p.offset + p.pending >= id.size
 }
 
 /// The same file as when the state was saved (device and inode).
-fn same_file(p: &FileState, id: &Identity) -> bool {
+pub(super) fn same_file(p: &FileState, id: &Identity) -> bool {
     p.identity.dev == id.dev && p.identity.ino == id.ino
 }
 

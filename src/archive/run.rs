@@ -681,9 +681,10 @@ fn relist(cfg: &Config, map: &[Option<usize>], listed: Listed) -> Listing {
 }
 
 /// Decides the format of each file found under a PATH (see
-/// [`crate::format::detect_format`]): a file the checkpoint holds
-/// unchanged keeps the format it was read in, without being opened; the
-/// others are detected from their first bytes, on up to `--jobs` threads.
+/// [`crate::format::detect_format`]): a file the checkpoint holds, the
+/// same file and not shrunk, keeps the format it was read in, without
+/// being opened; the others are detected from their first bytes, on up to
+/// `--jobs` threads.
 /// Detecting every file of an unchanged archive of thousands was most of
 /// a re-run.
 fn detect_formats(
@@ -692,7 +693,10 @@ fn detect_formats(
     mut files: Vec<FoundFile>,
 ) -> Vec<FoundFile> {
     let known = |path: &Path, id: &state::Identity| {
-        let p = plan::entry(prior, path).filter(|p| plan::unchanged(p, id))?;
+        // The same file, not shrunk below what was read: unchanged, or
+        // grown (a live session, every pass of --follow).
+        let p = plan::entry(prior, path)
+            .filter(|p| plan::same_file(p, id) && id.size >= p.offset + p.pending)?;
         cfg.formats.iter().position(|f| f.name() == p.format)
     };
     let mut todo: Vec<&mut FoundFile> = Vec::new();
