@@ -104,6 +104,58 @@ impl FpSet {
     }
 }
 
+/// Inserts into one session's lineage: see [`Lineages::emitter`].
+pub struct Emitter<'l> {
+    session: &'l str,
+    at: At<'l>,
+}
+
+/// How far an [`Emitter`] has looked its session up.
+enum At<'l> {
+    Unresolved(&'l mut Lineages),
+    /// The lineage's set; the session has no new fingerprints listed yet.
+    Set(&'l mut FpSet, &'l mut HashMap<String, Vec<u64>>),
+    /// The lineage's set and the session's list of new fingerprints.
+    Both(&'l mut FpSet, &'l mut Vec<u64>),
+    /// Only while moving from one state to the next.
+    Moving,
+}
+
+impl Emitter<'_> {
+    /// Records `fp` as emitted in the session's lineage; false when it was
+    /// already (as [`Lineages::insert`]).
+    pub fn insert(&mut self, fp: u64) -> bool {
+        if let At::Unresolved(_) = self.at {
+            let At::Unresolved(l) = std::mem::replace(&mut self.at, At::Moving) else {
+                unreachable!("matched above")
+            };
+            let r = l.root(self.session);
+            let Lineages { sets, new_fps, .. } = l;
+            self.at = At::Set(sets.entry(r).or_default(), new_fps);
+        }
+        let new = match &mut self.at {
+            At::Set(set, _) | At::Both(set, _) => set.insert(fp),
+            At::Unresolved(_) | At::Moving => unreachable!("resolved above"),
+        };
+        if !new {
+            return false;
+        }
+        match std::mem::replace(&mut self.at, At::Moving) {
+            At::Set(set, new_fps) => {
+                let list = new_fps.entry(self.session.to_owned()).or_default();
+                list.push(fp);
+                self.at = At::Both(set, list);
+            }
+            At::Both(set, list) => {
+                list.push(fp);
+                self.at = At::Both(set, list);
+            }
+            At::Unresolved(_) | At::Moving => unreachable!("resolved above"),
+        }
+        true
+    }
+}
+
 /// The session id a `parentSession` path names: pi names files
 /// `<timestamp>_<session id>.jsonl`; a name without `_` is taken whole.
 pub fn session_of_path(path: &str) -> String {
@@ -187,6 +239,17 @@ impl Lineages {
             }
         }
         new
+    }
+
+    /// [`Lineages::insert`] for many fingerprints of one session, with its
+    /// lineage looked up once, at the first (a part's entries are all of
+    /// one session: looking up its root and its sets by name for each was
+    /// a third of the delivery's time on Claude Code archives).
+    pub fn emitter<'l>(&'l mut self, session: &'l str) -> Emitter<'l> {
+        Emitter {
+            session,
+            at: At::Unresolved(self),
+        }
     }
 
     /// Fingerprints inserted since [`Lineages::saved`], by session, sessions
