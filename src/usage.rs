@@ -28,7 +28,7 @@
 //! responses were first seen, whatever the number of jobs.
 
 use std::collections::HashMap;
-use std::hash::{Hash, Hasher};
+use std::hash::BuildHasherDefault;
 
 use crate::record::Usage;
 
@@ -80,18 +80,25 @@ impl Response {
 pub struct Responses {
     kept: Vec<Response>,
     /// Hash of (message id, request id, the session when no request id).
-    exact: HashMap<u64, Vec<u32>>,
+    exact: ByHash,
     /// Hash of (message id, session).
-    by_message: HashMap<u64, Vec<u32>>,
+    by_message: ByHash,
     /// Indexes of `kept` added or replaced since [`Responses::saved`].
     changed: Vec<u32>,
 }
 
+/// A hash of ids, only to find candidates (each is compared in full);
+/// never saved. `None` is a byte no UTF-8 string holds.
 fn hash_of(parts: &[Option<&str>]) -> u64 {
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    parts.hash(&mut h);
-    h.finish()
+    let mut bytes: [&[u8]; 3] = [&[]; 3];
+    for (b, p) in bytes.iter_mut().zip(parts) {
+        *b = p.map_or(&[0xff], str::as_bytes);
+    }
+    crate::json::fingerprint(&bytes[..parts.len().min(3)])
 }
+
+/// The indexes are keyed by [`hash_of`] values: hashed as themselves.
+type ByHash = HashMap<u64, Vec<u32>, BuildHasherDefault<crate::archive::dedupe::Identity>>;
 
 impl Responses {
     /// A table of these kept responses (from [`Responses::kept`]).

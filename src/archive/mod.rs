@@ -47,7 +47,7 @@
 //!   that cannot be read fails alone, after the others are read. Input files
 //!   are never written.
 
-mod dedupe;
+pub(crate) mod dedupe;
 mod discover;
 mod exec;
 mod layout;
