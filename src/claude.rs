@@ -122,45 +122,7 @@ impl Format for Claude {
     /// envelope (`sessionId`, `parentUuid`, `isSidechain`; pi's are
     /// others) or a file-history snapshot.
     fn detect(&self, prefix: &[u8], whole: bool) -> bool {
-        let mut rest = &prefix[bom_len(prefix)..];
-        let mut json = JsonParser::new();
-        let mut seen = 0;
-        while !rest.is_empty() && seen < 5 {
-            let (line, next) = match memchr::memchr(b'\n', rest) {
-                Some(i) => (&rest[..i], &rest[i + 1..]),
-                None if whole => (rest, &rest[rest.len()..]),
-                None if seen == 0 => {
-                    let finder = |n: &str| memchr::memmem::find(rest, n.as_bytes()).is_some();
-                    return [
-                        "sessionId",
-                        "parentUuid",
-                        "isSidechain",
-                        "file-history-snapshot",
-                    ]
-                    .iter()
-                    .any(|k| finder(&format!("\"{k}\"")));
-                }
-                None => return false,
-            };
-            rest = next;
-            if is_blank(line) {
-                continue;
-            }
-            seen += 1;
-            let arena = Bump::new();
-            let claude = json.parse(line, &arena, |parsed| {
-                let Ok((nodes, _)) = parsed else { return false };
-                let f = Fields::of(nodes);
-                let role = || Fields::of(f.get("message").unwrap_or(&[])).str("role");
-                f.str("sessionId").is_some()
-                    || f.str("type").is_some_and(|t| CLAUDE_TYPES.contains(&t))
-                    || (f.get("type").is_none() && role() == Some("assistant"))
-            });
-            if claude {
-                return true;
-            }
-        }
-        false
+        crate::json::with_scratch(|json, arena| detect_claude(json, arena, prefix, whole))
     }
 
     fn open<'d>(
@@ -271,10 +233,69 @@ fn context(prefix: &[u8], whole: bool, path: &Path) -> Option<ClaudeContext> {
     Some(ClaudeContext::new(header_of(body, whole, path), path))
 }
 
+/// [`Format::detect`] for Claude Code (see there), with a kept parser.
+fn detect_claude(json: &mut JsonParser, arena: &mut Bump, prefix: &[u8], whole: bool) -> bool {
+    let mut rest = &prefix[bom_len(prefix)..];
+    let mut seen = 0;
+    while !rest.is_empty() && seen < 5 {
+        let (line, next) = match memchr::memchr(b'\n', rest) {
+            Some(i) => (&rest[..i], &rest[i + 1..]),
+            None if whole => (rest, &rest[rest.len()..]),
+            None if seen == 0 => {
+                let finder = |n: &str| memchr::memmem::find(rest, n.as_bytes()).is_some();
+                return [
+                    "sessionId",
+                    "parentUuid",
+                    "isSidechain",
+                    "file-history-snapshot",
+                ]
+                .iter()
+                .any(|k| finder(&format!("\"{k}\"")));
+            }
+            None => return false,
+        };
+        rest = next;
+        if is_blank(line) {
+            continue;
+        }
+        seen += 1;
+        arena.reset();
+        let claude = json.parse(line, arena, |parsed| {
+            let Ok((nodes, _)) = parsed else { return false };
+            let f = Fields::of(nodes);
+            let role = || Fields::of(f.get("message").unwrap_or(&[])).str("role");
+            f.str("sessionId").is_some()
+                || f.str("type").is_some_and(|t| CLAUDE_TYPES.contains(&t))
+                || (f.get("type").is_none() && role() == Some("assistant"))
+        });
+        if claude {
+            return true;
+        }
+    }
+    false
+}
+
 /// The header from the first line of `prefix` that carries a `sessionId`
 /// (only complete lines, and the last one when `whole`).
 fn header_of(prefix: &[u8], whole: bool, path: &Path) -> Header {
-    let mut json = JsonParser::new();
+    crate::json::with_scratch(|json, arena| header_with(json, arena, prefix, whole, path))
+}
+
+/// Whether `line` may hold the object key `key` (quoted): it has it as
+/// written, or a `\u` escape that could spell it. A line that may not is
+/// not parsed for it (a file-history snapshot, often a file's first line,
+/// is megabytes without a `sessionId`).
+fn may_name(line: &[u8], key: &[u8]) -> bool {
+    memchr::memmem::find(line, key).is_some() || memchr::memmem::find(line, b"\\u").is_some()
+}
+
+fn header_with(
+    json: &mut JsonParser,
+    arena: &mut Bump,
+    prefix: &[u8],
+    whole: bool,
+    path: &Path,
+) -> Header {
     let mut rest = prefix;
     while !rest.is_empty() {
         let (line, next) = match memchr::memchr(b'\n', rest) {
@@ -283,11 +304,11 @@ fn header_of(prefix: &[u8], whole: bool, path: &Path) -> Header {
             None => break,
         };
         rest = next;
-        if is_blank(line) {
+        if is_blank(line) || !may_name(line, b"\"sessionId\"") {
             continue;
         }
-        let arena = Bump::new();
-        let found = json.parse(line, &arena, |parsed| {
+        arena.reset();
+        let found = json.parse(line, arena, |parsed| {
             let (nodes, _) = parsed.ok()?;
             let f = Fields::of(nodes);
             let id = f.str("sessionId").filter(|s| !s.is_empty())?;
@@ -873,10 +894,21 @@ impl ClaudeContext {
     /// with a valid timestamp, a semver-like `version` and no empty ids or
     /// model (ccusage's checks, whatever the line's `type`).
     fn response_of(&self, nodes: &[Node<'_>], raw: &[u8]) -> Option<crate::usage::Response> {
+        let f = Fields::of(nodes);
+        // The envelope first, from the tape: only a line that has one is
+        // scanned for what ccusage's reading of the raw line refuses (most
+        // lines have no usage; a scan of every line's bytes was 2.5% of a
+        // run).
+        let e = match envelope(f, true) {
+            Some(e) => e,
+            None => envelope(
+                Fields::of(Fields::of(f.get("data")?).get("message")?),
+                false,
+            )?,
+        };
         if memchr::memmem::find(raw, b"\"usage\":{").is_none() || null_refused(raw) {
             return None;
         }
-        let f = Fields::of(nodes);
         let read = |e: Envelope<'_, '_>| -> Option<crate::usage::Response> {
             let u = e.usage;
             let tokens = |k: &str| match u.get(k) {
@@ -942,10 +974,6 @@ impl ClaudeContext {
                 usage,
             })
         };
-        if let Some(e) = envelope(f, true) {
-            return read(e);
-        }
-        let progress = Fields::of(f.get("data")?).get("message")?;
-        read(envelope(Fields::of(progress), false)?)
+        read(e)
     }
 }

@@ -146,16 +146,16 @@ impl Format for Codex {
         if is_blank(line) {
             return false;
         }
-        let mut json = JsonParser::new();
-        let arena = Bump::new();
-        json.parse(line, &arena, |parsed| {
-            let Ok((nodes, _)) = parsed else { return false };
-            let f = Fields::of(nodes);
-            match (f.str("type"), f.get("payload")) {
-                (Some(ty), Some(_)) => ENVELOPE_TYPES.contains(&ty),
-                (None, None) => f.str("id").is_some() && f.get("role").is_none(),
-                _ => false,
-            }
+        crate::json::with_scratch(|json, arena| {
+            json.parse(line, arena, |parsed| {
+                let Ok((nodes, _)) = parsed else { return false };
+                let f = Fields::of(nodes);
+                match (f.str("type"), f.get("payload")) {
+                    (Some(ty), Some(_)) => ENVELOPE_TYPES.contains(&ty),
+                    (None, None) => f.str("id").is_some() && f.get("role").is_none(),
+                    _ => false,
+                }
+            })
         })
     }
 
@@ -635,7 +635,16 @@ fn header_of(
     whole: bool,
     path: &Path,
 ) -> (Header, Option<String>, Option<HeaderLine>) {
-    let mut json = JsonParser::new();
+    crate::json::with_scratch(|json, arena| header_with(json, arena, prefix, whole, path))
+}
+
+fn header_with(
+    json: &mut JsonParser,
+    arena: &mut Bump,
+    prefix: &[u8],
+    whole: bool,
+    path: &Path,
+) -> (Header, Option<String>, Option<HeaderLine>) {
     let mut rest = prefix;
     let mut seen = 0;
     while !rest.is_empty() && seen < HEADER_LINES {
@@ -650,8 +659,9 @@ fn header_of(
             continue;
         }
         seen += 1;
-        let arena = Bump::new();
-        let found = json.parse(line, &arena, |parsed| {
+        arena.reset();
+        let arena = &*arena;
+        let found = json.parse(line, arena, |parsed| {
             let (nodes, repaired) = parsed.ok()?;
             let f = Fields::of(nodes);
             let meta = match (f.str("type"), f.get("payload")) {
@@ -684,7 +694,7 @@ fn header_of(
                     len: line.len(),
                     raw: fingerprint(&[line]),
                     fingerprint: (e.ordinal && e.timestamp.is_some())
-                        .then(|| line_fingerprint(&e, nodes, line, 0, &arena)),
+                        .then(|| line_fingerprint(&e, nodes, line, 0, arena)),
                     legacy: e.timestamp.is_none(),
                     repaired,
                 }),

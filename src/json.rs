@@ -83,6 +83,26 @@ impl JsonParser {
     }
 }
 
+/// A parser and an arena for a short parse outside a source (a format's
+/// detection, a file's header lines), kept per thread: opening thousands of
+/// files allocated fresh simd-json buffers and an arena for each, and
+/// faulted their pages in. `f` gets the arena reset; the pair is kept
+/// unless it grew past 64 MiB.
+pub(crate) fn with_scratch<T>(f: impl FnOnce(&mut JsonParser, &mut Bump) -> T) -> T {
+    thread_local! {
+        static SCRATCH: std::cell::RefCell<Option<(JsonParser, Bump)>> =
+            const { std::cell::RefCell::new(None) };
+    }
+    let spare = SCRATCH.try_with(|s| s.borrow_mut().take()).ok().flatten();
+    let (mut json, mut arena) = spare.unwrap_or_else(|| (JsonParser::new(), Bump::new()));
+    let out = f(&mut json, &mut arena);
+    arena.reset();
+    if arena.allocated_bytes() + json.capacity() <= 64 << 20 {
+        let _ = SCRATCH.try_with(|s| *s.borrow_mut() = Some((json, arena)));
+    }
+    out
+}
+
 /// Whether a line holds only spaces, tabs and `\r`.
 pub(crate) fn is_blank(line: &[u8]) -> bool {
     line.iter().all(|b| matches!(b, b' ' | b'\t' | b'\r'))
