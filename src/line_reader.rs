@@ -18,6 +18,92 @@ pub const DEFAULT_BUFFER_CAPACITY: usize = 256 * 1024;
 /// MB for inline images; a 4 MB limit is known to break viewers).
 pub const DEFAULT_MAX_LINE: usize = 512 * 1024 * 1024;
 
+/// The buffer of a dropped reader, kept per thread for the next reader on
+/// that thread: a run over thousands of files then faults in no fresh pages
+/// for each (the buffers of files of 128-256 KiB came from `mmap` every
+/// time). Its bytes are initialized: a reader truncates it or zero-extends
+/// it to the length it asks for.
+mod spare {
+    use std::cell::RefCell;
+
+    /// A buffer larger than this is freed, not kept.
+    const KEEP_AT_MOST: usize = 16 << 20;
+
+    thread_local! {
+        /// Two: a file's first bytes and the reader after them.
+        static SPARE: RefCell<[Vec<u8>; 2]> = const { RefCell::new([Vec::new(), Vec::new()]) };
+    }
+
+    /// The larger spare buffer, or an empty one.
+    pub(crate) fn take() -> Vec<u8> {
+        SPARE
+            .try_with(|s| {
+                let mut s = s.borrow_mut();
+                let i = usize::from(s[1].capacity() > s[0].capacity());
+                std::mem::take(&mut s[i])
+            })
+            .unwrap_or_default()
+    }
+
+    /// Keeps `buf` in place of the smaller spare when it is larger.
+    pub(crate) fn give(buf: Vec<u8>) {
+        if buf.capacity() <= KEEP_AT_MOST {
+            // After the thread's locals are gone nothing is kept.
+            let _ = SPARE.try_with(|s| {
+                let mut s = s.borrow_mut();
+                let i = usize::from(s[1].capacity() < s[0].capacity());
+                if buf.capacity() > s[i].capacity() {
+                    s[i] = buf;
+                }
+            });
+        }
+    }
+}
+
+/// A byte buffer from the per-thread spares, given back when dropped.
+#[derive(Default)]
+pub(crate) struct Pooled(Vec<u8>);
+
+impl Pooled {
+    /// An empty buffer (of a spare's capacity).
+    pub(crate) fn take() -> Self {
+        let mut v = spare::take();
+        v.clear();
+        Pooled(v)
+    }
+}
+
+impl std::ops::Deref for Pooled {
+    type Target = Vec<u8>;
+    fn deref(&self) -> &Vec<u8> {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Pooled {
+    fn deref_mut(&mut self) -> &mut Vec<u8> {
+        &mut self.0
+    }
+}
+
+impl AsRef<[u8]> for Pooled {
+    fn as_ref(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl Drop for Pooled {
+    fn drop(&mut self) {
+        spare::give(std::mem::take(&mut self.0));
+    }
+}
+
+impl<R> Drop for LineReader<R> {
+    fn drop(&mut self) {
+        spare::give(std::mem::take(&mut self.buf));
+    }
+}
+
 /// One event of the line reader.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LineEvent {
@@ -107,9 +193,11 @@ impl<R: Read> LineReader<R> {
     /// earlier lines are known).
     pub fn starting_at(rdr: R, capacity: usize, max_line: usize, byte: u64, lines: u64) -> Self {
         let capacity = capacity.max(1);
+        let mut buf = spare::take();
+        buf.resize(capacity, 0);
         LineReader {
             rdr,
-            buf: vec![0; capacity],
+            buf,
             pos: 0,
             end: 0,
             scan: 0,

@@ -9,7 +9,9 @@ use bumpalo::Bump;
 use crate::counts::{LineCounts, Tracker};
 use crate::error::{Error, ErrorKind};
 use crate::json::is_blank;
-use crate::line_reader::{LineEvent, LineReader, DEFAULT_BUFFER_CAPACITY, DEFAULT_MAX_LINE};
+use crate::line_reader::{
+    LineEvent, LineReader, Pooled, DEFAULT_BUFFER_CAPACITY, DEFAULT_MAX_LINE,
+};
 use crate::pi::{Context, Entry, Header, LineParser, LinePos, MapLine, RoleFilter};
 use crate::record::Record;
 use crate::report::{Report, SkipReason, DEFAULT_MAX_SKIPS};
@@ -235,7 +237,7 @@ pub(crate) fn bom_len(prefix: &[u8]) -> usize {
 
 /// The reader a streamed source reads: the prefix read for the context,
 /// then the rest.
-type Chained<'d> = std::io::Chain<io::Cursor<Vec<u8>>, Box<dyn Read + Send + 'd>>;
+type Chained<'d> = std::io::Chain<io::Cursor<Pooled>, Box<dyn Read + Send + 'd>>;
 
 /// The lines of a file of a format without a header line of pi's kind
 /// (Claude Code, Codex: the context comes from the file's first bytes):
@@ -243,7 +245,7 @@ type Chained<'d> = std::io::Chain<io::Cursor<Vec<u8>>, Box<dyn Read + Send + 'd>
 /// reader over the prefix and the rest.
 pub(crate) enum FileLines<'d> {
     Slice(SliceLines<&'d [u8]>),
-    Owned(SliceLines<Vec<u8>>),
+    Owned(SliceLines<Pooled>),
     Reader(LineReader<Chained<'d>>),
 }
 
@@ -300,7 +302,9 @@ pub(crate) fn open_headerless<'d, C: MapLine>(
             (FileLines::Slice(lines), ctx)
         }
         Input::Reader(mut r) => {
-            let mut prefix = Vec::with_capacity(limit.min(opts.buffer_bytes()));
+            // A spare buffer: no fresh pages for every file.
+            let mut prefix = Pooled::take();
+            prefix.reserve(limit.min(opts.buffer_bytes()));
             (&mut r)
                 .take(limit as u64)
                 .read_to_end(&mut prefix)
@@ -344,7 +348,7 @@ pub(crate) fn resume_headerless<'d, C: MapLine>(
             FileLines::Slice(SliceLines::starting_at(b, max_line, byte, lines_before))
         }
         Input::Reader(r) => {
-            let rdr: Chained<'d> = io::Cursor::new(Vec::new()).chain(r);
+            let rdr: Chained<'d> = io::Cursor::new(Pooled::default()).chain(r);
             FileLines::Reader(LineReader::starting_at(
                 rdr,
                 opts.buffer_bytes(),
