@@ -134,7 +134,11 @@ impl Format for Claude {
         let session = open_headerless(input, path, opts, PREFIX, |prefix, whole| {
             context(prefix, whole, path)
         })?;
-        Ok(Box::new(ClaudeSource(session)))
+        // Each entry's counts kept: a replayed copy's are taken out without
+        // reading its line again (a Claude Code line adds no usage or cost
+        // to its report, so a sum of removals is exactly what removing each
+        // would leave).
+        Ok(Box::new(ClaudeSource(session.counting(opts))))
     }
 
     fn resume<'d>(
@@ -148,14 +152,8 @@ impl Format for Claude {
         opts: &SourceOptions,
     ) -> BoxedSource<'d> {
         let ctx = ClaudeContext::new(header.clone(), path);
-        Box::new(ClaudeSource(resume_headerless(
-            input,
-            path,
-            ctx,
-            byte,
-            lines_before,
-            opts,
-        )))
+        let session = resume_headerless(input, path, ctx, byte, lines_before, opts);
+        Box::new(ClaudeSource(session.counting(opts)))
     }
 
     /// Every session joins one lineage: a resumed session replays lines of

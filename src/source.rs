@@ -735,6 +735,10 @@ macro_rules! record_source {
             fn position(&self) -> Position {
                 self.0.position()
             }
+
+            fn entry_counts(&self) -> Option<&crate::LineCounts> {
+                self.0.entry_counts()
+            }
         }
     };
 }
