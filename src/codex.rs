@@ -407,6 +407,10 @@ mod zst {
         fn entry_counts(&self) -> Option<&LineCounts> {
             self.inner.entry_counts()
         }
+
+        fn take_report(&mut self) -> Report {
+            self.inner.take_report()
+        }
     }
 
     /// A decoder that could not be made: the error, at the first read.
@@ -583,6 +587,10 @@ impl RecordSource for CodexSource<'_> {
 
     fn entry_counts(&self) -> Option<&LineCounts> {
         self.0.entry_counts()
+    }
+
+    fn take_report(&mut self) -> Report {
+        std::mem::take(&mut self.0.report)
     }
 }
 

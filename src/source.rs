@@ -67,6 +67,14 @@ pub trait RecordSource {
     fn entry_counts(&self) -> Option<&LineCounts> {
         None
     }
+
+    /// The report, taken out of a source that is done: what
+    /// [`RecordSource::report`] held, leaving an empty one. The default
+    /// clones it; the crate's sources move it (a Claude Code report holds
+    /// every usage line's response).
+    fn take_report(&mut self) -> Report {
+        self.report().clone()
+    }
 }
 
 /// A place in a session file, after a whole number of lines.
@@ -738,6 +746,10 @@ macro_rules! record_source {
 
             fn entry_counts(&self) -> Option<&crate::LineCounts> {
                 self.0.entry_counts()
+            }
+
+            fn take_report(&mut self) -> Report {
+                std::mem::take(&mut self.0.report)
             }
         }
     };

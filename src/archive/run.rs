@@ -1108,9 +1108,10 @@ fn drain<E: Encoder>(
         }
     };
     res.header = src.header().cloned();
-    res.report = src.report().clone();
     res.position = Some(src.position());
     res.context = src.running_context();
+    // Last: the position reads the report's held tail.
+    res.report = src.take_report();
     r
 }
 
