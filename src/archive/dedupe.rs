@@ -142,7 +142,11 @@ impl Emitter<'_> {
         }
         match std::mem::replace(&mut self.at, At::Moving) {
             At::Set(set, new_fps) => {
-                let list = new_fps.entry(self.session.to_owned()).or_default();
+                // The session's name is copied only when it is new.
+                if !new_fps.contains_key(self.session) {
+                    new_fps.insert(self.session.to_owned(), Vec::new());
+                }
+                let list = new_fps.get_mut(self.session).expect("inserted above");
                 list.push(fp);
                 self.at = At::Both(set, list);
             }
@@ -228,17 +232,7 @@ impl Lineages {
     /// Records `fp` as emitted in the lineage of `session`; false when it
     /// was already.
     pub fn insert(&mut self, session: &str, fp: u64) -> bool {
-        let r = self.root(session);
-        let new = self.sets.entry(r).or_default().insert(fp);
-        if new {
-            match self.new_fps.get_mut(session) {
-                Some(v) => v.push(fp),
-                None => {
-                    self.new_fps.insert(session.to_owned(), vec![fp]);
-                }
-            }
-        }
-        new
+        self.emitter(session).insert(fp)
     }
 
     /// [`Lineages::insert`] for many fingerprints of one session, with its
