@@ -44,7 +44,7 @@ impl FpSet {
     }
 
     pub fn contains(&self, fp: u64) -> bool {
-        self.recent.contains(&fp) || self.sorted.binary_search(&fp).is_ok()
+        self.recent.contains(&fp) || sorted_contains(&self.sorted, fp)
     }
 
     /// Inserts; false when it was there.
@@ -101,6 +101,53 @@ impl FpSet {
     #[cfg(test)]
     pub fn len(&self) -> usize {
         self.sorted.len() + self.recent.len()
+    }
+}
+
+/// Whether `sorted` holds `fp`. Fingerprints are spread evenly over the
+/// u64s, so the search starts where `fp` would stand and widens from
+/// there (a few cache lines), rather than halving the whole vector (a
+/// cache miss a step once it is large). Any order of values is found all
+/// the same, only slower.
+fn sorted_contains(sorted: &[u64], fp: u64) -> bool {
+    let n = sorted.len();
+    if n == 0 {
+        return false;
+    }
+    let guess = ((u128::from(fp) * n as u128) >> 64) as usize;
+    let at = sorted[guess];
+    if at == fp {
+        return true;
+    }
+    let mut step = 1;
+    if at < fp {
+        // In (guess, n).
+        let mut lo = guess + 1;
+        loop {
+            let hi = lo + step;
+            if hi >= n {
+                return sorted[lo..].binary_search(&fp).is_ok();
+            }
+            if sorted[hi] >= fp {
+                return sorted[lo..=hi].binary_search(&fp).is_ok();
+            }
+            lo = hi + 1;
+            step *= 2;
+        }
+    } else {
+        // In [0, guess).
+        let mut hi = guess;
+        loop {
+            if hi <= step {
+                return sorted[..hi].binary_search(&fp).is_ok();
+            }
+            let lo = hi - step;
+            if sorted[lo] <= fp {
+                return sorted[lo..hi].binary_search(&fp).is_ok();
+            }
+            hi = lo;
+            step *= 2;
+        }
     }
 }
 
@@ -334,6 +381,40 @@ mod tests {
         let sorted = s.into_sorted();
         assert!(sorted.windows(2).all(|w| w[0] < w[1]));
         assert_eq!(sorted.len(), reference.len());
+    }
+
+    #[test]
+    fn sorted_search_finds_what_binary_search_finds() {
+        let mut x = 0x2545_F491_4F6C_DD1Du64;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        // Spread evenly, bunched at either end, and at the extremes.
+        let shapes: [fn(u64) -> u64; 3] = [|v| v, |v| v >> 40, |v| u64::MAX - (v >> 40)];
+        for shape in shapes {
+            for n in [0usize, 1, 2, 3, 17, 1000, 50_000] {
+                let mut v: Vec<u64> = (0..n).map(|_| shape(next())).collect();
+                v.extend([0, u64::MAX].iter().take(n.min(2)));
+                v.sort_unstable();
+                v.dedup();
+                for &fp in &v {
+                    assert!(sorted_contains(&v, fp), "{fp} of {n}");
+                }
+                for probe in (0..2000)
+                    .map(|_| shape(next()))
+                    .chain([0, 1, u64::MAX - 1, u64::MAX])
+                {
+                    assert_eq!(
+                        sorted_contains(&v, probe),
+                        v.binary_search(&probe).is_ok(),
+                        "{probe} of {n}"
+                    );
+                }
+            }
+        }
     }
 
     #[test]
