@@ -98,7 +98,47 @@ fn hash_of(parts: &[Option<&str>]) -> u64 {
 }
 
 /// The indexes are keyed by [`hash_of`] values: hashed as themselves.
-type ByHash = HashMap<u64, Vec<u32>, BuildHasherDefault<crate::archive::dedupe::Identity>>;
+type ByHash = HashMap<u64, Slot, BuildHasherDefault<crate::archive::dedupe::Identity>>;
+
+/// The responses of one hash: nearly always one, held without an
+/// allocation of its own (two per response were most of building the
+/// table).
+#[derive(Debug)]
+enum Slot {
+    One(u32),
+    Many(Vec<u32>),
+}
+
+impl Slot {
+    fn indexes(&self) -> &[u32] {
+        match self {
+            Slot::One(i) => std::slice::from_ref(i),
+            Slot::Many(v) => v,
+        }
+    }
+
+    /// Adds `i` unless it is there.
+    fn add(&mut self, i: u32) {
+        match self {
+            Slot::One(j) if *j == i => {}
+            Slot::One(j) => *self = Slot::Many(vec![*j, i]),
+            Slot::Many(v) if v.contains(&i) => {}
+            Slot::Many(v) => v.push(i),
+        }
+    }
+}
+
+/// Adds `i` under `key`.
+fn index(by: &mut ByHash, key: u64, i: u32) {
+    by.entry(key)
+        .and_modify(|s| s.add(i))
+        .or_insert(Slot::One(i));
+}
+
+/// The responses under `key`.
+fn under(by: &ByHash, key: u64) -> impl Iterator<Item = u32> + '_ {
+    by.get(&key).map_or(&[][..], Slot::indexes).iter().copied()
+}
 
 impl Responses {
     /// A table of these kept responses (from [`Responses::kept`]).
@@ -143,8 +183,8 @@ impl Responses {
         if let Some(m) = r.message_id.as_deref() {
             let exact = Self::exact_key(&r, m);
             let by = hash_of(&[Some(m), Some(&r.session)]);
-            self.exact.entry(exact).or_default().push(i);
-            self.by_message.entry(by).or_default().push(i);
+            index(&mut self.exact, exact, i);
+            index(&mut self.by_message, by, i);
         }
         self.changed.push(i);
         self.kept.push(r);
@@ -156,12 +196,7 @@ impl Responses {
             self.insert(r);
             return;
         };
-        let found = self
-            .exact
-            .get(&Self::exact_key(&r, m))
-            .into_iter()
-            .flatten()
-            .copied()
+        let found = under(&self.exact, Self::exact_key(&r, m))
             .find(|&i| {
                 let k = &self.kept[i as usize];
                 k.message_id.as_deref() == Some(m)
@@ -169,17 +204,12 @@ impl Responses {
                     && (r.request_id.is_some() || k.session == r.session)
             })
             .or_else(|| {
-                self.by_message
-                    .get(&hash_of(&[Some(m), Some(&r.session)]))
-                    .into_iter()
-                    .flatten()
-                    .copied()
-                    .find(|&i| {
-                        let k = &self.kept[i as usize];
-                        k.message_id.as_deref() == Some(m)
-                            && k.session == r.session
-                            && (r.sidechain || k.sidechain)
-                    })
+                under(&self.by_message, hash_of(&[Some(m), Some(&r.session)])).find(|&i| {
+                    let k = &self.kept[i as usize];
+                    k.message_id.as_deref() == Some(m)
+                        && k.session == r.session
+                        && (r.sidechain || k.sidechain)
+                })
             });
         match found {
             Some(i) => {
@@ -190,15 +220,12 @@ impl Responses {
                         (false, hash_of(&[Some(m), Some(&r.session)])),
                     ];
                     for (exact, k) in keys {
-                        let index = if exact {
+                        let by = if exact {
                             &mut self.exact
                         } else {
                             &mut self.by_message
                         };
-                        let list = index.entry(k).or_default();
-                        if !list.contains(&i) {
-                            list.push(i);
-                        }
+                        index(by, k, i);
                     }
                     self.changed.push(i);
                     self.kept[i as usize] = r;
