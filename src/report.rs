@@ -277,7 +277,21 @@ impl Report {
         usage: &Usage,
         assistant: bool,
     ) {
-        self.usage.add(usage);
+        self.add_usages(provider, model, std::iter::once(usage), assistant);
+    }
+
+    /// Adds usages of one model, one by one: the sums are those of as many
+    /// [`Report::add_usage`] calls, the model looked up once.
+    pub(crate) fn add_usages<'u>(
+        &mut self,
+        provider: Option<&str>,
+        model: Option<&str>,
+        usages: impl Iterator<Item = &'u Usage> + Clone,
+        assistant: bool,
+    ) {
+        for u in usages.clone() {
+            self.usage.add(u);
+        }
         let (Some(provider), Some(model)) = (provider, model) else {
             return;
         };
@@ -299,8 +313,10 @@ impl Report {
                 self.by_model.last_mut().expect("just pushed")
             }
         };
-        m.usage.add(usage);
-        m.messages += u64::from(assistant);
+        for u in usages {
+            m.usage.add(u);
+            m.messages += u64::from(assistant);
+        }
     }
 
     /// Takes out one entry's counts (the report of reading that entry's

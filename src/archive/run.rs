@@ -89,14 +89,20 @@ fn add_to_project(projects: &mut Projects, h: &Header, report: &Report) {
     e.3 += report.usage.cost;
 }
 
-/// Adds a kept response's tokens and cost to its project.
-fn add_response_to_project(projects: &mut Projects, r: &crate::usage::Response) {
-    if !projects.contains_key(&r.project) {
-        projects.insert(r.project.clone(), Default::default());
+/// Adds kept responses' tokens and cost to their project, one by one.
+fn add_responses_to_project<'u>(
+    projects: &mut Projects,
+    project: &str,
+    usages: impl Iterator<Item = &'u crate::record::Usage>,
+) {
+    if !projects.contains_key(project) {
+        projects.insert(project.to_owned(), Default::default());
     }
-    let e = projects.get_mut(&r.project).expect("inserted");
-    e.2 = e.2.saturating_add(r.usage.total_tokens);
-    e.3 += r.usage.cost;
+    let e = projects.get_mut(project).expect("inserted");
+    for u in usages {
+        e.2 = e.2.saturating_add(u.total_tokens);
+        e.3 += u.cost;
+    }
 }
 
 /// The models of a report, sorted by provider and model.
@@ -273,14 +279,22 @@ impl Summary {
             return;
         }
         let mut source = self.source(RESPONSES_SOURCE).map(std::mem::take);
-        for r in responses.kept() {
-            let model = r.model.as_deref();
+        // Responses come in runs of one model and project (a file's): each
+        // run's model and project are looked up once, and its usages added
+        // one by one, in order, so every sum is the same to the last bit.
+        for run in responses
+            .kept()
+            .chunk_by(|a, b| a.model == b.model && a.project == b.project)
+        {
+            let model = run[0].model.as_deref();
+            let usages = || run.iter().map(|r| &r.usage);
             self.report
-                .add_usage(Some("anthropic"), model, &r.usage, true);
-            add_response_to_project(&mut self.by_project, r);
+                .add_usages(Some("anthropic"), model, usages(), true);
+            add_responses_to_project(&mut self.by_project, &run[0].project, usages());
             if let Some(s) = source.as_mut() {
-                s.report.add_usage(Some("anthropic"), model, &r.usage, true);
-                add_response_to_project(&mut s.by_project, r);
+                s.report
+                    .add_usages(Some("anthropic"), model, usages(), true);
+                add_responses_to_project(&mut s.by_project, &run[0].project, usages());
             }
         }
         if let Some(s) = source {
@@ -593,9 +607,11 @@ pub(crate) fn run<S: Sink>(cfg: &Config, command: Command, sink: &mut S) -> Resu
     // Freeing the state's thousands of small allocations one by one would
     // cost a re-run about a tenth of its time: they go on a thread of their
     // own, which a process that exits right after does not wait for.
+    // So do the usage table's (a Claude Code archive's responses).
     let (st, l) = (ctx.state.take(), ctx.lineages.take());
-    if st.is_some() || l.is_some() {
-        let _ = std::thread::Builder::new().spawn(move || drop((st, l)));
+    let rs = std::mem::take(&mut ctx.responses);
+    if st.is_some() || l.is_some() || !rs.kept().is_empty() {
+        let _ = std::thread::Builder::new().spawn(move || drop((st, l, rs)));
     }
     result
 }
