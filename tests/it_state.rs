@@ -1054,7 +1054,12 @@ fn first_run_killed(name: &str, follow: bool) {
         if follow {
             let mut child = backfill().spawn().unwrap();
             let t = Instant::now();
-            while fs::read(&out).map(|b| b.len()).unwrap_or(0) < want.len() {
+            // The killed run may have left the whole output: the re-run is
+            // also given the time to take SIGTERM over (a signal before
+            // that ends it as a kill would, the CLI's documented race).
+            while fs::read(&out).map(|b| b.len()).unwrap_or(0) < want.len()
+                || t.elapsed() < Duration::from_millis(300)
+            {
                 assert!(t.elapsed() < Duration::from_secs(30), "follow stalled");
                 std::thread::sleep(Duration::from_millis(10));
             }
