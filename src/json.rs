@@ -424,42 +424,102 @@ const ESCAPE: [u8; 256] = {
 };
 
 /// Appends `s` as a JSON string, escaped as serde_json (and JavaScript's
-/// JSON.stringify) escape: `"`, `\\` and control characters. Eight bytes
-/// are checked at a time; most text needs no escape. The one escaper of
-/// the crate: record lines and tool-call arguments alike.
+/// JSON.stringify) escape: `"`, `\\` and control characters. Sixteen bytes
+/// are checked at a time ([`next_special`]); most text needs no escape. The
+/// one escaper of the crate: record lines and tool-call arguments alike.
 pub(crate) fn escape(out: &mut impl PushStr, s: &str) {
+    let b = s.as_bytes();
+    out.reserve(b.len() + 2);
+    out.push_ascii(b"\"");
+    let mut start = 0;
+    let mut i = next_special(b, 0);
+    while i < b.len() {
+        escape_at(out, s, i, &mut start);
+        i = next_special(b, i + 1);
+    }
+    out.push_part(s, start, b.len());
+    out.push_ascii(b"\"");
+}
+
+/// Whether byte `c` is escaped: below 0x20, a quote or a backslash.
+fn special(c: u8) -> bool {
+    ESCAPE[usize::from(c)] != 0
+}
+
+/// The index of the first byte from `i` on that is escaped, else
+/// `b.len()`.
+fn next_special(b: &[u8], i: usize) -> usize {
+    #[cfg(target_arch = "x86_64")]
+    {
+        #[allow(unsafe_code)]
+        // SAFETY: its one requirement, SSE2, is part of every x86_64
+        // target.
+        unsafe {
+            next_special_sse2(b, i)
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    next_special_swar(b, i)
+}
+
+/// [`next_special`] sixteen bytes at a time (escaping with eight at a time
+/// was a fifth of a `backfill` worker's time).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "sse2")]
+fn next_special_sse2(b: &[u8], mut i: usize) -> usize {
+    use std::arch::x86_64::{
+        _mm_cmpeq_epi8, _mm_min_epu8, _mm_movemask_epi8, _mm_or_si128, _mm_set1_epi8,
+        _mm_set_epi64x,
+    };
+    let quote = _mm_set1_epi8(b'"' as i8);
+    let backslash = _mm_set1_epi8(b'\\' as i8);
+    let below = _mm_set1_epi8(0x1f);
+    while let Some(c) = b.get(i..i + 16) {
+        // Two little-endian halves: one unaligned load once compiled.
+        let lo = u64::from_le_bytes(c[..8].try_into().expect("8 bytes"));
+        let hi = u64::from_le_bytes(c[8..].try_into().expect("8 bytes"));
+        let v = _mm_set_epi64x(hi as i64, lo as i64);
+        let m = _mm_or_si128(
+            _mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, backslash)),
+            // min(v, 0x1f) == v: v <= 0x1f, unsigned.
+            _mm_cmpeq_epi8(_mm_min_epu8(v, below), v),
+        );
+        let mask = _mm_movemask_epi8(m) as u32;
+        if mask != 0 {
+            return i + mask.trailing_zeros() as usize;
+        }
+        i += 16;
+    }
+    i + b[i.min(b.len())..]
+        .iter()
+        .take_while(|c| !special(**c))
+        .count()
+}
+
+/// [`next_special`] eight bytes at a time, in a u64.
+#[cfg(any(test, not(target_arch = "x86_64")))]
+fn next_special_swar(b: &[u8], mut i: usize) -> usize {
     const LO: u64 = 0x0101_0101_0101_0101;
     const HI: u64 = 0x8080_8080_8080_8080;
     // High bits of the bytes of `w` below 0x20, quotes or backslashes (the
     // lowest one exact; above it, maybe false positives).
-    let special = |w: u64| {
+    let flagged = |w: u64| {
         let q = w ^ (LO * u64::from(b'"'));
         let b = w ^ (LO * u64::from(b'\\'));
         let below = w.wrapping_sub(LO * 0x20) & !w;
         (below | (q.wrapping_sub(LO) & !q) | (b.wrapping_sub(LO) & !b)) & HI
     };
-    let b = s.as_bytes();
-    out.reserve(b.len() + 2);
-    out.push_ascii(b"\"");
-    let mut start = 0;
-    let mut i = 0;
-    while i + 8 <= b.len() {
-        let m = special(u64::from_le_bytes(b[i..i + 8].try_into().expect("8 bytes")));
-        if m == 0 {
-            i += 8;
-            continue;
+    while let Some(c) = b.get(i..i + 8) {
+        let m = flagged(u64::from_le_bytes(c.try_into().expect("8 bytes")));
+        if m != 0 {
+            return i + (m.trailing_zeros() / 8) as usize;
         }
-        // The lowest flagged byte is exact (higher ones may be false
-        // positives of the borrow): escape it and look again after it.
-        let k = i + (m.trailing_zeros() / 8) as usize;
-        escape_at(out, s, k, &mut start);
-        i = k + 1;
+        i += 8;
     }
-    for k in i..b.len() {
-        escape_at(out, s, k, &mut start);
-    }
-    out.push_part(s, start, b.len());
-    out.push_ascii(b"\"");
+    i + b[i.min(b.len())..]
+        .iter()
+        .take_while(|c| !special(**c))
+        .count()
 }
 
 /// Escapes byte `k` of `s` when it needs it, after the bytes from `start`.
@@ -510,6 +570,66 @@ mod tests {
         assert_eq!(repaired(b"\"a\xffb\""), "\"a\u{FFFD}b\"".as_bytes());
         assert_eq!(repaired(b"\"\xe2\x82\""), "\"\u{FFFD}\"".as_bytes());
         assert_eq!(repaired(b"\xe4\\"), "\u{FFFD}\\".as_bytes());
+    }
+
+    /// Every escaped byte at every place of strings of 0 to 70 bytes (the
+    /// 16- and 8-byte scans and their tails), and multibyte characters:
+    /// what serde_json writes.
+    #[test]
+    fn escape_writes_what_serde_json_writes() {
+        let specials = [
+            '"', '\\', '\n', '\r', '\t', '\u{0}', '\u{1f}', '\u{8}', '\u{c}',
+        ];
+        let mut texts = Vec::new();
+        for len in 0..70 {
+            let plain: String = "abcdéfgh€ij😀".chars().cycle().take(len).collect();
+            texts.push(plain.clone());
+            let n = plain.chars().count();
+            for at in 0..n {
+                for sp in specials {
+                    let mut t: Vec<char> = plain.chars().collect();
+                    t[at] = sp;
+                    texts.push(t.iter().collect());
+                }
+            }
+            texts.push(std::iter::repeat_n('\n', len).collect());
+            texts.push("\u{7f}~ \u{2028}".repeat(len));
+        }
+        for t in &texts {
+            let mut out = Vec::new();
+            escape(&mut out, t);
+            assert_eq!(
+                String::from_utf8(out).unwrap(),
+                serde_json::to_string(t).unwrap(),
+                "{t:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_scans_find_the_first_escaped_byte() {
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        for len in 0..300 {
+            let b: Vec<u8> = (0..len)
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    // Mostly bytes that need no escape.
+                    match x % 40 {
+                        0 => b'"',
+                        1 => b'\\',
+                        2 => (x >> 8) as u8 % 0x20,
+                        _ => 0x20 + (x >> 8) as u8 % 0xe0,
+                    }
+                })
+                .collect();
+            for i in 0..=len {
+                let naive = i + b[i..].iter().take_while(|c| !special(**c)).count();
+                assert_eq!(next_special(&b, i), naive, "{len} {i}");
+                assert_eq!(next_special_swar(&b, i), naive, "{len} {i}");
+            }
+        }
     }
 
     #[test]
