@@ -149,11 +149,12 @@ pub fn run_ordered<T: Send>(
             });
         }
         let mut batch = Vec::new();
-        let mut g = lock(&shared);
         loop {
+            let mut g = lock(&shared);
             // The results ready in order, delivered without the lock.
             let first = g.delivered;
             while let Some(r) = g.ready.remove(&(first + batch.len())) {
+                g.ready_weight -= weight(first + batch.len());
                 batch.push(r);
             }
             if batch.is_empty() {
@@ -161,35 +162,29 @@ pub fn run_ordered<T: Send>(
                     return;
                 }
                 g.sleeping = true;
-                g = filled.wait(g).unwrap_or_else(|e| e.into_inner());
+                drop(filled.wait(g).unwrap_or_else(|e| e.into_inner()));
                 continue;
             }
             drop(g);
-            let mut count = 0;
-            let mut going = true;
-            let mut done_weight = 0;
             for (k, r) in batch.drain(..).enumerate() {
+                let i = first + k;
+                let going = deliver(i, r);
+                // Each delivery frees its room at once: a worker waiting for
+                // room does not wait for the rest of the batch.
+                let w = weight(i);
+                let mut g = lock(&shared);
+                g.delivered = i + 1;
+                g.ahead -= w;
                 if !going {
-                    break;
+                    // Workers end after the task they are in.
+                    g.stop = true;
+                    g.ready.clear();
+                    advanced.notify_all();
+                    return;
                 }
-                going = deliver(first + k, r);
-                done_weight += weight(first + k);
-                count += 1;
-            }
-            g = lock(&shared);
-            g.delivered += count;
-            g.ahead -= done_weight;
-            g.ready_weight -= done_weight;
-            if !going {
-                g.stop = true;
-                g.ready.clear();
-            }
-            if g.blocked > 0 || g.stop {
-                advanced.notify_all();
-            }
-            if g.stop {
-                // Workers end after the task they are in.
-                return;
+                if g.blocked > 0 {
+                    advanced.notify_all();
+                }
             }
         }
     });
