@@ -17,6 +17,7 @@ use crate::error::Error;
 use crate::format::{BoxedSource, Format, Input};
 use crate::json::{
     as_bool, as_f64, as_str, as_u64, elements, fingerprint, is_blank, Fields, JsonParser,
+    PrefixLines,
 };
 use crate::pi::{Entry, Header, LinePos, MapLine, RoleFilter, Text};
 use crate::record::{Record, Role, Usage};
@@ -233,15 +234,16 @@ fn context(prefix: &[u8], whole: bool, path: &Path) -> Option<ClaudeContext> {
 
 /// [`Format::detect`] for Claude Code (see there), with a kept parser.
 fn detect_claude(json: &mut JsonParser, arena: &mut Bump, prefix: &[u8], whole: bool) -> bool {
-    let mut rest = &prefix[bom_len(prefix)..];
+    let mut lines = PrefixLines::new(&prefix[bom_len(prefix)..], whole);
     let mut seen = 0;
-    while !rest.is_empty() && seen < 5 {
-        let (line, next) = match memchr::memchr(b'\n', rest) {
-            Some(i) => (&rest[..i], &rest[i + 1..]),
-            None if whole => (rest, &rest[rest.len()..]),
-            None if seen == 0 => {
-                let finder = |n: &str| memchr::memmem::find(rest, n.as_bytes()).is_some();
-                return [
+    while seen < 5 {
+        let Some((_, line)) = lines.next() else {
+            // A first line longer than the prefix.
+            let rest = lines.rest();
+            let finder = |n: &str| memchr::memmem::find(rest, n.as_bytes()).is_some();
+            return seen == 0
+                && !rest.is_empty()
+                && [
                     "sessionId",
                     "parentUuid",
                     "isSidechain",
@@ -249,10 +251,7 @@ fn detect_claude(json: &mut JsonParser, arena: &mut Bump, prefix: &[u8], whole: 
                 ]
                 .iter()
                 .any(|k| finder(&format!("\"{k}\"")));
-            }
-            None => return false,
         };
-        rest = next;
         if is_blank(line) {
             continue;
         }
@@ -294,14 +293,7 @@ fn header_with(
     whole: bool,
     path: &Path,
 ) -> Header {
-    let mut rest = prefix;
-    while !rest.is_empty() {
-        let (line, next) = match memchr::memchr(b'\n', rest) {
-            Some(i) => (&rest[..i], &rest[i + 1..]),
-            None if whole => (rest, &rest[rest.len()..]),
-            None => break,
-        };
-        rest = next;
+    for (_, line) in PrefixLines::new(prefix, whole) {
         if is_blank(line) || !may_name(line, b"\"sessionId\"") {
             continue;
         }

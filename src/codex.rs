@@ -20,8 +20,8 @@ use simd_json::{Node, StaticNode};
 use crate::counts::LineCounts;
 use crate::error::Error;
 use crate::format::{BoxedSource, Format, Input};
-use crate::json::JsonParser;
 use crate::json::{as_bool, as_str, as_u64, elements, fingerprint, is_blank, write_json, Fields};
+use crate::json::{JsonParser, PrefixLines};
 use crate::pi::{Entry, Header, LinePos, MapLine, RoleFilter, Text};
 use crate::record::{Record, Role, Usage};
 use crate::report::{Report, SkipReason};
@@ -653,16 +653,11 @@ fn header_with(
     whole: bool,
     path: &Path,
 ) -> (Header, Option<String>, Option<HeaderLine>) {
-    let mut rest = prefix;
     let mut seen = 0;
-    while !rest.is_empty() && seen < HEADER_LINES {
-        let at = prefix.len() - rest.len();
-        let (line, next) = match memchr::memchr(b'\n', rest) {
-            Some(i) => (&rest[..i], &rest[i + 1..]),
-            None if whole => (rest, &rest[rest.len()..]),
-            None => break,
-        };
-        rest = next;
+    for (at, line) in PrefixLines::new(prefix, whole) {
+        if seen == HEADER_LINES {
+            break;
+        }
         if is_blank(line) {
             continue;
         }

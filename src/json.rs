@@ -108,6 +108,48 @@ pub(crate) fn is_blank(line: &[u8]) -> bool {
     line.iter().all(|b| matches!(b, b' ' | b'\t' | b'\r'))
 }
 
+/// The lines of a file's first bytes, each with its offset in `prefix`:
+/// the complete ones, and the last one too when `whole` (the prefix is the
+/// file). When it ends, [`PrefixLines::rest`] is the incomplete line left.
+pub(crate) struct PrefixLines<'p> {
+    prefix: &'p [u8],
+    rest: &'p [u8],
+    whole: bool,
+}
+
+impl<'p> PrefixLines<'p> {
+    pub(crate) fn new(prefix: &'p [u8], whole: bool) -> Self {
+        PrefixLines {
+            prefix,
+            rest: prefix,
+            whole,
+        }
+    }
+
+    /// What is not yet handed out.
+    pub(crate) fn rest(&self) -> &'p [u8] {
+        self.rest
+    }
+}
+
+impl<'p> Iterator for PrefixLines<'p> {
+    type Item = (usize, &'p [u8]);
+
+    fn next(&mut self) -> Option<(usize, &'p [u8])> {
+        let rest = self.rest;
+        if rest.is_empty() {
+            return None;
+        }
+        let (line, next) = match memchr::memchr(b'\n', rest) {
+            Some(i) => (&rest[..i], &rest[i + 1..]),
+            None if self.whole => (rest, &rest[rest.len()..]),
+            None => return None,
+        };
+        self.rest = next;
+        Some((self.prefix.len() - rest.len(), line))
+    }
+}
+
 /// Copies `line` into the arena with simd-json's padding and parses it in
 /// place. Ok(true) when the line needed repair.
 pub(crate) fn parse_into<'a>(
@@ -604,6 +646,21 @@ mod tests {
                 "{t:?}"
             );
         }
+    }
+
+    #[test]
+    fn prefix_lines_are_the_complete_ones_and_the_last_when_whole() {
+        let lines = |whole| PrefixLines::new(b"a\n\nbc\nde", whole).collect::<Vec<_>>();
+        let complete: Vec<(usize, &[u8])> = vec![(0, b"a"), (2, b""), (3, b"bc")];
+        assert_eq!(lines(false), complete);
+        let mut all = complete.clone();
+        all.push((6, b"de"));
+        assert_eq!(lines(true), all);
+        let mut it = PrefixLines::new(b"a\nbc", false);
+        assert_eq!(it.next(), Some((0, &b"a"[..])));
+        assert_eq!(it.next(), None);
+        assert_eq!(it.rest(), b"bc");
+        assert_eq!(PrefixLines::new(b"", true).next(), None);
     }
 
     #[test]
