@@ -57,18 +57,41 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 /// Counts a worker as ended when it returns or unwinds, and wakes the
-/// delivery thread, which waits for every worker before it ends.
+/// delivery thread, which waits for every worker before it ends. A worker
+/// that unwinds stops the run: its result never comes, so the delivery
+/// thread would never again free room for a worker waiting for it.
 struct Ending<'s, T> {
     shared: &'s Mutex<Shared<T>>,
     filled: &'s Condvar,
+    advanced: &'s Condvar,
 }
 
 impl<T> Drop for Ending<'_, T> {
     fn drop(&mut self) {
         let mut g = lock(self.shared);
         g.ended += 1;
+        if std::thread::panicking() {
+            g.stop = true;
+            self.advanced.notify_all();
+        }
         g.sleeping = false;
         self.filled.notify_one();
+    }
+}
+
+/// Stops the run when the delivery thread leaves, by returning or by a
+/// panic in `deliver`: no worker waits for room that no delivery will
+/// free (the scope joins them before it returns or resumes the panic).
+struct Stopping<'s, T> {
+    shared: &'s Mutex<Shared<T>>,
+    advanced: &'s Condvar,
+}
+
+impl<T> Drop for Stopping<'_, T> {
+    fn drop(&mut self) {
+        let mut g = lock(self.shared);
+        g.stop = true;
+        self.advanced.notify_all();
     }
 }
 
@@ -103,11 +126,20 @@ pub fn run_ordered<T: Send>(
     // The delivery thread waits on `filled`, workers on `advanced`.
     let (filled, advanced) = (Condvar::new(), Condvar::new());
     std::thread::scope(|s| {
+        // Before the first spawn: a spawn that fails unwinds too.
+        let _stopping = Stopping {
+            shared: &shared,
+            advanced: &advanced,
+        };
         for _ in 0..workers {
             let (next, shared, filled, advanced, work, weight) =
                 (&next, &shared, &filled, &advanced, &work, &weight);
             s.spawn(move || {
-                let _ending = Ending { shared, filled };
+                let _ending = Ending {
+                    shared,
+                    filled,
+                    advanced,
+                };
                 loop {
                     let i = next.fetch_add(1, Ordering::SeqCst);
                     if i >= n {
@@ -151,6 +183,10 @@ pub fn run_ordered<T: Send>(
         let mut batch = Vec::new();
         loop {
             let mut g = lock(&shared);
+            if g.stop {
+                // A worker panicked: the scope resumes its panic.
+                return;
+            }
             // The results ready in order, delivered without the lock.
             let first = g.delivered;
             while let Some(r) = g.ready.remove(&(first + batch.len())) {
@@ -327,5 +363,123 @@ mod tests {
             "{}",
             most_ahead.load(Ordering::SeqCst)
         );
+    }
+
+    /// Runs `f` on a thread of its own; `None` when it did not end within
+    /// `secs` (the run hangs), else whether it panicked.
+    fn ends_within<F: FnOnce() + Send + 'static>(secs: u64, f: F) -> Option<bool> {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+            let _ = tx.send(r.is_err());
+        });
+        rx.recv_timeout(std::time::Duration::from_secs(secs)).ok()
+    }
+
+    /// A task panics while the other worker waits for room in the budget:
+    /// the run must end with the panic, not wait for ever.
+    #[test]
+    fn a_panicking_task_ends_the_run_while_a_worker_waits_for_budget() {
+        let r = ends_within(10, || {
+            run_ordered(
+                100,
+                2,
+                |_| 1,
+                10,
+                |i| {
+                    assert_ne!(i, 5, "task 5 fails");
+                    i
+                },
+                |_, _| true,
+            )
+        });
+        assert_eq!(r, Some(true), "None: the run hung");
+    }
+
+    /// The same, the other worker waiting for the window (budget unbounded).
+    #[test]
+    fn a_panicking_task_ends_the_run_while_a_worker_waits_for_the_window() {
+        let r = ends_within(10, || {
+            run_ordered(
+                3 * WINDOW,
+                2,
+                |_| 1,
+                u64::MAX,
+                |i| {
+                    assert_ne!(i, 40, "task 40 fails");
+                    i
+                },
+                |_, _| true,
+            )
+        });
+        assert_eq!(r, Some(true), "None: the run hung");
+    }
+
+    /// The delivery callback panics: the run must end with the panic.
+    #[test]
+    fn a_panicking_delivery_ends_the_run() {
+        let r = ends_within(10, || {
+            run_ordered(
+                3 * WINDOW,
+                2,
+                |_| 1,
+                u64::MAX,
+                |i| i,
+                |i, _| {
+                    assert_ne!(i, 3, "delivery 3 fails");
+                    true
+                },
+            )
+        });
+        assert_eq!(r, Some(true), "None: the run hung");
+    }
+
+    /// Edge cases that must neither hang nor lose a result: no tasks, more
+    /// jobs than tasks, tasks heavier than the whole budget, one job
+    /// behind the window, a stop at the first delivery with workers
+    /// waiting for room.
+    #[test]
+    fn edge_cases_end_with_every_result() {
+        let r = ends_within(30, || {
+            let collect = |n: usize, jobs: usize, w: u64, budget: u64| {
+                let mut got = Vec::new();
+                run_ordered(
+                    n,
+                    jobs,
+                    |_| w,
+                    budget,
+                    |i| i,
+                    |i, r| {
+                        assert_eq!(i, r);
+                        got.push(i);
+                        true
+                    },
+                );
+                assert_eq!(got, (0..n).collect::<Vec<_>>(), "{n} {jobs} {w} {budget}");
+            };
+            collect(0, 4, 1, 10);
+            collect(3, 8, 1, 10);
+            collect(1, 1, 1, 10);
+            collect(200, 3, 100, 10);
+            collect(200, 1, 100, 10);
+            collect(3 * WINDOW, 1, 0, 0);
+            collect(3 * WINDOW, 2, 0, 0);
+            for jobs in [1, 2, 4] {
+                let mut got = 0;
+                run_ordered(
+                    500,
+                    jobs,
+                    |_| 1,
+                    3,
+                    |i| i,
+                    |_, _| {
+                        got += 1;
+                        false
+                    },
+                );
+                assert_eq!(got, 1);
+            }
+        });
+        assert_eq!(r, Some(false), "None: a run hung");
     }
 }
