@@ -892,3 +892,117 @@ fn other_writers_keep_the_index_right() {
     );
     fs::remove_dir_all(d).unwrap();
 }
+
+/// `search` ranks as FTS5's `bm25()` does, to the bit, whichever way it
+/// takes the phrases' counts: a phrase whose every match the walk saw, a
+/// phrase of more matches than are ranked, several phrases, filters, and
+/// the FTS5 syntax that `bm25()` itself ranks.
+#[test]
+fn search_ranks_as_fts5_bm25_to_the_bit() {
+    use mem_ingest::store::{search, Search, RANKED};
+    let d = tmpdir("bm25");
+    let arch = d.join("archive");
+    let g = Command::new(env!("CARGO_BIN_EXE_gen-corpus"))
+        .args(["--total-mb", "12", "--seed", "5", "--archive"])
+        .arg(&arch)
+        .output()
+        .unwrap();
+    assert!(g.status.success(), "{}", String::from_utf8_lossy(&g.stderr));
+    let s = searchable(&d);
+    let db = d.join("r.db");
+    let out = backfill_db(&db, &[&arch, &s]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    // What FTS5 says: the same walk and order as `search`, `bm25()` ranks.
+    let fts5 = |fts: &str, filter: &str, limit: usize| -> Vec<(String, f64)> {
+        let mut st = conn
+            .prepare(&format!(
+                "SELECT records_fts.rowid, r.key, bm25(records_fts) FROM records_fts
+                 JOIN records r ON r.row_id = records_fts.rowid
+                 WHERE records_fts MATCH ?1{filter} ORDER BY records_fts.rowid DESC LIMIT {RANKED}"
+            ))
+            .unwrap();
+        let mut all: Vec<(i64, String, f64)> = st
+            .query_map([fts], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        all.sort_by(|a, b| a.2.total_cmp(&b.2).then(b.0.cmp(&a.0)));
+        all.into_iter()
+            .take(limit)
+            .map(|(_, k, r)| (k, r))
+            .collect()
+    };
+    let ours = |q: &Search| -> Vec<(String, f64)> {
+        search(&db, q)
+            .unwrap()
+            .into_iter()
+            .map(|h| (h.key, h.rank))
+            .collect()
+    };
+    let words = |query: &str| Search {
+        query: query.to_owned(),
+        limit: 20,
+        ..Search::default()
+    };
+    let matches = |fts: &str| -> usize {
+        conn.query_row(
+            "SELECT count(*) FROM records_fts WHERE records_fts MATCH ?1",
+            [fts],
+            |r| r.get::<_, i64>(0),
+        )
+        .unwrap() as usize
+    };
+    // One phrase seen whole, one past what is ranked, several phrases.
+    let cases = [
+        ("src/cli/run.rs", r#""src/cli/run.rs""#),
+        ("parser", r#""parser""#),
+        ("\"truncated last line\"", r#""truncated last line""#),
+        ("buffer stream", r#""buffer" "stream""#),
+        (
+            "src/pi.rs parser parser",
+            r#""src/pi.rs" "parser" "parser""#,
+        ),
+        ("naïve", r#""naïve""#),
+    ];
+    assert_eq!(matches(cases[0].1), 1);
+    assert!(matches(cases[1].1) > RANKED, "{}", matches(cases[1].1));
+    assert!(matches(cases[4].1) > 0);
+    for (query, fts) in cases {
+        let want = fts5(fts, "", 20);
+        assert!(!want.is_empty(), "{query}");
+        let got = ours(&words(query));
+        assert_eq!(got.len(), want.len(), "{query}");
+        for (g, w) in got.iter().zip(&want) {
+            assert_eq!(g.0, w.0, "{query}");
+            assert_eq!(g.1.to_bits(), w.1.to_bits(), "{query}: {} vs {}", g.1, w.1);
+        }
+    }
+    // Filtered: the counts are still the whole index's.
+    let q = Search {
+        role: Some("assistant".into()),
+        ..words("parser")
+    };
+    assert_eq!(
+        ours(&q),
+        fts5(r#""parser""#, " AND r.role = 'assistant'", 20)
+    );
+    let q = Search {
+        role: Some("assistant".into()),
+        ..words("src/pi.rs")
+    };
+    let want = fts5(r#""src/pi.rs""#, " AND r.role = 'assistant'", 20);
+    assert_eq!(want.len(), 20);
+    assert_eq!(ours(&q), want);
+    // FTS5 syntax: FTS5's own bm25().
+    let q = Search {
+        fts: true,
+        ..words("parser OR stream")
+    };
+    assert_eq!(ours(&q), fts5("parser OR stream", "", 20));
+    fs::remove_dir_all(d).unwrap();
+}
