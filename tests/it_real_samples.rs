@@ -1,5 +1,5 @@
 //! Real, permissively licensed Claude Code and Codex session files from
-//! public repositories (`fixtures/real/<agent>/<name>/`, each folder with its
+//! public repositories (`tests/real/<agent>/<name>/`, each folder with its
 //! PROVENANCE.md and LICENSE). Token totals are the ones ccusage 20.0.24
 //! reports for the same files (`ccusage claude daily` / `ccusage codex daily`,
 //! `--json --offline`, `TZ=UTC`), except for the Bedrock session, where the
@@ -15,7 +15,10 @@ use serde_json::Value;
 mod common;
 
 fn real(agent: &str, name: &str) -> PathBuf {
-    common::fixtures().join("real").join(agent).join(name)
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/real")
+        .join(agent)
+        .join(name)
 }
 
 fn stats(agent: &str, name: &str) -> Value {
