@@ -1036,34 +1036,73 @@ pub fn search(path: &Path, s: &Search) -> Result<Vec<Hit>, Error> {
             .collect::<Result<_, _>>()
             .map_err(bad_query)?,
     };
+    // The walk stopped at the newest `RANKED` matches: every match from
+    // the oldest of them on was walked, so walking that range again is
+    // cheap (see below).
+    let stopped = !s.rank_all && best.len() >= RANKED;
     // Best first (BM25 is lower for better), ties newest first.
     best.sort_by(|a, b| a.1.total_cmp(&b.1).then(b.0.cmp(&a.0)));
     best.truncate(limit);
     // Snippets for the hits only: a snippet tokenizes its row's text.
     // (Shared out among threads, each with a connection of its own, they
     // took longer: 15.7 ms against 11.5 for `buffer stream`.)
-    let mut one = conn
-        .prepare(
-            "SELECT r.key, r.session, r.project, r.timestamp, r.role,
+    let columns = "SELECT records_fts.rowid, r.key, r.session, r.project, r.timestamp, r.role,
                     snippet(records_fts, 0, '«', '»', '…', 16)
              FROM records_fts JOIN records r ON r.row_id = records_fts.rowid
-             WHERE records_fts MATCH ?1 AND records_fts.rowid = ?2",
-        )
+             WHERE records_fts MATCH ?1";
+    let hit = |r: &rusqlite::Row<'_>| -> rusqlite::Result<(i64, Hit)> {
+        Ok((
+            r.get(0)?,
+            Hit {
+                key: r.get(1)?,
+                session: r.get(2)?,
+                project: r.get(3)?,
+                timestamp: r.get(4)?,
+                role: r.get(5)?,
+                snippet: r.get(6)?,
+                rank: 0.0,
+            },
+        ))
+    };
+    // A hit's row gone since the walk: as a statement of its own finds it.
+    let gone = || failed(path, rusqlite::Error::QueryReturnedNoRows);
+    if stopped && best.len() > 1 {
+        // One statement for them all: the matches between the oldest and
+        // the newest hit, those of the hits kept (`+`: a filter, not the
+        // walk's key). Each hit a statement of its own parsed and set up
+        // the query again: 3.4 against 2.5 ms for 20 hits of `compute`,
+        // 4.9 against 1.5 ms of `"regression test"`.
+        let lo = best.iter().map(|b| b.0).min().unwrap_or(0);
+        let hi = best.iter().map(|b| b.0).max().unwrap_or(0);
+        let list: Vec<String> = best.iter().map(|b| b.0.to_string()).collect();
+        let mut found: BTreeMap<i64, Hit> = conn
+            .prepare(&format!(
+                "{columns} AND records_fts.rowid >= ?2 AND records_fts.rowid <= ?3
+                 AND +records_fts.rowid IN ({})",
+                list.join(",")
+            ))
+            .map_err(bad_query)?
+            .query_map(params![query, lo, hi], hit)
+            .map_err(bad_query)?
+            .collect::<Result<_, _>>()
+            .map_err(bad_query)?;
+        return best
+            .into_iter()
+            .map(|(rowid, rank)| {
+                let h = found.remove(&rowid).ok_or_else(gone)?;
+                Ok(Hit { rank, ..h })
+            })
+            .collect();
+    }
+    let mut one = conn
+        .prepare(&format!("{columns} AND records_fts.rowid = ?2"))
         .map_err(bad_query)?;
     best.into_iter()
         .map(|(rowid, rank)| {
-            one.query_row(params![query, rowid], |r| {
-                Ok(Hit {
-                    key: r.get(0)?,
-                    session: r.get(1)?,
-                    project: r.get(2)?,
-                    timestamp: r.get(3)?,
-                    role: r.get(4)?,
-                    snippet: r.get(5)?,
-                    rank,
-                })
-            })
-            .map_err(bad_query)
+            let (_, h) = one
+                .query_row(params![query, rowid], hit)
+                .map_err(bad_query)?;
+            Ok(Hit { rank, ..h })
         })
         .collect()
 }

@@ -918,7 +918,8 @@ fn search_ranks_as_fts5_bm25_to_the_bit() {
     );
     let conn = rusqlite::Connection::open(&db).unwrap();
     // What FTS5 says: the same walk and order as `search`, `bm25()` ranks.
-    let fts5 = |fts: &str, filter: &str, limit: usize| -> Vec<(String, f64)> {
+    // (And each hit's snippet, taken row by row.)
+    let fts5 = |fts: &str, filter: &str, limit: usize| -> Vec<(String, f64, String)> {
         let mut st = conn
             .prepare(&format!(
                 "SELECT records_fts.rowid, r.key, bm25(records_fts) FROM records_fts
@@ -932,16 +933,27 @@ fn search_ranks_as_fts5_bm25_to_the_bit() {
             .collect::<Result<_, _>>()
             .unwrap();
         all.sort_by(|a, b| a.2.total_cmp(&b.2).then(b.0.cmp(&a.0)));
+        let mut snippet = conn
+            .prepare(
+                "SELECT snippet(records_fts, 0, '«', '»', '…', 16) FROM records_fts
+                 WHERE records_fts MATCH ?1 AND rowid = ?2",
+            )
+            .unwrap();
         all.into_iter()
             .take(limit)
-            .map(|(_, k, r)| (k, r))
+            .map(|(rowid, k, r)| {
+                let s: String = snippet
+                    .query_row(rusqlite::params![fts, rowid], |r| r.get(0))
+                    .unwrap();
+                (k, r, s)
+            })
             .collect()
     };
-    let ours = |q: &Search| -> Vec<(String, f64)> {
+    let ours = |q: &Search| -> Vec<(String, f64, String)> {
         search(&db, q)
             .unwrap()
             .into_iter()
-            .map(|h| (h.key, h.rank))
+            .map(|h| (h.key, h.rank, h.snippet))
             .collect()
     };
     let words = |query: &str| Search {
@@ -980,6 +992,7 @@ fn search_ranks_as_fts5_bm25_to_the_bit() {
         for (g, w) in got.iter().zip(&want) {
             assert_eq!(g.0, w.0, "{query}");
             assert_eq!(g.1.to_bits(), w.1.to_bits(), "{query}: {} vs {}", g.1, w.1);
+            assert_eq!(g.2, w.2, "{query}: snippet");
         }
     }
     // Filtered: the counts are still the whole index's.
