@@ -72,7 +72,7 @@ FIX=(fixtures/*.jsonl fixtures/bad/)
 for j in 1 2; do
     compare "fixtures backfill -j$j" backfill -q -j$j "${FIX[@]}"
     compare "fixtures stats -j$j" stats --json -q -j$j "${FIX[@]}"
-    compare "fixtures+no-header stats -j$j" stats --json -q -j$j "${FIX[@]}" fixtures/no-header/ fixtures/oracle/
+    compare "fixtures+no-header stats -j$j" stats --json -q -j$j fixtures/
     compare_spaces "fixtures stats table (spaces squeezed) -j$j" stats -q -j$j "${FIX[@]}"
     compare "fixtures backfill filters -j$j" backfill -q -j$j --role user --role assistant --since 2025-01-01 --max-text 40 "${FIX[@]}"
     compare "fixtures backfill no-dedupe -j$j" backfill -q -j$j --no-dedupe "${FIX[@]}"
