@@ -376,18 +376,17 @@ mod tests {
         rx.recv_timeout(std::time::Duration::from_secs(secs)).ok()
     }
 
-    /// A task panics while the other worker waits for room in the budget:
+    /// Task `fails` of `n` panics while the other worker waits for room:
     /// the run must end with the panic, not wait for ever.
-    #[test]
-    fn a_panicking_task_ends_the_run_while_a_worker_waits_for_budget() {
-        let r = ends_within(10, || {
+    fn panicking_task_ends_the_run(n: usize, budget: u64, fails: usize) {
+        let r = ends_within(10, move || {
             run_ordered(
-                100,
+                n,
                 2,
                 |_| 1,
-                10,
+                budget,
                 |i| {
-                    assert_ne!(i, 5, "task 5 fails");
+                    assert_ne!(i, fails, "task {fails} fails");
                     i
                 },
                 |_, _| true,
@@ -396,23 +395,14 @@ mod tests {
         assert_eq!(r, Some(true), "None: the run hung");
     }
 
-    /// The same, the other worker waiting for the window (budget unbounded).
+    #[test]
+    fn a_panicking_task_ends_the_run_while_a_worker_waits_for_budget() {
+        panicking_task_ends_the_run(100, 10, 5);
+    }
+
     #[test]
     fn a_panicking_task_ends_the_run_while_a_worker_waits_for_the_window() {
-        let r = ends_within(10, || {
-            run_ordered(
-                3 * WINDOW,
-                2,
-                |_| 1,
-                u64::MAX,
-                |i| {
-                    assert_ne!(i, 40, "task 40 fails");
-                    i
-                },
-                |_, _| true,
-            )
-        });
-        assert_eq!(r, Some(true), "None: the run hung");
+        panicking_task_ends_the_run(3 * WINDOW, u64::MAX, 40);
     }
 
     /// The delivery callback panics: the run must end with the panic.
