@@ -1153,11 +1153,13 @@ fn ranked_words(
     } else {
         vec![(i64::MIN, i64::MAX)]
     };
-    // A query of one phrase (or of one phrase repeated), unfiltered, whose
-    // every match the walk sees: their count is the phrase's. Else a
-    // phrase of one token is counted as FTS5 counts it; one of several, a
-    // slice at a time.
-    let alone = phrases.iter().all(|q| *q == phrases[0]) && filters.is_empty();
+    // A query of one phrase of several tokens (or of it repeated),
+    // unfiltered: when the walk sees its every match, their count is the
+    // phrase's, else it is counted after the walk. Else a phrase of one
+    // token is counted as FTS5 counts it; one of several, a slice at a
+    // time.
+    let alone =
+        phrases.iter().all(|q| *q == phrases[0]) && filters.is_empty() && several(&phrases[0]);
     let firsts: Vec<usize> = (0..phrases.len())
         .filter(|&i| !phrases[..i].contains(&phrases[i]))
         .collect();
@@ -1252,7 +1254,7 @@ fn ranked_words(
     let Some((_, first)) = parts.first() else {
         return Ok(Some(Vec::new()));
     };
-    if alone && several(&phrases[0]) && !complete {
+    if alone && !complete {
         // Not every match seen: counted after all.
         let more: Vec<Task> = slices.iter().map(|&s| Task::Count(0, s)).collect();
         done.extend(rank::on_threads(path, conn, threads, &more, run).map_err(failed)?);
@@ -1269,7 +1271,7 @@ fn ranked_words(
             hits[*i] += n;
         }
     }
-    if alone && several(&phrases[0]) && complete {
+    if alone && complete {
         hits[0] = parts.len() as i64;
     }
     for i in 0..phrases.len() {

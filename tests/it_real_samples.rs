@@ -22,11 +22,14 @@ fn real(agent: &str, name: &str) -> PathBuf {
 }
 
 fn stats(agent: &str, name: &str) -> Value {
-    let out = common::cli()
-        .args(["stats", "--json", "-q", "--source", agent])
-        .arg(real(agent, name))
-        .output()
-        .unwrap();
+    let out = common::run(&[
+        &"stats",
+        &"--json",
+        &"-q",
+        &"--source",
+        &agent,
+        &real(agent, name),
+    ]);
     assert!(
         out.status.success(),
         "{agent}/{name}: {}",
