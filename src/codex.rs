@@ -21,7 +21,7 @@ use crate::counts::LineCounts;
 use crate::error::Error;
 use crate::format::{BoxedSource, Format, Input};
 use crate::json::{as_bool, as_str, as_u64, elements, fingerprint, is_blank, write_json, Fields};
-use crate::json::{JsonParser, PrefixLines};
+use crate::json::{JsonParser, LineHash, PrefixLines};
 use crate::pi::{Entry, Header, LinePos, MapLine, RoleFilter, Text};
 use crate::record::{Record, Role, Usage};
 use crate::report::{Report, SkipReason};
@@ -172,7 +172,7 @@ impl Format for Codex {
             return Ok(Box::new(Compressed::new(input, path, 0, 0)));
         }
         let session = open_headerless(input, path, opts, PREFIX, |prefix, whole| {
-            context(prefix, whole, path)
+            context(prefix, whole, path, opts.line_hash_scheme())
         })?;
         Ok(Box::new(CodexSource(session.counting(opts))))
     }
@@ -187,7 +187,12 @@ impl Format for Codex {
         lines_before: u64,
         opts: &SourceOptions,
     ) -> BoxedSource<'d> {
-        let ctx = CodexContext::new(header.clone(), path, Running::decode(context));
+        let ctx = CodexContext::new(
+            header.clone(),
+            path,
+            Running::decode(context),
+            opts.line_hash_scheme(),
+        );
         if compressed(path) {
             #[cfg(feature = "zstd")]
             return zst::resume(input, path, ctx, byte, lines_before, opts);
@@ -335,7 +340,7 @@ mod zst {
         let opts = options(opts);
         let (input, read) = decoder(input, path)?;
         let session = open_headerless(input, path, &opts, PREFIX, |prefix, whole| {
-            context(prefix, whole, path)
+            context(prefix, whole, path, opts.line_hash_scheme())
         })?;
         Ok(Box::new(Zst {
             inner: CodexSource(session.counting(&opts)),
@@ -596,7 +601,7 @@ impl RecordSource for CodexSource<'_> {
 
 /// The file's context from its first bytes; `None` for a file that holds
 /// nothing but whitespace, NULs and a BOM (`whole`: `prefix` is the file).
-fn context(prefix: &[u8], whole: bool, path: &Path) -> Option<CodexContext> {
+fn context(prefix: &[u8], whole: bool, path: &Path, hash: LineHash) -> Option<CodexContext> {
     let body = &prefix[bom_len(prefix)..];
     if whole
         && body
@@ -605,12 +610,12 @@ fn context(prefix: &[u8], whole: bool, path: &Path) -> Option<CodexContext> {
     {
         return None;
     }
-    let (header, provider, meta) = header_of(body, whole, path);
+    let (header, provider, meta) = header_of(body, whole, path, hash);
     let run = Running {
         provider,
         ..Running::default()
     };
-    let mut ctx = CodexContext::new(header, path, run);
+    let mut ctx = CodexContext::new(header, path, run, hash);
     ctx.meta = meta.map(|m| HeaderLine {
         byte: m.byte + bom_len(prefix) as u64,
         ..m
@@ -642,8 +647,9 @@ fn header_of(
     prefix: &[u8],
     whole: bool,
     path: &Path,
+    hash: LineHash,
 ) -> (Header, Option<String>, Option<HeaderLine>) {
-    crate::json::with_scratch(|json, arena| header_with(json, arena, prefix, whole, path))
+    crate::json::with_scratch(|json, arena| header_with(json, arena, prefix, whole, path, hash))
 }
 
 fn header_with(
@@ -652,6 +658,7 @@ fn header_with(
     prefix: &[u8],
     whole: bool,
     path: &Path,
+    hash: LineHash,
 ) -> (Header, Option<String>, Option<HeaderLine>) {
     let mut seen = 0;
     for (at, line) in PrefixLines::new(prefix, whole) {
@@ -695,9 +702,9 @@ fn header_with(
                 envelope(nodes).map(|e| HeaderLine {
                     byte: at as u64,
                     len: line.len(),
-                    raw: fingerprint(&[line]),
+                    raw: hash.of(line),
                     fingerprint: (e.ordinal && e.timestamp.is_some())
-                        .then(|| line_fingerprint(&e, nodes, line, 0, arena)),
+                        .then(|| line_fingerprint(&e, nodes, line, 0, arena, hash)),
                     legacy: e.timestamp.is_none(),
                     repaired,
                 }),
@@ -890,16 +897,19 @@ pub(crate) struct CodexContext {
     /// The line the header was read from, when it was read from this
     /// source's first lines.
     meta: Option<HeaderLine>,
+    /// How line bytes are hashed into fingerprints (the checkpoint's).
+    hash: LineHash,
 }
 
 impl CodexContext {
-    fn new(header: Header, path: &Path, run: Running) -> Self {
+    fn new(header: Header, path: &Path, run: Running, hash: LineHash) -> Self {
         CodexContext {
             header,
             source: format!("codex:{}", stem(path)),
             run: RefCell::new(run),
             before: Cell::new((0, Twins::default())),
             meta: None,
+            hash,
         }
     }
 }
@@ -1091,23 +1101,34 @@ fn visible_text<'a>(content: Option<&[Node<'a>]>, arena: &'a Bump) -> &'a str {
     text.finish().0
 }
 
-fn twin_fp(assistant: bool, text: &str, event: bool) -> u64 {
+/// A message's text and side, the lowest bit saying whether the line is
+/// the event (`event_msg`) or the item; with [`LineHash::Wide`] the text
+/// is hashed by it and folded with the side.
+fn twin_fp(hash: LineHash, assistant: bool, text: &str, event: bool) -> u64 {
     let side: &[u8] = if assistant { b"assistant" } else { b"user" };
-    (fingerprint(&[b"codex-twin", side, text.as_bytes()]) & !1) | u64::from(event)
+    let fp = match hash {
+        LineHash::Serial => fingerprint(&[b"codex-twin", side, text.as_bytes()]),
+        LineHash::Wide => {
+            let t = hash.of(text.as_bytes()).to_le_bytes();
+            fingerprint(&[b"codex-twin", side, &t])
+        }
+    };
+    (fp & !1) | u64::from(event)
 }
 
-/// A line's fingerprint: its bytes; with an `ordinal` (a per-file number),
-/// its fields less that one; a legacy line (no timestamp), its bytes and
-/// line number (two equal lines are two).
+/// A line's fingerprint: its bytes (hashed by `hash`); with an `ordinal`
+/// (a per-file number), its fields less that one; a legacy line (no
+/// timestamp), its bytes and line number (two equal lines are two).
 fn line_fingerprint(
     e: &Envelope<'_, '_>,
     nodes: &[Node<'_>],
     raw: &[u8],
     line: u64,
     arena: &Bump,
+    hash: LineHash,
 ) -> u64 {
     match (e.timestamp, e.ordinal) {
-        (Some(_), false) => fingerprint(&[raw]),
+        (Some(_), false) => hash.of(raw),
         (Some(ts), true) => {
             let mut s = bumpalo::collections::String::new_in(arena);
             for (k, v) in Fields::of(nodes).iter().filter(|(k, _)| *k != "ordinal") {
@@ -1135,7 +1156,7 @@ impl MapLine for CodexContext {
         if pos.byte != m.byte || raw.len() != m.len {
             return None;
         }
-        let hash = fingerprint(&[raw]);
+        let hash = self.hash.of(raw);
         if hash != m.raw {
             return None;
         }
@@ -1183,7 +1204,7 @@ impl MapLine for CodexContext {
             None => e.ty,
         };
         report.entries.add(entry_type, 1);
-        let fp = line_fingerprint(&e, nodes, raw, pos.line, arena);
+        let fp = line_fingerprint(&e, nodes, raw, pos.line, arena, self.hash);
         let entry = |record| {
             Some(Entry {
                 fingerprint: fp,
@@ -1227,7 +1248,7 @@ impl MapLine for CodexContext {
             ("event_msg", Some(item @ ("user_message" | "agent_message"))) => {
                 let text = p.str("message").unwrap_or("");
                 let assistant = item == "agent_message";
-                if run.twins.meet(twin_fp(assistant, text, true)) {
+                if run.twins.meet(twin_fp(self.hash, assistant, text, true)) {
                     None
                 } else {
                     twin = Some(text);
@@ -1242,7 +1263,7 @@ impl MapLine for CodexContext {
                 Some(role @ ("user" | "assistant")) => {
                     let text = visible_text(p.get("content"), arena);
                     let assistant = role == "assistant";
-                    if run.twins.meet(twin_fp(assistant, text, false)) {
+                    if run.twins.meet(twin_fp(self.hash, assistant, text, false)) {
                         None
                     } else {
                         Some(match (assistant, harness(text)) {

@@ -35,6 +35,94 @@ pub(crate) fn fingerprint(parts: &[&[u8]]) -> u64 {
     mix(h, K[0] ^ parts.len() as u64)
 }
 
+/// How a whole line's bytes are hashed into its entry's fingerprint, where
+/// a format knows a line by its bytes (a Codex line has no id: a replayed
+/// copy is byte-identical). Checkpoints record it
+/// ([`OutputOptions::line_hash`](crate::archive::OutputOptions::line_hash)):
+/// the fingerprints they hold were made with it, so a run adopts theirs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum LineHash {
+    /// [`fingerprint`]'s one multiply-fold chain, 8 bytes a step: what
+    /// checkpoints saved before the scheme was recorded hold.
+    Serial,
+    /// Three independent multiply-fold chains, 48 bytes a round (the shape
+    /// of wyhash's bulk loop): about five times [`LineHash::Serial`]'s
+    /// speed on long lines.
+    #[default]
+    Wide,
+}
+
+impl LineHash {
+    /// Its number in a checkpoint.
+    pub fn id(self) -> u32 {
+        match self {
+            LineHash::Serial => 1,
+            LineHash::Wide => 2,
+        }
+    }
+
+    /// The scheme of number `id`; `None` for one this release does not know.
+    pub fn from_id(id: u32) -> Option<LineHash> {
+        match id {
+            1 => Some(LineHash::Serial),
+            2 => Some(LineHash::Wide),
+            _ => None,
+        }
+    }
+
+    /// The hash of `line`'s bytes.
+    pub(crate) fn of(self, line: &[u8]) -> u64 {
+        match self {
+            LineHash::Serial => fingerprint(&[line]),
+            LineHash::Wide => wide(line),
+        }
+    }
+}
+
+/// [`LineHash::Wide`]: three 16-byte lanes a round, each folded by one
+/// 64x64->128 multiply independent of the others (one chain's multiply
+/// waits for the one before it: the serial hash is bound by its latency),
+/// then 16 bytes a step, then the zero-padded tail with its length.
+fn wide(bytes: &[u8]) -> u64 {
+    const K: [u64; 4] = [
+        0xa076_1d64_78bd_642f,
+        0xe703_7ed1_a0b4_28db,
+        0x8ebc_6af0_9c88_c6e3,
+        0x5899_65cc_7537_4cc3,
+    ];
+    #[inline(always)]
+    fn mix(a: u64, b: u64) -> u64 {
+        let r = u128::from(a) * u128::from(b);
+        (r as u64) ^ ((r >> 64) as u64)
+    }
+    #[inline(always)]
+    fn word(b: &[u8], i: usize) -> u64 {
+        u64::from_le_bytes(b[i..i + 8].try_into().expect("8 bytes"))
+    }
+    let len = bytes.len() as u64;
+    let mut s0 = K[2] ^ mix(K[0] ^ len, K[1]);
+    let (mut s1, mut s2) = (s0, s0);
+    let mut rest = bytes;
+    while rest.len() > 48 {
+        s0 = mix(word(rest, 0) ^ K[1], word(rest, 8) ^ s0);
+        s1 = mix(word(rest, 16) ^ K[2], word(rest, 24) ^ s1);
+        s2 = mix(word(rest, 32) ^ K[3], word(rest, 40) ^ s2);
+        rest = &rest[48..];
+    }
+    let mut h = s0 ^ s1 ^ s2;
+    while rest.len() > 16 {
+        h = mix(word(rest, 0) ^ K[1], word(rest, 8) ^ h);
+        rest = &rest[16..];
+    }
+    let mut tail = [0u8; 16];
+    tail[..rest.len()].copy_from_slice(rest);
+    h = mix(
+        word(&tail, 0) ^ K[1],
+        word(&tail, 8) ^ h ^ rest.len() as u64,
+    );
+    mix(h ^ K[0], K[3] ^ len)
+}
+
 /// simd-json's scratch space, reused from line to line.
 pub(crate) struct JsonParser {
     buffers: simd_json::Buffers,
@@ -594,6 +682,56 @@ fn escape_at(out: &mut impl PushStr, s: &str, k: usize, start: &mut usize) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const CODEX_LINE: &[u8] = br#"{"timestamp":"2026-01-01T00:00:00.000Z","type":"response_item","payload":{"type":"message","role":"user","content":[{"type":"input_text","text":"hello"}]}}"#;
+
+    /// Checkpoints hold these values: a change to either hash would leave
+    /// every saved fingerprint unmatched (every entry emitted again).
+    #[test]
+    fn the_hashes_are_pinned() {
+        assert_eq!(LineHash::Serial.of(CODEX_LINE), 0x2448_7e84_02c4_e6ac);
+        assert_eq!(LineHash::Wide.of(CODEX_LINE), 0xcc9e_9105_9387_2677);
+        assert_eq!(LineHash::Wide.of(b""), 0xbe64_9646_70f0_0caf);
+        assert_eq!(LineHash::Wide.of(&CODEX_LINE[..48]), 0xedd2_f4ff_8766_728b);
+        assert_eq!(fingerprint(&[b"a", b"bc"]), 0x2d64_a40a_d432_c549);
+        assert_eq!(LineHash::Serial.of(CODEX_LINE), fingerprint(&[CODEX_LINE]));
+        assert_eq!(
+            (
+                LineHash::from_id(1),
+                LineHash::from_id(2),
+                LineHash::from_id(3)
+            ),
+            (Some(LineHash::Serial), Some(LineHash::Wide), None)
+        );
+        assert_eq!((LineHash::Serial.id(), LineHash::Wide.id()), (1, 2));
+    }
+
+    /// Every byte and the length reach the wide hash: each prefix of a
+    /// buffer hashes differently, and so does every one-bit change, in the
+    /// three lanes, the 16-byte steps and the tail alike.
+    #[test]
+    fn the_wide_hash_sees_every_byte_and_the_length() {
+        let buf: Vec<u8> = (0..200u32).map(|i| (i * 7 + 3) as u8).collect();
+        let mut seen = std::collections::HashSet::new();
+        for n in 0..=buf.len() {
+            assert!(seen.insert(LineHash::Wide.of(&buf[..n])), "prefix {n}");
+        }
+        for n in [1, 15, 16, 17, 32, 47, 48, 49, 64, 96, 97, 145, 200] {
+            let h = LineHash::Wide.of(&buf[..n]);
+            for i in 0..n {
+                for bit in 0..8 {
+                    let mut b = buf[..n].to_vec();
+                    b[i] ^= 1 << bit;
+                    assert_ne!(LineHash::Wide.of(&b), h, "length {n}, byte {i}, bit {bit}");
+                }
+            }
+        }
+        assert_ne!(LineHash::Wide.of(b"ab"), LineHash::Wide.of(b"ab\0"));
+        assert_ne!(
+            LineHash::Wide.of(CODEX_LINE),
+            LineHash::Serial.of(CODEX_LINE)
+        );
+    }
 
     fn repaired(line: &[u8]) -> Vec<u8> {
         let arena = Bump::new();

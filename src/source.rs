@@ -8,7 +8,7 @@ use bumpalo::Bump;
 
 use crate::counts::{LineCounts, Tracker};
 use crate::error::{Error, ErrorKind};
-use crate::json::is_blank;
+use crate::json::{is_blank, LineHash};
 use crate::line_reader::{
     LineEvent, LineReader, Pooled, DEFAULT_BUFFER_CAPACITY, DEFAULT_MAX_LINE,
 };
@@ -98,6 +98,7 @@ pub struct SourceOptions {
     max_skips: usize,
     hold_partial: bool,
     count_entries: bool,
+    line_hash: LineHash,
 }
 
 impl Default for SourceOptions {
@@ -109,6 +110,7 @@ impl Default for SourceOptions {
             max_skips: DEFAULT_MAX_SKIPS,
             hold_partial: false,
             count_entries: false,
+            line_hash: LineHash::default(),
         }
     }
 }
@@ -156,6 +158,20 @@ impl SourceOptions {
     pub fn hold_partial_tail(mut self, hold: bool) -> Self {
         self.hold_partial = hold;
         self
+    }
+
+    /// How a format that knows a line by its bytes (Codex) hashes them
+    /// into the entry's fingerprint (default [`LineHash::Wide`]). An
+    /// archive run takes its checkpoint's: the fingerprints a checkpoint
+    /// holds compare only with ones made the same way.
+    pub fn line_hash(mut self, hash: LineHash) -> Self {
+        self.line_hash = hash;
+        self
+    }
+
+    /// See [`SourceOptions::line_hash`].
+    pub fn line_hash_scheme(&self) -> LineHash {
+        self.line_hash
     }
 
     pub(crate) fn buffer_bytes(&self) -> usize {

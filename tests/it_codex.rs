@@ -1024,3 +1024,63 @@ fn parents_are_found_by_the_id_a_name_ends_with() {
     assert_eq!(Codex.parent_file_name(&h(Some(id))), Some(id));
     assert_eq!(Codex.parent_file_name(&h(None)), None);
 }
+
+/// A real rollout (26 lines, 10 records) in the repository, MIT
+/// (`tests/real/codex/codemie-exec-0.77.0/PROVENANCE.md`).
+const REAL_EXEC: &str = "tests/real/codex/codemie-exec-0.77.0/rollout-2026-01-02T18-39-45-019b7f94-51b4-7593-922e-ba12b5b73b52.jsonl";
+
+/// The line hash a checkpoint's state records: `(layout version, hash)`.
+fn state_line_hash(state: &Path) -> (u32, u32) {
+    use mem_ingest::archive::{CheckpointStore, StateFile};
+    let version = u32::from_le_bytes(std::fs::read(state).unwrap()[8..12].try_into().unwrap());
+    let s = StateFile::open(state).unwrap().load().unwrap().unwrap();
+    (version, s.options.line_hash)
+}
+
+/// A state saved before the line hash was recorded
+/// (`fixtures/state-v6-codex.state`: the release before, a6548c0,
+/// `backfill --state` of [`REAL_EXEC`]) holds the serial hash's
+/// fingerprints. A copy of the rollout (new to the state by its inode) is
+/// then every line a copy its lineage holds: no record, 26 deduplicated,
+/// because the run hashes as the state did, and still does once the state
+/// is saved in the new layout. A new state records the wide hash, and
+/// deduplicates a copy the same way.
+#[test]
+fn checkpoints_keep_the_line_hash_they_were_made_with() {
+    let home = tmpdir("line-hash");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let name = Path::new(REAL_EXEC).file_name().unwrap();
+    let run = |copy: &str, state: &Path| {
+        let dir = home.join(copy);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::copy(root.join(REAL_EXEC), dir.join(name)).unwrap();
+        json_lines(
+            bin(&home)
+                .args(["backfill", "--state"])
+                .arg(state)
+                .arg(dir.join(name)),
+        )
+    };
+    let all_copies = "0 resumed, 0 re-read), 0 records (0 written), 26 deduplicated, 0 skipped";
+    let old = home.join("old.state");
+    std::fs::copy(root.join("fixtures/state-v6-codex.state"), &old).unwrap();
+    assert_eq!(state_line_hash(&old), (6, 1));
+    for copy in ["a", "b"] {
+        let (records, err) = run(copy, &old);
+        assert_eq!(records.len(), 0, "{err}");
+        assert!(err.contains(all_copies), "{err}");
+        assert_eq!(state_line_hash(&old), (7, 1));
+    }
+    let new = home.join("new.state");
+    let (records, err) = run("c", &new);
+    assert_eq!(records.len(), 10, "{err}");
+    assert!(
+        err.contains("10 records (10 written), 0 deduplicated"),
+        "{err}"
+    );
+    assert_eq!(state_line_hash(&new), (7, 2));
+    let (records, err) = run("d", &new);
+    assert_eq!(records.len(), 0, "{err}");
+    assert!(err.contains(all_copies), "{err}");
+    std::fs::remove_dir_all(home).unwrap();
+}

@@ -731,6 +731,66 @@ fn the_checked_in_stores_are_migrated_and_go_on() {
     }
 }
 
+/// A real Codex rollout in the repository (26 lines, 10 records; MIT,
+/// `tests/real/codex/codemie-exec-0.77.0/PROVENANCE.md`).
+const REAL_CODEX: &str = "tests/real/codex/codemie-exec-0.77.0/rollout-2026-01-02T18-39-45-019b7f94-51b4-7593-922e-ba12b5b73b52.jsonl";
+
+/// A store made before the checkpoint recorded its line hash
+/// (`fixtures/store-v2-codex.sqlite`: the release before, a6548c0,
+/// `backfill --db` of [`REAL_CODEX`]) holds the serial hash's
+/// fingerprints, and keeps it: a copy of the rollout (a new file to the
+/// store) adds nothing, its 26 lines deduplicated, and the options then
+/// record the hash (1). A new store records the wide hash (2) and
+/// deduplicates a copy the same way. (Codex keys are per line, so a copy
+/// that deduplicated nothing would upsert the same 10 rows: the run's own
+/// count is what tells.)
+#[test]
+fn a_store_keeps_the_line_hash_it_was_made_with() {
+    let d = tmpdir("line-hash");
+    let name = Path::new(REAL_CODEX).file_name().unwrap();
+    let copy = |dir: &str| {
+        let p = d.join(dir).join(name);
+        fs::create_dir_all(p.parent().unwrap()).unwrap();
+        fs::copy(Path::new(env!("CARGO_MANIFEST_DIR")).join(REAL_CODEX), &p).unwrap();
+        p
+    };
+    let backfill = |db: &Path, path: &Path| {
+        let out = bin()
+            .args(["backfill", "--db"])
+            .arg(db)
+            .arg(path)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "{err}");
+        err
+    };
+    let hash = "SELECT coalesce(json_extract(value, '$.line_hash'), 'none') FROM checkpoint_meta WHERE name = 'options'";
+    let all_copies = "0 records (0 written), 26 deduplicated, 0 skipped";
+    let old = d.join("old.db");
+    fs::copy(fixtures().join("store-v2-codex.sqlite"), &old).unwrap();
+    assert_eq!(sqlite3(&old, hash), "none");
+    assert_eq!(count(&old), 10);
+    for dir in ["a", "b"] {
+        let err = backfill(&old, &copy(dir));
+        assert!(err.contains(all_copies), "{err}");
+        assert_eq!(sqlite3(&old, hash), "1");
+        assert_eq!(count(&old), 10);
+    }
+    let new = d.join("new.db");
+    let err = backfill(&new, &copy("c"));
+    assert!(
+        err.contains("10 records (10 written), 0 deduplicated"),
+        "{err}"
+    );
+    assert_eq!(sqlite3(&new, hash), "2");
+    let err = backfill(&new, &copy("d"));
+    assert!(err.contains(all_copies), "{err}");
+    assert_eq!(count(&new), 10);
+    assert_eq!(sqlite3(&old, "PRAGMA integrity_check"), "ok");
+    fs::remove_dir_all(d).unwrap();
+}
+
 /// `tests/data/claude-usage.jsonl`, a Claude Code session of three usage
 /// responses (one streamed as two lines, one without a request id).
 fn claude_usage() -> PathBuf {

@@ -24,6 +24,10 @@
 //!   ([`OutputOptions::shard`], through [`OptionsV6`]), and the output a
 //!   dataset's id and parts ([`OutputState::id`], [`OutputState::parts`]):
 //!   versions 1 to 5 wrote an output through [`OutputV5`].
+//! - Version 7: version 6, and the options record how line bytes are
+//!   hashed into fingerprints ([`OutputOptions::line_hash`], through
+//!   [`OptionsV7`]); versions 1 to 6 read back as the serial hash, the
+//!   only one they knew.
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
@@ -60,6 +64,8 @@ pub(super) struct OptionsV4 {
     sources: Vec<String>,
     #[serde(skip)]
     shard: Option<super::Shard>,
+    #[serde(skip, default = "serial")]
+    line_hash: u32,
 }
 
 /// The options of layout 5: the sources after the rest.
@@ -76,6 +82,8 @@ pub(super) struct OptionsV5 {
     sources: Vec<String>,
     #[serde(skip)]
     shard: Option<super::Shard>,
+    #[serde(skip, default = "serial")]
+    line_hash: u32,
 }
 
 /// The options of layout 6: the shard after the sources.
@@ -91,6 +99,29 @@ pub(super) struct OptionsV6 {
     record_format: u32,
     sources: Vec<String>,
     shard: Option<super::Shard>,
+    #[serde(skip, default = "serial")]
+    line_hash: u32,
+}
+
+/// The options of layout 7: how line bytes are hashed, after the shard.
+#[derive(Serialize, Deserialize)]
+#[serde(remote = "OutputOptions")]
+pub(super) struct OptionsV7 {
+    command: String,
+    roles: Vec<String>,
+    since: Option<i64>,
+    until: Option<i64>,
+    max_text: Option<usize>,
+    no_dedupe: bool,
+    record_format: u32,
+    sources: Vec<String>,
+    shard: Option<super::Shard>,
+    line_hash: u32,
+}
+
+/// What layouts 1 to 6 hashed line bytes with: [`crate::LineHash::Serial`].
+fn serial() -> u32 {
+    crate::LineHash::Serial.id()
 }
 
 /// The output of layouts 1 to 5: a file's path and length (read back with

@@ -20,6 +20,7 @@ use super::{discover, exec, Command, Config};
 use crate::counts::{LineCounts, Removal};
 use crate::error::{Error, ErrorKind};
 use crate::format::{open_at, At, BoxedSource, Format, Input};
+use crate::json::LineHash;
 use crate::ndjson::cut_text;
 use crate::pi::{Header, RoleFilter};
 use crate::report::Report;
@@ -512,6 +513,8 @@ pub(crate) fn run<S: Sink>(cfg: &Config, command: Command, sink: &mut S) -> Resu
     // The formats the checkpoint chooses, when it does: declared before
     // the run's context, which borrows it.
     let adopted: Config;
+    // The checkpoint's line hash, when it is not the run's (likewise).
+    let hashed: Config;
     let mut ctx = Ctx {
         cfg,
         sink,
@@ -545,6 +548,28 @@ pub(crate) fn run<S: Sink>(cfg: &Config, command: Command, sink: &mut S) -> Resu
                 ctx.cfg = &adopted;
                 ctx.listed_formats = Some(map);
             }
+        }
+    }
+    if let Some(s) = &saved {
+        // The fingerprints the checkpoint holds were made with its line
+        // hash: the run's must be made the same way to meet them.
+        let Some(hash) = LineHash::from_id(s.options.line_hash) else {
+            let e = format!(
+                "line hash: state has {}, this release knows {} and {}",
+                s.options.line_hash,
+                LineHash::Serial.id(),
+                LineHash::Wide.id()
+            );
+            return Err(Error::new(
+                &ctx.state_path(),
+                ErrorKind::OptionsChanged(vec![e]),
+            ));
+        };
+        if hash != ctx.cfg.opts.line_hash_scheme() {
+            let mut c = ctx.cfg.clone();
+            c.opts = c.opts.line_hash(hash);
+            hashed = c;
+            ctx.cfg = &hashed;
         }
     }
     let shape = output_options(ctx.cfg, command);
@@ -632,6 +657,7 @@ fn output_options(cfg: &Config, command: Command) -> OutputOptions {
         record_format: state::RECORD_FORMAT,
         sources: cfg.formats.iter().map(|f| f.name().to_owned()).collect(),
         shard: cfg.shard,
+        line_hash: cfg.opts.line_hash_scheme().id(),
     }
 }
 

@@ -19,7 +19,8 @@ use serde::{Deserialize, Serialize};
 
 use super::dedupe::Lineages;
 use super::layout::{
-    output_v5, FileV2, OptionsV4, OptionsV5, OptionsV6, RefV3, ResponseRef, ResponseWire, WireV3,
+    output_v5, FileV2, OptionsV4, OptionsV5, OptionsV6, OptionsV7, RefV3, ResponseRef,
+    ResponseWire, WireV3,
 };
 use crate::error::{Error, ErrorKind};
 use crate::pi::Header;
@@ -28,8 +29,8 @@ use crate::sink::Mark;
 use crate::usage::Response;
 
 /// Version of the state file's layout (see the `layout` module). Versions
-/// 1 to 5 are still read, and saved anew in this one.
-pub const STATE_VERSION: u32 = 6;
+/// 1 to 6 are still read, and saved anew in this one.
+pub const STATE_VERSION: u32 = 7;
 /// Version of what a record line holds; a state written for another one is
 /// refused, since re-runs append to the same output.
 pub const RECORD_FORMAT: u32 = 1;
@@ -62,6 +63,17 @@ pub struct OutputOptions {
     /// of it). None in a checkpoint saved before layout version 6.
     #[serde(default)]
     pub shard: Option<super::Shard>,
+    /// How line bytes were hashed into the fingerprints the checkpoint
+    /// holds ([`crate::LineHash::id`]): a run adopts it, it is never a
+    /// difference. The serial hash (1) in a checkpoint saved before it was
+    /// recorded (a state before layout version 7, a store's options
+    /// without it).
+    #[serde(default = "serial_line_hash")]
+    pub line_hash: u32,
+}
+
+fn serial_line_hash() -> u32 {
+    crate::LineHash::Serial.id()
 }
 
 impl OutputOptions {
@@ -252,7 +264,7 @@ pub struct State {
     /// The layout version it was read in.
     pub version: u32,
     /// The options that shape the output.
-    #[serde(with = "OptionsV6")]
+    #[serde(with = "OptionsV7")]
     pub options: OutputOptions,
     /// Bytes of the output file the state covers (`-o`), if any.
     pub output: Option<OutputState>,
@@ -451,6 +463,23 @@ impl From<WireV3> for FileState {
     fn from(w: WireV3) -> FileState {
         w.0
     }
+}
+
+/// The layout of version 6 (no line hash in the options), read and
+/// converted.
+#[derive(Deserialize)]
+struct StateV6 {
+    #[allow(dead_code)]
+    version: u32,
+    #[serde(with = "OptionsV6")]
+    options: OutputOptions,
+    output: Option<OutputState>,
+    #[serde(deserialize_with = "files_v3")]
+    files: BTreeMap<String, Arc<FileState>>,
+    #[serde(with = "blob")]
+    lineages: Vec<u8>,
+    #[serde(with = "blob")]
+    responses: Vec<u8>,
 }
 
 /// The layout of version 5 (no shard in the options, a file's output
@@ -666,6 +695,15 @@ pub fn load(path: &Path) -> Result<Option<State>, Error> {
         STATE_VERSION => postcard::from_bytes(&bytes[12..])
             .map(Some)
             .map_err(damaged),
+        6 => {
+            let v6: StateV6 = postcard::from_bytes(&bytes[12..]).map_err(damaged)?;
+            let st = State::of_layout(6, v6.options, v6.output, v6.files);
+            Ok(Some(State {
+                lineages: v6.lineages,
+                responses: v6.responses,
+                ..st
+            }))
+        }
         5 => {
             let v5: StateV5 = postcard::from_bytes(&bytes[12..]).map_err(damaged)?;
             let st = State::of_layout(5, v5.options, v5.output, v5.files);
@@ -892,7 +930,7 @@ fn save_with(path: &Path, state: &State, lineages: &[u8], responses: &[u8]) -> i
     #[derive(Serialize)]
     struct StateRef<'a> {
         version: u32,
-        #[serde(serialize_with = "ser_options_v6")]
+        #[serde(serialize_with = "ser_options_v7")]
         shape: &'a OutputOptions,
         output: &'a Option<OutputState>,
         #[serde(serialize_with = "ser_files_v3")]
@@ -918,6 +956,13 @@ fn save_with(path: &Path, state: &State, lineages: &[u8], responses: &[u8]) -> i
     })
 }
 
+fn ser_options_v7<S: serde::Serializer>(o: &&OutputOptions, s: S) -> Result<S::Ok, S::Error> {
+    OptionsV7::serialize(o, s)
+}
+
+/// The options as layout 6 wrote them (for the writer of that layout the
+/// upgrade tests use).
+#[cfg(test)]
 fn ser_options_v6<S: serde::Serializer>(o: &&OutputOptions, s: S) -> Result<S::Ok, S::Error> {
     OptionsV6::serialize(o, s)
 }
@@ -1012,6 +1057,37 @@ pub fn header_digest_v2(h: &Header) -> u64 {
     text.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
         (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
     })
+}
+
+/// Writes `state` in the layout of version 6 (no line hash), as mem-ingest
+/// before version 7 did: for tests of the upgrade.
+#[cfg(test)]
+pub fn save_v6(path: &Path, state: &State) {
+    #[derive(Serialize)]
+    struct V6<'a> {
+        version: u32,
+        #[serde(serialize_with = "ser_options_v6")]
+        shape: &'a OutputOptions,
+        output: &'a Option<OutputState>,
+        #[serde(serialize_with = "ser_files_v3")]
+        files: &'a BTreeMap<String, Arc<FileState>>,
+        #[serde(with = "blob")]
+        lineages: &'a [u8],
+        #[serde(with = "blob")]
+        responses: &'a [u8],
+    }
+    let v6 = V6 {
+        version: 6,
+        shape: &state.options,
+        output: &state.output,
+        files: &state.files,
+        lineages: &state.lineages,
+        responses: &state.responses,
+    };
+    let mut bytes = MAGIC.to_vec();
+    bytes.extend_from_slice(&6u32.to_le_bytes());
+    bytes.extend_from_slice(&postcard::to_stdvec(&v6).expect("encodes"));
+    fs::write(path, bytes).expect("writes the state");
 }
 
 /// Writes `state` in the layout of version 3 (no responses), as mem-ingest
@@ -1152,6 +1228,8 @@ mod tests {
             // not recorded before layout 5
             sources: vec![],
             shard: None,
+            // read back as the serial hash before layout 7
+            line_hash: 1,
         };
         let mut v2 = State::new(shape.clone());
         v2.output = Some(OutputState::of(Mark::file("o", 9)));
@@ -1195,6 +1273,8 @@ mod tests {
             // not recorded before layout 5
             sources: vec![],
             shard: None,
+            // read back as the serial hash before layout 7
+            line_hash: 1,
         });
         v2.output = Some(OutputState::of(Mark::file("o", 9)));
         let mut f = file_state();
@@ -1253,6 +1333,7 @@ mod tests {
             record_format: RECORD_FORMAT,
             sources: vec!["pi".into(), "claude".into()],
             shard: Some(crate::archive::Shard { k: 1, n: 3 }),
+            line_hash: 2,
         });
         st.output = Some(OutputState {
             path: "o".into(),
@@ -1291,6 +1372,22 @@ mod tests {
         let l = back.lineages().unwrap();
         assert_eq!(l[0].sessions, ["a", "b"]);
         assert_eq!(decode_fingerprints(&l[0].fingerprints), [1, 2]);
+        // Layout 6 recorded no line hash: it reads back as the serial one,
+        // the rest as saved.
+        save_v6(&p, &st);
+        assert_eq!(fs::read(&p).unwrap()[8..12], 6u32.to_le_bytes());
+        let v6 = load(&p).unwrap().unwrap();
+        assert_eq!(v6.version, 6);
+        assert_eq!(v6.options.line_hash, crate::LineHash::Serial.id());
+        let mut want = st.options.clone();
+        want.line_hash = crate::LineHash::Serial.id();
+        assert_eq!(v6.options, want);
+        assert_eq!(v6.output, st.output);
+        assert_eq!(v6.files.len(), 4);
+        assert_eq!(
+            decode_fingerprints(&v6.lineages().unwrap()[0].fingerprints),
+            [1, 2]
+        );
         assert_eq!(load(&dir.join("none")).unwrap().map(|s| s.version), None);
         fs::write(&p, b"{\"json\": true}").unwrap();
         assert!(load(&p)
