@@ -41,6 +41,7 @@ pub(crate) fn fingerprint(parts: &[&[u8]]) -> u64 {
 /// ([`OutputOptions::line_hash`](crate::archive::OutputOptions::line_hash)):
 /// the fingerprints they hold were made with it, so a run adopts theirs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub enum LineHash {
     /// [`fingerprint`]'s one multiply-fold chain, 8 bytes a step: what
     /// checkpoints saved before the scheme was recorded hold.
@@ -79,17 +80,23 @@ impl LineHash {
     }
 }
 
+/// The wide hash's constants (wyhash's).
+const WIDE_K: [u64; 4] = [
+    0xa076_1d64_78bd_642f,
+    0xe703_7ed1_a0b4_28db,
+    0x8ebc_6af0_9c88_c6e3,
+    0x5899_65cc_7537_4cc3,
+];
+
 /// [`LineHash::Wide`]: three 16-byte lanes a round, each folded by one
 /// 64x64->128 multiply independent of the others (one chain's multiply
 /// waits for the one before it: the serial hash is bound by its latency),
-/// then 16 bytes a step, then the zero-padded tail with its length.
+/// each lane seeded apart and the three folded together by multiplies (an
+/// XOR of lanes would let two equal lanes cancel), then 16 bytes a step,
+/// then the zero-padded tail with its length. Not for security: like any
+/// unkeyed 64-bit hash, collisions can be searched for.
 fn wide(bytes: &[u8]) -> u64 {
-    const K: [u64; 4] = [
-        0xa076_1d64_78bd_642f,
-        0xe703_7ed1_a0b4_28db,
-        0x8ebc_6af0_9c88_c6e3,
-        0x5899_65cc_7537_4cc3,
-    ];
+    const K: [u64; 4] = WIDE_K;
     #[inline(always)]
     fn mix(a: u64, b: u64) -> u64 {
         let r = u128::from(a) * u128::from(b);
@@ -100,8 +107,8 @@ fn wide(bytes: &[u8]) -> u64 {
         u64::from_le_bytes(b[i..i + 8].try_into().expect("8 bytes"))
     }
     let len = bytes.len() as u64;
-    let mut s0 = K[2] ^ mix(K[0] ^ len, K[1]);
-    let (mut s1, mut s2) = (s0, s0);
+    let seed = K[2] ^ mix(K[0] ^ len, K[1]);
+    let (mut s0, mut s1, mut s2) = (seed, seed ^ K[0], seed ^ K[3]);
     let mut rest = bytes;
     while rest.len() > 48 {
         s0 = mix(word(rest, 0) ^ K[1], word(rest, 8) ^ s0);
@@ -109,7 +116,7 @@ fn wide(bytes: &[u8]) -> u64 {
         s2 = mix(word(rest, 32) ^ K[3], word(rest, 40) ^ s2);
         rest = &rest[48..];
     }
-    let mut h = s0 ^ s1 ^ s2;
+    let mut h = mix(s0 ^ K[1], s1 ^ K[2]) ^ mix(s2 ^ K[3], seed);
     while rest.len() > 16 {
         h = mix(word(rest, 0) ^ K[1], word(rest, 8) ^ h);
         rest = &rest[16..];
@@ -690,9 +697,9 @@ mod tests {
     #[test]
     fn the_hashes_are_pinned() {
         assert_eq!(LineHash::Serial.of(CODEX_LINE), 0x2448_7e84_02c4_e6ac);
-        assert_eq!(LineHash::Wide.of(CODEX_LINE), 0xcc9e_9105_9387_2677);
-        assert_eq!(LineHash::Wide.of(b""), 0xbe64_9646_70f0_0caf);
-        assert_eq!(LineHash::Wide.of(&CODEX_LINE[..48]), 0xedd2_f4ff_8766_728b);
+        assert_eq!(LineHash::Wide.of(CODEX_LINE), 0xc47e_6bc2_730c_106b);
+        assert_eq!(LineHash::Wide.of(b""), 0x05fb_491f_258a_6999);
+        assert_eq!(LineHash::Wide.of(&CODEX_LINE[..48]), 0xa0f5_fff0_b76f_9f63);
         assert_eq!(fingerprint(&[b"a", b"bc"]), 0x2d64_a40a_d432_c549);
         assert_eq!(LineHash::Serial.of(CODEX_LINE), fingerprint(&[CODEX_LINE]));
         assert_eq!(
@@ -711,6 +718,21 @@ mod tests {
     /// three lanes, the 16-byte steps and the tail alike.
     #[test]
     fn the_wide_hash_sees_every_byte_and_the_length() {
+        // Lanes that fold alike do not cancel: with the second lane's
+        // words (x, c) and the third's (x ^ K2 ^ K3, c), both lanes take
+        // the same multiply when seeded alike, and an XOR of the lanes
+        // would then drop x (any two x collide). Seeded apart and folded
+        // by multiplies, they do not.
+        let with = |x: u64| {
+            let mut b = [b'a'; 68];
+            let c = 0x0123_4567_89ab_cdefu64;
+            b[16..24].copy_from_slice(&x.to_le_bytes());
+            b[24..32].copy_from_slice(&c.to_le_bytes());
+            b[32..40].copy_from_slice(&(x ^ WIDE_K[2] ^ WIDE_K[3]).to_le_bytes());
+            b[40..48].copy_from_slice(&c.to_le_bytes());
+            LineHash::Wide.of(&b)
+        };
+        assert_ne!(with(1), with(2));
         let buf: Vec<u8> = (0..200u32).map(|i| (i * 7 + 3) as u8).collect();
         let mut seen = std::collections::HashSet::new();
         for n in 0..=buf.len() {

@@ -31,7 +31,13 @@
 //! Version 1 kept the responses as one value (`checkpoint_meta`, name
 //! `responses`), rewritten by each commit; a backfill into a version 1
 //! store moves it to `checkpoint_responses` in the transaction that sets
-//! version 2.
+//! version 2. Version 3 records how line bytes were hashed into its
+//! fingerprints (`checkpoint_meta`, name `line_hash`: see
+//! [`crate::LineHash`]), 2 for a store it creates; a store of version 1 or
+//! 2 hashed them serially and is migrated with 1, which it keeps (and an
+//! older mem-ingest, which knows only the serial hash, refuses version
+//! 3). The row belongs to the store, not to its checkpoint: a checkpoint
+//! lost leaves the rows' fingerprints comparable.
 //!
 //! # Row identity
 //!
@@ -58,7 +64,7 @@ mod rank;
 
 /// The schema version this mem-ingest writes (`PRAGMA user_version`).
 /// Stores of earlier versions are migrated in place; newer ones refused.
-pub const SCHEMA_VERSION: i64 = 2;
+pub const SCHEMA_VERSION: i64 = 3;
 
 /// The schema of version [`SCHEMA_VERSION`], as SQL (for tools that build the
 /// same tables: the store's floor in `examples/store_floor.rs`).
@@ -141,6 +147,7 @@ CREATE TABLE checkpoint_meta (
     value TEXT NOT NULL
 ) WITHOUT ROWID;
 INSERT INTO checkpoint_meta (name, value) VALUES ('indexed_up_to', '0');
+INSERT INTO checkpoint_meta (name, value) VALUES ('line_hash', '2');
 CREATE TABLE checkpoint_files (
     path TEXT PRIMARY KEY,
     state BLOB NOT NULL
@@ -204,6 +211,18 @@ fn migrate(conn: &Connection, from: i64) -> rusqlite::Result<Result<(), String>>
         }
         tx.execute("DELETE FROM checkpoint_meta WHERE name = 'responses'", [])?;
         tx.pragma_update(None, "user_version", 2)?;
+        tx.commit()?;
+    }
+    if from < 3 {
+        // Version 3: the line hash recorded; what came before hashed
+        // serially.
+        let tx = conn.unchecked_transaction()?;
+        tx.execute(
+            "INSERT INTO checkpoint_meta (name, value) VALUES ('line_hash', ?1)
+             ON CONFLICT (name) DO NOTHING",
+            [crate::LineHash::Serial.id().to_string()],
+        )?;
+        tx.pragma_update(None, "user_version", 3)?;
         tx.commit()?;
     }
     Ok(Ok(()))
@@ -362,6 +381,9 @@ pub struct SqliteStore {
     /// (no other writer can insert while it is open).
     next_row_id: i64,
     sessions: BTreeMap<String, SessionTouch>,
+    /// How line bytes were hashed into the fingerprints the store holds
+    /// (`checkpoint_meta.line_hash`).
+    line_hash: crate::LineHash,
 }
 
 impl std::fmt::Debug for SqliteStore {
@@ -468,6 +490,27 @@ impl SqliteStore {
         conn.execute_batch("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;")
             .map_err(|e| failed(&path, e))?;
         conn.set_prepared_statement_cache_capacity(32);
+        let recorded: Option<String> = conn
+            .query_row(
+                "SELECT value FROM checkpoint_meta WHERE name = 'line_hash'",
+                [],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(|e| failed(&path, e))?;
+        let Some(line_hash) = recorded
+            .as_deref()
+            .and_then(|v| v.parse().ok())
+            .and_then(crate::LineHash::from_id)
+        else {
+            return Err(refused(
+                &path,
+                format!(
+                    "holds fingerprints of line hash {}, which this mem-ingest does not know",
+                    recorded.as_deref().unwrap_or("(none recorded)")
+                ),
+            ));
+        };
         Ok(SqliteStore {
             conn,
             path,
@@ -475,6 +518,7 @@ impl SqliteStore {
             in_tx: false,
             next_row_id: 0,
             sessions: BTreeMap::new(),
+            line_hash,
         })
     }
 
@@ -806,7 +850,11 @@ impl CheckpointStore for SqliteStore {
     fn load(&mut self) -> Result<Option<State>, Error> {
         match self.load_checkpoint().map_err(|e| self.err(e))? {
             None => Ok(None),
-            Some(Ok(st)) => Ok(Some(st)),
+            Some(Ok(mut st)) => {
+                // The store's own record of it wins over the options'.
+                st.options.line_hash = self.line_hash.id();
+                Ok(Some(st))
+            }
             Some(Err(why)) => Err(Error::new(&self.path, ErrorKind::StateDamaged(why))),
         }
     }
@@ -814,6 +862,10 @@ impl CheckpointStore for SqliteStore {
     /// One transaction: the rows written since the last commit, their
     /// index, the sessions they touched and the checkpoint that moves past
     /// them.
+    fn line_hash(&self) -> Option<crate::LineHash> {
+        Some(self.line_hash)
+    }
+
     fn save(&mut self, cp: &mut Checkpoint<'_>) -> Result<(), Error> {
         self.begin()?;
         self.touch_files(cp);

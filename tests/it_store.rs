@@ -294,7 +294,7 @@ fn files_that_are_not_our_store_are_refused_untouched() {
     for (db, says) in [
         (&text, "is not a SQLite database"),
         (&other, "is a SQLite database of another schema"),
-        (&newer, "has schema version 99; this mem-ingest writes 2"),
+        (&newer, "has schema version 99; this mem-ingest writes 3"),
     ] {
         let before = sha256(db);
         let out = backfill_db(db, &[&s]);
@@ -654,7 +654,7 @@ fn real_clients_read_the_documented_schema() {
         ),
         "id,format,project,first_timestamp,last_timestamp,parent_session,records"
     );
-    assert_eq!(sqlite3(&db, "PRAGMA user_version"), "2");
+    assert_eq!(sqlite3(&db, "PRAGMA user_version"), "3");
     assert_eq!(
         sqlite3(
             &db,
@@ -707,7 +707,7 @@ print(hits[0][0], usage > 0, ",".join(sorted(kinds)))
 /// nothing; appended lines add exactly their rows.
 #[test]
 fn the_checked_in_stores_are_migrated_and_go_on() {
-    for version in 1..=2 {
+    for version in 1..=3 {
         let d = tmpdir(&format!("migrate-{version}"));
         let db = d.join("store.db");
         fs::copy(fixtures().join(format!("store-v{version}.sqlite")), &db).unwrap();
@@ -721,7 +721,7 @@ fn the_checked_in_stores_are_migrated_and_go_on() {
             "{}",
             String::from_utf8_lossy(&out.stderr)
         );
-        assert_eq!(sqlite3(&db, "PRAGMA user_version"), "2");
+        assert_eq!(sqlite3(&db, "PRAGMA user_version"), "3");
         assert_eq!(count(&db), 22);
         append(&s, &user_line("after-1", "after the migration"));
         assert!(backfill_db(&db, &[&s]).status.success());
@@ -735,13 +735,13 @@ fn the_checked_in_stores_are_migrated_and_go_on() {
 /// `tests/real/codex/codemie-exec-0.77.0/PROVENANCE.md`).
 const REAL_CODEX: &str = "tests/real/codex/codemie-exec-0.77.0/rollout-2026-01-02T18-39-45-019b7f94-51b4-7593-922e-ba12b5b73b52.jsonl";
 
-/// A store made before the checkpoint recorded its line hash
+/// A store made before stores recorded their line hash
 /// (`fixtures/store-v2-codex.sqlite`: the release before, a6548c0,
 /// `backfill --db` of [`REAL_CODEX`]) holds the serial hash's
-/// fingerprints, and keeps it: a copy of the rollout (a new file to the
-/// store) adds nothing, its 26 lines deduplicated, and the options then
-/// record the hash (1). A new store records the wide hash (2) and
-/// deduplicates a copy the same way. (Codex keys are per line, so a copy
+/// fingerprints, and keeps it: migrated to version 3 with hash 1, a copy
+/// of the rollout (a new file to the store) adds nothing, its 26 lines
+/// deduplicated. A new store records the wide hash (2) and deduplicates a
+/// copy the same way. (Codex keys are per line, so a copy
 /// that deduplicated nothing would upsert the same 10 rows: the run's own
 /// count is what tells.)
 #[test]
@@ -765,28 +765,65 @@ fn a_store_keeps_the_line_hash_it_was_made_with() {
         assert!(out.status.success(), "{err}");
         err
     };
-    let hash = "SELECT coalesce(json_extract(value, '$.line_hash'), 'none') FROM checkpoint_meta WHERE name = 'options'";
+    let hash = "SELECT coalesce((SELECT value FROM checkpoint_meta WHERE name = 'line_hash'), 'none'), \
+        coalesce(json_extract(value, '$.line_hash'), 'none') FROM checkpoint_meta WHERE name = 'options'";
     let all_copies = "0 records (0 written), 26 deduplicated, 0 skipped";
     let old = d.join("old.db");
     fs::copy(fixtures().join("store-v2-codex.sqlite"), &old).unwrap();
-    assert_eq!(sqlite3(&old, hash), "none");
+    assert_eq!(sqlite3(&old, hash), "none|none");
     assert_eq!(count(&old), 10);
     for dir in ["a", "b"] {
         let err = backfill(&old, &copy(dir));
         assert!(err.contains(all_copies), "{err}");
-        assert_eq!(sqlite3(&old, hash), "1");
+        assert_eq!(sqlite3(&old, "PRAGMA user_version"), "3");
+        assert_eq!(sqlite3(&old, hash), "1|1");
         assert_eq!(count(&old), 10);
     }
+    // The checkpoint lost, the rows kept: the store's own record of the
+    // hash still holds, so the rows read again are the same entries
+    // (their fingerprints equal), updated in place rather than stored
+    // again under `<key>~<fingerprint>`.
+    sqlite3(
+        &old,
+        "DELETE FROM checkpoint_meta WHERE name = 'options'; DELETE FROM checkpoint_files; \
+         DELETE FROM checkpoint_fingerprints; DELETE FROM checkpoint_joins",
+    );
+    let err = backfill(&old, &copy("e"));
+    assert!(
+        err.contains("10 records (10 written), 0 deduplicated"),
+        "{err}"
+    );
+    assert_eq!(count(&old), 10);
+    assert_eq!(sqlite3(&old, hash), "1|1");
     let new = d.join("new.db");
     let err = backfill(&new, &copy("c"));
     assert!(
         err.contains("10 records (10 written), 0 deduplicated"),
         "{err}"
     );
-    assert_eq!(sqlite3(&new, hash), "2");
+    assert_eq!(sqlite3(&new, hash), "2|2");
     let err = backfill(&new, &copy("d"));
     assert!(err.contains(all_copies), "{err}");
     assert_eq!(count(&new), 10);
+    // A hash this release does not know: refused, the store untouched.
+    sqlite3(
+        &new,
+        "UPDATE checkpoint_meta SET value = '3' WHERE name = 'line_hash'",
+    );
+    let before = sha256(&new);
+    let out = bin()
+        .args(["backfill", "--db"])
+        .arg(&new)
+        .arg(copy("f"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("holds fingerprints of line hash 3, which this mem-ingest does not know"),
+        "{err}"
+    );
+    assert_eq!(sha256(&new), before);
     assert_eq!(sqlite3(&old, "PRAGMA integrity_check"), "ok");
     fs::remove_dir_all(d).unwrap();
 }
@@ -824,7 +861,7 @@ fn a_version_1_store_moves_its_responses_to_rows() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert_eq!(sqlite3(&db, "PRAGMA user_version"), "2");
+    assert_eq!(sqlite3(&db, "PRAGMA user_version"), "3");
     assert_eq!(sqlite3(&db, meta), "0");
     assert_eq!(count(&db), 7);
     let rows = || {

@@ -232,7 +232,9 @@ impl ArchiveBuilder {
     }
 
     /// Options of every source (default [`SourceOptions::new`]); their role
-    /// filter is replaced by [`ArchiveBuilder::roles`] when that is set.
+    /// filter is replaced by [`ArchiveBuilder::roles`] when that is set,
+    /// and their line hash ([`SourceOptions::line_hash`]) by the one a
+    /// checkpoint, or a store, records.
     pub fn source_options(mut self, opts: SourceOptions) -> Self {
         self.cfg.opts = opts;
         self

@@ -550,21 +550,24 @@ pub(crate) fn run<S: Sink>(cfg: &Config, command: Command, sink: &mut S) -> Resu
             }
         }
     }
-    if let Some(s) = &saved {
-        // The fingerprints the checkpoint holds were made with its line
-        // hash: the run's must be made the same way to meet them.
-        let Some(hash) = LineHash::from_id(s.options.line_hash) else {
-            let e = format!(
-                "line hash: state has {}, this release knows {} and {}",
-                s.options.line_hash,
-                LineHash::Serial.id(),
-                LineHash::Wide.id()
-            );
-            return Err(Error::new(
+    // The fingerprints the checkpoint holds (or the store, without one)
+    // were made with its line hash: the run's must be made the same way
+    // to meet them.
+    let recorded = match &saved {
+        Some(s) => Some(LineHash::from_id(s.options.line_hash).ok_or_else(|| {
+            Error::new(
                 &ctx.state_path(),
-                ErrorKind::OptionsChanged(vec![e]),
-            ));
-        };
+                ErrorKind::StateDamaged(format!(
+                    "damaged state (line hash {}: this mem-ingest knows {} and {})",
+                    s.options.line_hash,
+                    LineHash::Serial.id(),
+                    LineHash::Wide.id()
+                )),
+            )
+        })?),
+        None => ctx.store().and_then(|s| s.line_hash()),
+    };
+    if let Some(hash) = recorded {
         if hash != ctx.cfg.opts.line_hash_scheme() {
             let mut c = ctx.cfg.clone();
             c.opts = c.opts.line_hash(hash);

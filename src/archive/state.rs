@@ -763,6 +763,14 @@ pub trait CheckpointStore {
     /// The store is unreadable, foreign or newer.
     fn load(&mut self) -> Result<Option<State>, Error>;
 
+    /// How line bytes were hashed into the fingerprints the store itself
+    /// holds beside its checkpoint (a database's rows), when it records
+    /// that: a run with no checkpoint (a new one, or one lost) hashes the
+    /// same way. Default: none (a state file's checkpoint says it).
+    fn line_hash(&self) -> Option<crate::LineHash> {
+        None
+    }
+
     /// Saves a checkpoint, after the sink made the output it covers
     /// durable. A store that appends takes [`Checkpoint::changed_files`],
     /// [`Checkpoint::new_fingerprints`] and [`Checkpoint::new_joins`]; one
