@@ -1019,15 +1019,25 @@ fn tokens(v: Option<&[Node<'_>]>) -> Option<Tokens> {
     if !matches!(v.first(), Some(Node::Object { .. })) {
         return None;
     }
-    let f = Fields::of(v);
-    let n = |k| f.get(k).and_then(as_u64).unwrap_or(0);
-    Some([
-        n("input_tokens"),
-        n("cached_input_tokens"),
-        n("output_tokens"),
-        n("reasoning_output_tokens"),
-        n("total_tokens"),
-    ])
+    // One pass over the fields, the first of each name counting (as
+    // `Fields::get` finds it); not a number: 0.
+    const NAMES: [&str; 5] = [
+        "input_tokens",
+        "cached_input_tokens",
+        "output_tokens",
+        "reasoning_output_tokens",
+        "total_tokens",
+    ];
+    let mut t: Tokens = [0; 5];
+    let mut seen = [false; 5];
+    for (k, v) in Fields::of(v).iter() {
+        if let Some(i) = NAMES.iter().position(|n| *n == k) {
+            if !std::mem::replace(&mut seen[i], true) {
+                t[i] = as_u64(v).unwrap_or(0);
+            }
+        }
+    }
+    Some(t)
 }
 
 /// The usage of one response in our fields: `input` the non-cached input
@@ -1200,7 +1210,16 @@ impl MapLine for CodexContext {
             self.before.set((pos.byte + 1, run.twins));
         }
         let entry_type: &'a str = match e.item {
-            Some(item) => bumpalo::format!(in arena, "{}/{}", e.ty, item).into_bump_str(),
+            Some(item) => {
+                let mut s = bumpalo::collections::String::with_capacity_in(
+                    e.ty.len() + 1 + item.len(),
+                    arena,
+                );
+                s.push_str(e.ty);
+                s.push('/');
+                s.push_str(item);
+                s.into_bump_str()
+            }
             None => e.ty,
         };
         report.entries.add(entry_type, 1);

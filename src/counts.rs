@@ -119,32 +119,34 @@ impl Tracker {
             }
         }
         self.scalars = now;
+        // One pass over the type counters, each compared with what it was
+        // and brought up to date where it moved (most lines move one).
         let (known, other) = report.entries.parts();
-        let mut types = known
-            .iter()
-            .zip(self.known)
-            .map(|(n, b)| n.saturating_sub(b))
-            .chain(
-                other
-                    .iter()
-                    .enumerate()
-                    .map(|(i, (_, n))| n.saturating_sub(self.other.get(i).copied().unwrap_or(0))),
-            )
-            .enumerate()
-            .filter(|(_, d)| *d > 0);
-        if let Some((i, d)) = types.next() {
-            if d == 1 {
+        let mut first = true;
+        let mut moved = |i: usize, d: u64, c: &mut LineCounts| {
+            if d == 0 {
+                return;
+            }
+            if std::mem::take(&mut first) && d == 1 {
                 c.entry = i as u32 + 1;
             } else {
                 c.more.push(Change::Entry(i as u32, d));
             }
-            c.more
-                .extend(types.map(|(i, d)| Change::Entry(i as u32, d)));
+        };
+        for (i, (b, n)) in self.known.iter_mut().zip(known).enumerate() {
+            if n != *b {
+                moved(i, n.saturating_sub(*b), &mut c);
+                *b = n;
+            }
         }
-        self.known = known;
-        self.other.resize(other.len(), 0);
-        for (b, (_, n)) in self.other.iter_mut().zip(other) {
-            *b = *n;
+        if self.other.len() != other.len() {
+            self.other.resize(other.len(), 0);
+        }
+        for (j, (b, (_, n))) in self.other.iter_mut().zip(other).enumerate() {
+            if *n != *b {
+                moved(KNOWN_ENTRY_TYPES + j, n.saturating_sub(*b), &mut c);
+                *b = *n;
+            }
         }
         self.unknown.resize(report.unknown_roles.len(), 0);
         for (i, (b, (_, n))) in self
