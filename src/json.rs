@@ -43,7 +43,7 @@ pub(crate) fn fingerprint(parts: &[&[u8]]) -> u64 {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub enum LineHash {
-    /// [`fingerprint`]'s one multiply-fold chain, 8 bytes a step: what
+    /// The fingerprint hash's one multiply-fold chain, 8 bytes a step: what
     /// checkpoints saved before the scheme was recorded hold.
     Serial,
     /// Three independent multiply-fold chains, 48 bytes a round (the shape
