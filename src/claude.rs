@@ -792,10 +792,10 @@ fn int(v: &[Node<'_>]) -> Option<u64> {
     }
 }
 
-/// A field that is absent, null or a string: `Ok(the string)`; `Err` for
-/// another type (serde refuses the line).
-fn opt_str<'a>(f: Fields<'_, 'a>, key: &str) -> Result<Option<&'a str>, ()> {
-    match f.get(key) {
+/// A field's value (looked up already) that is absent, null or a string:
+/// `Ok(the string)`; `Err` for another type (serde refuses the line).
+fn opt_str<'a>(v: Option<&[Node<'a>]>) -> Result<Option<&'a str>, ()> {
+    match v {
         None => Ok(None),
         Some(v) if is_null(v) => Ok(None),
         Some(v) => as_str(v).map(Some).ok_or(()),
@@ -839,29 +839,49 @@ struct Envelope<'t, 'a> {
 }
 
 fn envelope<'t, 'a>(f: Fields<'t, 'a>, direct: bool) -> Option<Envelope<'t, 'a>> {
-    let timestamp = as_str(f.get("timestamp")?)?;
-    let message = f.get("message")?;
+    // One pass over the line's fields and one over its message's, the
+    // first of each name counting (as `Fields::get` finds it); any check
+    // failing gives None, so their order does not matter.
+    let [timestamp, message, version, session_id, cost, sidechain, request_id] =
+        first_of(f, |k| match k {
+            "timestamp" => Some(0),
+            "message" => Some(1),
+            "version" => Some(2),
+            "sessionId" => Some(3),
+            "costUSD" => Some(4),
+            "isSidechain" => Some(5),
+            "requestId" => Some(6),
+            _ => None,
+        });
+    let timestamp = as_str(timestamp?)?;
+    let message = message?;
     if !matches!(message.first(), Some(Node::Object { .. })) {
         return None;
     }
     let message = Fields::of(message);
-    let usage = message.get("usage")?;
+    let [usage, model, id] = first_of(message, |k| match k {
+        "usage" => Some(0),
+        "model" => Some(1),
+        "id" => Some(2),
+        _ => None,
+    });
+    let usage = usage?;
     if !matches!(usage.first(), Some(Node::Object { .. })) {
         return None;
     }
-    opt_str(message, "model").ok()?;
-    opt_str(message, "id").ok()?;
+    opt_str(model).ok()?;
+    opt_str(id).ok()?;
     let (version, session_id) = if direct {
-        (opt_str(f, "version").ok()?, opt_str(f, "sessionId").ok()?)
+        (opt_str(version).ok()?, opt_str(session_id).ok()?)
     } else {
         (None, None)
     };
-    let cost = match f.get("costUSD") {
+    let cost = match cost {
         None => None,
         Some(v) if is_null(v) => None,
         Some(v) => Some(as_f64(v)?),
     };
-    let sidechain = match f.get("isSidechain") {
+    let sidechain = match sidechain {
         None => false,
         Some(v) if is_null(v) => false,
         Some(v) => as_bool(v)?,
@@ -873,9 +893,24 @@ fn envelope<'t, 'a>(f: Fields<'t, 'a>, direct: bool) -> Option<Envelope<'t, 'a>>
         version,
         session_id,
         cost,
-        request_id: opt_str(f, "requestId").ok()?,
+        request_id: opt_str(request_id).ok()?,
         sidechain,
     })
+}
+
+/// The first value of each name among `f`'s fields, in one pass: `slot`
+/// gives a name's place (a `match`: a length, then one comparison).
+fn first_of<'t, 'a, const N: usize>(
+    f: Fields<'t, 'a>,
+    slot: impl Fn(&str) -> Option<usize>,
+) -> [Option<&'t [Node<'a>]>; N] {
+    let mut found = [None; N];
+    for (k, v) in f.iter() {
+        if let Some(f @ None) = slot(k).and_then(|i| found.get_mut(i)) {
+            *f = Some(v);
+        }
+    }
+    found
 }
 
 impl ClaudeContext {
