@@ -76,7 +76,7 @@ impl Format for Codex {
     }
 
     /// `rollout-*.jsonl`, and `rollout-*.jsonl.zst` without a plain
-    /// `.jsonl` beside it (reported as skipped, see [`Compressed`]); an
+    /// `.jsonl` beside it (reported as skipped, see `Compressed`); an
     /// `archived_sessions/` file whose relative path is also under
     /// `sessions/` is not (the active copy wins).
     fn is_session_file(&self, path: &Path) -> bool {

@@ -24,7 +24,7 @@
 //!   `session_files` (`session`, `file`): a session can span several files.
 //! - `checkpoint_meta`, `checkpoint_files`, `checkpoint_fingerprints`,
 //!   `checkpoint_joins`, `checkpoint_responses` (the kept copy of each
-//!   usage-bearing response, by its index `seq`, see [`crate::usage`]):
+//!   usage-bearing response, by its index `seq`, see the `usage` module):
 //!   the engine's checkpoint as rows, appended or updated by each commit,
 //!   never one blob rewritten.
 //!

@@ -794,7 +794,7 @@ pub struct StateFile {
 }
 
 impl StateFile {
-    /// Takes the state's lock (see [`lock`]); the state itself is read by
+    /// Takes the state's lock (see [`lock_file`]); the state itself is read by
     /// [`CheckpointStore::load`].
     ///
     /// # Errors
