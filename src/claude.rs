@@ -843,7 +843,7 @@ fn envelope<'t, 'a>(f: Fields<'t, 'a>, direct: bool) -> Option<Envelope<'t, 'a>>
     // first of each name counting (as `Fields::get` finds it); any check
     // failing gives None, so their order does not matter.
     let [timestamp, message, version, session_id, cost, sidechain, request_id] =
-        first_of(f, |k| match k {
+        f.first_of(|k| match k {
             "timestamp" => Some(0),
             "message" => Some(1),
             "version" => Some(2),
@@ -859,7 +859,7 @@ fn envelope<'t, 'a>(f: Fields<'t, 'a>, direct: bool) -> Option<Envelope<'t, 'a>>
         return None;
     }
     let message = Fields::of(message);
-    let [usage, model, id] = first_of(message, |k| match k {
+    let [usage, model, id] = message.first_of(|k| match k {
         "usage" => Some(0),
         "model" => Some(1),
         "id" => Some(2),
@@ -896,21 +896,6 @@ fn envelope<'t, 'a>(f: Fields<'t, 'a>, direct: bool) -> Option<Envelope<'t, 'a>>
         request_id: opt_str(request_id).ok()?,
         sidechain,
     })
-}
-
-/// The first value of each name among `f`'s fields, in one pass: `slot`
-/// gives a name's place (a `match`: a length, then one comparison).
-fn first_of<'t, 'a, const N: usize>(
-    f: Fields<'t, 'a>,
-    slot: impl Fn(&str) -> Option<usize>,
-) -> [Option<&'t [Node<'a>]>; N] {
-    let mut found = [None; N];
-    for (k, v) in f.iter() {
-        if let Some(f @ None) = slot(k).and_then(|i| found.get_mut(i)) {
-            *f = Some(v);
-        }
-    }
-    found
 }
 
 impl ClaudeContext {

@@ -1019,25 +1019,17 @@ fn tokens(v: Option<&[Node<'_>]>) -> Option<Tokens> {
     if !matches!(v.first(), Some(Node::Object { .. })) {
         return None;
     }
-    // One pass over the fields, the first of each name counting (as
-    // `Fields::get` finds it); not a number: 0.
-    const NAMES: [&str; 5] = [
-        "input_tokens",
-        "cached_input_tokens",
-        "output_tokens",
-        "reasoning_output_tokens",
-        "total_tokens",
-    ];
-    let mut t: Tokens = [0; 5];
-    let mut seen = [false; 5];
-    for (k, v) in Fields::of(v).iter() {
-        if let Some(i) = NAMES.iter().position(|n| *n == k) {
-            if !std::mem::replace(&mut seen[i], true) {
-                t[i] = as_u64(v).unwrap_or(0);
-            }
-        }
-    }
-    Some(t)
+    // One pass over the fields, as `Fields::get` finds each; not a
+    // number: 0.
+    let found = Fields::of(v).first_of::<5>(|k| match k {
+        "input_tokens" => Some(0),
+        "cached_input_tokens" => Some(1),
+        "output_tokens" => Some(2),
+        "reasoning_output_tokens" => Some(3),
+        "total_tokens" => Some(4),
+        _ => None,
+    });
+    Some(found.map(|v| v.and_then(as_u64).unwrap_or(0)))
 }
 
 /// The usage of one response in our fields: `input` the non-cached input

@@ -391,6 +391,22 @@ impl<'t, 'a> Fields<'t, 'a> {
         self.iter().find(|(k, _)| *k == key).map(|(_, v)| v)
     }
 
+    /// What [`Fields::get`] finds for each of several names, in one pass:
+    /// `slot` gives a name's place (a `match`: a length, then one
+    /// comparison), the first field of each name counting.
+    pub(crate) fn first_of<const N: usize>(
+        self,
+        slot: impl Fn(&str) -> Option<usize>,
+    ) -> [Option<&'t [Node<'a>]>; N] {
+        let mut found = [None; N];
+        for (k, v) in self.iter() {
+            if let Some(f @ None) = slot(k).and_then(|i| found.get_mut(i)) {
+                *f = Some(v);
+            }
+        }
+        found
+    }
+
     pub(crate) fn str(self, key: &str) -> Option<&'a str> {
         self.get(key).and_then(as_str)
     }
