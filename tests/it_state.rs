@@ -503,12 +503,16 @@ fn killed_runs(name: &str, extra: &str, polite: bool) {
     } else {
         vec![extra]
     };
+    let clean_started = Instant::now();
     let clean = bin()
         .args(["backfill", "-q", "--jobs", "2"])
         .args(&extra_args)
         .arg(&root)
         .output()
         .unwrap();
+    // The steps between stops are cut to the run's pace: an optimised
+    // build on a fast machine finishes within two steps of a debug build's.
+    let pace = u64::try_from(clean_started.elapsed().as_millis()).unwrap_or(u64::MAX);
     assert!(clean.status.success());
     let want = clean.stdout;
     assert!(keys(&want).len() > 8_000);
@@ -526,7 +530,7 @@ fn killed_runs(name: &str, extra: &str, polite: bool) {
         c
     };
     let mut kills = 0;
-    let mut delay_ms = 5u64;
+    let mut delay_ms = (pace / 10).clamp(1, 5);
     let started = Instant::now();
     loop {
         // Killed runs checkpoint as often as they can; a clean stop must
@@ -578,9 +582,9 @@ fn killed_runs(name: &str, extra: &str, polite: bool) {
         // Stop at many points: early, in the middle of files, late (a
         // clean stop resumes where it stopped, so it steps more finely).
         delay_ms = if polite {
-            delay_ms + 20
+            delay_ms + (pace / 6).clamp(1, 20)
         } else {
-            delay_ms * 3 / 2 + 7
+            delay_ms * 3 / 2 + (pace / 10).clamp(1, 7)
         };
         assert!(
             started.elapsed() < Duration::from_secs(240),
