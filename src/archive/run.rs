@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::fs::File;
-use std::io::{Read, Seek, SeekFrom};
+use std::io::{self, Read, Seek, SeekFrom};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
@@ -1045,13 +1045,19 @@ fn run_task<E: Encoder>(
         DATA.with_borrow_mut(|data| {
             data.clear();
             data.reserve(usize::try_from(size).unwrap_or(0) + 1);
-            let read = f.read_to_end(data).map_err(|e| e.to_string());
-            if task.end.is_some() {
+            let read = if task.end.is_some() {
                 // Only a part that ends before its file has parts after it
                 // waiting for its newlines (a whole file spent 1.4-3% of a
-                // two-job run counting them for nobody).
-                publish(memchr::memchr_iter(b'\n', data).count() as u64);
+                // two-job run counting them for nobody). They are counted
+                // as each chunk arrives, while it is still in cache.
+                let mut newlines = 0;
+                let read = read_counting(&mut f, data, &mut newlines);
+                publish(newlines);
+                read
+            } else {
+                f.read_to_end(data).map(drop)
             }
+            .map_err(|e| e.to_string());
             read?;
             let src = open(format, Input::Bytes(&data[..]), task, path, opts, lines);
             let drained = src.and_then(|src| drain(src, format, &mut res, cfg, encoder, &file));
@@ -1070,6 +1076,23 @@ fn run_task<E: Encoder>(
     }
     res
 }
+
+/// Reads `r` to its end onto `data` in chunks of [`COUNT_CHUNK`] bytes,
+/// adding the newlines of each chunk to `newlines` as it arrives.
+fn read_counting(r: &mut impl Read, data: &mut Vec<u8>, newlines: &mut u64) -> io::Result<()> {
+    loop {
+        let at = data.len();
+        // Into the spare capacity: nothing zeroed first.
+        if r.take(COUNT_CHUNK).read_to_end(data)? == 0 {
+            return Ok(());
+        }
+        *newlines += memchr::memchr_iter(b'\n', &data[at..]).count() as u64;
+    }
+}
+
+/// What a part reads at a time while it counts its newlines: small enough
+/// to be counted from the cache the kernel copied it into.
+const COUNT_CHUNK: u64 = 256 << 10;
 
 /// A source over a task's `input`: from the start of its file, or resumed
 /// after a header read before.
