@@ -527,6 +527,8 @@ pub(crate) trait PushStr {
     /// Appends ASCII bytes.
     fn push_ascii(&mut self, b: &[u8]);
     fn reserve(&mut self, n: usize);
+    /// Appends the escaped bytes of `s`, without quotes.
+    fn push_escaped(&mut self, s: &str);
 }
 
 impl PushStr for Vec<u8> {
@@ -540,6 +542,25 @@ impl PushStr for Vec<u8> {
     }
     fn reserve(&mut self, n: usize) {
         Vec::reserve(self, n);
+    }
+    #[inline]
+    fn push_escaped(&mut self, s: &str) {
+        #[cfg(target_arch = "x86_64")]
+        for chunk in s.as_bytes().chunks(ESCAPE_CHUNK) {
+            self.reserve(escaped_room(chunk.len()));
+            let len = self.len();
+            #[allow(unsafe_code)]
+            // SAFETY: the spare capacity after `len` holds at least
+            // `escaped_room(chunk.len())` bytes, all that the escape may
+            // write; it writes `n` initialised bytes from `len` on, which
+            // the new length covers. SSE2 is part of every x86_64 target.
+            unsafe {
+                let n = escape_chunk_sse2(chunk, self.as_mut_ptr().add(len));
+                self.set_len(len + n);
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        escape_parts(self, s);
     }
 }
 
@@ -555,7 +576,139 @@ impl PushStr for bumpalo::collections::String<'_> {
     fn reserve(&mut self, n: usize) {
         bumpalo::collections::String::reserve(self, n);
     }
+    #[inline]
+    fn push_escaped(&mut self, s: &str) {
+        #[cfg(target_arch = "x86_64")]
+        #[allow(unsafe_code)]
+        // SAFETY: as for `Vec<u8>` above. The bytes appended are `s`'s with
+        // ASCII escapes in place of ASCII bytes: once the last chunk is in,
+        // the string is UTF-8 again (a chunk may end inside a char), and
+        // nothing reads it as a string before that.
+        unsafe {
+            let v = self.as_mut_vec();
+            for chunk in s.as_bytes().chunks(ESCAPE_CHUNK) {
+                v.reserve(escaped_room(chunk.len()));
+                let len = v.len();
+                let n = escape_chunk_sse2(chunk, v.as_mut_ptr().add(len));
+                v.set_len(len + n);
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        escape_parts(self, s);
+    }
 }
+
+/// The input escaped per reservation of the output: a bound on the room
+/// reserved at a time (six times as much, at worst), whatever the length
+/// of a text.
+#[cfg(target_arch = "x86_64")]
+const ESCAPE_CHUNK: usize = 4096;
+
+/// The room the escape of `n` bytes may write: six bytes for each
+/// (`\u00XX`), and the sixteen of one store past them.
+#[cfg(target_arch = "x86_64")]
+fn escaped_room(n: usize) -> usize {
+    6 * n + 16
+}
+
+/// Escapes `src` into `dst`, returning the bytes written. Sixteen bytes
+/// are checked at a time; in a block with bytes to escape, the bytes
+/// between them are stored sixteen at a time from the input (each store
+/// covers the run up to the next escape, later stores write over the
+/// rest), and each escape is written from [`ESCAPED`], eight bytes at once,
+/// of which its length counts. Text with code in it has an escape every
+/// ten to twenty bytes: an escape loop that pushed the parts between them
+/// was a sixth of a `backfill`, and one that loaded the input again after
+/// each escape waited on that load.
+///
+/// # Safety
+/// `dst` is valid for writes of [`escaped_room`]`(src.len())` bytes.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "sse2")]
+#[allow(unsafe_code)]
+unsafe fn escape_chunk_sse2(src: &[u8], dst: *mut u8) -> usize {
+    use std::arch::x86_64::{
+        __m128i, _mm_cmpeq_epi8, _mm_loadu_si128, _mm_min_epu8, _mm_movemask_epi8, _mm_or_si128,
+        _mm_set1_epi8, _mm_storeu_si128,
+    };
+    let quote = _mm_set1_epi8(b'"' as i8);
+    let backslash = _mm_set1_epi8(b'\\' as i8);
+    let below = _mm_set1_epi8(0x1f);
+    let n = src.len();
+    let at = |i: usize| src.as_ptr().wrapping_add(i).cast::<__m128i>();
+    // Written bytes `o` never pass six per byte read (`p + from`): a store
+    // of 16 at `o` ends by `6 * i + 16`, one of 8 by `6 * i + 8`, both
+    // within `escaped_room(n)` while `i <= n`.
+    let (mut p, mut o) = (0, 0);
+    // Blocks whose runs may be loaded 16 bytes from anywhere in them.
+    while p + 32 <= n {
+        // SAFETY: `p + 16 <= n`; room for 16 at `o` (above).
+        let v = unsafe { _mm_loadu_si128(at(p)) };
+        unsafe { _mm_storeu_si128(dst.add(o).cast::<__m128i>(), v) };
+        let m = _mm_or_si128(
+            _mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, backslash)),
+            // min(v, 0x1f) == v: v <= 0x1f, unsigned.
+            _mm_cmpeq_epi8(_mm_min_epu8(v, below), v),
+        );
+        let mut mask = _mm_movemask_epi8(m) as u32;
+        if mask == 0 {
+            p += 16;
+            o += 16;
+            continue;
+        }
+        // The block's bytes from `from` are not written yet.
+        let mut from = 0;
+        loop {
+            let k = mask.trailing_zeros() as usize;
+            o += k - from;
+            let (bytes, len) = ESCAPED[usize::from(src[p + k])];
+            // SAFETY: room for 8 at `o` (above).
+            unsafe { dst.add(o).cast::<u64>().write_unaligned(bytes) };
+            o += usize::from(len);
+            from = k + 1;
+            // SAFETY: `p + from + 16 <= p + 32 <= n`; room for 16 at `o`.
+            unsafe {
+                _mm_storeu_si128(dst.add(o).cast::<__m128i>(), _mm_loadu_si128(at(p + from)))
+            };
+            mask &= mask - 1;
+            if mask == 0 {
+                break;
+            }
+        }
+        o += 16 - from;
+        p += 16;
+    }
+    for &c in &src[p..] {
+        let (bytes, len) = ESCAPED[usize::from(c)];
+        // SAFETY: room for 8 at `o` (above: this byte is before `n`).
+        unsafe { dst.add(o).cast::<u64>().write_unaligned(bytes) };
+        o += usize::from(len);
+    }
+    o
+}
+
+/// Each byte as it is written in a JSON string: its bytes (little-endian,
+/// the first in the low byte) and their number: the byte itself, or its
+/// escape.
+#[cfg(target_arch = "x86_64")]
+const ESCAPED: [(u64, u8); 256] = {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut t = [(0u64, 0u8); 256];
+    let mut c = 0;
+    while c < 256 {
+        let e = ESCAPE[c];
+        t[c] = match e {
+            0 => (c as u64, 1),
+            b'u' => (
+                u64::from_le_bytes([b'\\', b'u', b'0', b'0', HEX[c >> 4], HEX[c & 0xf], 0, 0]),
+                6,
+            ),
+            _ => (u64::from_le_bytes([b'\\', e, 0, 0, 0, 0, 0, 0]), 2),
+        };
+        c += 1;
+    }
+    t
+};
 
 /// Escape of each byte in a JSON string: 0 for none, `u` for `\u00XX`,
 /// else the character after the backslash.
@@ -581,9 +734,18 @@ const ESCAPE: [u8; 256] = {
 /// are checked at a time ([`next_special`]); most text needs no escape. The
 /// one escaper of the crate: record lines and tool-call arguments alike.
 pub(crate) fn escape(out: &mut impl PushStr, s: &str) {
-    let b = s.as_bytes();
-    out.reserve(b.len() + 2);
+    out.reserve(s.len() + 2);
     out.push_ascii(b"\"");
+    out.push_escaped(s);
+    out.push_ascii(b"\"");
+}
+
+/// The escape of `s` (no quotes) as the parts between the bytes to escape
+/// and their escapes, pushed one by one: the portable path, and the
+/// reference of the SSE2 one's tests.
+#[cfg_attr(target_arch = "x86_64", allow(dead_code))]
+fn escape_parts(out: &mut impl PushStr, s: &str) {
+    let b = s.as_bytes();
     let mut start = 0;
     let mut i = next_special(b, 0);
     while i < b.len() {
@@ -591,7 +753,6 @@ pub(crate) fn escape(out: &mut impl PushStr, s: &str) {
         i = next_special(b, i + 1);
     }
     out.push_part(s, start, b.len());
-    out.push_ascii(b"\"");
 }
 
 /// Whether byte `c` is escaped: below 0x20, a quote or a backslash.
@@ -821,6 +982,61 @@ mod tests {
                 serde_json::to_string(t).unwrap(),
                 "{t:?}"
             );
+        }
+    }
+
+    /// Long texts (several chunks of the SSE2 escape, a char cut by every
+    /// chunk boundary) of every escape density, into both outputs, from a
+    /// non-empty output: the bytes serde_json writes, and the same as the
+    /// portable path's.
+    #[test]
+    fn long_texts_escape_as_serde_json_into_both_outputs() {
+        let mut x = 0x2545_F491_4F6C_DD1Du64;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let pieces = [
+            "a", "é", "€", "😀", "\"", "\\", "\n", "\u{1}", "\u{1f}", " ", "\u{7f}",
+        ];
+        for (len, every) in [
+            (4095, 3),
+            (4096, 1000),
+            (4097, 11),
+            (9000, 2),
+            (13000, 40),
+            (20000, 1),
+        ] {
+            let mut t = String::new();
+            while t.len() < len {
+                let r = next();
+                let p = if r % every == 0 {
+                    pieces[4 + (r >> 8) as usize % 7]
+                } else {
+                    pieces[(r >> 8) as usize % 4]
+                };
+                t.push_str(p);
+            }
+            let want = serde_json::to_string(&t).unwrap();
+            let mut out = b"x".to_vec();
+            escape(&mut out, &t);
+            assert_eq!(&out[..1], b"x");
+            assert_eq!(
+                std::str::from_utf8(&out[1..]).unwrap(),
+                want,
+                "{len} {every}"
+            );
+            let arena = Bump::new();
+            let mut a = bumpalo::collections::String::from_str_in("x", &arena);
+            escape(&mut a, &t);
+            assert_eq!(&a[1..], want, "{len} {every}");
+            let mut parts = b"x".to_vec();
+            parts.push(b'"');
+            escape_parts(&mut parts, &t);
+            parts.push(b'"');
+            assert_eq!(parts, out, "{len} {every}");
         }
     }
 
