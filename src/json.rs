@@ -579,17 +579,16 @@ impl PushStr for bumpalo::collections::String<'_> {
     #[inline]
     fn push_escaped(&mut self, s: &str) {
         #[cfg(target_arch = "x86_64")]
-        #[allow(unsafe_code)]
-        // SAFETY: as for `Vec<u8>` above. The bytes appended are `s`'s with
-        // ASCII escapes in place of ASCII bytes: once the last chunk is in,
-        // the string is UTF-8 again (a chunk may end inside a char), and
-        // nothing reads it as a string before that.
-        unsafe {
-            let v = self.as_mut_vec();
-            for chunk in s.as_bytes().chunks(ESCAPE_CHUNK) {
-                v.reserve(escaped_room(chunk.len()));
+        for chunk in char_chunks(s, ARENA_ESCAPE_CHUNK) {
+            self.reserve(escaped_room(chunk.len()));
+            #[allow(unsafe_code)]
+            // SAFETY: as for `Vec<u8>` above. The bytes appended are the
+            // chunk's, whole chars, with ASCII escapes in place of ASCII
+            // bytes: the string is UTF-8 after each chunk.
+            unsafe {
+                let v = self.as_mut_vec();
                 let len = v.len();
-                let n = escape_chunk_sse2(chunk, v.as_mut_ptr().add(len));
+                let n = escape_chunk_sse2(chunk.as_bytes(), v.as_mut_ptr().add(len));
                 v.set_len(len + n);
             }
         }
@@ -603,6 +602,30 @@ impl PushStr for bumpalo::collections::String<'_> {
 /// of a text.
 #[cfg(target_arch = "x86_64")]
 const ESCAPE_CHUNK: usize = 4096;
+
+/// The same for a string in the arena, which never gives room back: the
+/// room left unused after a short value is a few hundred bytes, not 24 KiB.
+#[cfg(target_arch = "x86_64")]
+const ARENA_ESCAPE_CHUNK: usize = 256;
+
+/// `s` cut into pieces of at most `max` bytes (at least 4), each ending
+/// on a char boundary.
+#[cfg(target_arch = "x86_64")]
+fn char_chunks(s: &str, max: usize) -> impl Iterator<Item = &str> {
+    let mut rest = s;
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
+        }
+        let mut end = rest.len().min(max);
+        while !rest.is_char_boundary(end) {
+            end -= 1;
+        }
+        let (chunk, after) = rest.split_at(end);
+        rest = after;
+        Some(chunk)
+    })
+}
 
 /// The room the escape of `n` bytes may write: six bytes for each
 /// (`\u00XX`), and the sixteen of one store past them.
