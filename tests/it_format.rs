@@ -375,3 +375,150 @@ fn a_second_format_plugs_in_beside_pi() {
     assert_eq!(rest.lines().count(), 7, "the input is never written");
     fs::remove_dir_all(d).unwrap();
 }
+
+/// Pi's format, with a bug: opening `bomb.jsonl`, or resuming
+/// `big-bomb.jsonl` after its start (a part of a large file), panics.
+struct Bomb;
+
+impl Format for Bomb {
+    fn name(&self) -> &'static str {
+        "pi"
+    }
+
+    fn is_session_file(&self, path: &Path) -> bool {
+        Pi.is_session_file(path)
+    }
+
+    fn default_archive(&self) -> Result<PathBuf, String> {
+        Err("none".into())
+    }
+
+    fn open<'d>(
+        &self,
+        input: Input<'d>,
+        path: &Path,
+        opts: &mem_ingest::SourceOptions,
+    ) -> Result<BoxedSource<'d>, Error> {
+        assert!(!path.ends_with("bomb.jsonl"), "a bug in this format");
+        Pi.open(input, path, opts)
+    }
+
+    fn resume<'d>(
+        &self,
+        input: Input<'d>,
+        path: &Path,
+        header: &Header,
+        context: &[u8],
+        byte: u64,
+        lines_before: u64,
+        opts: &mem_ingest::SourceOptions,
+    ) -> BoxedSource<'d> {
+        if path.ends_with("big-bomb.jsonl") && byte > 0 {
+            panic!("a bug at byte {byte}");
+        }
+        Pi.resume(input, path, header, context, byte, lines_before, opts)
+    }
+}
+
+/// A panic while reading a file (a bug of a format, here one a library
+/// user added) fails that file with the panic's message, as an I/O error
+/// does: the run goes on, and every other file's records come exactly as
+/// without it. Of the failed files, only the parts delivered before the
+/// failing one came (as with an I/O error in a later part): none of
+/// `bomb.jsonl`, the first part's of `big-bomb.jsonl`. The part that
+/// panics does not leave the parts after it waiting for its line count.
+#[test]
+fn a_panic_in_a_format_fails_its_file_and_the_run_goes_on() {
+    let d = tmpdir("bomb");
+    let good = d.join("good");
+    fs::create_dir_all(&good).unwrap();
+    for f in ["hand-built.jsonl", "pi-classic.jsonl"] {
+        fs::copy(
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("fixtures")
+                .join(f),
+            good.join(f),
+        )
+        .unwrap();
+    }
+    let with_bombs = d.join("with");
+    fs::create_dir_all(&with_bombs).unwrap();
+    for f in ["hand-built.jsonl", "pi-classic.jsonl"] {
+        fs::copy(good.join(f), with_bombs.join(f)).unwrap();
+    }
+    fs::copy(good.join("hand-built.jsonl"), with_bombs.join("bomb.jsonl")).unwrap();
+    // Over two parts of 8 MiB: its second part panics.
+    let mut big = String::from(
+        r#"{"type":"session","version":3,"id":"big","timestamp":"2026-02-01T00:00:00.000Z","cwd":"/big"}"#,
+    );
+    big.push('\n');
+    let filler = "x".repeat(1000);
+    let mut n = 0;
+    while big.len() < 20 << 20 {
+        big.push_str(&common::user_line(&format!("b{n}"), &filler));
+        n += 1;
+    }
+    fs::write(with_bombs.join("big-bomb.jsonl"), &big).unwrap();
+    let whole = big;
+    let keys = |root: &Path, jobs: usize| {
+        let mut got = Vec::new();
+        let summary = Archive::builder()
+            .path(root)
+            .format(Arc::new(Bomb))
+            .jobs(jobs)
+            .build()
+            .backfill(&mut ForEach(|r: OwnedRecord| got.push(r.key)))
+            .unwrap();
+        (got, summary)
+    };
+    let (want, clean) = keys(&good, 2);
+    assert_eq!(clean.files_failed, 0);
+    assert_eq!(want.len() as u64, clean.written);
+    assert!(want.len() > 50, "{}", want.len());
+    for jobs in [1, 2] {
+        let (got, summary) = keys(&with_bombs, jobs);
+        let (big, rest): (Vec<String>, Vec<String>) =
+            got.into_iter().partition(|k| k.starts_with("big:"));
+        assert_eq!(rest, want, "--jobs {jobs}");
+        // The first part's records, in order: its lines end at the first
+        // newline from its last byte on, and the header is no record.
+        let part = mem_ingest::archive::PART_BYTES as usize;
+        let end = part - 1 + whole[part - 1..].find('\n').unwrap();
+        let lines = whole[..=end].matches('\n').count() - 1;
+        let first: Vec<String> = (0..lines).map(|i| format!("big:b{i}")).collect();
+        assert!(lines > 1000 && lines < n, "{lines} of {n}");
+        assert_eq!(big, first, "--jobs {jobs}");
+        assert_eq!(
+            (summary.files, summary.files_failed),
+            (4, 2),
+            "--jobs {jobs}"
+        );
+        let mut failures = summary.failures.clone();
+        failures.sort();
+        let name = |p: &str| {
+            Path::new(p)
+                .file_name()
+                .unwrap()
+                .to_string_lossy()
+                .into_owned()
+        };
+        let failures: Vec<(String, String)> =
+            failures.iter().map(|(p, e)| (name(p), e.clone())).collect();
+        assert_eq!(failures.len(), 2, "{failures:?}");
+        assert_eq!(failures[0].0, "big-bomb.jsonl");
+        assert!(
+            failures[0]
+                .1
+                .starts_with("internal error while reading it (please report it): a bug at byte "),
+            "{failures:?}"
+        );
+        assert_eq!(
+            failures[1],
+            (
+                "bomb.jsonl".to_owned(),
+                "internal error while reading it (please report it): a bug in this format"
+                    .to_owned()
+            )
+        );
+    }
+}

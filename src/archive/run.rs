@@ -942,11 +942,14 @@ pub(crate) struct PartLines {
 }
 
 impl PartLines {
+    /// Publishes a part's newlines; the first count published stays (a
+    /// part that failed after publishing publishes 0 again).
     fn publish(&self, task: usize, newlines: u64) {
         self.counts
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .insert(task, newlines);
+            .entry(task)
+            .or_insert(newlines);
         self.published.notify_all();
     }
 
@@ -969,11 +972,43 @@ impl PartLines {
     }
 }
 
+/// Reads one task ([`read_task`]). A panic while reading it (a bug of
+/// mem-ingest, or of a format a library user added) fails its file with
+/// the panic's message, as an I/O error does, instead of ending the run:
+/// the other files are read, and the failure is reported with the file's
+/// path. The file's records of the task are not written and its
+/// checkpoint does not move.
+fn run_task<E: Encoder>(
+    plan: &Plan,
+    i: usize,
+    cfg: &Config,
+    opts: &SourceOptions,
+    encoder: &E,
+    bases: &PartLines,
+) -> PartResult<E::Batch> {
+    let read = std::panic::AssertUnwindSafe(|| read_task(plan, i, cfg, opts, encoder, bases));
+    std::panic::catch_unwind(read).unwrap_or_else(|panic| {
+        // Parts after this one must not wait for it.
+        bases.publish(i, 0);
+        let why = panic
+            .downcast_ref::<&str>()
+            .map(|s| (*s).to_owned())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "no message".to_owned());
+        PartResult {
+            error: Some(format!(
+                "internal error while reading it (please report it): {why}"
+            )),
+            ..PartResult::default()
+        }
+    })
+}
+
 /// Reads one task. A part that ends before the file does is read into
 /// memory (about [`plan::PART_BYTES`]), counts its newlines for the parts
 /// after it, and is parsed from there; a region too large to hold is
 /// streamed through the chunked reader.
-fn run_task<E: Encoder>(
+fn read_task<E: Encoder>(
     plan: &Plan,
     i: usize,
     cfg: &Config,
