@@ -753,9 +753,10 @@ const ESCAPE: [u8; 256] = {
 };
 
 /// Appends `s` as a JSON string, escaped as serde_json (and JavaScript's
-/// JSON.stringify) escape: `"`, `\\` and control characters. Sixteen bytes
-/// are checked at a time ([`next_special`]); most text needs no escape. The
-/// one escaper of the crate: record lines and tool-call arguments alike.
+/// JSON.stringify) escape: `"`, `\\` and control characters; on x86_64
+/// sixteen bytes at a time ([`escape_chunk_sse2`]), elsewhere by
+/// [`escape_parts`]. The one escaper of the crate: record lines and
+/// tool-call arguments alike.
 pub(crate) fn escape(out: &mut impl PushStr, s: &str) {
     out.reserve(s.len() + 2);
     out.push_ascii(b"\"");
@@ -784,58 +785,10 @@ fn special(c: u8) -> bool {
 }
 
 /// The index of the first byte from `i` on that is escaped, else
-/// `b.len()`.
-fn next_special(b: &[u8], i: usize) -> usize {
-    #[cfg(target_arch = "x86_64")]
-    {
-        #[allow(unsafe_code)]
-        // SAFETY: its one requirement, SSE2, is part of every x86_64
-        // target.
-        unsafe {
-            next_special_sse2(b, i)
-        }
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    next_special_swar(b, i)
-}
-
-/// [`next_special`] sixteen bytes at a time (escaping with eight at a time
-/// was a fifth of a `backfill` worker's time).
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "sse2")]
-fn next_special_sse2(b: &[u8], mut i: usize) -> usize {
-    use std::arch::x86_64::{
-        _mm_cmpeq_epi8, _mm_min_epu8, _mm_movemask_epi8, _mm_or_si128, _mm_set1_epi8,
-        _mm_set_epi64x,
-    };
-    let quote = _mm_set1_epi8(b'"' as i8);
-    let backslash = _mm_set1_epi8(b'\\' as i8);
-    let below = _mm_set1_epi8(0x1f);
-    while let Some(c) = b.get(i..i + 16) {
-        // Two little-endian halves: one unaligned load once compiled.
-        let lo = u64::from_le_bytes(c[..8].try_into().expect("8 bytes"));
-        let hi = u64::from_le_bytes(c[8..].try_into().expect("8 bytes"));
-        let v = _mm_set_epi64x(hi as i64, lo as i64);
-        let m = _mm_or_si128(
-            _mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, backslash)),
-            // min(v, 0x1f) == v: v <= 0x1f, unsigned.
-            _mm_cmpeq_epi8(_mm_min_epu8(v, below), v),
-        );
-        let mask = _mm_movemask_epi8(m) as u32;
-        if mask != 0 {
-            return i + mask.trailing_zeros() as usize;
-        }
-        i += 16;
-    }
-    i + b[i.min(b.len())..]
-        .iter()
-        .take_while(|c| !special(**c))
-        .count()
-}
-
-/// [`next_special`] eight bytes at a time, in a u64.
-#[cfg(any(test, not(target_arch = "x86_64")))]
-fn next_special_swar(b: &[u8], mut i: usize) -> usize {
+/// `b.len()`; eight bytes at a time, in a u64 (the portable path: x86_64
+/// escapes with [`escape_chunk_sse2`]).
+#[cfg_attr(target_arch = "x86_64", allow(dead_code))]
+fn next_special(b: &[u8], mut i: usize) -> usize {
     const LO: u64 = 0x0101_0101_0101_0101;
     const HI: u64 = 0x8080_8080_8080_8080;
     // High bits of the bytes of `w` below 0x20, quotes or backslashes (the
@@ -1099,7 +1052,6 @@ mod tests {
             for i in 0..=len {
                 let naive = i + b[i..].iter().take_while(|c| !special(**c)).count();
                 assert_eq!(next_special(&b, i), naive, "{len} {i}");
-                assert_eq!(next_special_swar(&b, i), naive, "{len} {i}");
             }
         }
     }
