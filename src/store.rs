@@ -1377,6 +1377,21 @@ fn check_fts(query: &str) -> Result<(), String> {
 mod tests {
     use super::*;
 
+    /// `.cargo/config.toml` builds SQLite without memory statistics (a
+    /// mutex per allocation that the search's threads queue on).
+    #[test]
+    fn sqlite_is_built_without_memory_statistics() {
+        let conn = Connection::open_in_memory().unwrap();
+        let on: bool = conn
+            .query_row(
+                "SELECT sqlite_compileoption_used('DEFAULT_MEMSTATUS=0')",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert!(on, "LIBSQLITE3_FLAGS of .cargo/config.toml not applied");
+    }
+
     #[test]
     fn malformed_fts5_queries_are_told_apart() {
         assert_eq!(check_fts("a OR b"), Ok(()));
