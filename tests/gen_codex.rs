@@ -67,6 +67,7 @@ fn stats(dir: &Path) -> Value {
         .env("CODEX_HOME", dir)
         .output()
         .unwrap();
+    fs::remove_dir_all(&home).unwrap();
     assert!(
         out.status.success(),
         "{}",
@@ -157,6 +158,7 @@ fn generated_codex_archive_equals_ccusage() {
         .env("TZ", "UTC")
         .output()
         .unwrap();
+    fs::remove_dir_all(&home).unwrap();
     assert!(out.status.success());
     let theirs: Value = serde_json::from_slice(&out.stdout).unwrap();
     let mut by = BTreeMap::<String, [u64; 4]>::new();

@@ -521,4 +521,5 @@ fn a_panic_in_a_format_fails_its_file_and_the_run_goes_on() {
             )
         );
     }
+    fs::remove_dir_all(d).unwrap();
 }

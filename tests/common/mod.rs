@@ -14,8 +14,7 @@ use std::process::{Command, Output};
 pub fn cli() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_mem-ingest"));
     c.env_remove("PI_CODING_AGENT_SESSION_DIR");
-    let none = std::env::temp_dir().join(format!("mem-ingest-no-home-{}", std::process::id()));
-    fs::create_dir_all(&none).unwrap();
+    let none = no_home();
     for var in [
         "HOME",
         "XDG_CONFIG_HOME",
@@ -23,9 +22,36 @@ pub fn cli() -> Command {
         "CODEX_HOME",
         "PI_CODING_AGENT_DIR",
     ] {
-        c.env(var, &none);
+        c.env(var, none);
     }
     c
+}
+
+/// The empty folder every default location of [`cli`] points at, one per
+/// test process: `mem-ingest-no-home-<pid>`. Those of test processes that
+/// have ended are removed when it is made (if still empty), so that test
+/// runs do not pile them up in the temporary folder.
+fn no_home() -> &'static Path {
+    static NONE: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    NONE.get_or_init(|| {
+        let tmp = std::env::temp_dir();
+        let proc = Path::new("/proc");
+        if proc.join("self").exists() {
+            for e in fs::read_dir(&tmp).into_iter().flatten().flatten() {
+                let name = e.file_name();
+                let pid = name
+                    .to_str()
+                    .and_then(|n| n.strip_prefix("mem-ingest-no-home-"));
+                if pid.is_some_and(|p| !proc.join(p).exists()) {
+                    // Not empty: not ours to remove.
+                    let _ = fs::remove_dir(e.path());
+                }
+            }
+        }
+        let none = tmp.join(format!("mem-ingest-no-home-{}", std::process::id()));
+        fs::create_dir_all(&none).unwrap();
+        none
+    })
 }
 
 /// Runs the command line with `args`.
