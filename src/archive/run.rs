@@ -1536,11 +1536,11 @@ fn settle_files_before(
     }
 }
 
-/// The state of a file after what was delivered of it.
+/// The state of a file after what was delivered of it: its parts up to
+/// the first that failed, if one did (a failed part delivers nothing, and
+/// neither do the parts after it), so that a re-run resumes where what the
+/// output holds of it ends. None when nothing of it was delivered.
 fn file_state(f: &PlannedFile, format: &dyn Format, a: &Assembling) -> Option<FileState> {
-    if a.error.is_some() {
-        return None;
-    }
     let (report, header, position) = (a.report.clone()?, a.header.clone()?, a.position?);
     Some(FileState {
         identity: f.identity,
@@ -1677,12 +1677,21 @@ fn file_delivered<S: Sink>(
                 st.files.insert(key, Arc::new(fs));
             }
         }
-        (e, _) => totals.fail(
-            &f.path,
-            f.size(),
-            e.clone().unwrap_or_default(),
-            Some(format.name()),
-        ),
+        (e, _) => {
+            // The parts delivered before the failing one are in the output:
+            // the state moves past them, else a re-run would emit them again.
+            if let (Some(st), Some(fs)) = (ctx.state.as_mut(), file_state(f, format, &a)) {
+                let key = key_of(f);
+                ctx.changed.insert(key.clone());
+                st.files.insert(key, Arc::new(fs));
+            }
+            totals.fail(
+                &f.path,
+                f.size(),
+                e.clone().unwrap_or_default(),
+                Some(format.name()),
+            );
+        }
     }
 }
 
