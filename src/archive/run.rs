@@ -1073,33 +1073,38 @@ fn read_task<E: Encoder>(
             return drained;
         }
         // One buffer per worker thread, reused from task to task: no fresh
-        // pages to fault in for every file.
+        // pages to fault in for every file. It stays initialised (zeroed
+        // once, when it grows), so that each read fills as much of it as
+        // it can in one call: `read_to_end` through a `Take` reads 8 KiB,
+        // then twice as much each time (five reads for a file of 120 KB,
+        // six for each 256 KiB a part counts).
         thread_local! {
             static DATA: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
         }
         DATA.with_borrow_mut(|data| {
-            data.clear();
-            data.reserve(usize::try_from(size).unwrap_or(0) + 1);
-            let read = if task.end.is_some() {
-                // Only a part that ends before its file has parts after it
-                // waiting for its newlines (a whole file spent 1.4-3% of a
-                // two-job run counting them for nobody). They are counted
-                // as each chunk arrives, while it is still in cache.
-                let mut newlines = 0;
-                let read = read_counting(&mut f, data, &mut newlines);
-                publish(newlines);
-                read
-            } else {
-                f.read_to_end(data).map(drop)
+            // A part that ends before its file has parts after it waiting
+            // for its newlines (a whole file spent 1.4-3% of a two-job run
+            // counting them for nobody). They are counted as each chunk
+            // arrives, while it is still in cache.
+            let mut newlines = task.end.is_some().then_some(0u64);
+            let filled = read_whole(&mut f, data, size, newlines.as_mut());
+            if let Some(n) = newlines {
+                publish(n);
             }
-            .map_err(|e| e.to_string());
-            read?;
-            let src = open(format, Input::Bytes(&data[..]), task, path, opts, lines);
+            let filled = filled.map_err(|e| e.to_string())?;
+            let src = open(
+                format,
+                Input::Bytes(&data[..filled]),
+                task,
+                path,
+                opts,
+                lines,
+            );
             let drained = src.and_then(|src| drain(src, format, &mut res, cfg, encoder, &file));
-            if data.capacity() > 4 * plan::PART_BYTES as usize {
+            if data.len() > 4 * plan::PART_BYTES as usize {
                 // Keep no more than about a part between tasks.
-                data.clear();
-                data.shrink_to(2 * plan::PART_BYTES as usize);
+                data.truncate(2 * plan::PART_BYTES as usize);
+                data.shrink_to_fit();
             }
             drained
         })
@@ -1112,16 +1117,44 @@ fn read_task<E: Encoder>(
     res
 }
 
-/// Reads `r` to its end onto `data` in chunks of [`COUNT_CHUNK`] bytes,
-/// adding the newlines of each chunk to `newlines` as it arrives.
-fn read_counting(r: &mut impl Read, data: &mut Vec<u8>, newlines: &mut u64) -> io::Result<()> {
+/// Reads `r` to its end into `data` from its start (`size`: the bytes
+/// expected; `data` grows when there are more), a read of all the room
+/// left at a time, or of [`COUNT_CHUNK`] bytes when its newlines are
+/// counted into `newlines`; returns how many bytes were read. `data` is
+/// only ever lengthened (zeroed once where it grows), never shortened.
+fn read_whole(
+    r: &mut impl Read,
+    data: &mut Vec<u8>,
+    size: u64,
+    mut newlines: Option<&mut u64>,
+) -> io::Result<usize> {
+    let want = usize::try_from(size)
+        .unwrap_or(usize::MAX)
+        .saturating_add(1);
+    if data.len() < want {
+        data.resize(want, 0);
+    }
+    let mut filled = 0;
     loop {
-        let at = data.len();
-        // Into the spare capacity: nothing zeroed first.
-        if r.take(COUNT_CHUNK).read_to_end(data)? == 0 {
-            return Ok(());
+        if filled == data.len() {
+            // More than expected (the file grew since it was listed).
+            let more = (data.len() / 2).max(64 << 10);
+            data.resize(data.len() + more, 0);
         }
-        *newlines += memchr::memchr_iter(b'\n', &data[at..]).count() as u64;
+        let end = match newlines {
+            Some(_) => data.len().min(filled + COUNT_CHUNK as usize),
+            None => data.len(),
+        };
+        let n = match r.read(&mut data[filled..end]) {
+            Ok(0) => return Ok(filled),
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        if let Some(c) = newlines.as_deref_mut() {
+            *c += memchr::memchr_iter(b'\n', &data[filled..filled + n]).count() as u64;
+        }
+        filled += n;
     }
 }
 
@@ -2080,6 +2113,60 @@ mod tests {
             (1, "claude-x", 2)
         );
         std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    /// `read_whole` reads all of its input, however its reads are cut and
+    /// whatever size it was told, counts the newlines of what it read, and
+    /// never shortens its buffer.
+    #[test]
+    fn read_whole_reads_everything_in_few_reads() {
+        /// Hands out at most `step` bytes a read, and counts the reads.
+        struct Steps<'a>(&'a [u8], usize, usize);
+        impl Read for Steps<'_> {
+            fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+                self.2 += 1;
+                let n = out.len().min(self.1).min(self.0.len());
+                out[..n].copy_from_slice(&self.0[..n]);
+                self.0 = &self.0[n..];
+                Ok(n)
+            }
+        }
+        let input: Vec<u8> = (0..700_000u32)
+            .map(|i| {
+                if i % 97 == 0 {
+                    b'\n'
+                } else {
+                    b'a' + (i % 26) as u8
+                }
+            })
+            .collect();
+        let want_lines = input.iter().filter(|&&b| b == b'\n').count() as u64;
+        for (size, step) in [
+            (700_000, usize::MAX),
+            (10, usize::MAX),
+            (700_000, 1000),
+            (0, 7),
+        ] {
+            let mut data = vec![1u8; 3];
+            let mut newlines = 0;
+            let mut r = Steps(&input, step, 0);
+            let n = read_whole(&mut r, &mut data, size, Some(&mut newlines)).unwrap();
+            assert_eq!((n, &data[..n]), (input.len(), &input[..]), "{size} {step}");
+            assert_eq!(newlines, want_lines, "{size} {step}");
+            let mut again = Steps(&input, step, 0);
+            let len = data.len();
+            assert_eq!(
+                read_whole(&mut again, &mut data, 5, None).unwrap(),
+                input.len()
+            );
+            assert_eq!(&data[..input.len()], &input[..]);
+            assert_eq!(data.len(), len, "never shortened");
+            if step == usize::MAX && size == 700_000 {
+                // Three chunks of 256 KiB counted, then the read of 0; one
+                // read of it all, then the read of 0, when not counting.
+                assert_eq!((r.2, again.2), (4, 2));
+            }
+        }
     }
 
     #[test]
