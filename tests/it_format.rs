@@ -393,6 +393,19 @@ impl Format for Bomb {
         Err("none".into())
     }
 
+    // pi's sessions and lineages: a run of pi after it meets its copies.
+    fn header_is_entry(&self) -> bool {
+        Pi.header_is_entry()
+    }
+
+    fn lineage(&self, session: &str) -> String {
+        Pi.lineage(session)
+    }
+
+    fn parent(&self, header: &Header) -> Option<String> {
+        Pi.parent(header)
+    }
+
     fn open<'d>(
         &self,
         input: Input<'d>,
@@ -529,8 +542,9 @@ fn a_panic_in_a_format_fails_its_file_and_the_run_goes_on() {
 /// kept (a state, or a store): the checkpoint moves past the parts the
 /// output holds, so that the next run resumes after them and every record
 /// comes exactly once, in order. Before, the file's entry stayed as it
-/// was, and the re-run emitted the first part's 7,283 records again (with
-/// deduplication on as well: the failed file's lineage was not kept).
+/// was, and the re-run read the file from its start: it emitted the first
+/// part's 7,283 records again without deduplication, and with it dropped
+/// them as copies (deduplicated 7,283, not resumed).
 #[test]
 fn a_file_failing_in_a_later_part_resumes_after_what_was_delivered() {
     let d = tmpdir("bomb-state");
@@ -620,5 +634,143 @@ fn a_file_failing_in_a_later_part_resumes_after_what_was_delivered() {
         .query_row("SELECT count(*) FROM records", [], |r| r.get(0))
         .unwrap();
     assert_eq!(rows, n as i64);
+    fs::remove_dir_all(d).unwrap();
+}
+
+/// A pi source that keeps no counts per entry, so that a copy's line is
+/// read again to take its counts out.
+struct NoCounts<'d>(BoxedSource<'d>);
+
+impl RecordSource for NoCounts<'_> {
+    fn next_record(&mut self) -> Result<Option<Record<'_>>, Error> {
+        self.0.next_record()
+    }
+    fn report(&self) -> &Report {
+        self.0.report()
+    }
+    fn header(&self) -> Option<&Header> {
+        self.0.header()
+    }
+    fn next_entry(&mut self) -> Result<Option<Entry<'_>>, Error> {
+        self.0.next_entry()
+    }
+    fn position(&self) -> Position {
+        self.0.position()
+    }
+    fn take_report(&mut self) -> Report {
+        self.0.take_report()
+    }
+}
+
+/// pi without counts per entry, whose source resumed at byte `.0` counts
+/// one line too many: reading a copy's line again there finds another
+/// line number, as when the file changed, and deduplication fails.
+struct Shifted(u64);
+
+impl Format for Shifted {
+    fn name(&self) -> &'static str {
+        "pi"
+    }
+    fn is_session_file(&self, path: &Path) -> bool {
+        Pi.is_session_file(path)
+    }
+    fn default_archive(&self) -> Result<PathBuf, String> {
+        Err("none".into())
+    }
+    fn header_is_entry(&self) -> bool {
+        Pi.header_is_entry()
+    }
+    fn lineage(&self, session: &str) -> String {
+        Pi.lineage(session)
+    }
+    fn open<'d>(
+        &self,
+        input: Input<'d>,
+        path: &Path,
+        opts: &mem_ingest::SourceOptions,
+    ) -> Result<BoxedSource<'d>, Error> {
+        Ok(Box::new(NoCounts(Pi.open(input, path, opts)?)))
+    }
+    #[allow(clippy::too_many_arguments)]
+    fn resume<'d>(
+        &self,
+        input: Input<'d>,
+        path: &Path,
+        header: &Header,
+        context: &[u8],
+        byte: u64,
+        lines_before: u64,
+        opts: &mem_ingest::SourceOptions,
+    ) -> BoxedSource<'d> {
+        let lines = lines_before + u64::from(byte == self.0);
+        Box::new(NoCounts(
+            Pi.resume(input, path, header, context, byte, lines, opts),
+        ))
+    }
+}
+
+/// Deduplication that fails in a later part (a copy's line read again
+/// and found changed) fails the file; the fingerprints that part had
+/// added to its lineage are taken back with it. Before, they stayed (and
+/// were saved), so the re-run, resuming at that part, took its first 910
+/// entries for copies of themselves: never emitted.
+#[test]
+fn a_part_whose_deduplication_fails_leaves_no_fingerprints() {
+    let d = tmpdir("dedupe-fails");
+    let root = d.join("archive");
+    fs::create_dir_all(&root).unwrap();
+    let mut big = String::from(
+        r#"{"type":"session","version":3,"id":"big","timestamp":"2026-02-01T00:00:00.000Z","cwd":"/big"}"#,
+    );
+    big.push('\n');
+    let filler = "x".repeat(1000);
+    let part = mem_ingest::archive::PART_BYTES as usize;
+    let mut n = 0;
+    let mut copy_at = None;
+    while big.len() < 20 << 20 {
+        big.push_str(&common::user_line(&format!("b{n}"), &filler));
+        n += 1;
+        if copy_at.is_none() && big.len() > part + (1 << 20) {
+            // A copy of the line just written, 1 MiB into the second part.
+            copy_at = Some(big.len() as u64);
+            big.push_str(&common::user_line(&format!("b{}", n - 1), &filler));
+        }
+    }
+    fs::write(root.join("big.jsonl"), &big).unwrap();
+    let end = part - 1 + big[part - 1..].find('\n').unwrap();
+    let first = big[..=end].matches('\n').count() - 1;
+    let all: Vec<String> = (0..n).map(|i| format!("big:b{i}")).collect();
+    for jobs in [1, 2] {
+        let state = d.join(format!("state-{jobs}"));
+        let run = |f: Arc<dyn Format>| {
+            let mut got = Vec::new();
+            let s = Archive::builder()
+                .path(&root)
+                .format(f)
+                .jobs(jobs)
+                .state(&state)
+                .build()
+                .backfill(&mut ForEach(|r: OwnedRecord| got.push(r.key)))
+                .unwrap();
+            (got, s)
+        };
+        let (a, sa) = run(Arc::new(Shifted(copy_at.unwrap())));
+        assert_eq!((sa.files, sa.files_failed), (1, 1), "--jobs {jobs}");
+        assert!(
+            sa.failures[0].1.contains("changed while it was read"),
+            "--jobs {jobs}: {:?}",
+            sa.failures
+        );
+        assert_eq!(a.len(), first, "--jobs {jobs}");
+        assert!(a == all[..first], "--jobs {jobs}");
+        let (b, sb) = run(Arc::new(Pi));
+        assert_eq!(
+            (sb.files_failed, sb.resumed, sb.report.deduplicated),
+            (0, 1, 1),
+            "--jobs {jobs}"
+        );
+        assert_eq!(b.len(), n - first, "--jobs {jobs}");
+        assert!(b == all[first..], "--jobs {jobs}");
+    }
     fs::remove_dir_all(d).unwrap();
 }

@@ -79,6 +79,16 @@ impl FpSet {
         self.sorted = merged;
     }
 
+    /// Takes `fp` out (a delivery that failed: rare, so a removal from the
+    /// sorted vector may shift it).
+    pub fn remove(&mut self, fp: u64) {
+        if !self.recent.remove(&fp) {
+            if let Ok(i) = self.sorted.binary_search(&fp) {
+                self.sorted.remove(i);
+            }
+        }
+    }
+
     pub fn merge(&mut self, other: FpSet) {
         self.recent.extend(other.recent);
         self.recent.extend(other.sorted);
@@ -293,6 +303,30 @@ impl Lineages {
         }
     }
 
+    /// Takes back `fps`, the last fingerprints inserted for `session`, in
+    /// the order they were (with no checkpoint since): a part whose
+    /// delivery failed after its copies were decided emits nothing, and
+    /// its entries must not be copies when it is read again.
+    pub fn forget(&mut self, session: &str, fps: &[u64]) {
+        if fps.is_empty() {
+            return;
+        }
+        let r = self.root(session);
+        if let Some(set) = self.sets.get_mut(&r) {
+            for &fp in fps {
+                set.remove(fp);
+            }
+        }
+        if let Some(list) = self.new_fps.get_mut(session) {
+            let keep = list.len().saturating_sub(fps.len());
+            debug_assert_eq!(&list[keep..], fps);
+            list.truncate(keep);
+            if list.is_empty() {
+                self.new_fps.remove(session);
+            }
+        }
+    }
+
     /// Fingerprints inserted since [`Lineages::saved`], by session, sessions
     /// sorted.
     pub fn new_fingerprints(&self) -> Vec<(&str, &[u64])> {
@@ -364,6 +398,36 @@ impl Lineages {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What `forget` takes back is gone from the lineage's set (whether
+    /// still among the recent or merged into the sorted vector) and from
+    /// the session's new fingerprints; what came before stays.
+    #[test]
+    fn forget_takes_back_the_last_inserted() {
+        let mut l = Lineages::default();
+        l.join("a", "b");
+        let before: Vec<u64> = (0..5000u64).map(|i| i * 7 + 1).collect();
+        for &fp in &before {
+            assert!(l.insert("b", fp));
+        }
+        l.saved();
+        // Enough to merge the recent ones into the sorted vector midway.
+        let part: Vec<u64> = (0..5000u64).map(|i| i * 7 + 3).collect();
+        let mut e = l.emitter("b");
+        for &fp in &part {
+            assert!(e.insert(fp));
+        }
+        assert!(l.insert("a", 2));
+        l.forget("b", &part);
+        for &fp in &part {
+            assert!(!l.contains("a", fp), "{fp}");
+        }
+        assert!(before.iter().all(|&fp| l.contains("b", fp)));
+        assert!(l.contains("b", 2));
+        assert_eq!(l.new_fingerprints(), vec![("a", &[2u64][..])]);
+        // Inserted again, they are new.
+        assert!(part.iter().all(|&fp| l.insert("b", fp)));
+    }
 
     #[test]
     fn fp_set_agrees_with_a_hash_set() {

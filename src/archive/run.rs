@@ -10,7 +10,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use super::dedupe::{FpSet, Lineages};
+use super::dedupe::{Emitter, FpSet, Lineages};
 use super::plan::{self, FoundFile, Mode, Plan, PlannedFile, Task};
 use super::state::{
     self, Checkpoint, CheckpointStore, FileState, OutputOptions, OutputState, State, StateFile,
@@ -1755,8 +1755,51 @@ fn dedupe<B>(
             earlier.push(set);
         }
     }
-    let mut emitted = l.emitter(session);
-    let mut dup = |fp: u64| earlier.iter().any(|s| s.contains(fp)) || !emitted.insert(fp);
+    // What this part adds to its lineage: taken back if the part fails
+    // below (it then delivers nothing; were they kept, its entries would be
+    // copies of themselves when it is read again, and lost).
+    let mut inserted = Vec::new();
+    let decided = decide_copies(
+        l.emitter(session),
+        &earlier,
+        &mut inserted,
+        format,
+        path,
+        header,
+        task,
+        res,
+        opts,
+    );
+    if decided.is_err() {
+        l.forget(session, &inserted);
+    }
+    decided
+}
+
+/// [`dedupe`]'s decisions, each fingerprint new to the lineage recorded
+/// in `emitted` and listed in `inserted`.
+#[allow(clippy::too_many_arguments)]
+fn decide_copies<B>(
+    mut emitted: Emitter<'_>,
+    earlier: &[&FpSet],
+    inserted: &mut Vec<u64>,
+    format: &dyn Format,
+    path: &Path,
+    header: &Header,
+    task: &Task,
+    res: &mut PartResult<B>,
+    opts: &SourceOptions,
+) -> Result<Vec<usize>, String> {
+    let mut dup = |fp: u64| {
+        if earlier.iter().any(|s| s.contains(fp)) {
+            return true;
+        }
+        let new = emitted.insert(fp);
+        if new {
+            inserted.push(fp);
+        }
+        !new
+    };
     if format.header_is_entry()
         && task.header.is_none()
         && res.header.is_some()
