@@ -1389,7 +1389,12 @@ mod tests {
                 |r| r.get(0),
             )
             .unwrap();
-        assert!(on, "LIBSQLITE3_FLAGS of .cargo/config.toml not applied");
+        assert!(
+            on,
+            "LIBSQLITE3_FLAGS of .cargo/config.toml not applied: one set in the \
+             environment replaces it, a system SQLite ignores it, and cargo run \
+             from outside this repository does not read it"
+        );
     }
 
     #[test]
