@@ -774,3 +774,143 @@ fn a_part_whose_deduplication_fails_leaves_no_fingerprints() {
     }
     fs::remove_dir_all(d).unwrap();
 }
+
+/// pi, except that a file named `.0` fails when a worker opens it (its
+/// task), not when the delivering thread reads it ahead as a fork's
+/// parent.
+struct FailsOnWorker(&'static str);
+
+impl Format for FailsOnWorker {
+    fn name(&self) -> &'static str {
+        "pi"
+    }
+    fn is_session_file(&self, path: &Path) -> bool {
+        Pi.is_session_file(path)
+    }
+    fn default_archive(&self) -> Result<PathBuf, String> {
+        Err("none".into())
+    }
+    fn header_is_entry(&self) -> bool {
+        Pi.header_is_entry()
+    }
+    fn lineage(&self, session: &str) -> String {
+        Pi.lineage(session)
+    }
+    fn parent(&self, header: &Header) -> Option<String> {
+        Pi.parent(header)
+    }
+    fn parent_file_name<'h>(&self, header: &'h Header) -> Option<&'h str> {
+        Pi.parent_file_name(header)
+    }
+    fn open<'d>(
+        &self,
+        input: Input<'d>,
+        path: &Path,
+        opts: &mem_ingest::SourceOptions,
+    ) -> Result<BoxedSource<'d>, Error> {
+        let worker = std::thread::current().name().is_none();
+        if worker && path.file_name().is_some_and(|n| n == self.0) {
+            return Err(Error::new(
+                path,
+                mem_ingest::ErrorKind::Io(std::io::Error::other("flaky read")),
+            ));
+        }
+        Pi.open(input, path, opts)
+    }
+    #[allow(clippy::too_many_arguments)]
+    fn resume<'d>(
+        &self,
+        input: Input<'d>,
+        path: &Path,
+        header: &Header,
+        context: &[u8],
+        byte: u64,
+        lines_before: u64,
+        opts: &mem_ingest::SourceOptions,
+    ) -> BoxedSource<'d> {
+        Pi.resume(input, path, header, context, byte, lines_before, opts)
+    }
+}
+
+/// A fork listed before its parent drops its copies of the parent's
+/// entries, for the parent (read ahead) to emit. When the parent's own
+/// read then fails, the fork is read again at the next run: were the
+/// parent gone by then, the fork's copies are its to emit; were it back,
+/// they are its copies again and the parent emits them. Either way the
+/// two runs emit what one run over the final archive does. Before, the
+/// fork's entry stayed complete, and with the parent gone its entries
+/// `a1` and `a2` were in no output.
+#[test]
+fn a_fork_whose_parent_fails_is_read_again() {
+    let header = |id: &str, ts: &str, parent: Option<&str>| {
+        let p = parent
+            .map(|p| format!(r#","parentSession":"/elsewhere/{p}""#))
+            .unwrap_or_default();
+        format!(r#"{{"type":"session","version":3,"id":"{id}","timestamp":"{ts}","cwd":"/p"{p}}}"#)
+            + "\n"
+    };
+    let lines = |ids: &[&str]| -> String {
+        ids.iter()
+            .map(|i| common::user_line(i, &format!("t{i}")))
+            .collect()
+    };
+    const PARENT: &str = "2026-01-01T00-00-00-000Z_sess-a.jsonl";
+    for (jobs, parent_back) in [(1, false), (2, false), (1, true), (2, true)] {
+        let why = format!("--jobs {jobs}, parent back: {parent_back}");
+        let d = tmpdir(&format!("fork-parent-fails-{jobs}-{parent_back}"));
+        let root = d.join("archive");
+        // The fork's folder sorts before the parent's.
+        let (fa, fb) = (root.join("--a--"), root.join("--b--"));
+        fs::create_dir_all(&fa).unwrap();
+        fs::create_dir_all(&fb).unwrap();
+        let fork = header("sess-b", "2026-01-02T00:00:00.000Z", Some(PARENT))
+            + &lines(&["a1", "a2", "b1"]);
+        fs::write(fa.join("2026-01-02T00-00-00-000Z_sess-b.jsonl"), fork).unwrap();
+        let parent =
+            header("sess-a", "2026-01-01T00:00:00.000Z", None) + &lines(&["a1", "a2", "a3"]);
+        fs::write(fb.join(PARENT), &parent).unwrap();
+        let run = |state: &Path, f: Arc<dyn Format>| {
+            let mut got = Vec::new();
+            let s = Archive::builder()
+                .path(&root)
+                .format(f)
+                .jobs(jobs)
+                .state(state)
+                .build()
+                .backfill(&mut ForEach(|r: OwnedRecord| got.push(r.key)))
+                .unwrap();
+            (got, s)
+        };
+        let state = d.join("state");
+        let (first, s1) = run(&state, Arc::new(FailsOnWorker(PARENT)));
+        assert_eq!(first, ["sess-b:b1"], "{why}");
+        assert_eq!(s1.files_failed, 1, "{why}");
+        assert!(
+            s1.failures[0].1.contains("flaky read"),
+            "{why}: {:?}",
+            s1.failures
+        );
+        fs::remove_file(fb.join(PARENT)).unwrap();
+        if parent_back {
+            fs::write(fb.join(PARENT), &parent).unwrap();
+        }
+        let (second, s2) = run(&state, Arc::new(Pi));
+        let want_second: &[&str] = if parent_back {
+            &["sess-a:a1", "sess-a:a2", "sess-a:a3"]
+        } else {
+            &["sess-b:a1", "sess-b:a2"]
+        };
+        assert_eq!(second, want_second, "{why}");
+        assert_eq!(s2.files_failed, 0, "{why}");
+        // A third run reads nothing; one run over the final archive emits
+        // what the two did.
+        let (third, s3) = run(&state, Arc::new(Pi));
+        assert_eq!((third.len(), s3.unchanged), (0, s3.files), "{why}");
+        let (mut fresh, _) = run(&d.join("fresh"), Arc::new(Pi));
+        let mut both = [first, second].concat();
+        both.sort();
+        fresh.sort();
+        assert_eq!(both, fresh, "{why}");
+        fs::remove_dir_all(d).unwrap();
+    }
+}

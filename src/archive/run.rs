@@ -1405,6 +1405,7 @@ fn pass<S: Sink>(ctx: &mut Ctx<'_, S>) -> Result<Summary, Error> {
     // Files by name, built when a fork first asks for its parent.
     let by_name = std::cell::OnceCell::new();
     let mut reserved: HashMap<String, FpSet> = HashMap::new();
+    let (mut parent_file, mut relying) = (HashMap::new(), HashMap::new());
     let progress = ctx.cfg.progress.as_deref().filter(|_| !ctx.cfg.follow);
     if let Some(p) = progress {
         p.start(plan.tasks.iter().map(|t| task_bytes(&plan, t)).sum());
@@ -1443,6 +1444,8 @@ fn pass<S: Sink>(ctx: &mut Ctx<'_, S>) -> Result<Summary, Error> {
                 &mut current,
                 &mut ParentsAhead {
                     sets: &mut reserved,
+                    parent_file: &mut parent_file,
+                    relying: &mut relying,
                     by_name: &by_name,
                 },
                 &opts,
@@ -1636,13 +1639,22 @@ fn deliver<S: Sink>(
                 ahead.read(plan, task.file, format, &h, ctx.cfg, opts);
                 dedupe(l, ahead.sets, format, &f.path, &h, task, &mut res, opts)
             }
-            _ => Ok(Vec::new()),
+            _ => Ok((Vec::new(), Vec::new())),
         };
         match dropped {
             Err(e) => {
                 a.error = Some(e);
             }
-            Ok(dropped) => {
+            Ok((dropped, relied)) => {
+                for parent in relied {
+                    if let Some(&j) = ahead.parent_file.get(&parent) {
+                        let forks = ahead.relying.entry(j).or_default();
+                        let key = key_of(f);
+                        if !forks.contains(&key) {
+                            forks.push(key);
+                        }
+                    }
+                }
                 if let Some(batch) = res.batch.take() {
                     let kept = res.kept - dropped.len();
                     ctx.wrote |= kept > 0;
@@ -1690,6 +1702,9 @@ fn file_delivered<S: Sink>(
     totals: &mut Summary,
 ) {
     let format = &*ctx.cfg.formats[f.format];
+    if a.error.is_none() {
+        ahead.relying.remove(&a.file);
+    }
     ahead.sets.remove(
         &a.header
             .as_ref()
@@ -1718,6 +1733,19 @@ fn file_delivered<S: Sink>(
                 ctx.changed.insert(key.clone());
                 st.files.insert(key, Arc::new(fs));
             }
+            // Forks delivered before it dropped copies of its entries for it
+            // to emit, which it did not: they are read again at the next run
+            // (their entries that were emitted are copies then, the others
+            // theirs to emit, were this file gone by then).
+            let forks = ahead.relying.remove(&a.file).unwrap_or_default();
+            if let Some(st) = ctx.state.as_mut() {
+                for key in forks {
+                    if st.files.remove(&key).is_some() {
+                        ctx.changed.insert(key);
+                        ctx.dirty = true;
+                    }
+                }
+            }
             totals.fail(
                 &f.path,
                 f.size(),
@@ -1729,8 +1757,8 @@ fn file_delivered<S: Sink>(
 }
 
 /// Decides which of a part's entries are copies: returns the indices of
-/// their records in the batch, and takes their counts out of the part's
-/// report.
+/// their records in the batch, and the read-ahead parents (their lineage
+/// ids) that made any a copy; takes their counts out of the part's report.
 #[allow(clippy::too_many_arguments)]
 fn dedupe<B>(
     l: &mut Lineages,
@@ -1741,7 +1769,7 @@ fn dedupe<B>(
     task: &Task,
     res: &mut PartResult<B>,
     opts: &SourceOptions,
-) -> Result<Vec<usize>, String> {
+) -> Result<(Vec<usize>, Vec<String>), String> {
     let session = format.lineage(&header.id);
     let session = session.as_str();
     if let Some(parent) = format.parent(header) {
@@ -1749,20 +1777,22 @@ fn dedupe<B>(
     }
     // Entries that a session which wrote them first will emit later in
     // this run (a fork that sorts before its parent).
-    let mut earlier: Vec<&FpSet> = Vec::new();
+    let mut earlier: Vec<(&str, &FpSet)> = Vec::new();
     for (s, set) in ahead {
         if s != session && l.same(s, session) {
-            earlier.push(set);
+            earlier.push((s, set));
         }
     }
     // What this part adds to its lineage: taken back if the part fails
     // below (it then delivers nothing; were they kept, its entries would be
     // copies of themselves when it is read again, and lost).
     let mut inserted = Vec::new();
+    let mut relied = Vec::new();
     let decided = decide_copies(
         l.emitter(session),
         &earlier,
         &mut inserted,
+        &mut relied,
         format,
         path,
         header,
@@ -1773,16 +1803,18 @@ fn dedupe<B>(
     if decided.is_err() {
         l.forget(session, &inserted);
     }
-    decided
+    decided.map(|d| (d, relied))
 }
 
 /// [`dedupe`]'s decisions, each fingerprint new to the lineage recorded
-/// in `emitted` and listed in `inserted`.
+/// in `emitted` and listed in `inserted`, each read-ahead parent that made
+/// an entry a copy listed in `relied`.
 #[allow(clippy::too_many_arguments)]
 fn decide_copies<B>(
     mut emitted: Emitter<'_>,
-    earlier: &[&FpSet],
+    earlier: &[(&str, &FpSet)],
     inserted: &mut Vec<u64>,
+    relied: &mut Vec<String>,
     format: &dyn Format,
     path: &Path,
     header: &Header,
@@ -1791,7 +1823,10 @@ fn decide_copies<B>(
     opts: &SourceOptions,
 ) -> Result<Vec<usize>, String> {
     let mut dup = |fp: u64| {
-        if earlier.iter().any(|s| s.contains(fp)) {
+        if let Some((parent, _)) = earlier.iter().find(|(_, s)| s.contains(fp)) {
+            if !relied.iter().any(|r| r == parent) {
+                relied.push((*parent).to_owned());
+            }
             return true;
         }
         let new = emitted.insert(fp);
@@ -1872,6 +1907,13 @@ fn decide_copies<B>(
 /// fork is delivered, from the parent's file.
 struct ParentsAhead<'p> {
     sets: &'p mut HashMap<String, FpSet>,
+    /// Each read-ahead set's parent, by its plan file index.
+    parent_file: &'p mut HashMap<String, usize>,
+    /// The files (their state keys) that dropped entries as copies of a
+    /// parent's read ahead, by the parent's plan file index: when that
+    /// parent then fails, they are read again at the next run (their
+    /// entries the parent did not emit are then theirs to emit).
+    relying: &'p mut HashMap<usize, Vec<String>>,
     /// Files of the plan by format and the name a parent is found by
     /// (`Format::parent_lookup_name`), built on first use.
     by_name: &'p std::cell::OnceCell<HashMap<(usize, String), usize>>,
@@ -1943,6 +1985,7 @@ impl ParentsAhead<'_> {
                 }
             }
         }
+        self.parent_file.insert(session.clone(), j);
         self.sets.insert(session, set);
     }
 }
@@ -2259,6 +2302,8 @@ mod tests {
                 &mut current,
                 &mut ParentsAhead {
                     sets: &mut sets,
+                    parent_file: &mut HashMap::new(),
+                    relying: &mut HashMap::new(),
                     by_name: &by_name,
                 },
                 &opts,
