@@ -376,11 +376,25 @@ fn a_second_format_plugs_in_beside_pi() {
     fs::remove_dir_all(d).unwrap();
 }
 
-/// Pi's format, with a bug: opening `bomb.jsonl`, or resuming
-/// `big-bomb.jsonl` after its start (a part of a large file), panics.
-struct Bomb;
+/// What [`Faulty`] does wrong.
+enum Fault {
+    /// A bug: opening `bomb.jsonl`, or resuming `big-bomb.jsonl` after its
+    /// start (a part of a large file), panics.
+    Panics,
+    /// Keeps no counts per entry (so a copy's line is read again to take
+    /// its counts out), and a source resumed at this byte counts one line
+    /// too many: reading a copy's line again there finds another line
+    /// number, as when the file changed, and deduplication fails.
+    ShiftedAt(u64),
+    /// The file of this name fails when a worker opens it (its task), not
+    /// when the delivering thread reads it ahead as a fork's parent.
+    FailsOnWorker(&'static str),
+}
 
-impl Format for Bomb {
+/// Pi's format (its sessions, lineages and forks), with a [`Fault`].
+struct Faulty(Fault);
+
+impl Format for Faulty {
     fn name(&self) -> &'static str {
         "pi"
     }
@@ -393,7 +407,6 @@ impl Format for Bomb {
         Err("none".into())
     }
 
-    // pi's sessions and lineages: a run of pi after it meets its copies.
     fn header_is_entry(&self) -> bool {
         Pi.header_is_entry()
     }
@@ -406,13 +419,29 @@ impl Format for Bomb {
         Pi.parent(header)
     }
 
+    fn parent_file_name<'h>(&self, header: &'h Header) -> Option<&'h str> {
+        Pi.parent_file_name(header)
+    }
+
     fn open<'d>(
         &self,
         input: Input<'d>,
         path: &Path,
         opts: &mem_ingest::SourceOptions,
     ) -> Result<BoxedSource<'d>, Error> {
-        assert!(!path.ends_with("bomb.jsonl"), "a bug in this format");
+        match self.0 {
+            Fault::Panics => assert!(!path.ends_with("bomb.jsonl"), "a bug in this format"),
+            Fault::ShiftedAt(_) => return Ok(Box::new(NoCounts(Pi.open(input, path, opts)?))),
+            Fault::FailsOnWorker(name) => {
+                let worker = std::thread::current().name().is_none();
+                if worker && path.file_name().is_some_and(|n| n == name) {
+                    return Err(Error::new(
+                        path,
+                        mem_ingest::ErrorKind::Io(std::io::Error::other("flaky read")),
+                    ));
+                }
+            }
+        }
         Pi.open(input, path, opts)
     }
 
@@ -426,10 +455,112 @@ impl Format for Bomb {
         lines_before: u64,
         opts: &mem_ingest::SourceOptions,
     ) -> BoxedSource<'d> {
-        if path.ends_with("big-bomb.jsonl") && byte > 0 {
-            panic!("a bug at byte {byte}");
+        match self.0 {
+            Fault::Panics if path.ends_with("big-bomb.jsonl") && byte > 0 => {
+                panic!("a bug at byte {byte}")
+            }
+            Fault::ShiftedAt(at) => {
+                let lines = lines_before + u64::from(byte == at);
+                Box::new(NoCounts(
+                    Pi.resume(input, path, header, context, byte, lines, opts),
+                ))
+            }
+            _ => Pi.resume(input, path, header, context, byte, lines_before, opts),
         }
-        Pi.resume(input, path, header, context, byte, lines_before, opts)
+    }
+}
+
+/// A pi source that keeps no counts per entry.
+struct NoCounts<'d>(BoxedSource<'d>);
+
+impl RecordSource for NoCounts<'_> {
+    fn next_record(&mut self) -> Result<Option<Record<'_>>, Error> {
+        self.0.next_record()
+    }
+    fn report(&self) -> &Report {
+        self.0.report()
+    }
+    fn header(&self) -> Option<&Header> {
+        self.0.header()
+    }
+    fn next_entry(&mut self) -> Result<Option<Entry<'_>>, Error> {
+        self.0.next_entry()
+    }
+    fn position(&self) -> Position {
+        self.0.position()
+    }
+    fn take_report(&mut self) -> Report {
+        self.0.take_report()
+    }
+}
+
+/// The keys `backfill` emits from `root` read as `format` with `jobs`
+/// jobs, deduplicating or not, with the checkpoint `state` if any; and
+/// the run's summary.
+fn keys_of(
+    root: &Path,
+    format: Arc<dyn Format>,
+    jobs: usize,
+    dedupe: bool,
+    state: Option<&Path>,
+) -> (Vec<String>, mem_ingest::archive::Summary) {
+    let mut got = Vec::new();
+    let mut b = Archive::builder()
+        .path(root)
+        .format(format)
+        .jobs(jobs)
+        .dedupe(dedupe);
+    if let Some(s) = state {
+        b = b.state(s);
+    }
+    let summary = b
+        .build()
+        .backfill(&mut ForEach(|r: OwnedRecord| got.push(r.key)))
+        .unwrap();
+    (got, summary)
+}
+
+/// A pi session `big` of 20 MiB (three parts): its header, then user
+/// lines `b0`, `b1`, ... of 1,000 bytes of text; with `copy_past`, right
+/// after the first line that ends past that byte, a copy of it.
+struct BigSession {
+    text: String,
+    /// Lines after the header, the copy not counted.
+    n: usize,
+    /// Where the copy starts.
+    copy_at: Option<u64>,
+    /// Lines after the header that the first part holds: its lines end
+    /// at the first newline from its last byte on.
+    first: usize,
+    /// The keys of `b0` ... in order.
+    keys: Vec<String>,
+}
+
+fn big_session(copy_past: Option<usize>) -> BigSession {
+    let mut text = String::from(
+        r#"{"type":"session","version":3,"id":"big","timestamp":"2026-02-01T00:00:00.000Z","cwd":"/big"}"#,
+    );
+    text.push('\n');
+    let filler = "x".repeat(1000);
+    let (mut n, mut copy_at) = (0, None);
+    while text.len() < 20 << 20 {
+        text.push_str(&common::user_line(&format!("b{n}"), &filler));
+        n += 1;
+        if copy_at.is_none() && copy_past.is_some_and(|c| text.len() > c) {
+            copy_at = Some(text.len() as u64);
+            text.push_str(&common::user_line(&format!("b{}", n - 1), &filler));
+        }
+    }
+    let part = mem_ingest::archive::PART_BYTES as usize;
+    let end = part - 1 + text[part - 1..].find('\n').unwrap();
+    let first = text[..=end].matches('\n').count() - 1;
+    let keys = (0..n).map(|i| format!("big:b{i}")).collect();
+    BigSession {
+        text,
+        n,
+        copy_at,
+        first,
+        keys,
     }
 }
 
@@ -461,29 +592,9 @@ fn a_panic_in_a_format_fails_its_file_and_the_run_goes_on() {
     }
     fs::copy(good.join("hand-built.jsonl"), with_bombs.join("bomb.jsonl")).unwrap();
     // Over two parts of 8 MiB: its second part panics.
-    let mut big = String::from(
-        r#"{"type":"session","version":3,"id":"big","timestamp":"2026-02-01T00:00:00.000Z","cwd":"/big"}"#,
-    );
-    big.push('\n');
-    let filler = "x".repeat(1000);
-    let mut n = 0;
-    while big.len() < 20 << 20 {
-        big.push_str(&common::user_line(&format!("b{n}"), &filler));
-        n += 1;
-    }
-    fs::write(with_bombs.join("big-bomb.jsonl"), &big).unwrap();
-    let whole = big;
-    let keys = |root: &Path, jobs: usize| {
-        let mut got = Vec::new();
-        let summary = Archive::builder()
-            .path(root)
-            .format(Arc::new(Bomb))
-            .jobs(jobs)
-            .build()
-            .backfill(&mut ForEach(|r: OwnedRecord| got.push(r.key)))
-            .unwrap();
-        (got, summary)
-    };
+    let whole = big_session(None);
+    fs::write(with_bombs.join("big-bomb.jsonl"), &whole.text).unwrap();
+    let keys = |root: &Path, jobs| keys_of(root, Arc::new(Faulty(Fault::Panics)), jobs, true, None);
     let (want, clean) = keys(&good, 2);
     assert_eq!(clean.files_failed, 0);
     assert_eq!(want.len() as u64, clean.written);
@@ -493,14 +604,10 @@ fn a_panic_in_a_format_fails_its_file_and_the_run_goes_on() {
         let (big, rest): (Vec<String>, Vec<String>) =
             got.into_iter().partition(|k| k.starts_with("big:"));
         assert_eq!(rest, want, "--jobs {jobs}");
-        // The first part's records, in order: its lines end at the first
-        // newline from its last byte on, and the header is no record.
-        let part = mem_ingest::archive::PART_BYTES as usize;
-        let end = part - 1 + whole[part - 1..].find('\n').unwrap();
-        let lines = whole[..=end].matches('\n').count() - 1;
-        let first: Vec<String> = (0..lines).map(|i| format!("big:b{i}")).collect();
-        assert!(lines > 1000 && lines < n, "{lines} of {n}");
-        assert_eq!(big, first, "--jobs {jobs}");
+        // The first part's records, in order (the header is no record).
+        let lines = whole.first;
+        assert!(lines > 1000 && lines < whole.n, "{lines} of {}", whole.n);
+        assert_eq!(big, whole.keys[..lines], "--jobs {jobs}");
         assert_eq!(
             (summary.files, summary.files_failed),
             (4, 2),
@@ -550,21 +657,9 @@ fn a_file_failing_in_a_later_part_resumes_after_what_was_delivered() {
     let d = tmpdir("bomb-state");
     let root = d.join("archive");
     fs::create_dir_all(&root).unwrap();
-    let mut big = String::from(
-        r#"{"type":"session","version":3,"id":"big","timestamp":"2026-02-01T00:00:00.000Z","cwd":"/big"}"#,
-    );
-    big.push('\n');
-    let filler = "x".repeat(1000);
-    let mut n = 0;
-    while big.len() < 20 << 20 {
-        big.push_str(&common::user_line(&format!("b{n}"), &filler));
-        n += 1;
-    }
-    fs::write(root.join("big-bomb.jsonl"), &big).unwrap();
-    let part = mem_ingest::archive::PART_BYTES as usize;
-    let end = part - 1 + big[part - 1..].find('\n').unwrap();
-    let first = big[..=end].matches('\n').count() - 1;
-    let all: Vec<String> = (0..n).map(|i| format!("big:b{i}")).collect();
+    let big = big_session(None);
+    fs::write(root.join("big-bomb.jsonl"), &big.text).unwrap();
+    let (n, first, all) = (big.n, big.first, &big.keys);
     let expect_failed = |s: &mem_ingest::archive::Summary, why: &str| {
         assert_eq!((s.files, s.files_failed), (1, 1), "{why}");
         assert!(
@@ -579,21 +674,9 @@ fn a_file_failing_in_a_later_part_resumes_after_what_was_delivered() {
         for jobs in [1, 2] {
             let why = format!("dedupe {dedupe}, --jobs {jobs}");
             let state = d.join(format!("state-{dedupe}-{jobs}"));
-            let run = |f: Arc<dyn Format>| {
-                let mut got = Vec::new();
-                let s = Archive::builder()
-                    .path(&root)
-                    .format(f)
-                    .jobs(jobs)
-                    .dedupe(dedupe)
-                    .state(&state)
-                    .build()
-                    .backfill(&mut ForEach(|r: OwnedRecord| got.push(r.key)))
-                    .unwrap();
-                (got, s)
-            };
+            let run = |f| keys_of(&root, f, jobs, dedupe, Some(&state));
             // Counts first: a failure then names them, not 18,199 keys.
-            let (a, sa) = run(Arc::new(Bomb));
+            let (a, sa) = run(Arc::new(Faulty(Fault::Panics)));
             expect_failed(&sa, &why);
             assert_eq!(a.len(), first, "{why}");
             assert!(a == all[..first], "{why}");
@@ -621,7 +704,7 @@ fn a_file_failing_in_a_later_part_resumes_after_what_was_delivered() {
             .backfill(&mut store)
             .unwrap()
     };
-    let sa = run(Arc::new(Bomb));
+    let sa = run(Arc::new(Faulty(Fault::Panics)));
     expect_failed(&sa, "store");
     assert_eq!(sa.written, first as u64);
     let sb = run(Arc::new(Pi));
@@ -637,78 +720,6 @@ fn a_file_failing_in_a_later_part_resumes_after_what_was_delivered() {
     fs::remove_dir_all(d).unwrap();
 }
 
-/// A pi source that keeps no counts per entry, so that a copy's line is
-/// read again to take its counts out.
-struct NoCounts<'d>(BoxedSource<'d>);
-
-impl RecordSource for NoCounts<'_> {
-    fn next_record(&mut self) -> Result<Option<Record<'_>>, Error> {
-        self.0.next_record()
-    }
-    fn report(&self) -> &Report {
-        self.0.report()
-    }
-    fn header(&self) -> Option<&Header> {
-        self.0.header()
-    }
-    fn next_entry(&mut self) -> Result<Option<Entry<'_>>, Error> {
-        self.0.next_entry()
-    }
-    fn position(&self) -> Position {
-        self.0.position()
-    }
-    fn take_report(&mut self) -> Report {
-        self.0.take_report()
-    }
-}
-
-/// pi without counts per entry, whose source resumed at byte `.0` counts
-/// one line too many: reading a copy's line again there finds another
-/// line number, as when the file changed, and deduplication fails.
-struct Shifted(u64);
-
-impl Format for Shifted {
-    fn name(&self) -> &'static str {
-        "pi"
-    }
-    fn is_session_file(&self, path: &Path) -> bool {
-        Pi.is_session_file(path)
-    }
-    fn default_archive(&self) -> Result<PathBuf, String> {
-        Err("none".into())
-    }
-    fn header_is_entry(&self) -> bool {
-        Pi.header_is_entry()
-    }
-    fn lineage(&self, session: &str) -> String {
-        Pi.lineage(session)
-    }
-    fn open<'d>(
-        &self,
-        input: Input<'d>,
-        path: &Path,
-        opts: &mem_ingest::SourceOptions,
-    ) -> Result<BoxedSource<'d>, Error> {
-        Ok(Box::new(NoCounts(Pi.open(input, path, opts)?)))
-    }
-    #[allow(clippy::too_many_arguments)]
-    fn resume<'d>(
-        &self,
-        input: Input<'d>,
-        path: &Path,
-        header: &Header,
-        context: &[u8],
-        byte: u64,
-        lines_before: u64,
-        opts: &mem_ingest::SourceOptions,
-    ) -> BoxedSource<'d> {
-        let lines = lines_before + u64::from(byte == self.0);
-        Box::new(NoCounts(
-            Pi.resume(input, path, header, context, byte, lines, opts),
-        ))
-    }
-}
-
 /// Deduplication that fails in a later part (a copy's line read again
 /// and found changed) fails the file; the fingerprints that part had
 /// added to its lineage are taken back with it. Before, they stayed (and
@@ -719,42 +730,15 @@ fn a_part_whose_deduplication_fails_leaves_no_fingerprints() {
     let d = tmpdir("dedupe-fails");
     let root = d.join("archive");
     fs::create_dir_all(&root).unwrap();
-    let mut big = String::from(
-        r#"{"type":"session","version":3,"id":"big","timestamp":"2026-02-01T00:00:00.000Z","cwd":"/big"}"#,
-    );
-    big.push('\n');
-    let filler = "x".repeat(1000);
+    // A copy of a line 1 MiB into the second part, right after it.
     let part = mem_ingest::archive::PART_BYTES as usize;
-    let mut n = 0;
-    let mut copy_at = None;
-    while big.len() < 20 << 20 {
-        big.push_str(&common::user_line(&format!("b{n}"), &filler));
-        n += 1;
-        if copy_at.is_none() && big.len() > part + (1 << 20) {
-            // A copy of the line just written, 1 MiB into the second part.
-            copy_at = Some(big.len() as u64);
-            big.push_str(&common::user_line(&format!("b{}", n - 1), &filler));
-        }
-    }
-    fs::write(root.join("big.jsonl"), &big).unwrap();
-    let end = part - 1 + big[part - 1..].find('\n').unwrap();
-    let first = big[..=end].matches('\n').count() - 1;
-    let all: Vec<String> = (0..n).map(|i| format!("big:b{i}")).collect();
+    let big = big_session(Some(part + (1 << 20)));
+    fs::write(root.join("big.jsonl"), &big.text).unwrap();
+    let (n, first, all, copy_at) = (big.n, big.first, &big.keys, big.copy_at);
     for jobs in [1, 2] {
         let state = d.join(format!("state-{jobs}"));
-        let run = |f: Arc<dyn Format>| {
-            let mut got = Vec::new();
-            let s = Archive::builder()
-                .path(&root)
-                .format(f)
-                .jobs(jobs)
-                .state(&state)
-                .build()
-                .backfill(&mut ForEach(|r: OwnedRecord| got.push(r.key)))
-                .unwrap();
-            (got, s)
-        };
-        let (a, sa) = run(Arc::new(Shifted(copy_at.unwrap())));
+        let run = |f| keys_of(&root, f, jobs, true, Some(&state));
+        let (a, sa) = run(Arc::new(Faulty(Fault::ShiftedAt(copy_at.unwrap()))));
         assert_eq!((sa.files, sa.files_failed), (1, 1), "--jobs {jobs}");
         assert!(
             sa.failures[0].1.contains("changed while it was read"),
@@ -773,63 +757,6 @@ fn a_part_whose_deduplication_fails_leaves_no_fingerprints() {
         assert!(b == all[first..], "--jobs {jobs}");
     }
     fs::remove_dir_all(d).unwrap();
-}
-
-/// pi, except that a file named `.0` fails when a worker opens it (its
-/// task), not when the delivering thread reads it ahead as a fork's
-/// parent.
-struct FailsOnWorker(&'static str);
-
-impl Format for FailsOnWorker {
-    fn name(&self) -> &'static str {
-        "pi"
-    }
-    fn is_session_file(&self, path: &Path) -> bool {
-        Pi.is_session_file(path)
-    }
-    fn default_archive(&self) -> Result<PathBuf, String> {
-        Err("none".into())
-    }
-    fn header_is_entry(&self) -> bool {
-        Pi.header_is_entry()
-    }
-    fn lineage(&self, session: &str) -> String {
-        Pi.lineage(session)
-    }
-    fn parent(&self, header: &Header) -> Option<String> {
-        Pi.parent(header)
-    }
-    fn parent_file_name<'h>(&self, header: &'h Header) -> Option<&'h str> {
-        Pi.parent_file_name(header)
-    }
-    fn open<'d>(
-        &self,
-        input: Input<'d>,
-        path: &Path,
-        opts: &mem_ingest::SourceOptions,
-    ) -> Result<BoxedSource<'d>, Error> {
-        let worker = std::thread::current().name().is_none();
-        if worker && path.file_name().is_some_and(|n| n == self.0) {
-            return Err(Error::new(
-                path,
-                mem_ingest::ErrorKind::Io(std::io::Error::other("flaky read")),
-            ));
-        }
-        Pi.open(input, path, opts)
-    }
-    #[allow(clippy::too_many_arguments)]
-    fn resume<'d>(
-        &self,
-        input: Input<'d>,
-        path: &Path,
-        header: &Header,
-        context: &[u8],
-        byte: u64,
-        lines_before: u64,
-        opts: &mem_ingest::SourceOptions,
-    ) -> BoxedSource<'d> {
-        Pi.resume(input, path, header, context, byte, lines_before, opts)
-    }
 }
 
 /// A fork listed before its parent drops its copies of the parent's
@@ -869,20 +796,9 @@ fn a_fork_whose_parent_fails_is_read_again() {
         let parent =
             header("sess-a", "2026-01-01T00:00:00.000Z", None) + &lines(&["a1", "a2", "a3"]);
         fs::write(fb.join(PARENT), &parent).unwrap();
-        let run = |state: &Path, f: Arc<dyn Format>| {
-            let mut got = Vec::new();
-            let s = Archive::builder()
-                .path(&root)
-                .format(f)
-                .jobs(jobs)
-                .state(state)
-                .build()
-                .backfill(&mut ForEach(|r: OwnedRecord| got.push(r.key)))
-                .unwrap();
-            (got, s)
-        };
+        let run = |state: &Path, f| keys_of(&root, f, jobs, true, Some(state));
         let state = d.join("state");
-        let (first, s1) = run(&state, Arc::new(FailsOnWorker(PARENT)));
+        let (first, s1) = run(&state, Arc::new(Faulty(Fault::FailsOnWorker(PARENT))));
         assert_eq!(first, ["sess-b:b1"], "{why}");
         assert_eq!(s1.files_failed, 1, "{why}");
         assert!(

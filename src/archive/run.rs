@@ -1637,7 +1637,15 @@ fn deliver<S: Sink>(
                     .map_err(|e| Error::new(&state_path, ErrorKind::StateDamaged(e)))?;
                 let format = &*ctx.cfg.formats[f.format];
                 ahead.read(plan, task.file, format, &h, ctx.cfg, opts);
-                dedupe(l, ahead.sets, format, &f.path, &h, task, &mut res, opts)
+                let part = Delivered {
+                    format,
+                    path: &f.path,
+                    header: &h,
+                    task,
+                    res: &mut res,
+                    opts,
+                };
+                dedupe(l, ahead.sets, part)
             }
             _ => Ok((Vec::new(), Vec::new())),
         };
@@ -1756,20 +1764,25 @@ fn file_delivered<S: Sink>(
     }
 }
 
+/// A part being delivered, as [`dedupe`] sees it.
+struct Delivered<'a, B> {
+    format: &'a dyn Format,
+    path: &'a Path,
+    header: &'a Header,
+    task: &'a Task,
+    res: &'a mut PartResult<B>,
+    opts: &'a SourceOptions,
+}
+
 /// Decides which of a part's entries are copies: returns the indices of
 /// their records in the batch, and the read-ahead parents (their lineage
 /// ids) that made any a copy; takes their counts out of the part's report.
-#[allow(clippy::too_many_arguments)]
 fn dedupe<B>(
     l: &mut Lineages,
     ahead: &HashMap<String, FpSet>,
-    format: &dyn Format,
-    path: &Path,
-    header: &Header,
-    task: &Task,
-    res: &mut PartResult<B>,
-    opts: &SourceOptions,
+    part: Delivered<'_, B>,
 ) -> Result<(Vec<usize>, Vec<String>), String> {
+    let (format, header) = (part.format, part.header);
     let session = format.lineage(&header.id);
     let session = session.as_str();
     if let Some(parent) = format.parent(header) {
@@ -1793,12 +1806,7 @@ fn dedupe<B>(
         &earlier,
         &mut inserted,
         &mut relied,
-        format,
-        path,
-        header,
-        task,
-        res,
-        opts,
+        part,
     );
     if decided.is_err() {
         l.forget(session, &inserted);
@@ -1809,19 +1817,21 @@ fn dedupe<B>(
 /// [`dedupe`]'s decisions, each fingerprint new to the lineage recorded
 /// in `emitted` and listed in `inserted`, each read-ahead parent that made
 /// an entry a copy listed in `relied`.
-#[allow(clippy::too_many_arguments)]
 fn decide_copies<B>(
     mut emitted: Emitter<'_>,
     earlier: &[(&str, &FpSet)],
     inserted: &mut Vec<u64>,
     relied: &mut Vec<String>,
-    format: &dyn Format,
-    path: &Path,
-    header: &Header,
-    task: &Task,
-    res: &mut PartResult<B>,
-    opts: &SourceOptions,
+    part: Delivered<'_, B>,
 ) -> Result<Vec<usize>, String> {
+    let Delivered {
+        format,
+        path,
+        header,
+        task,
+        res,
+        opts,
+    } = part;
     let mut dup = |fp: u64| {
         if let Some((parent, _)) = earlier.iter().find(|(_, s)| s.contains(fp)) {
             if !relied.iter().any(|r| r == parent) {
