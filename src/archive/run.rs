@@ -489,6 +489,18 @@ impl<S: Sink> Ctx<'_, S> {
             .map(|f| f.path().to_path_buf())
             .unwrap_or_default()
     }
+
+    /// Puts what was delivered of the file `f` ([`file_state`]) in the
+    /// state, when there is one and something was.
+    fn keep_delivered(&mut self, f: &PlannedFile, a: &Assembling) {
+        let format = &*self.cfg.formats[f.format];
+        if let (Some(st), Some(fs)) = (self.state.as_mut(), file_state(f, format, a)) {
+            let key = key_of(f);
+            self.changed.insert(key.clone());
+            st.files.insert(key, Arc::new(fs));
+            self.dirty = true;
+        }
+    }
 }
 
 /// Runs `command`; an error when the run cannot start or its sink or
@@ -1479,19 +1491,7 @@ fn pass<S: Sink>(ctx: &mut Ctx<'_, S>) -> Result<Summary, Error> {
     } else if let Some(a) = current.take() {
         // Stopped inside a file: the state says what was delivered of it,
         // which is what the output holds.
-        if let (Some(st), Some(fs)) = (
-            ctx.state.as_mut(),
-            file_state(
-                &plan.files[a.file],
-                &*ctx.cfg.formats[plan.files[a.file].format],
-                &a,
-            ),
-        ) {
-            let key = key_of(&plan.files[a.file]);
-            ctx.changed.insert(key.clone());
-            st.files.insert(key, Arc::new(fs));
-            ctx.dirty = true;
-        }
+        ctx.keep_delivered(&plan.files[a.file], &a);
     }
     Ok(totals)
 }
@@ -1710,15 +1710,17 @@ fn file_delivered<S: Sink>(
     totals: &mut Summary,
 ) {
     let format = &*ctx.cfg.formats[f.format];
-    if a.error.is_none() {
-        ahead.relying.remove(&a.file);
-    }
+    // Forks that dropped copies of this file's entries for it to emit.
+    let forks = ahead.relying.remove(&a.file).unwrap_or_default();
     ahead.sets.remove(
         &a.header
             .as_ref()
             .map(|h| format.lineage(&h.id))
             .unwrap_or_default(),
     );
+    // What was delivered of it is in the output, also when a later part
+    // failed: the state moves past it, else a re-run would emit it again.
+    ctx.keep_delivered(f, &a);
     match (&a.error, &a.report) {
         (None, Some(report)) => {
             match f.mode {
@@ -1727,25 +1729,12 @@ fn file_delivered<S: Sink>(
                 _ => {}
             }
             totals.file_done(&f.path, report, a.header.as_ref(), format.name());
-            if let (Some(st), Some(fs)) = (ctx.state.as_mut(), file_state(f, format, &a)) {
-                let key = key_of(f);
-                ctx.changed.insert(key.clone());
-                st.files.insert(key, Arc::new(fs));
-            }
         }
         (e, _) => {
-            // The parts delivered before the failing one are in the output:
-            // the state moves past them, else a re-run would emit them again.
-            if let (Some(st), Some(fs)) = (ctx.state.as_mut(), file_state(f, format, &a)) {
-                let key = key_of(f);
-                ctx.changed.insert(key.clone());
-                st.files.insert(key, Arc::new(fs));
-            }
             // Forks delivered before it dropped copies of its entries for it
             // to emit, which it did not: they are read again at the next run
             // (their entries that were emitted are copies then, the others
             // theirs to emit, were this file gone by then).
-            let forks = ahead.relying.remove(&a.file).unwrap_or_default();
             if let Some(st) = ctx.state.as_mut() {
                 for key in forks {
                     if st.files.remove(&key).is_some() {
