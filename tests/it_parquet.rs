@@ -471,6 +471,92 @@ fn shards_together_are_one_run_whatever_the_path_spelling() {
     fs::remove_dir_all(d).unwrap();
 }
 
+/// A fork of a fork whose root is in another shard than the fork between
+/// them: when that fork's file goes, the fork of the fork keeps its shard
+/// (its root recorded in each shard's state), so no shard emits it again;
+/// a line appended to it is emitted once, and a new fork of it goes to the
+/// same shard. Without the recorded roots, it became its own root, in
+/// another shard, and all its records were emitted again.
+#[test]
+fn a_fork_of_a_fork_keeps_its_shard_when_the_fork_between_goes() {
+    let d = tmpdir("shard-roots");
+    let root = lineages(&d);
+    let n = 2u32;
+    // A lineage whose fork is its own root in the other shard.
+    let i = (0..8)
+        .find(|i| shard_of(&format!("fork-{i}"), n) != shard_of(&format!("lin-{i}"), n))
+        .expect("one of 8 lineages");
+    let home = shard_of(&format!("lin-{i}"), n);
+    let run = |tag: &str| -> Vec<Vec<String>> {
+        (0..n)
+            .map(|k| {
+                let o = d.join(format!("s{k}.ndjson"));
+                let st = d.join(format!("s{k}.state"));
+                let before = fs::read_to_string(&o).unwrap_or_default().lines().count();
+                let r = backfill(
+                    &[
+                        "-o",
+                        o.to_str().unwrap(),
+                        "--state",
+                        st.to_str().unwrap(),
+                        "--shard",
+                        &format!("{k}/{n}"),
+                    ],
+                    std::slice::from_ref(&root),
+                );
+                assert!(
+                    r.status.success(),
+                    "{tag}: {}",
+                    String::from_utf8_lossy(&r.stderr)
+                );
+                ndjson(&o)[before..]
+                    .iter()
+                    .map(|m| m["key"].as_str().unwrap().to_owned())
+                    .collect()
+            })
+            .collect()
+    };
+    let first = run("first");
+    let fork2 = format!("fork2-{i}");
+    // fork2's own entry, the only one its copies leave it, is in its
+    // root's shard.
+    let own = format!("{fork2}:own-{fork2}");
+    assert!(first[home as usize].contains(&own), "{first:?}");
+    // Each lineage: the session's 22 records, and each fork's own entry.
+    let total: usize = first.iter().map(Vec::len).sum();
+    assert_eq!(total, 8 * (22 + 2), "{first:?}");
+    fs::remove_dir_all(root.join(format!("m-forks-fork-{i}"))).unwrap();
+    let second = run("fork gone");
+    assert_eq!(second, vec![Vec::<String>::new(); n as usize]);
+    // A line appended to the fork of the fork: once, in the same shard.
+    let file = root
+        .join(format!("m-forks-{fork2}"))
+        .join(format!("2026-01-06T00-00-00-000Z_{fork2}.jsonl"));
+    common::append(&file, &common::user_line("later", "appended"));
+    let third = run("appended");
+    let mut want = vec![Vec::<String>::new(); n as usize];
+    want[home as usize].push(format!("{fork2}:later"));
+    assert_eq!(third, want);
+    // A new fork of it: its own entry, in the same shard.
+    let fork3 = format!("fork3-{i}");
+    let dir = root.join(format!("m-forks-{fork3}"));
+    fs::create_dir_all(&dir).unwrap();
+    fs::write(
+        dir.join(format!("2026-01-07T00-00-00-000Z_{fork3}.jsonl")),
+        format!(
+            r#"{{"type":"session","version":3,"id":"{fork3}","timestamp":"2026-01-07T00:00:00.000Z","cwd":"/tmp/p","parentSession":"/elsewhere/{}"}}"#,
+            file.file_name().unwrap().to_str().unwrap()
+        ) + "\n"
+            + &common::user_line("own3", "only in the third fork"),
+    )
+    .unwrap();
+    let fourth = run("new fork");
+    let mut want = vec![Vec::<String>::new(); n as usize];
+    want[home as usize].push(format!("{fork3}:own3"));
+    assert_eq!(fourth, want);
+    fs::remove_dir_all(d).unwrap();
+}
+
 #[test]
 fn shard_hash_vectors() {
     // Documented in the README: FNV-1a 64 of the root's lineage id (values

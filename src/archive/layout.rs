@@ -28,6 +28,9 @@
 //!   hashed into fingerprints ([`OutputOptions::line_hash`], through
 //!   [`OptionsV7`]); versions 1 to 6 read back as the serial hash, the
 //!   only one they knew.
+//! - Version 8: version 7, and after the responses the root of every
+//!   lineage a `--shard` run saw named (`State::shard_roots`), a map of
+//!   strings; versions 1 to 7 read back with none.
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 

@@ -1408,11 +1408,32 @@ fn pass<S: Sink>(ctx: &mut Ctx<'_, S>) -> Result<Summary, Error> {
         // call written back as JSON (`stats`).
         opts = opts.roles(RoleFilter::NONE);
     }
+    let mut shard_roots = None;
     let files = match ctx.cfg.shard {
-        Some(s) => super::shard::select(files, prior, &opts, &ctx.cfg.formats, s, ctx.cfg.jobs),
+        Some(s) => {
+            let empty = BTreeMap::new();
+            let recorded = ctx.state.as_ref().map_or(&empty, |st| &st.shard_roots);
+            let (files, roots) = super::shard::select(
+                files,
+                prior,
+                recorded,
+                &opts,
+                &ctx.cfg.formats,
+                s,
+                ctx.cfg.jobs,
+            );
+            shard_roots = Some(roots);
+            files
+        }
         None => files,
     };
     let plan = plan::plan(files, prior, &opts, ctx.cfg.jobs, &ctx.cfg.formats);
+    if let Some(roots) = shard_roots {
+        if let Some(st) = ctx.state.as_mut().filter(|st| st.shard_roots != roots) {
+            st.shard_roots = roots;
+            ctx.dirty = true;
+        }
+    }
     sweep_gone(ctx, &plan);
     // Files by name, built when a fork first asks for its parent.
     let by_name = std::cell::OnceCell::new();

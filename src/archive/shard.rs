@@ -11,6 +11,17 @@
 //! cycle). Every Claude Code session names the one lineage of all Claude
 //! Code sessions (`claude:*`): a Claude Code archive is one shard's.
 //!
+//! A lineage keeps the root it was first given: a run with `--state`
+//! records the root of every lineage the headers name (this shard's files
+//! and every other shard's, since every shard reads every header), and the
+//! next run takes a recorded root as it is, and follows a new session's
+//! parents only up to a recorded one. So a fork of a fork stays in its
+//! shard when the fork between them goes (it would have been its own root,
+//! in another shard, and emitted again there), and a session stays when a
+//! parent appears that names a parent of its own. The shards agree as long
+//! as they read the same archive at each run, as they do when run
+//! together.
+//!
 //! The shard of a root is [`shard_of`]: FNV-1a (64 bits) of the root's
 //! lineage id in UTF-8, modulo N. It depends on the headers only, never on
 //! a path, so it is the same on every machine whatever the spelling of the
@@ -83,33 +94,47 @@ pub fn shard_of(root: &str, n: u32) -> u32 {
     (fnv1a(root) % u64::from(n.max(1))) as u32
 }
 
-/// The root of each lineage id, given each id's parent.
-fn root_of<'a>(id: &'a str, parent: &'a HashMap<String, String>) -> &'a str {
+/// The root of lineage `id`, given each id's parent and the roots recorded
+/// at the last run: a recorded root as it is, else the parents followed up
+/// to an id that names none or has a recorded root.
+fn root_of(
+    id: &str,
+    parent: &HashMap<String, String>,
+    recorded: &BTreeMap<String, String>,
+) -> String {
     let mut walk: Vec<&str> = vec![id];
     let mut at = id;
-    while let Some(p) = parent.get(at) {
+    loop {
+        if let Some(r) = recorded.get(at) {
+            return r.clone();
+        }
+        let Some(p) = parent.get(at) else {
+            return at.to_owned();
+        };
         if let Some(i) = walk.iter().position(|w| *w == p.as_str()) {
             // A cycle: its smallest id.
-            return walk[i..].iter().min().copied().unwrap_or(at);
+            return walk[i..].iter().min().copied().unwrap_or(at).to_owned();
         }
         walk.push(p);
         at = p;
     }
-    at
 }
 
-/// The files of the archive that are shard `shard`'s. `prior` gives the
-/// headers of files unchanged since the state was saved (not opened).
+/// The files of the archive that are shard `shard`'s, and the root of
+/// every lineage their headers name, to be recorded for the next run.
+/// `prior` gives the headers of files unchanged since the state was saved
+/// (not opened), `recorded` the roots the state recorded.
 pub(crate) fn select(
     files: Vec<FoundFile>,
     prior: &BTreeMap<String, Arc<FileState>>,
+    recorded: &BTreeMap<String, String>,
     opts: &SourceOptions,
     formats: &[Arc<dyn Format>],
     shard: Shard,
     jobs: usize,
-) -> Vec<FoundFile> {
+) -> (Vec<FoundFile>, BTreeMap<String, String>) {
     if shard.n <= 1 {
-        return files;
+        return (files, BTreeMap::new());
     }
     let header = |(path, id, format): &FoundFile| {
         let key = path.to_string_lossy();
@@ -142,18 +167,27 @@ pub(crate) fn select(
         }
         lineage.push(Some(id));
     }
-    files
+    // The roots to record: of every session with a file, and of every
+    // parent named (whose file may be gone by the next run).
+    let mut roots = BTreeMap::new();
+    for id in lineage.iter().flatten().chain(parent.values()) {
+        if !roots.contains_key(id) {
+            roots.insert(id.clone(), root_of(id, &parent, recorded));
+        }
+    }
+    let files = files
         .into_iter()
         .zip(lineage)
         .filter(|(_, l)| {
             let k = match l {
-                Some(id) => shard_of(root_of(id, &parent), shard.n),
+                Some(id) => shard_of(&roots[id], shard.n),
                 None => 0,
             };
             k == shard.k
         })
         .map(|(f, _)| f)
-        .collect()
+        .collect();
+    (files, roots)
 }
 
 #[cfg(test)]
@@ -184,9 +218,30 @@ mod tests {
         parent.insert("fork1".to_owned(), "root".to_owned());
         parent.insert("x".to_owned(), "y".to_owned());
         parent.insert("y".to_owned(), "x".to_owned());
-        assert_eq!(root_of("fork2", &parent), "root");
-        assert_eq!(root_of("root", &parent), "root");
-        assert_eq!(root_of("x", &parent), "x");
-        assert_eq!(root_of("y", &parent), "x");
+        let none = BTreeMap::new();
+        assert_eq!(root_of("fork2", &parent, &none), "root");
+        assert_eq!(root_of("root", &parent, &none), "root");
+        assert_eq!(root_of("x", &parent, &none), "x");
+        assert_eq!(root_of("y", &parent, &none), "x");
+        // fork1's file went: fork2 keeps the root recorded for it, and a
+        // new fork of fork2 follows it up to that one.
+        parent.remove("fork1");
+        parent.insert("fork3".to_owned(), "fork2".to_owned());
+        let recorded: BTreeMap<String, String> = [("fork2", "root"), ("fork1", "root")]
+            .into_iter()
+            .map(|(a, b)| (a.to_owned(), b.to_owned()))
+            .collect();
+        assert_eq!(root_of("fork2", &parent, &none), "fork1");
+        assert_eq!(root_of("fork2", &parent, &recorded), "root");
+        assert_eq!(root_of("fork3", &parent, &recorded), "root");
+        // A recorded root is kept even when a parent of it appears.
+        parent.insert("fork1".to_owned(), "root".to_owned());
+        parent.insert("root".to_owned(), "older".to_owned());
+        let recorded: BTreeMap<String, String> = [("root", "root")]
+            .into_iter()
+            .map(|(a, b)| (a.to_owned(), b.to_owned()))
+            .collect();
+        assert_eq!(root_of("fork3", &parent, &recorded), "root");
+        assert_eq!(root_of("fork3", &parent, &none), "older");
     }
 }

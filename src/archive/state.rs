@@ -29,8 +29,8 @@ use crate::sink::Mark;
 use crate::usage::Response;
 
 /// Version of the state file's layout (see the `layout` module). Versions
-/// 1 to 6 are still read, and saved anew in this one.
-pub const STATE_VERSION: u32 = 7;
+/// 1 to 7 are still read, and saved anew in this one.
+pub const STATE_VERSION: u32 = 8;
 /// Version of what a record line holds; a state written for another one is
 /// refused, since re-runs append to the same output.
 pub const RECORD_FORMAT: u32 = 1;
@@ -283,6 +283,12 @@ pub struct State {
     /// empty when none.
     #[serde(with = "blob")]
     responses: Vec<u8>,
+    /// With `--shard`: the root of every lineage the archive's headers
+    /// named at the last run, this shard's or another's (see
+    /// [`super::shard`]), so that a file keeps its shard when a file
+    /// between it and its root goes. Empty in a state before layout
+    /// version 8 and in a run of the whole archive.
+    pub(crate) shard_roots: BTreeMap<String, String>,
 }
 
 impl State {
@@ -310,6 +316,7 @@ impl State {
             files: BTreeMap::new(),
             lineages: Vec::new(),
             responses: Vec::new(),
+            shard_roots: BTreeMap::new(),
         };
         st.set_lineages(&[]);
         st
@@ -463,6 +470,22 @@ impl From<WireV3> for FileState {
     fn from(w: WireV3) -> FileState {
         w.0
     }
+}
+
+/// The layout of version 7 (no shard roots), read and converted.
+#[derive(Deserialize)]
+struct StateV7 {
+    #[allow(dead_code)]
+    version: u32,
+    #[serde(with = "OptionsV7")]
+    options: OutputOptions,
+    output: Option<OutputState>,
+    #[serde(deserialize_with = "files_v3")]
+    files: BTreeMap<String, Arc<FileState>>,
+    #[serde(with = "blob")]
+    lineages: Vec<u8>,
+    #[serde(with = "blob")]
+    responses: Vec<u8>,
 }
 
 /// The layout of version 6 (no line hash in the options), read and
@@ -695,6 +718,15 @@ pub fn load(path: &Path) -> Result<Option<State>, Error> {
         STATE_VERSION => postcard::from_bytes(&bytes[12..])
             .map(Some)
             .map_err(damaged),
+        7 => {
+            let v7: StateV7 = postcard::from_bytes(&bytes[12..]).map_err(damaged)?;
+            let st = State::of_layout(7, v7.options, v7.output, v7.files);
+            Ok(Some(State {
+                lineages: v7.lineages,
+                responses: v7.responses,
+                ..st
+            }))
+        }
         6 => {
             let v6: StateV6 = postcard::from_bytes(&bytes[12..]).map_err(damaged)?;
             let st = State::of_layout(6, v6.options, v6.output, v6.files);
@@ -931,9 +963,28 @@ pub fn save(path: &Path, state: &State) -> io::Result<()> {
     save_with(path, state, &state.lineages, &state.responses)
 }
 
+/// Writes `state` in the layout of version 7 (no shard roots), as
+/// mem-ingest before version 8 did: for tests of the upgrade.
+#[cfg(test)]
+pub fn save_v7(path: &Path, state: &State) -> io::Result<()> {
+    save_in(path, state, &state.lineages, &state.responses, 7)
+}
+
 /// [`save`] with these encoded lineages and responses instead of the
 /// state's.
 fn save_with(path: &Path, state: &State, lineages: &[u8], responses: &[u8]) -> io::Result<()> {
+    save_in(path, state, lineages, responses, STATE_VERSION)
+}
+
+/// [`save_with`] in layout `version`: [`STATE_VERSION`], or 7, which is
+/// this layout less its last field.
+fn save_in(
+    path: &Path,
+    state: &State,
+    lineages: &[u8],
+    responses: &[u8],
+    version: u32,
+) -> io::Result<()> {
     /// The layout of [`State`], borrowed.
     #[derive(Serialize)]
     struct StateRef<'a> {
@@ -947,21 +998,41 @@ fn save_with(path: &Path, state: &State, lineages: &[u8], responses: &[u8]) -> i
         lineages: &'a [u8],
         #[serde(with = "blob")]
         responses: &'a [u8],
+        // postcard writes no field names: a field left out at the end is
+        // the layout before it.
+        #[serde(
+            skip_serializing_if = "Option::is_none",
+            serialize_with = "ser_present"
+        )]
+        shard_roots: Option<&'a BTreeMap<String, String>>,
     }
     let body = postcard::to_stdvec(&StateRef {
-        version: STATE_VERSION,
+        version,
         shape: &state.options,
         output: &state.output,
         files: &state.files,
         lineages,
         responses,
+        shard_roots: (version >= 8).then_some(&state.shard_roots),
     })
     .map_err(io::Error::other)?;
     crate::atomic::write_durably(path, |f| {
         f.write_all(MAGIC)?;
-        f.write_all(&STATE_VERSION.to_le_bytes())?;
+        f.write_all(&version.to_le_bytes())?;
         f.write_all(&body)
     })
+}
+
+/// A field that is written when present, as its value (postcard would
+/// write an `Option`'s tag first).
+fn ser_present<S: serde::Serializer, T: Serialize>(
+    v: &Option<&T>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    match v {
+        Some(v) => v.serialize(s),
+        None => s.serialize_unit(),
+    }
 }
 
 fn ser_options_v7<S: serde::Serializer>(o: &&OutputOptions, s: S) -> Result<S::Ok, S::Error> {
@@ -1365,9 +1436,14 @@ mod tests {
             f.offset = i as u64;
             st.files.insert(k.to_owned(), Arc::new(f));
         }
+        st.shard_roots = [("fork2", "root"), ("fork1", "root"), ("root", "root")]
+            .into_iter()
+            .map(|(a, b)| (a.to_owned(), b.to_owned()))
+            .collect();
         save(&p, &st).unwrap();
         let back = load(&p).unwrap().unwrap();
         assert_eq!(back.version, STATE_VERSION);
+        assert_eq!(back.shard_roots, st.shard_roots);
         assert_eq!(back.options, st.options);
         assert_eq!(back.output, st.output);
         assert_eq!(
@@ -1380,6 +1456,22 @@ mod tests {
         let l = back.lineages().unwrap();
         assert_eq!(l[0].sessions, ["a", "b"]);
         assert_eq!(decode_fingerprints(&l[0].fingerprints), [1, 2]);
+        // Layout 7 recorded no shard roots: it reads back with none, the
+        // rest as saved.
+        save_v7(&p, &st).unwrap();
+        assert_eq!(fs::read(&p).unwrap()[8..12], 7u32.to_le_bytes());
+        let v7 = load(&p).unwrap().unwrap();
+        assert_eq!(v7.version, 7);
+        assert!(v7.shard_roots.is_empty());
+        assert_eq!(
+            (&v7.options, &v7.output, v7.files.len()),
+            (&st.options, &st.output, 4)
+        );
+        assert_eq!(v7.responses, st.responses);
+        assert_eq!(
+            decode_fingerprints(&v7.lineages().unwrap()[0].fingerprints),
+            [1, 2]
+        );
         // Layout 6 recorded no line hash: it reads back as the serial one,
         // the rest as saved.
         save_v6(&p, &st);
