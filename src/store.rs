@@ -26,7 +26,11 @@
 //!   `checkpoint_joins`, `checkpoint_responses` (the kept copy of each
 //!   usage-bearing response, by its index `seq`, see the `usage` module):
 //!   the engine's checkpoint as rows, appended or updated by each commit,
-//!   never one blob rewritten.
+//!   never one blob rewritten. `checkpoint_meta` holds, by `name`, the
+//!   options (`options`), `indexed_up_to`, `line_hash`, and while any fork
+//!   waits for a parent read ahead, those forks (`pending_forks`, JSON: the
+//!   forks' paths by the parent's); a release before keeps none and reads
+//!   the same rows.
 //!
 //! Version 1 kept the responses as one value (`checkpoint_meta`, name
 //! `responses`), rewritten by each commit; a backfill into a version 1
@@ -713,11 +717,29 @@ impl SqliteStore {
                 }
             }
         }
-        let mut st = self
-            .conn
-            .prepare_cached("INSERT INTO checkpoint_joins (a, b) VALUES (?1, ?2)")?;
-        for (a, b) in cp.new_joins() {
-            st.execute(params![a, b])?;
+        {
+            let mut st = self
+                .conn
+                .prepare_cached("INSERT INTO checkpoint_joins (a, b) VALUES (?1, ?2)")?;
+            for (a, b) in cp.new_joins() {
+                st.execute(params![a, b])?;
+            }
+        }
+        // Forks waiting for a parent read ahead: a row only while there
+        // are any (a store of a release before keeps none, and reads the
+        // same).
+        if cp.pending_forks().is_empty() {
+            self.conn
+                .prepare_cached("DELETE FROM checkpoint_meta WHERE name = 'pending_forks'")?
+                .execute([])?;
+        } else {
+            let pending = serde_json::to_string(cp.pending_forks()).expect("strings serialise");
+            self.conn
+                .prepare_cached(
+                    "INSERT INTO checkpoint_meta (name, value) VALUES ('pending_forks', ?1)
+                     ON CONFLICT (name) DO UPDATE SET value = excluded.value",
+                )?
+                .execute([&pending])?;
         }
         Ok(())
     }
@@ -782,6 +804,20 @@ impl SqliteStore {
             .query_map([], |r| Ok((r.get(0)?, r.get::<_, i64>(1)? as u64)))?
             .collect::<Result<_, _>>()?;
         st.set_lineages_from_rows(fps, &joins);
+        let pending: Option<String> = self
+            .conn
+            .query_row(
+                "SELECT value FROM checkpoint_meta WHERE name = 'pending_forks'",
+                [],
+                |r| r.get(0),
+            )
+            .optional()?;
+        if let Some(p) = pending {
+            match serde_json::from_str(&p) {
+                Ok(p) => st.set_pending_forks(p),
+                Err(e) => return Ok(Some(Err(format!("damaged pending forks ({e})")))),
+            }
+        }
         Ok(Some(Ok(st)))
     }
 }

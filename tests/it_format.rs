@@ -759,16 +759,14 @@ fn a_part_whose_deduplication_fails_leaves_no_fingerprints() {
     fs::remove_dir_all(d).unwrap();
 }
 
-/// A fork listed before its parent drops its copies of the parent's
-/// entries, for the parent (read ahead) to emit. When the parent's own
-/// read then fails, the fork is read again at the next run: were the
-/// parent gone by then, the fork's copies are its to emit; were it back,
-/// they are its copies again and the parent emits them. Either way the
-/// two runs emit what one run over the final archive does. Before, the
-/// fork's entry stayed complete, and with the parent gone its entries
-/// `a1` and `a2` were in no output.
-#[test]
-fn a_fork_whose_parent_fails_is_read_again() {
+/// The parent of [`fork_before_parent`], by its file name.
+const PARENT: &str = "2026-01-01T00-00-00-000Z_sess-a.jsonl";
+
+/// An archive of a fork (`sess-b`: copies `a1`, `a2` of its parent's
+/// entries, then `b1`) in a folder that sorts before its parent's
+/// (`sess-a`: `a1`, `a2`, `a3`): the fork's root, the parent's path and
+/// text.
+fn fork_before_parent(d: &Path) -> (PathBuf, PathBuf, String) {
     let header = |id: &str, ts: &str, parent: Option<&str>| {
         let p = parent
             .map(|p| format!(r#","parentSession":"/elsewhere/{p}""#))
@@ -781,21 +779,32 @@ fn a_fork_whose_parent_fails_is_read_again() {
             .map(|i| common::user_line(i, &format!("t{i}")))
             .collect()
     };
-    const PARENT: &str = "2026-01-01T00-00-00-000Z_sess-a.jsonl";
+    let root = d.join("archive");
+    let (fa, fb) = (root.join("--a--"), root.join("--b--"));
+    fs::create_dir_all(&fa).unwrap();
+    fs::create_dir_all(&fb).unwrap();
+    let fork =
+        header("sess-b", "2026-01-02T00:00:00.000Z", Some(PARENT)) + &lines(&["a1", "a2", "b1"]);
+    fs::write(fa.join("2026-01-02T00-00-00-000Z_sess-b.jsonl"), fork).unwrap();
+    let parent = header("sess-a", "2026-01-01T00:00:00.000Z", None) + &lines(&["a1", "a2", "a3"]);
+    fs::write(fb.join(PARENT), &parent).unwrap();
+    (root, fb.join(PARENT), parent)
+}
+
+/// A fork listed before its parent drops its copies of the parent's
+/// entries, for the parent (read ahead) to emit. When the parent's own
+/// read then fails, the fork is read again at the next run: were the
+/// parent gone by then, the fork's copies are its to emit; were it back,
+/// they are its copies again and the parent emits them. Either way the
+/// two runs emit what one run over the final archive does. Before, the
+/// fork's entry stayed complete, and with the parent gone its entries
+/// `a1` and `a2` were in no output.
+#[test]
+fn a_fork_whose_parent_fails_is_read_again() {
     for (jobs, parent_back) in [(1, false), (2, false), (1, true), (2, true)] {
         let why = format!("--jobs {jobs}, parent back: {parent_back}");
         let d = tmpdir(&format!("fork-parent-fails-{jobs}-{parent_back}"));
-        let root = d.join("archive");
-        // The fork's folder sorts before the parent's.
-        let (fa, fb) = (root.join("--a--"), root.join("--b--"));
-        fs::create_dir_all(&fa).unwrap();
-        fs::create_dir_all(&fb).unwrap();
-        let fork = header("sess-b", "2026-01-02T00:00:00.000Z", Some(PARENT))
-            + &lines(&["a1", "a2", "b1"]);
-        fs::write(fa.join("2026-01-02T00-00-00-000Z_sess-b.jsonl"), fork).unwrap();
-        let parent =
-            header("sess-a", "2026-01-01T00:00:00.000Z", None) + &lines(&["a1", "a2", "a3"]);
-        fs::write(fb.join(PARENT), &parent).unwrap();
+        let (root, parent_path, parent) = fork_before_parent(&d);
         let run = |state: &Path, f| keys_of(&root, f, jobs, true, Some(state));
         let state = d.join("state");
         let (first, s1) = run(&state, Arc::new(Faulty(Fault::FailsOnWorker(PARENT))));
@@ -806,9 +815,9 @@ fn a_fork_whose_parent_fails_is_read_again() {
             "{why}: {:?}",
             s1.failures
         );
-        fs::remove_file(fb.join(PARENT)).unwrap();
+        fs::remove_file(&parent_path).unwrap();
         if parent_back {
-            fs::write(fb.join(PARENT), &parent).unwrap();
+            fs::write(&parent_path, &parent).unwrap();
         }
         let (second, s2) = run(&state, Arc::new(Pi));
         let want_second: &[&str] = if parent_back {
@@ -828,5 +837,144 @@ fn a_fork_whose_parent_fails_is_read_again() {
         fresh.sort();
         assert_eq!(both, fresh, "{why}");
         fs::remove_dir_all(d).unwrap();
+    }
+}
+
+/// As above, but the run stops (Ctrl-C, its checkpoint saved) after the
+/// fork is delivered and before its parent is: the checkpoint records the
+/// fork as waiting for its parent. When the next run's read of the parent
+/// fails, the fork is read again after it: with the parent gone, the fork
+/// emits its copies `a1`, `a2` (`b1` a copy of itself then); with the
+/// parent back, the parent emits them. When the parent is gone at the next
+/// run, the fork is read again at once. Before, the waiting was not saved,
+/// the fork's entry stayed complete, and with the parent gone `a1` and
+/// `a2` were in no output.
+#[test]
+fn a_fork_left_waiting_for_its_parent_by_a_stopped_run_is_read_again() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    for jobs in [1, 2] {
+        for (fails, parent_back) in [(true, false), (true, true), (false, false)] {
+            let why = format!("--jobs {jobs}, fails: {fails}, parent back: {parent_back}");
+            let d = tmpdir(&format!("fork-left-waiting-{jobs}-{fails}-{parent_back}"));
+            let (root, parent_path, parent) = fork_before_parent(&d);
+            let state = d.join("state");
+            let run = |f| keys_of(&root, f, jobs, true, Some(&state));
+            // The run stops once the fork's records are written.
+            let stop = Arc::new(AtomicBool::new(false));
+            let mut first = Vec::new();
+            let s1 = Archive::builder()
+                .path(&root)
+                .format(Arc::new(Pi))
+                .jobs(jobs)
+                .state(&state)
+                .stop_flag(stop.clone())
+                .build()
+                .backfill(&mut ForEach(|r: OwnedRecord| {
+                    first.push(r.key);
+                    stop.store(true, Ordering::SeqCst);
+                }))
+                .unwrap();
+            assert!(s1.interrupted, "{why}");
+            assert_eq!(first, ["sess-b:b1"], "{why}");
+            if fails {
+                let (second, s2) = run(Arc::new(Faulty(Fault::FailsOnWorker(PARENT))));
+                assert_eq!(second, Vec::<String>::new(), "{why}");
+                assert_eq!(s2.files_failed, 1, "{why}");
+            }
+            fs::remove_file(&parent_path).unwrap();
+            if parent_back {
+                fs::write(&parent_path, &parent).unwrap();
+            }
+            let (third, s3) = run(Arc::new(Pi));
+            let want_third: &[&str] = if parent_back {
+                &["sess-a:a1", "sess-a:a2", "sess-a:a3"]
+            } else {
+                &["sess-b:a1", "sess-b:a2"]
+            };
+            assert_eq!(third, want_third, "{why}");
+            assert_eq!(s3.files_failed, 0, "{why}");
+            let (fourth, s4) = run(Arc::new(Pi));
+            assert_eq!((fourth.len(), s4.unchanged), (0, s4.files), "{why}");
+            let (mut fresh, _) = keys_of(&root, Arc::new(Pi), jobs, true, Some(&d.join("fresh")));
+            let mut all = [first, third].concat();
+            all.sort();
+            fresh.sort();
+            assert_eq!(all, fresh, "{why}");
+            fs::remove_dir_all(d).unwrap();
+        }
+    }
+    // The store keeps the waiting fork with its checkpoint.
+    let d = tmpdir("fork-left-waiting-store");
+    let (root, parent_path, _) = fork_before_parent(&d);
+    let db = d.join("store.db");
+    let run = |f: Arc<dyn Format>, stop: Option<Arc<AtomicBool>>| {
+        let mut store = StopAfterWrite(mem_ingest::store::SqliteStore::open(&db).unwrap(), stop);
+        let mut b = Archive::builder().path(&root).format(f).jobs(2);
+        if let Some(s) = &store.1 {
+            b = b.stop_flag(s.clone());
+        }
+        b.build().backfill(&mut store).unwrap()
+    };
+    let keys = || -> Vec<String> {
+        let c = rusqlite::Connection::open(&db).unwrap();
+        let mut st = c
+            .prepare("SELECT key FROM records ORDER BY row_id")
+            .unwrap();
+        let rows = st.query_map([], |r| r.get(0)).unwrap();
+        rows.map(Result::unwrap).collect()
+    };
+    let s1 = run(Arc::new(Pi), Some(Arc::new(AtomicBool::new(false))));
+    assert!(s1.interrupted);
+    assert_eq!(keys(), ["sess-b:b1"]);
+    let s2 = run(Arc::new(Faulty(Fault::FailsOnWorker(PARENT))), None);
+    assert_eq!((s2.files_failed, s2.written), (1, 0));
+    fs::remove_file(&parent_path).unwrap();
+    let s3 = run(Arc::new(Pi), None);
+    assert_eq!((s3.files_failed, s3.written), (0, 2));
+    assert_eq!(keys(), ["sess-b:b1", "sess-b:a1", "sess-b:a2"]);
+    fs::remove_dir_all(d).unwrap();
+}
+
+/// A sink that sets a run's stop flag once it has written a batch.
+struct StopAfterWrite<S>(S, Option<Arc<std::sync::atomic::AtomicBool>>);
+
+impl<S: mem_ingest::sink::Sink> mem_ingest::sink::Sink for StopAfterWrite<S> {
+    type Encoder = S::Encoder;
+
+    fn encoder(&self) -> S::Encoder {
+        self.0.encoder()
+    }
+    fn write(
+        &mut self,
+        batch: <S::Encoder as mem_ingest::sink::Encoder>::Batch,
+        dropped: &[usize],
+    ) -> Result<bool, Error> {
+        let going = self.0.write(batch, dropped)?;
+        if let Some(s) = &self.1 {
+            s.store(true, std::sync::atomic::Ordering::SeqCst);
+        }
+        Ok(going)
+    }
+    fn sync(&mut self) -> Result<Option<mem_ingest::sink::Mark>, Error> {
+        self.0.sync()
+    }
+    fn resume_at(
+        &mut self,
+        mark: Option<&mem_ingest::sink::Mark>,
+        exists: bool,
+    ) -> Result<(), Error> {
+        self.0.resume_at(mark, exists)
+    }
+    fn pairs_with_checkpoint(&self) -> bool {
+        self.0.pairs_with_checkpoint()
+    }
+    fn checkpoints(&mut self) -> Option<&mut dyn mem_ingest::archive::CheckpointStore> {
+        self.0.checkpoints()
+    }
+    fn finish(&mut self) -> Result<(), Error> {
+        self.0.finish()
+    }
+    fn abandon(&mut self) {
+        self.0.abandon()
     }
 }

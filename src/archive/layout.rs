@@ -30,7 +30,9 @@
 //!   only one they knew.
 //! - Version 8: version 7, and after the responses the root of every
 //!   lineage a `--shard` run saw named (`State::shard_roots`), a map of
-//!   strings; versions 1 to 7 read back with none.
+//!   strings, then the forks waiting for a read-ahead parent
+//!   (`State::pending_forks`), a map of string to strings; versions 1 to 7
+//!   read back with none of either.
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 

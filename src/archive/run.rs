@@ -1391,6 +1391,7 @@ fn pass<S: Sink>(ctx: &mut Ctx<'_, S>) -> Result<Summary, Error> {
     for (p, e) in &found.failures {
         totals.fail(p, 0, e.clone(), None);
     }
+    forget_forks_of_gone_parents(ctx, &files);
     if let Some(o) = ctx.sink.output_file() {
         refuse_output_among_inputs(o, &files, &found.dirs, &ctx.cfg.formats)?;
     }
@@ -1428,6 +1429,7 @@ fn pass<S: Sink>(ctx: &mut Ctx<'_, S>) -> Result<Summary, Error> {
         None => files,
     };
     let plan = plan::plan(files, prior, &opts, ctx.cfg.jobs, &ctx.cfg.formats);
+    let mut relying = pending_forks(ctx, &plan);
     if let Some(roots) = shard_roots {
         if let Some(st) = ctx.state.as_mut().filter(|st| st.shard_roots != roots) {
             st.shard_roots = roots;
@@ -1438,7 +1440,7 @@ fn pass<S: Sink>(ctx: &mut Ctx<'_, S>) -> Result<Summary, Error> {
     // Files by name, built when a fork first asks for its parent.
     let by_name = std::cell::OnceCell::new();
     let mut reserved: HashMap<String, FpSet> = HashMap::new();
-    let (mut parent_file, mut relying) = (HashMap::new(), HashMap::new());
+    let mut parent_file = HashMap::new();
     let progress = ctx.cfg.progress.as_deref().filter(|_| !ctx.cfg.follow);
     if let Some(p) = progress {
         p.start(plan.tasks.iter().map(|t| task_bytes(&plan, t)).sum());
@@ -1542,6 +1544,62 @@ fn refuse_output_among_inputs(
         return Err(Error::new(o, ErrorKind::OutputIsInput));
     }
     Ok(())
+}
+
+/// Forks that a run which stopped before their read-ahead parent was
+/// delivered left waiting for it, when that parent is not found now: they
+/// leave the state, to be read again (their entries that were emitted are
+/// copies then, the ones they left to the parent theirs to emit).
+fn forget_forks_of_gone_parents<S: Sink>(ctx: &mut Ctx<'_, S>, files: &[FoundFile]) {
+    let Some(st) = ctx.state.as_mut().filter(|st| !st.pending_forks.is_empty()) else {
+        return;
+    };
+    let listed: HashSet<&Path> = files.iter().map(|(p, ..)| p.as_path()).collect();
+    let gone: Vec<String> = st
+        .pending_forks
+        .keys()
+        .filter(|k| !listed.contains(Path::new(k.as_str())))
+        .cloned()
+        .collect();
+    for parent in gone {
+        for fork in st.pending_forks.remove(&parent).unwrap_or_default() {
+            if st.files.remove(&fork).is_some() {
+                ctx.changed.insert(fork);
+            }
+        }
+        ctx.dirty = true;
+    }
+}
+
+/// The forks still waiting for a parent this run reads (see
+/// [`forget_forks_of_gone_parents`]), by the parent's plan file index, as
+/// the run's own read-ahead adds them: if that parent fails, they are read
+/// again at the next run. A parent with nothing to read was delivered:
+/// its forks wait no more.
+fn pending_forks<S: Sink>(ctx: &mut Ctx<'_, S>, plan: &Plan) -> HashMap<usize, Vec<String>> {
+    let mut relying = HashMap::new();
+    let Some(st) = ctx.state.as_mut().filter(|st| !st.pending_forks.is_empty()) else {
+        return relying;
+    };
+    let index: HashMap<String, usize> = plan
+        .files
+        .iter()
+        .enumerate()
+        .map(|(i, f)| (key_of(f), i))
+        .collect();
+    st.pending_forks.retain(|parent, forks| {
+        match index.get(parent).filter(|&&j| plan.files[j].tasks > 0) {
+            Some(&j) => {
+                relying.insert(j, forks.clone());
+                true
+            }
+            None => {
+                ctx.dirty = true;
+                false
+            }
+        }
+    });
+    relying
 }
 
 /// Files gone from the disk leave the state (their entries stay in the
@@ -1677,10 +1735,19 @@ fn deliver<S: Sink>(
             Ok((dropped, relied)) => {
                 for parent in relied {
                     if let Some(&j) = ahead.parent_file.get(&parent) {
-                        let forks = ahead.relying.entry(j).or_default();
                         let key = key_of(f);
+                        let forks = ahead.relying.entry(j).or_default();
                         if !forks.contains(&key) {
-                            forks.push(key);
+                            forks.push(key.clone());
+                        }
+                        // Saved with the fork's entry: were the run to stop
+                        // before the parent is delivered, the next one
+                        // still knows.
+                        if let Some(st) = ctx.state.as_mut() {
+                            let forks = st.pending_forks.entry(key_of(&plan.files[j])).or_default();
+                            if !forks.contains(&key) {
+                                forks.push(key);
+                            }
                         }
                     }
                 }
@@ -1733,6 +1800,11 @@ fn file_delivered<S: Sink>(
     let format = &*ctx.cfg.formats[f.format];
     // Forks that dropped copies of this file's entries for it to emit.
     let forks = ahead.relying.remove(&a.file).unwrap_or_default();
+    if let Some(st) = ctx.state.as_mut() {
+        if st.pending_forks.remove(&key_of(f)).is_some() {
+            ctx.dirty = true;
+        }
+    }
     ahead.sets.remove(
         &a.header
             .as_ref()

@@ -289,6 +289,12 @@ pub struct State {
     /// between it and its root goes. Empty in a state before layout
     /// version 8 and in a run of the whole archive.
     pub(crate) shard_roots: BTreeMap<String, String>,
+    /// Forks (their keys in `files`) that dropped copies of a parent's
+    /// entries read ahead, for the parent to emit, by the parent's key,
+    /// while the parent is not delivered (a run stopped or killed before
+    /// it): if it then fails or is gone, they are read again. Empty in a
+    /// state before layout version 8.
+    pub(crate) pending_forks: BTreeMap<String, Vec<String>>,
 }
 
 impl State {
@@ -317,6 +323,7 @@ impl State {
             lineages: Vec::new(),
             responses: Vec::new(),
             shard_roots: BTreeMap::new(),
+            pending_forks: BTreeMap::new(),
         };
         st.set_lineages(&[]);
         st
@@ -358,6 +365,13 @@ impl State {
             b.extend_from_slice(&r);
         }
         self.responses = b;
+    }
+
+    /// Replaces the forks waiting for a parent with ones
+    /// [`Checkpoint::pending_forks`] gave (a store that keeps its own
+    /// checkpoint).
+    pub fn set_pending_forks(&mut self, pending: BTreeMap<String, Vec<String>>) {
+        self.pending_forks = pending;
     }
 
     /// The lineages, decoded.
@@ -931,6 +945,14 @@ impl Checkpoint<'_> {
             .unwrap_or_default()
     }
 
+    /// Forks waiting for a parent read ahead that is not delivered yet:
+    /// the forks' file keys by the parent's (a store that keeps them beside
+    /// its rows hands them back through [`State::set_pending_forks`]; one
+    /// that does not reads such a fork again only when it reads it anyway).
+    pub fn pending_forks(&self) -> &BTreeMap<String, Vec<String>> {
+        &self.state.pending_forks
+    }
+
     /// Sessions joined into one lineage since the last checkpoint.
     pub fn new_joins(&self) -> &[(String, String)] {
         self.lineages.as_ref().map_or(&[], |l| l.new_joins())
@@ -977,7 +999,7 @@ fn save_with(path: &Path, state: &State, lineages: &[u8], responses: &[u8]) -> i
 }
 
 /// [`save_with`] in layout `version`: [`STATE_VERSION`], or 7, which is
-/// this layout less its last field.
+/// this layout less its last two fields.
 fn save_in(
     path: &Path,
     state: &State,
@@ -1005,6 +1027,11 @@ fn save_in(
             serialize_with = "ser_present"
         )]
         shard_roots: Option<&'a BTreeMap<String, String>>,
+        #[serde(
+            skip_serializing_if = "Option::is_none",
+            serialize_with = "ser_present"
+        )]
+        pending_forks: Option<&'a BTreeMap<String, Vec<String>>>,
     }
     let body = postcard::to_stdvec(&StateRef {
         version,
@@ -1014,6 +1041,7 @@ fn save_in(
         lineages,
         responses,
         shard_roots: (version >= 8).then_some(&state.shard_roots),
+        pending_forks: (version >= 8).then_some(&state.pending_forks),
     })
     .map_err(io::Error::other)?;
     crate::atomic::write_durably(path, |f| {
@@ -1436,6 +1464,10 @@ mod tests {
             f.offset = i as u64;
             st.files.insert(k.to_owned(), Arc::new(f));
         }
+        st.pending_forks.insert(
+            "/b.jsonl".into(),
+            vec!["/a/b.jsonl".into(), "/a-c.jsonl".into()],
+        );
         st.shard_roots = [("fork2", "root"), ("fork1", "root"), ("root", "root")]
             .into_iter()
             .map(|(a, b)| (a.to_owned(), b.to_owned()))
@@ -1444,6 +1476,7 @@ mod tests {
         let back = load(&p).unwrap().unwrap();
         assert_eq!(back.version, STATE_VERSION);
         assert_eq!(back.shard_roots, st.shard_roots);
+        assert_eq!(back.pending_forks, st.pending_forks);
         assert_eq!(back.options, st.options);
         assert_eq!(back.output, st.output);
         assert_eq!(
@@ -1462,7 +1495,7 @@ mod tests {
         assert_eq!(fs::read(&p).unwrap()[8..12], 7u32.to_le_bytes());
         let v7 = load(&p).unwrap().unwrap();
         assert_eq!(v7.version, 7);
-        assert!(v7.shard_roots.is_empty());
+        assert!(v7.shard_roots.is_empty() && v7.pending_forks.is_empty());
         assert_eq!(
             (&v7.options, &v7.output, v7.files.len()),
             (&st.options, &st.output, 4)
