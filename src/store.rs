@@ -29,8 +29,10 @@
 //!   never one blob rewritten. `checkpoint_meta` holds, by `name`, the
 //!   options (`options`), `indexed_up_to`, `line_hash`, and while any fork
 //!   waits for a parent read ahead, those forks (`pending_forks`, JSON: the
-//!   forks' paths by the parent's); a release before keeps none and reads
-//!   the same rows.
+//!   forks' paths by the parent's), and with a shard (library use; the
+//!   command line has no `--shard` with `--db`) the roots it recorded
+//!   (`shard_roots`, JSON); a release before keeps neither and reads the
+//!   same rows.
 //!
 //! Version 1 kept the responses as one value (`checkpoint_meta`, name
 //! `responses`), rewritten by each commit; a backfill into a version 1
@@ -725,23 +727,53 @@ impl SqliteStore {
                 st.execute(params![a, b])?;
             }
         }
-        // Forks waiting for a parent read ahead: a row only while there
-        // are any (a store of a release before keeps none, and reads the
-        // same).
-        if cp.pending_forks().is_empty() {
-            self.conn
-                .prepare_cached("DELETE FROM checkpoint_meta WHERE name = 'pending_forks'")?
-                .execute([])?;
-        } else {
-            let pending = serde_json::to_string(cp.pending_forks()).expect("strings serialise");
-            self.conn
+        // Forks waiting for a parent read ahead, and a shard's roots: a row
+        // only while there are any (a store of a release before keeps none,
+        // and reads the same).
+        let pending = (!cp.pending_forks().is_empty())
+            .then(|| serde_json::to_string(cp.pending_forks()).expect("strings serialise"));
+        self.set_meta("pending_forks", pending.as_deref())?;
+        let roots = (!cp.shard_roots().is_empty())
+            .then(|| serde_json::to_string(cp.shard_roots()).expect("strings serialise"));
+        self.set_meta("shard_roots", roots.as_deref())?;
+        Ok(())
+    }
+
+    /// Sets (or, with None, removes) the `checkpoint_meta` row `name`.
+    fn set_meta(&self, name: &str, value: Option<&str>) -> rusqlite::Result<()> {
+        match value {
+            None => self
+                .conn
+                .prepare_cached("DELETE FROM checkpoint_meta WHERE name = ?1")?
+                .execute([name])?,
+            Some(v) => self
+                .conn
                 .prepare_cached(
-                    "INSERT INTO checkpoint_meta (name, value) VALUES ('pending_forks', ?1)
+                    "INSERT INTO checkpoint_meta (name, value) VALUES (?1, ?2)
                      ON CONFLICT (name) DO UPDATE SET value = excluded.value",
                 )?
-                .execute([&pending])?;
-        }
+                .execute([name, v])?,
+        };
         Ok(())
+    }
+
+    /// The JSON value of the `checkpoint_meta` row `name`, if any: Err
+    /// with why when it is damaged.
+    fn meta_json<T: serde::de::DeserializeOwned>(
+        &self,
+        name: &str,
+    ) -> rusqlite::Result<Result<Option<T>, String>> {
+        let v: Option<String> = self
+            .conn
+            .query_row(
+                "SELECT value FROM checkpoint_meta WHERE name = ?1",
+                [name],
+                |r| r.get(0),
+            )
+            .optional()?;
+        Ok(v.map(|v| serde_json::from_str(&v))
+            .transpose()
+            .map_err(|e| format!("damaged checkpoint {name} ({e})")))
     }
 
     fn load_checkpoint(&self) -> rusqlite::Result<Option<Result<State, String>>> {
@@ -804,19 +836,13 @@ impl SqliteStore {
             .query_map([], |r| Ok((r.get(0)?, r.get::<_, i64>(1)? as u64)))?
             .collect::<Result<_, _>>()?;
         st.set_lineages_from_rows(fps, &joins);
-        let pending: Option<String> = self
-            .conn
-            .query_row(
-                "SELECT value FROM checkpoint_meta WHERE name = 'pending_forks'",
-                [],
-                |r| r.get(0),
-            )
-            .optional()?;
-        if let Some(p) = pending {
-            match serde_json::from_str(&p) {
-                Ok(p) => st.set_pending_forks(p),
-                Err(e) => return Ok(Some(Err(format!("damaged pending forks ({e})")))),
-            }
+        match self.meta_json("pending_forks")? {
+            Ok(p) => st.set_pending_forks(p.unwrap_or_default()),
+            Err(e) => return Ok(Some(Err(e))),
+        }
+        match self.meta_json("shard_roots")? {
+            Ok(r) => st.set_shard_roots(r.unwrap_or_default()),
+            Err(e) => return Ok(Some(Err(e))),
         }
         Ok(Some(Ok(st)))
     }

@@ -954,3 +954,283 @@ fn duckdb_reads_four_shards_as_one_run() {
     assert_eq!(by_shard.len(), 4, "{by_shard:?}");
     fs::remove_dir_all(d).unwrap();
 }
+
+// Shards over an archive that changes between runs.
+
+/// Runs shards 0..n (each with its own -o and --state) and one unsharded
+/// reference run (its own -o and --state) over `root`; returns the keys
+/// each shard wrote this time, and the keys the reference wrote.
+fn shard_round(
+    d: &Path,
+    root: &Path,
+    n: u32,
+    tag: &str,
+    cli: &dyn Fn() -> Command,
+) -> (Vec<Vec<String>>, Vec<String>) {
+    let one = |o: PathBuf, st: PathBuf, shard: Option<String>| -> Vec<String> {
+        let before = fs::read_to_string(&o).unwrap_or_default().lines().count();
+        let mut c = cli();
+        c.arg("backfill")
+            .arg("-q")
+            .arg("-o")
+            .arg(&o)
+            .arg("--state")
+            .arg(&st);
+        if let Some(s) = &shard {
+            c.arg("--shard").arg(s);
+        }
+        let r = c.arg(root).output().unwrap();
+        // 1: a file failed (one made unreadable).
+        assert!(
+            matches!(r.status.code(), Some(0 | 1)),
+            "{tag}: {}",
+            String::from_utf8_lossy(&r.stderr)
+        );
+        if !o.exists() {
+            return Vec::new();
+        }
+        ndjson(&o)[before..]
+            .iter()
+            .map(|m| m["key"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let shards = (0..n)
+        .map(|k| {
+            one(
+                d.join(format!("s{k}.ndjson")),
+                d.join(format!("s{k}.state")),
+                Some(format!("{k}/{n}")),
+            )
+        })
+        .collect();
+    let mut all = one(d.join("all.ndjson"), d.join("all.state"), None);
+    all.sort();
+    (shards, all)
+}
+
+fn flat(v: &[Vec<String>]) -> Vec<String> {
+    let mut f: Vec<String> = v.iter().flatten().cloned().collect();
+    f.sort();
+    f
+}
+
+/// A fork of a fork whose fork between went keeps its recorded root while
+/// it is moved out of the archive for a run, and back: no shard emits it
+/// again, as one unsharded run does not. (When roots were kept only for
+/// the ids named at the last run, the gone fork's shard emitted it all
+/// again.)
+#[test]
+fn a_fork_of_a_fork_moved_away_and_back_keeps_its_shard() {
+    let d = tmpdir("shard-moved");
+    let root = lineages(&d);
+    let n = 2u32;
+    let i = (0..8)
+        .find(|i| shard_of(&format!("fork-{i}"), n) != shard_of(&format!("lin-{i}"), n))
+        .unwrap();
+    let cli = || bin();
+    let (s, a) = shard_round(&d, &root, n, "first", &cli);
+    assert_eq!(flat(&s).len(), a.len());
+    fs::remove_dir_all(root.join(format!("m-forks-fork-{i}"))).unwrap();
+    let (s, a) = shard_round(&d, &root, n, "fork gone", &cli);
+    assert_eq!((flat(&s), a), (vec![], vec![]));
+    let f2 = root.join(format!("m-forks-fork2-{i}"));
+    let away = d.join("away");
+    fs::rename(&f2, &away).unwrap();
+    let (s, a) = shard_round(&d, &root, n, "fork2 away", &cli);
+    assert_eq!((flat(&s), a), (vec![], vec![]));
+    fs::rename(&away, &f2).unwrap();
+    let (s, a) = shard_round(&d, &root, n, "fork2 back", &cli);
+    assert_eq!(flat(&s), a, "shards together differ from one run");
+    fs::remove_dir_all(d).unwrap();
+}
+
+/// The shard that holds a file takes its header from its state (no open);
+/// the others open it. A fork of a fork (its fork between gone) that
+/// cannot be opened for one run (mode 000, the CLI run as nobody) keeps
+/// its recorded root in every shard: once readable, it is in one shard,
+/// and a line appended to it is emitted once. (When roots were kept only
+/// for the ids named at the last run, it was in two shards.)
+#[test]
+fn a_fork_of_a_fork_unreadable_for_a_run_keeps_its_shard() {
+    use std::os::unix::fs::PermissionsExt;
+    let d = tmpdir("shard-unreadable");
+    let root = lineages(&d);
+    fs::set_permissions(&d, fs::Permissions::from_mode(0o777)).unwrap();
+    let n = 2u32;
+    let i = (0..8)
+        .find(|i| shard_of(&format!("fork-{i}"), n) != shard_of(&format!("lin-{i}"), n))
+        .unwrap();
+    let cli = || common::unprivileged_cli();
+    let (s, a) = shard_round(&d, &root, n, "first", &cli);
+    assert_eq!(flat(&s).len(), a.len());
+    fs::remove_dir_all(root.join(format!("m-forks-fork-{i}"))).unwrap();
+    let (s, a) = shard_round(&d, &root, n, "fork gone", &cli);
+    assert_eq!((flat(&s), a), (vec![], vec![]));
+    let f2 = root
+        .join(format!("m-forks-fork2-{i}"))
+        .join(format!("2026-01-06T00-00-00-000Z_fork2-{i}.jsonl"));
+    fs::set_permissions(&f2, fs::Permissions::from_mode(0o000)).unwrap();
+    let (s, a) = shard_round(&d, &root, n, "fork2 unreadable", &cli);
+    assert_eq!(flat(&s), a, "fork2 unreadable");
+    fs::set_permissions(&f2, fs::Permissions::from_mode(0o644)).unwrap();
+    let (s, a) = shard_round(&d, &root, n, "fork2 readable", &cli);
+    let again = flat(&s) == a;
+    common::append(&f2, &common::user_line("later", "appended"));
+    let (s2, a2) = shard_round(&d, &root, n, "appended", &cli);
+    assert!(again, "readable again: shards {s:?} vs unsharded {a:?}");
+    assert_eq!(flat(&s2), a2, "appended line");
+    fs::remove_dir_all(d).unwrap();
+}
+
+/// Roots alone changing save the state; an unchanged archive does not
+/// rewrite it.
+#[test]
+fn shard_roots_are_saved_when_they_change_and_only_then() {
+    use std::os::unix::fs::MetadataExt;
+    let d = tmpdir("shard-dirty");
+    let root = lineages(&d);
+    let n = 2u32;
+    let cli = || bin();
+    shard_round(&d, &root, n, "first", &cli);
+    let ino = |k: u32| fs::metadata(d.join(format!("s{k}.state"))).unwrap().ino();
+    let before: Vec<u64> = (0..n).map(ino).collect();
+    let bytes: Vec<Vec<u8>> = (0..n)
+        .map(|k| fs::read(d.join(format!("s{k}.state"))).unwrap())
+        .collect();
+    shard_round(&d, &root, n, "unchanged", &cli);
+    let after: Vec<u64> = (0..n).map(ino).collect();
+    assert_eq!(before, after, "an unchanged re-run rewrote a state");
+    // A new session whose shard is 1's: shard 0's state must still learn it.
+    let (id, k) = (0..100)
+        .map(|j| format!("new-{j}"))
+        .map(|id| {
+            let k = shard_of(&id, n);
+            (id, k)
+        })
+        .find(|(_, k)| *k == 1)
+        .unwrap();
+    let dir = root.join("new");
+    fs::create_dir_all(&dir).unwrap();
+    fs::write(
+        dir.join(format!("2026-01-07T00-00-00-000Z_{id}.jsonl")),
+        format!(r#"{{"type":"session","version":3,"id":"{id}","timestamp":"2026-01-07T00:00:00.000Z","cwd":"/tmp/p"}}"#) + "\n"
+            + &common::user_line("x", "new"),
+    )
+    .unwrap();
+    let (s, _) = shard_round(&d, &root, n, "new in shard 1", &cli);
+    assert_eq!(s[k as usize].len(), 1);
+    let b0 = fs::read(d.join("s0.state")).unwrap();
+    assert_ne!(b0, bytes[0], "shard 0's state did not record the new root");
+    assert!(b0.windows(id.len()).any(|w| w == id.as_bytes()));
+    let before: Vec<u64> = (0..n).map(ino).collect();
+    shard_round(&d, &root, n, "unchanged 2", &cli);
+    let after: Vec<u64> = (0..n).map(ino).collect();
+    assert_eq!(before, after, "an unchanged re-run rewrote a state");
+    fs::remove_dir_all(d).unwrap();
+}
+
+/// Library use: shards into SQLite stores, which keep their own
+/// checkpoints, roots included (`checkpoint_meta`): the fork of a fork is
+/// not emitted again when the fork between goes.
+#[test]
+fn shards_into_sqlite_stores_keep_their_roots() {
+    use mem_ingest::store::SqliteStore;
+    let d = tmpdir("shard-sqlite");
+    let root = lineages(&d);
+    let n = 2u32;
+    let i = (0..8)
+        .find(|i| shard_of(&format!("fork-{i}"), n) != shard_of(&format!("lin-{i}"), n))
+        .unwrap();
+    let run = || -> Vec<u64> {
+        (0..n)
+            .map(|k| {
+                let mut store = SqliteStore::open(d.join(format!("s{k}.db"))).unwrap();
+                Archive::builder()
+                    .path(&root)
+                    .shard(Shard { k, n })
+                    .build()
+                    .backfill(&mut store)
+                    .unwrap()
+                    .written
+            })
+            .collect()
+    };
+    assert_eq!(run().iter().sum::<u64>(), 8 * 24);
+    assert_eq!(run(), [0, 0]);
+    fs::remove_dir_all(root.join(format!("m-forks-fork-{i}"))).unwrap();
+    assert_eq!(run(), [0, 0], "the fork of the fork emitted again");
+    fs::remove_dir_all(d).unwrap();
+}
+
+/// The N tasks of one scheduled job do not start at one instant: a fork's
+/// file arrives (synced) between the two shards' runs. A root is recorded
+/// only once its chain ends at a session with a file, so the shard that
+/// ran first, which saw the fork of the fork with no fork between, records
+/// nothing for it, and the next runs over one archive agree: the fork and
+/// the fork of the fork, and a line appended later, are each emitted once.
+/// (When the unfinished chain's end was recorded, each shard thought the
+/// other had them, and neither ever emitted them.)
+#[test]
+fn shards_agree_again_after_a_file_arrives_between_their_runs() {
+    let d = tmpdir("shard-race");
+    let root = lineages(&d);
+    let n = 2u32;
+    let i = (0..8)
+        .find(|i| shard_of(&format!("fork-{i}"), n) != shard_of(&format!("lin-{i}"), n))
+        .unwrap();
+    let home = shard_of(&format!("lin-{i}"), n);
+    let other = 1 - home;
+    let f1 = root.join(format!("m-forks-fork-{i}"));
+    let away = d.join("away");
+    fs::rename(&f1, &away).unwrap();
+    let one = |k: u32| -> Vec<String> {
+        let o = d.join(format!("s{k}.ndjson"));
+        let before = fs::read_to_string(&o).unwrap_or_default().lines().count();
+        let r = backfill(
+            &[
+                "-o",
+                o.to_str().unwrap(),
+                "--state",
+                d.join(format!("s{k}.state")).to_str().unwrap(),
+                "--shard",
+                &format!("{k}/{n}"),
+            ],
+            std::slice::from_ref(&root),
+        );
+        assert!(r.status.success());
+        ndjson(&o)[before..]
+            .iter()
+            .map(|m| m["key"].as_str().unwrap().to_owned())
+            .filter(|k| {
+                k.starts_with(&format!("fork-{i}:")) || k.starts_with(&format!("fork2-{i}:"))
+            })
+            .collect()
+    };
+    // The root's shard runs first, then the fork's file arrives, then the
+    // other shard runs.
+    let mut got = one(home);
+    fs::rename(&away, &f1).unwrap();
+    got.extend(one(other));
+    // From now on both shards run over the same archive.
+    for _ in 0..2 {
+        got.extend(one(home));
+        got.extend(one(other));
+    }
+    let f2 = root
+        .join(format!("m-forks-fork2-{i}"))
+        .join(format!("2026-01-06T00-00-00-000Z_fork2-{i}.jsonl"));
+    common::append(&f2, &common::user_line("later", "appended"));
+    got.extend(one(home));
+    got.extend(one(other));
+    got.sort();
+    assert_eq!(
+        got,
+        vec![
+            format!("fork-{i}:own-fork-{i}"),
+            format!("fork2-{i}:later"),
+            format!("fork2-{i}:own-fork2-{i}"),
+        ],
+        "the fork and the fork of the fork, each once"
+    );
+    fs::remove_dir_all(d).unwrap();
+}

@@ -11,16 +11,19 @@
 //! cycle). Every Claude Code session names the one lineage of all Claude
 //! Code sessions (`claude:*`): a Claude Code archive is one shard's.
 //!
-//! A lineage keeps the root it was first given: a run with `--state`
-//! records the root of every lineage the headers name (this shard's files
-//! and every other shard's, since every shard reads every header), and the
-//! next run takes a recorded root as it is, and follows a new session's
-//! parents only up to a recorded one. So a fork of a fork stays in its
-//! shard when the fork between them goes (it would have been its own root,
-//! in another shard, and emitted again there), and a session stays when a
-//! parent appears that names a parent of its own. The shards agree as long
-//! as they read the same archive at each run, as they do when run
-//! together.
+//! A lineage keeps the root it was first given: a run with `--state` (or
+//! a store) records the root of every session whose walk ends at a session
+//! with a file that names no parent (or at a recorded root, or in a
+//! cycle), this shard's files and every other shard's, since every shard
+//! reads every header; and the next run takes a recorded root as it is,
+//! and follows a new session's parents only up to a recorded one. Recorded
+//! roots are never dropped. So a fork of a fork stays in its shard when
+//! the fork between them goes, or when its file is unreadable or away for
+//! a run. A walk that ends at a parent whose file is not found (yet) is not
+//! recorded: shards that ran at different moments of a changing archive
+//! agree again once they read the same one. Left as before: a session
+//! whose parent's file comes only after it moves to its root's shard then,
+//! and is emitted there too.
 //!
 //! The shard of a root is [`shard_of`]: FNV-1a (64 bits) of the root's
 //! lineage id in UTF-8, modulo N. It depends on the headers only, never on
@@ -29,7 +32,7 @@
 //! session) is shard 0's: it gives no records, and its failure or skip is
 //! reported once.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 use rayon::prelude::*;
@@ -94,26 +97,35 @@ pub fn shard_of(root: &str, n: u32) -> u32 {
     (fnv1a(root) % u64::from(n.max(1))) as u32
 }
 
-/// The root of lineage `id`, given each id's parent and the roots recorded
-/// at the last run: a recorded root as it is, else the parents followed up
-/// to an id that names none or has a recorded root.
+/// The root of lineage `id`, given each id's parent, the ids that have a
+/// file and the roots recorded at earlier runs: a recorded root as it is,
+/// else the parents followed up to an id that names none or has a recorded
+/// root. Settled (to be recorded) when the walk ends at a recorded root, in
+/// a cycle, or at an id with a file that names no parent; not when it ends
+/// at a parent whose file is not found (yet): that root is taken for this
+/// run only, so shards that saw the archive at different moments agree
+/// again once they see the same one.
 fn root_of(
     id: &str,
     parent: &HashMap<String, String>,
+    has_file: &HashSet<&str>,
     recorded: &BTreeMap<String, String>,
-) -> String {
+) -> (String, bool) {
     let mut walk: Vec<&str> = vec![id];
     let mut at = id;
     loop {
         if let Some(r) = recorded.get(at) {
-            return r.clone();
+            return (r.clone(), true);
         }
         let Some(p) = parent.get(at) else {
-            return at.to_owned();
+            return (at.to_owned(), has_file.contains(at));
         };
         if let Some(i) = walk.iter().position(|w| *w == p.as_str()) {
             // A cycle: its smallest id.
-            return walk[i..].iter().min().copied().unwrap_or(at).to_owned();
+            return (
+                walk[i..].iter().min().copied().unwrap_or(at).to_owned(),
+                true,
+            );
         }
         walk.push(p);
         at = p;
@@ -167,20 +179,25 @@ pub(crate) fn select(
         }
         lineage.push(Some(id));
     }
-    // The roots to record: of every session with a file, and of every
-    // parent named (whose file may be gone by the next run).
-    let mut roots = BTreeMap::new();
-    for id in lineage.iter().flatten().chain(parent.values()) {
-        if !roots.contains_key(id) {
-            roots.insert(id.clone(), root_of(id, &parent, recorded));
+    // Every session with a file gets its root; the settled ones are
+    // recorded, beside all recorded before (never dropped: an id whose file
+    // cannot be read for a run, or is moved away and back, keeps its root).
+    let has_file: HashSet<&str> = lineage.iter().flatten().map(String::as_str).collect();
+    let mut roots = recorded.clone();
+    let mut root: HashMap<&str, String> = HashMap::with_capacity(has_file.len());
+    for &id in &has_file {
+        let (r, settled) = root_of(id, &parent, &has_file, recorded);
+        if settled && !recorded.contains_key(id) {
+            roots.insert(id.to_owned(), r.clone());
         }
+        root.insert(id, r);
     }
     let files = files
         .into_iter()
-        .zip(lineage)
+        .zip(&lineage)
         .filter(|(_, l)| {
             let k = match l {
-                Some(id) => shard_of(&roots[id], shard.n),
+                Some(id) => shard_of(&root[id.as_str()], shard.n),
                 None => 0,
             };
             k == shard.k
@@ -218,22 +235,33 @@ mod tests {
         parent.insert("fork1".to_owned(), "root".to_owned());
         parent.insert("x".to_owned(), "y".to_owned());
         parent.insert("y".to_owned(), "x".to_owned());
+        let files: HashSet<&str> = ["fork2", "fork1", "root", "x", "y"].into();
         let none = BTreeMap::new();
-        assert_eq!(root_of("fork2", &parent, &none), "root");
-        assert_eq!(root_of("root", &parent, &none), "root");
-        assert_eq!(root_of("x", &parent, &none), "x");
-        assert_eq!(root_of("y", &parent, &none), "x");
-        // fork1's file went: fork2 keeps the root recorded for it, and a
+        let root = |id, parent: &HashMap<String, String>, files, recorded| {
+            let (r, settled) = root_of(id, parent, files, recorded);
+            (r, settled)
+        };
+        let settled = |r: &str| (r.to_owned(), true);
+        assert_eq!(root("fork2", &parent, &files, &none), settled("root"));
+        assert_eq!(root("root", &parent, &files, &none), settled("root"));
+        assert_eq!(root("x", &parent, &files, &none), settled("x"));
+        assert_eq!(root("y", &parent, &files, &none), settled("x"));
+        // fork1's file went: fork2's walk ends at a parent with no file,
+        // not settled; with the root recorded before, fork2 keeps it, and a
         // new fork of fork2 follows it up to that one.
         parent.remove("fork1");
         parent.insert("fork3".to_owned(), "fork2".to_owned());
+        let files: HashSet<&str> = ["fork3", "fork2", "root"].into();
+        assert_eq!(
+            root("fork2", &parent, &files, &none),
+            ("fork1".to_owned(), false)
+        );
         let recorded: BTreeMap<String, String> = [("fork2", "root"), ("fork1", "root")]
             .into_iter()
             .map(|(a, b)| (a.to_owned(), b.to_owned()))
             .collect();
-        assert_eq!(root_of("fork2", &parent, &none), "fork1");
-        assert_eq!(root_of("fork2", &parent, &recorded), "root");
-        assert_eq!(root_of("fork3", &parent, &recorded), "root");
+        assert_eq!(root("fork2", &parent, &files, &recorded), settled("root"));
+        assert_eq!(root("fork3", &parent, &files, &recorded), settled("root"));
         // A recorded root is kept even when a parent of it appears.
         parent.insert("fork1".to_owned(), "root".to_owned());
         parent.insert("root".to_owned(), "older".to_owned());
@@ -241,7 +269,10 @@ mod tests {
             .into_iter()
             .map(|(a, b)| (a.to_owned(), b.to_owned()))
             .collect();
-        assert_eq!(root_of("fork3", &parent, &recorded), "root");
-        assert_eq!(root_of("fork3", &parent, &none), "older");
+        assert_eq!(root("fork3", &parent, &files, &recorded), settled("root"));
+        assert_eq!(
+            root("fork3", &parent, &files, &none),
+            ("older".to_owned(), false)
+        );
     }
 }

@@ -374,6 +374,13 @@ impl State {
         self.pending_forks = pending;
     }
 
+    /// Replaces the recorded shard roots with ones
+    /// [`Checkpoint::shard_roots`] gave (a store that keeps its own
+    /// checkpoint).
+    pub fn set_shard_roots(&mut self, roots: BTreeMap<String, String>) {
+        self.shard_roots = roots;
+    }
+
     /// The lineages, decoded.
     ///
     /// # Errors
@@ -951,6 +958,14 @@ impl Checkpoint<'_> {
     /// that does not reads such a fork again only when it reads it anyway).
     pub fn pending_forks(&self) -> &BTreeMap<String, Vec<String>> {
         &self.state.pending_forks
+    }
+
+    /// With a shard: the root recorded for each lineage (see
+    /// [`crate::archive::shard_of`]; a store that keeps them beside its
+    /// rows hands them back through [`State::set_shard_roots`], else a
+    /// fork of a fork can change shards when the fork between goes).
+    pub fn shard_roots(&self) -> &BTreeMap<String, String> {
+        &self.state.shard_roots
     }
 
     /// Sessions joined into one lineage since the last checkpoint.
