@@ -471,6 +471,14 @@ fn shards_together_are_one_run_whatever_the_path_spelling() {
     fs::remove_dir_all(d).unwrap();
 }
 
+/// A lineage of [`lineages`] whose fork is its own root in another of `n`
+/// shards than the session's.
+fn split_lineage(n: u32) -> usize {
+    (0..8)
+        .find(|i| shard_of(&format!("fork-{i}"), n) != shard_of(&format!("lin-{i}"), n))
+        .expect("one of 8 lineages")
+}
+
 /// A fork of a fork whose root is in another shard than the fork between
 /// them: when that fork's file goes, the fork of the fork keeps its shard
 /// (its root recorded in each shard's state), so no shard emits it again;
@@ -482,10 +490,7 @@ fn a_fork_of_a_fork_keeps_its_shard_when_the_fork_between_goes() {
     let d = tmpdir("shard-roots");
     let root = lineages(&d);
     let n = 2u32;
-    // A lineage whose fork is its own root in the other shard.
-    let i = (0..8)
-        .find(|i| shard_of(&format!("fork-{i}"), n) != shard_of(&format!("lin-{i}"), n))
-        .expect("one of 8 lineages");
+    let i = split_lineage(n);
     let home = shard_of(&format!("lin-{i}"), n);
     let run = |tag: &str| -> Vec<Vec<String>> {
         (0..n)
@@ -1024,9 +1029,7 @@ fn a_fork_of_a_fork_moved_away_and_back_keeps_its_shard() {
     let d = tmpdir("shard-moved");
     let root = lineages(&d);
     let n = 2u32;
-    let i = (0..8)
-        .find(|i| shard_of(&format!("fork-{i}"), n) != shard_of(&format!("lin-{i}"), n))
-        .unwrap();
+    let i = split_lineage(n);
     let cli = || bin();
     let (s, a) = shard_round(&d, &root, n, "first", &cli);
     assert_eq!(flat(&s).len(), a.len());
@@ -1057,9 +1060,7 @@ fn a_fork_of_a_fork_unreadable_for_a_run_keeps_its_shard() {
     let root = lineages(&d);
     fs::set_permissions(&d, fs::Permissions::from_mode(0o777)).unwrap();
     let n = 2u32;
-    let i = (0..8)
-        .find(|i| shard_of(&format!("fork-{i}"), n) != shard_of(&format!("lin-{i}"), n))
-        .unwrap();
+    let i = split_lineage(n);
     let cli = || common::unprivileged_cli();
     let (s, a) = shard_round(&d, &root, n, "first", &cli);
     assert_eq!(flat(&s).len(), a.len());
@@ -1138,9 +1139,7 @@ fn shards_into_sqlite_stores_keep_their_roots() {
     let d = tmpdir("shard-sqlite");
     let root = lineages(&d);
     let n = 2u32;
-    let i = (0..8)
-        .find(|i| shard_of(&format!("fork-{i}"), n) != shard_of(&format!("lin-{i}"), n))
-        .unwrap();
+    let i = split_lineage(n);
     let run = || -> Vec<u64> {
         (0..n)
             .map(|k| {
@@ -1175,9 +1174,7 @@ fn shards_agree_again_after_a_file_arrives_between_their_runs() {
     let d = tmpdir("shard-race");
     let root = lineages(&d);
     let n = 2u32;
-    let i = (0..8)
-        .find(|i| shard_of(&format!("fork-{i}"), n) != shard_of(&format!("lin-{i}"), n))
-        .unwrap();
+    let i = split_lineage(n);
     let home = shard_of(&format!("lin-{i}"), n);
     let other = 1 - home;
     let f1 = root.join(format!("m-forks-fork-{i}"));
