@@ -1429,7 +1429,7 @@ fn pass<S: Sink>(ctx: &mut Ctx<'_, S>) -> Result<Summary, Error> {
         None => files,
     };
     let plan = plan::plan(files, prior, &opts, ctx.cfg.jobs, &ctx.cfg.formats);
-    let mut relying = pending_forks(ctx, &plan);
+    settle_pending_forks(ctx, &plan);
     if let Some(roots) = shard_roots {
         if let Some(st) = ctx.state.as_mut().filter(|st| st.shard_roots != roots) {
             st.shard_roots = roots;
@@ -1480,7 +1480,6 @@ fn pass<S: Sink>(ctx: &mut Ctx<'_, S>) -> Result<Summary, Error> {
                 &mut ParentsAhead {
                     sets: &mut reserved,
                     parent_file: &mut parent_file,
-                    relying: &mut relying,
                     by_name: &by_name,
                 },
                 &opts,
@@ -1571,35 +1570,25 @@ fn forget_forks_of_gone_parents<S: Sink>(ctx: &mut Ctx<'_, S>, files: &[FoundFil
     }
 }
 
-/// The forks still waiting for a parent this run reads (see
-/// [`forget_forks_of_gone_parents`]), by the parent's plan file index, as
-/// the run's own read-ahead adds them: if that parent fails, they are read
-/// again at the next run. A parent with nothing to read was delivered:
-/// its forks wait no more.
-fn pending_forks<S: Sink>(ctx: &mut Ctx<'_, S>, plan: &Plan) -> HashMap<usize, Vec<String>> {
-    let mut relying = HashMap::new();
+/// The forks still waiting for a parent (see
+/// [`forget_forks_of_gone_parents`]) keep waiting only for one this run
+/// reads, as the run's own read-ahead adds them: if that parent fails,
+/// they are read again at the next run. A parent with nothing to read was
+/// delivered: its forks wait no more.
+fn settle_pending_forks<S: Sink>(ctx: &mut Ctx<'_, S>, plan: &Plan) {
     let Some(st) = ctx.state.as_mut().filter(|st| !st.pending_forks.is_empty()) else {
-        return relying;
+        return;
     };
-    let index: HashMap<String, usize> = plan
+    let reading: HashSet<String> = plan
         .files
         .iter()
-        .enumerate()
-        .map(|(i, f)| (key_of(f), i))
+        .filter(|f| f.tasks > 0)
+        .map(key_of)
         .collect();
-    st.pending_forks.retain(|parent, forks| {
-        match index.get(parent).filter(|&&j| plan.files[j].tasks > 0) {
-            Some(&j) => {
-                relying.insert(j, forks.clone());
-                true
-            }
-            None => {
-                ctx.dirty = true;
-                false
-            }
-        }
-    });
-    relying
+    let before = st.pending_forks.len();
+    st.pending_forks
+        .retain(|parent, _| reading.contains(parent));
+    ctx.dirty |= st.pending_forks.len() != before;
 }
 
 /// Files gone from the disk leave the state (their entries stay in the
@@ -1734,20 +1723,15 @@ fn deliver<S: Sink>(
             }
             Ok((dropped, relied)) => {
                 for parent in relied {
-                    if let Some(&j) = ahead.parent_file.get(&parent) {
+                    // Saved with the fork's entry: were the run to stop
+                    // before the parent is delivered, the next one still
+                    // knows. Without a state there is nothing to read again.
+                    let j = ahead.parent_file.get(&parent);
+                    if let (Some(&j), Some(st)) = (j, ctx.state.as_mut()) {
                         let key = key_of(f);
-                        let forks = ahead.relying.entry(j).or_default();
+                        let forks = st.pending_forks.entry(key_of(&plan.files[j])).or_default();
                         if !forks.contains(&key) {
-                            forks.push(key.clone());
-                        }
-                        // Saved with the fork's entry: were the run to stop
-                        // before the parent is delivered, the next one
-                        // still knows.
-                        if let Some(st) = ctx.state.as_mut() {
-                            let forks = st.pending_forks.entry(key_of(&plan.files[j])).or_default();
-                            if !forks.contains(&key) {
-                                forks.push(key);
-                            }
+                            forks.push(key);
                         }
                     }
                 }
@@ -1799,12 +1783,11 @@ fn file_delivered<S: Sink>(
 ) {
     let format = &*ctx.cfg.formats[f.format];
     // Forks that dropped copies of this file's entries for it to emit.
-    let forks = ahead.relying.remove(&a.file).unwrap_or_default();
-    if let Some(st) = ctx.state.as_mut() {
-        if st.pending_forks.remove(&key_of(f)).is_some() {
-            ctx.dirty = true;
-        }
-    }
+    let forks = ctx
+        .state
+        .as_mut()
+        .and_then(|st| st.pending_forks.remove(&key_of(f)));
+    ctx.dirty |= forks.is_some();
     ahead.sets.remove(
         &a.header
             .as_ref()
@@ -1829,7 +1812,7 @@ fn file_delivered<S: Sink>(
             // (their entries that were emitted are copies then, the others
             // theirs to emit, were this file gone by then).
             if let Some(st) = ctx.state.as_mut() {
-                for key in forks {
+                for key in forks.unwrap_or_default() {
                     if st.files.remove(&key).is_some() {
                         ctx.changed.insert(key);
                         ctx.dirty = true;
@@ -2001,11 +1984,6 @@ struct ParentsAhead<'p> {
     sets: &'p mut HashMap<String, FpSet>,
     /// Each read-ahead set's parent, by its plan file index.
     parent_file: &'p mut HashMap<String, usize>,
-    /// The files (their state keys) that dropped entries as copies of a
-    /// parent's read ahead, by the parent's plan file index: when that
-    /// parent then fails, they are read again at the next run (their
-    /// entries the parent did not emit are then theirs to emit).
-    relying: &'p mut HashMap<usize, Vec<String>>,
     /// Files of the plan by format and the name a parent is found by
     /// (`Format::parent_lookup_name`), built on first use.
     by_name: &'p std::cell::OnceCell<HashMap<(usize, String), usize>>,
@@ -2395,7 +2373,6 @@ mod tests {
                 &mut ParentsAhead {
                     sets: &mut sets,
                     parent_file: &mut HashMap::new(),
-                    relying: &mut HashMap::new(),
                     by_name: &by_name,
                 },
                 &opts,
