@@ -899,6 +899,10 @@ pub(crate) struct CodexContext {
     meta: Option<HeaderLine>,
     /// How line bytes are hashed into fingerprints (the checkpoint's).
     hash: LineHash,
+    /// The offset plus one of the line [`MapLine::premapped`] hashed last
+    /// without finding it in the [`memo`], and that hash: its fingerprint,
+    /// when it is mapped.
+    hashed: Cell<(u64, u64)>,
 }
 
 impl CodexContext {
@@ -910,6 +914,190 @@ impl CodexContext {
             before: Cell::new((0, Twins::default())),
             meta: None,
             hash,
+            hashed: Cell::new((0, 0)),
+        }
+    }
+}
+
+/// What a run that builds no records (`stats`) knows of a line from its
+/// bytes alone, after mapping it once: a forked or subagent rollout
+/// replays its parent's lines byte for byte (two in five of a generated
+/// archive's bytes), and each copy is otherwise parsed again only for the
+/// engine to take its counts back out as a duplicate.
+///
+/// Only lines whose mapping changes no running context are kept: the
+/// response items that are tool calls, their outputs and reasoning, a
+/// later `session_meta` (a parent's, replayed) and `compacted` summaries
+/// (messages meet their twins, events and `turn_context` update the
+/// context), at least [`memo::MIN_LEN`] bytes long, with a `timestamp`
+/// and no `ordinal` (their fingerprint is the hash of their bytes), read
+/// without repair. Such a line's mapping, when no record is built, is its
+/// entry type, whether it is a record and of which role, and that
+/// fingerprint: the same bytes map the same way in any file, so a copy is
+/// counted exactly as parsing it would count it, and it parses as its
+/// first did (a malformed line never enters the memo).
+///
+/// The memo is one direct-mapped table of `2^18` words for the process
+/// (2 MiB, content-addressed, so valid across runs): each word holds 46
+/// bits of the line's hash mixed with its length, beside its 8-bit
+/// mapping, read and written whole (a slot taken by another line is a
+/// miss: that line is parsed). A line is known by its 64-bit hash and
+/// its length, as the engine's deduplication already knows it by its
+/// fingerprint.
+pub(crate) mod memo {
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    use crate::json::LineHash;
+    use crate::record::Role;
+
+    /// The shortest line kept (shorter ones cost little more to parse
+    /// than to look up).
+    pub(crate) const MIN_LEN: usize = 1024;
+
+    const BITS: u32 = 18;
+
+    static TABLE: [AtomicU64; 1 << BITS] = [const { AtomicU64::new(0) }; 1 << BITS];
+
+    /// The entry types kept, by index: response items, then the envelope
+    /// types (see [`kept`]).
+    pub(crate) const ITEMS: [&str; 12] = [
+        "response_item/function_call",
+        "response_item/custom_tool_call",
+        "response_item/local_shell_call",
+        "response_item/web_search_call",
+        "response_item/image_generation_call",
+        "response_item/tool_search_call",
+        "response_item/function_call_output",
+        "response_item/custom_tool_call_output",
+        "response_item/tool_search_output",
+        "response_item/reasoning",
+        "session_meta",
+        "compacted",
+    ];
+
+    /// A kept line's mapping: its entry type (an index of [`ITEMS`]) and
+    /// its record's role (`None`: no record).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub(crate) struct Mapped {
+        pub item: usize,
+        pub role: Option<Role>,
+    }
+
+    impl Mapped {
+        fn code(self) -> u64 {
+            let role = match self.role {
+                None => 0,
+                Some(Role::Assistant) => 1,
+                Some(Role::ToolResult) => 2,
+                Some(Role::System) => 3,
+                Some(_) => unreachable!("a kept line is an assistant's, a tool result or system"),
+            };
+            // Never 0: an empty slot.
+            1 + ((self.item as u64) << 2 | role)
+        }
+
+        fn of(code: u64) -> Option<Mapped> {
+            let c = code.checked_sub(1)?;
+            let role = match c & 3 {
+                0 => None,
+                1 => Some(Role::Assistant),
+                2 => Some(Role::ToolResult),
+                _ => Some(Role::System),
+            };
+            let item = usize::try_from(c >> 2).ok().filter(|&i| i < ITEMS.len())?;
+            Some(Mapped { item, role })
+        }
+    }
+
+    /// The slot and the check bits (the word less its mapping) of a line.
+    fn slot(scheme: LineHash, hash: u64, len: usize) -> (usize, u64) {
+        let k = hash ^ u64::from(scheme.id()).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        let mixed = (k >> BITS) ^ (len as u64).wrapping_mul(0xff51_afd7_ed55_8ccd) >> BITS;
+        ((k as usize) & ((1 << BITS) - 1), mixed << 8)
+    }
+
+    /// The mapping of the line of `len` bytes hashed to `hash`, when kept.
+    pub(crate) fn get(scheme: LineHash, hash: u64, len: usize) -> Option<Mapped> {
+        let (i, check) = slot(scheme, hash, len);
+        let w = TABLE[i].load(Ordering::Relaxed);
+        if w & !0xff != check {
+            return None;
+        }
+        Mapped::of(w & 0xff)
+    }
+
+    /// Keeps a line's mapping (in the slot of its hash, in place of any).
+    pub(crate) fn put(scheme: LineHash, hash: u64, len: usize, m: Mapped) {
+        let (i, check) = slot(scheme, hash, len);
+        TABLE[i].store(check | m.code(), Ordering::Relaxed);
+    }
+
+    /// The index of a kept entry type: of an envelope `ty` and its
+    /// payload's `item` type (a later `session_meta`, a parent's replayed,
+    /// makes no record; a `compacted` summary is a system record).
+    pub(crate) fn kept(ty: &str, item: Option<&str>) -> Option<usize> {
+        let entry = match (ty, item) {
+            ("response_item", Some(item)) => {
+                return ITEMS[..10]
+                    .iter()
+                    .position(|t| t.strip_prefix("response_item/") == Some(item));
+            }
+            ("session_meta" | "compacted", _) => ty,
+            _ => return None,
+        };
+        ITEMS.iter().position(|t| *t == entry)
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        /// Every mapping reads back as written; a line of another length,
+        /// another hash scheme, or another hash in the same slot, is not
+        /// found (the slot's last line wins).
+        #[test]
+        fn a_slot_answers_for_its_own_line_only() {
+            let roles = [
+                None,
+                Some(Role::Assistant),
+                Some(Role::ToolResult),
+                Some(Role::System),
+            ];
+            for (n, item) in (0..ITEMS.len()).enumerate() {
+                for role in roles {
+                    let m = Mapped { item, role };
+                    assert_eq!(Mapped::of(m.code()), Some(m));
+                    assert!(m.code() > 0 && m.code() <= 0xff);
+                }
+                // A hash no other test writes (bits from the test's own
+                // numbers).
+                let h = 0x5eed_0000_0000_0000 | (n as u64) << 40 | 0x2_1234;
+                let m = Mapped {
+                    item,
+                    role: Some(Role::ToolResult),
+                };
+                put(LineHash::Wide, h, 4096, m);
+                assert_eq!(get(LineHash::Wide, h, 4096), Some(m));
+                assert_eq!(get(LineHash::Wide, h, 4097), None);
+                assert_eq!(get(LineHash::Serial, h, 4096), None);
+                // Same slot (same low bits), another line: it takes the slot.
+                let other = h ^ 1 << 50;
+                assert_eq!(get(LineHash::Wide, other, 4096), None);
+                put(LineHash::Wide, other, 4096, Mapped { item, role: None });
+                assert_eq!(get(LineHash::Wide, h, 4096), None);
+                assert_eq!(
+                    get(LineHash::Wide, other, 4096),
+                    Some(Mapped { item, role: None })
+                );
+            }
+            assert_eq!(Mapped::of(0), None);
+            assert_eq!(kept("response_item", Some("reasoning")), Some(9));
+            assert_eq!(kept("response_item", Some("message")), None);
+            assert_eq!(kept("response_item", None), None);
+            assert_eq!(kept("session_meta", None), Some(10));
+            assert_eq!(kept("compacted", None), Some(11));
+            assert_eq!(kept("event_msg", Some("token_count")), None);
+            assert_eq!(kept("turn_context", None), None);
         }
     }
 }
@@ -1145,6 +1333,40 @@ fn line_fingerprint(
     }
 }
 
+impl CodexContext {
+    /// A line found in the [`memo`] (only when no record is built), counted
+    /// as [`MapLine::map`] counted its first copy.
+    fn remembered<'a>(
+        &'a self,
+        raw: &[u8],
+        pos: LinePos,
+        filter: RoleFilter,
+        report: &mut Report,
+    ) -> Option<Entry<'a>> {
+        if !filter.builds_none() || raw.len() < memo::MIN_LEN {
+            return None;
+        }
+        let hash = self.hash.of(raw);
+        let Some(m) = memo::get(self.hash, hash, raw.len()) else {
+            self.hashed.set((pos.byte + 1, hash));
+            return None;
+        };
+        report.entries.add(memo::ITEMS[m.item], 1);
+        match m.role {
+            Some(role) => {
+                report.count_record(role, filter);
+            }
+            None => report.no_record += 1,
+        }
+        Some(Entry {
+            fingerprint: hash,
+            line: pos.line,
+            byte: pos.byte,
+            record: None,
+        })
+    }
+}
+
 impl MapLine for CodexContext {
     fn header(&self) -> &Header {
         &self.header
@@ -1153,11 +1375,20 @@ impl MapLine for CodexContext {
     /// The header's own line: a `session_meta` entry that makes no record
     /// and changes no running context, counted as [`MapLine::map`] counts
     /// it.
-    fn premapped<'a>(&'a self, raw: &[u8], pos: LinePos, report: &mut Report) -> Option<Entry<'a>> {
-        let m = self.meta.as_ref()?;
-        if pos.byte != m.byte || raw.len() != m.len {
-            return None;
-        }
+    fn premapped<'a>(
+        &'a self,
+        raw: &[u8],
+        pos: LinePos,
+        filter: RoleFilter,
+        report: &mut Report,
+    ) -> Option<Entry<'a>> {
+        let Some(m) = self
+            .meta
+            .as_ref()
+            .filter(|m| pos.byte == m.byte && raw.len() == m.len)
+        else {
+            return self.remembered(raw, pos, filter, report);
+        };
         let hash = self.hash.of(raw);
         if hash != m.raw {
             return None;
@@ -1215,7 +1446,13 @@ impl MapLine for CodexContext {
             None => e.ty,
         };
         report.entries.add(entry_type, 1);
-        let fp = line_fingerprint(&e, nodes, raw, pos.line, arena, self.hash);
+        let (at, hashed) = self.hashed.get();
+        let by_bytes = e.timestamp.is_some() && !e.ordinal;
+        let fp = if by_bytes && at == pos.byte + 1 {
+            hashed
+        } else {
+            line_fingerprint(&e, nodes, raw, pos.line, arena, self.hash)
+        };
         let entry = |record| {
             Some(Entry {
                 fingerprint: fp,
@@ -1314,6 +1551,12 @@ impl MapLine for CodexContext {
             ) => Some(Shape::ToolResult),
             _ => None,
         };
+        if by_bytes && !repaired && filter.builds_none() && raw.len() >= memo::MIN_LEN {
+            if let Some(item) = memo::kept(e.ty, e.item) {
+                let role = shape.map(Shape::role);
+                memo::put(self.hash, fp, raw.len(), memo::Mapped { item, role });
+            }
+        }
         let Some(shape) = shape else {
             report.no_record += 1;
             return entry(None);

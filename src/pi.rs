@@ -42,6 +42,11 @@ impl RoleFilter {
     pub fn allows(self, role: Role) -> bool {
         self.0 & (1 << role.index()) != 0
     }
+
+    /// Whether no role passes ([`RoleFilter::NONE`]: no record is built).
+    pub(crate) fn builds_none(self) -> bool {
+        self.0 == 0
+    }
 }
 
 impl Default for RoleFilter {
@@ -127,14 +132,16 @@ pub(crate) trait MapLine {
         report: &mut Report,
     ) -> Option<Entry<'a>>;
 
-    /// The entry of a line this context has parsed already (a header read
-    /// from the file's first lines), counted in `report` as
-    /// [`MapLine::map`] would count it, without parsing it again; `None`
-    /// (the default): the line is parsed and mapped.
+    /// The entry of a line this context knows without parsing it (a header
+    /// read from the file's first lines; with `filter` building no record,
+    /// a Codex line whose bytes were mapped before), counted in `report` as
+    /// [`MapLine::map`] would count it; `None` (the default): the line is
+    /// parsed and mapped.
     fn premapped<'a>(
         &'a self,
         _raw: &[u8],
         _pos: LinePos,
+        _filter: RoleFilter,
         _report: &mut Report,
     ) -> Option<Entry<'a>> {
         None
@@ -266,7 +273,7 @@ impl LineParser {
             return None;
         }
         report.lines += 1;
-        if let Some(entry) = ctx.premapped(line, pos, report) {
+        if let Some(entry) = ctx.premapped(line, pos, self.filter, report) {
             return Some(entry);
         }
         let hold = hold_partial && !pos.terminated;

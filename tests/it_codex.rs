@@ -1090,3 +1090,117 @@ fn checkpoints_keep_the_line_hash_they_were_made_with() {
     assert!(err.contains(all_copies), "{err}");
     std::fs::remove_dir_all(home).unwrap();
 }
+
+/// A run that builds no records (`stats`) knows a long tool call, tool
+/// output or reasoning line from its bytes once it has mapped it (a
+/// replayed copy is not parsed again): reading the same lines twice, and
+/// a third time in another file after a different first line, gives
+/// entries (fingerprint, line, byte, counts) and a report equal to the
+/// first reading's, and to those of a reading that builds records, less
+/// the records held back.
+#[test]
+fn a_long_item_known_by_its_bytes_counts_as_parsing_it_would() {
+    use mem_ingest::{EntryCounts, RoleFilter};
+    let pad = |n: usize| "x\\n".repeat(n);
+    // One of each: a tool call, its output, reasoning with and without a
+    // readable summary (the second makes no record), all over 1 KiB; then
+    // short ones and a message, which are always parsed.
+    let lines = [
+        META.to_owned(),
+        turn("2026-01-01T00:00:01.000Z", "/a", "gpt-5"),
+        format!(
+            r#"{{"timestamp":"2026-01-01T00:00:02.000Z","type":"response_item","payload":{{"type":"function_call","name":"shell","arguments":"{}","call_id":"c1"}}}}"#,
+            pad(500)
+        ),
+        format!(
+            r#"{{"timestamp":"2026-01-01T00:00:03.000Z","type":"response_item","payload":{{"type":"function_call_output","call_id":"c1","output":"{}"}}}}"#,
+            pad(900)
+        ),
+        format!(
+            r#"{{"timestamp":"2026-01-01T00:00:04.000Z","type":"response_item","payload":{{"type":"reasoning","summary":[{{"type":"summary_text","text":"{}"}}],"encrypted_content":"e"}}}}"#,
+            pad(400)
+        ),
+        format!(
+            r#"{{"timestamp":"2026-01-01T00:00:05.000Z","type":"response_item","payload":{{"type":"reasoning","summary":[],"encrypted_content":"{}"}}}}"#,
+            "A".repeat(2000)
+        ),
+        user("2026-01-01T00:00:06.000Z", "short"),
+        count("2026-01-01T00:00:07.000Z", [10, 2, 5, 1, 15], None),
+        // A parent's replayed meta line (no record) and a compaction (a
+        // system record), over 1 KiB.
+        format!(
+            r#"{{"timestamp":"2025-12-31T00:00:00.000Z","type":"session_meta","payload":{{"id":"p0","timestamp":"2025-12-31T00:00:00.000Z","cwd":"/p","instructions":"{}"}}}}"#,
+            pad(400)
+        ),
+        format!(
+            r#"{{"timestamp":"2026-01-01T00:00:08.000Z","type":"compacted","payload":{{"message":"{}","replacement_history":[]}}}}"#,
+            pad(400)
+        ),
+    ];
+    let text = lines.join("\n") + "\n";
+    type Entry = (u64, u64, u64, bool, (u64, u64, [u64; 6], u64, EntryCounts));
+    let read = |text: &str, filter: RoleFilter| -> (Vec<Entry>, Report) {
+        let opts = SourceOptions::new().roles(filter);
+        let p = PathBuf::from("rollout-2026-01-01T00-00-00-memo.jsonl");
+        let mut src = Codex
+            .open(Input::Bytes(text.as_bytes()), &p, &opts)
+            .unwrap();
+        let mut entries = Vec::new();
+        while let Some(e) = src.next_entry().unwrap() {
+            let (fp, line, byte, rec) = (e.fingerprint, e.line, e.byte, e.record.is_some());
+            // The counts after each line.
+            let r = src.report();
+            let counts = (r.lines, r.records, r.roles, r.no_record, r.entries.clone());
+            entries.push((fp, line, byte, rec, counts));
+        }
+        (entries, src.report().clone())
+    };
+    let (first, report) = read(&text, RoleFilter::NONE);
+    assert_eq!(first.len(), 10);
+    assert!(first.iter().all(|e| !e.3), "no record is built");
+    assert_eq!(
+        report.records, 5,
+        "tool call, output, readable reasoning, prompt, compaction"
+    );
+    assert_eq!(report.no_record, 5);
+    assert_eq!(report.filtered, 5);
+    assert_eq!(
+        report.roles,
+        [1, 2, 1, 0, 0, 1],
+        "user, assistant, tool result, system"
+    );
+    assert_eq!(report.entries.get("response_item/reasoning"), 2);
+    assert_eq!(report.entries.get("response_item/function_call_output"), 1);
+    assert_eq!(report.entries.get("session_meta"), 2);
+    assert_eq!(report.entries.get("compacted"), 1);
+    // Again: the four long lines are now known by their bytes.
+    assert_eq!(
+        read(&text, RoleFilter::NONE),
+        (first.clone(), report.clone())
+    );
+    // In another file, after another first line: the same counts, the
+    // entries one line and its bytes further on.
+    let other = format!("{}\n{}", lines[1], text);
+    let (shifted, again) = read(&other, RoleFilter::NONE);
+    let skip = lines[1].len() as u64 + 1;
+    let place = |v: &[Entry]| v.iter().map(|e| (e.0, e.1, e.2, e.3)).collect::<Vec<_>>();
+    let moved: Vec<_> = place(&first)
+        .into_iter()
+        .map(|(fp, line, byte, rec)| (fp, line + 1, byte + skip, rec))
+        .collect();
+    assert_eq!(place(&shifted[1..]), moved);
+    assert_eq!(again.records, report.records);
+    assert_eq!(again.entries.get("turn_context"), 2);
+    // Building records: the same entries and counts, none held back.
+    let (built, all) = read(&text, RoleFilter::ALL);
+    assert_eq!(built.iter().filter(|e| e.3).count(), 5);
+    let counts = |v: &[Entry]| {
+        v.iter()
+            .map(|e| (e.0, e.1, e.2, e.4 .0, e.4 .1, e.4 .2, e.4 .4.clone()))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(counts(&built), counts(&first));
+    assert_eq!((all.records, all.no_record, all.filtered), (5, 5, 0));
+    assert_eq!(all.entries, report.entries);
+    assert_eq!(all.roles, report.roles);
+}

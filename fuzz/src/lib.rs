@@ -297,10 +297,12 @@ pub fn check_claude(data: &[u8]) {
 /// [`check_headerless`], and the file read in two parts, the second
 /// resumed with the header and the running context the first handed out
 /// (as the engine reads a large file, or a file that grew), gives the same
-/// records and counts as one reading.
+/// records and counts as one reading; read without records, twice (see
+/// [`check_codex_without_records`]), the same entries and counts.
 pub fn check_codex(data: &[u8]) {
     use mem_ingest::format::{Codex, Format, Input};
     let path = "rollout-2026-01-01T00-00-00-fuzz.jsonl";
+    check_codex_without_records(data, std::path::Path::new(path));
     let Some((records, whole, full)) = check_headerless(&Codex, path, data) else {
         return;
     };
@@ -362,6 +364,52 @@ pub fn check_codex(data: &[u8]) {
         counts(&whole),
         "counts differ when read in two parts"
     );
+}
+
+/// A Codex reading that builds no records (`stats`), twice: the second
+/// knows long tool calls, outputs and reasoning by their bytes (the first
+/// put them in the process's memo, as any reading before may have). Both
+/// give the entries (fingerprint, line, byte) and counts of a reading that
+/// builds records, every record held back; a reading fails as it does.
+fn check_codex_without_records(data: &[u8], path: &std::path::Path) {
+    use mem_ingest::format::{Codex, Format, Input};
+    use mem_ingest::RoleFilter;
+    type Read = (Vec<(u64, u64, u64)>, Report);
+    let read = |opts: &SourceOptions| -> Option<Read> {
+        let mut src = Codex.open(Input::Bytes(data), path, opts).ok()?;
+        let mut entries = Vec::new();
+        while let Some(e) = src.next_entry().ok()? {
+            entries.push((e.fingerprint, e.line, e.byte));
+        }
+        Some((entries, src.report().clone()))
+    };
+    let counts = |r: &Report| {
+        format!(
+            "{:?}",
+            (
+                (r.bytes, r.lines, r.records, r.roles, r.no_record),
+                (r.skipped, r.repaired, &r.skips, &r.entries),
+                (r.usage, &r.by_model, &r.unknown_roles)
+            )
+        )
+    };
+    let all = read(&SourceOptions::default());
+    for _ in 0..2 {
+        let none = read(&SourceOptions::default().roles(RoleFilter::NONE));
+        match (&all, &none) {
+            (Some((ea, ra)), Some((en, rn))) => {
+                assert_eq!(ea, en, "entries differ when no record is built");
+                assert_eq!(
+                    counts(ra),
+                    counts(rn),
+                    "counts differ when no record is built"
+                );
+                assert_eq!((ra.filtered, rn.filtered), (0, rn.records));
+            }
+            (None, None) => {}
+            _ => panic!("a reading failed only when no record is built"),
+        }
+    }
 }
 
 fn memchr(b: u8, data: &[u8], from: usize) -> Option<usize> {
