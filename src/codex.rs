@@ -1374,7 +1374,7 @@ impl MapLine for CodexContext {
 
     /// The header's own line: a `session_meta` entry that makes no record
     /// and changes no running context, counted as [`MapLine::map`] counts
-    /// it.
+    /// it; any other line, when no record is built, from the [`memo`].
     fn premapped<'a>(
         &'a self,
         raw: &[u8],

@@ -349,21 +349,24 @@ pub fn check_codex(data: &[u8]) {
         format!("{records:?}"),
         "records differ when read in two parts"
     );
-    let counts = |r: &Report| {
-        format!(
-            "{:?}",
-            (
-                (r.bytes, r.lines, r.records, r.roles, r.no_record),
-                (r.skipped, r.repaired, &r.skips, &r.entries),
-                (r.usage, &r.by_model, &r.unknown_roles)
-            )
-        )
-    };
     assert_eq!(
-        counts(&merged),
-        counts(&whole),
+        codex_counts(&merged),
+        codex_counts(&whole),
         "counts differ when read in two parts"
     );
+}
+
+/// What two readings of a Codex rollout are compared by: every count of
+/// their reports (less `filtered`, which the role filter sets).
+fn codex_counts(r: &Report) -> String {
+    format!(
+        "{:?}",
+        (
+            (r.bytes, r.lines, r.records, r.roles, r.no_record),
+            (r.skipped, r.repaired, &r.skips, &r.entries),
+            (r.usage, &r.by_model, &r.unknown_roles)
+        )
+    )
 }
 
 /// A Codex reading that builds no records (`stats`), twice: the second
@@ -383,16 +386,6 @@ fn check_codex_without_records(data: &[u8], path: &std::path::Path) {
         }
         Some((entries, src.report().clone()))
     };
-    let counts = |r: &Report| {
-        format!(
-            "{:?}",
-            (
-                (r.bytes, r.lines, r.records, r.roles, r.no_record),
-                (r.skipped, r.repaired, &r.skips, &r.entries),
-                (r.usage, &r.by_model, &r.unknown_roles)
-            )
-        )
-    };
     let all = read(&SourceOptions::default());
     for _ in 0..2 {
         let none = read(&SourceOptions::default().roles(RoleFilter::NONE));
@@ -400,8 +393,8 @@ fn check_codex_without_records(data: &[u8], path: &std::path::Path) {
             (Some((ea, ra)), Some((en, rn))) => {
                 assert_eq!(ea, en, "entries differ when no record is built");
                 assert_eq!(
-                    counts(ra),
-                    counts(rn),
+                    codex_counts(ra),
+                    codex_counts(rn),
                     "counts differ when no record is built"
                 );
                 assert_eq!((ra.filtered, rn.filtered), (0, rn.records));
