@@ -938,12 +938,14 @@ impl CodexContext {
 /// first did (a malformed line never enters the memo).
 ///
 /// The memo is one direct-mapped table of `2^18` words for the process
-/// (2 MiB, content-addressed, so valid across runs): each word holds 46
-/// bits of the line's hash mixed with its length, beside its 8-bit
-/// mapping, read and written whole (a slot taken by another line is a
-/// miss: that line is parsed). A line is known by its 64-bit hash and
-/// its length, as the engine's deduplication already knows it by its
-/// fingerprint.
+/// (2 MiB, content-addressed, so valid across runs): each word holds 28
+/// bits of the line's hash (beyond its slot) mixed with its length and 28
+/// bits of its hash under a key drawn for the process, beside its 8-bit
+/// mapping,
+/// read and written whole (a slot taken by another line is a miss: that
+/// line is parsed). The keyed bits are there because the line hash is not
+/// keyed: collisions with it can be crafted, and a crafted line must not
+/// be counted as another (a malformed one as valid) from the table.
 pub(crate) mod memo {
     use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -1009,27 +1011,40 @@ pub(crate) mod memo {
         }
     }
 
-    /// The slot and the check bits (the word less its mapping) of a line.
+    /// Check bits of a word: 28 from the line's hash (beyond the slot's)
+    /// mixed with its length, then 28 from its hash under this process's
+    /// key ([`crate::json::keyed`]), above the 8 of its mapping.
+    const CHECK: u64 = (1 << 28) - 1;
+
+    /// The slot of a line, and its check bits from its (unkeyed) hash.
     fn slot(scheme: LineHash, hash: u64, len: usize) -> (usize, u64) {
         let k = hash ^ u64::from(scheme.id()).wrapping_mul(0x9e37_79b9_7f4a_7c15);
         let mixed = (k >> BITS) ^ (len as u64).wrapping_mul(0xff51_afd7_ed55_8ccd) >> BITS;
-        ((k as usize) & ((1 << BITS) - 1), mixed << 8)
+        ((k as usize) & ((1 << BITS) - 1), (mixed & CHECK) << 8)
     }
 
-    /// The mapping of the line of `len` bytes hashed to `hash`, when kept.
-    pub(crate) fn get(scheme: LineHash, hash: u64, len: usize) -> Option<Mapped> {
-        let (i, check) = slot(scheme, hash, len);
+    /// The check bits of a line from its keyed hash.
+    fn keyed(line: &[u8]) -> u64 {
+        (crate::json::keyed(line) >> 36) << 36
+    }
+
+    /// The mapping of `line` (hashed to `hash`), when kept. The keyed hash
+    /// is computed only when the unkeyed check bits match: a line crafted
+    /// to collide with another's fingerprint still meets 28 bits it cannot
+    /// know in advance.
+    pub(crate) fn get(scheme: LineHash, hash: u64, line: &[u8]) -> Option<Mapped> {
+        let (i, check) = slot(scheme, hash, line.len());
         let w = TABLE[i].load(Ordering::Relaxed);
-        if w & !0xff != check {
+        if w & (CHECK << 8) != check || w >> 36 << 36 != keyed(line) {
             return None;
         }
         Mapped::of(w & 0xff)
     }
 
     /// Keeps a line's mapping (in the slot of its hash, in place of any).
-    pub(crate) fn put(scheme: LineHash, hash: u64, len: usize, m: Mapped) {
-        let (i, check) = slot(scheme, hash, len);
-        TABLE[i].store(check | m.code(), Ordering::Relaxed);
+    pub(crate) fn put(scheme: LineHash, hash: u64, line: &[u8], m: Mapped) {
+        let (i, check) = slot(scheme, hash, line.len());
+        TABLE[i].store(keyed(line) | check | m.code(), Ordering::Relaxed);
     }
 
     /// The index of a kept entry type: of an envelope `ty` and its
@@ -1057,6 +1072,10 @@ pub(crate) mod memo {
         /// found (the slot's last line wins).
         #[test]
         fn a_slot_answers_for_its_own_line_only() {
+            let line = vec![b'a'; 4096];
+            let longer = vec![b'a'; 4097];
+            let mut forged = line.clone();
+            forged[100] = b'b';
             let roles = [
                 None,
                 Some(Role::Assistant),
@@ -1076,17 +1095,21 @@ pub(crate) mod memo {
                     item,
                     role: Some(Role::ToolResult),
                 };
-                put(LineHash::Wide, h, 4096, m);
-                assert_eq!(get(LineHash::Wide, h, 4096), Some(m));
-                assert_eq!(get(LineHash::Wide, h, 4097), None);
-                assert_eq!(get(LineHash::Serial, h, 4096), None);
+                put(LineHash::Wide, h, &line, m);
+                assert_eq!(get(LineHash::Wide, h, &line), Some(m));
+                assert_eq!(get(LineHash::Wide, h, &longer), None);
+                assert_eq!(get(LineHash::Serial, h, &line), None);
+                // Other bytes under the same (unkeyed) hash and length, as
+                // a crafted collision would be: the keyed check refuses
+                // them (but for a chance of 2^-28).
+                assert_eq!(get(LineHash::Wide, h, &forged), None);
                 // Same slot (same low bits), another line: it takes the slot.
-                let other = h ^ 1 << 50;
-                assert_eq!(get(LineHash::Wide, other, 4096), None);
-                put(LineHash::Wide, other, 4096, Mapped { item, role: None });
-                assert_eq!(get(LineHash::Wide, h, 4096), None);
+                let (other, second) = (h ^ 1 << 30, vec![b'c'; 4096]);
+                assert_eq!(get(LineHash::Wide, other, &second), None);
+                put(LineHash::Wide, other, &second, Mapped { item, role: None });
+                assert_eq!(get(LineHash::Wide, h, &line), None);
                 assert_eq!(
-                    get(LineHash::Wide, other, 4096),
+                    get(LineHash::Wide, other, &second),
                     Some(Mapped { item, role: None })
                 );
             }
@@ -1347,7 +1370,7 @@ impl CodexContext {
             return None;
         }
         let hash = self.hash.of(raw);
-        let Some(m) = memo::get(self.hash, hash, raw.len()) else {
+        let Some(m) = memo::get(self.hash, hash, raw) else {
             self.hashed.set((pos.byte + 1, hash));
             return None;
         };
@@ -1554,7 +1577,7 @@ impl MapLine for CodexContext {
         if by_bytes && !repaired && filter.builds_none() && raw.len() >= memo::MIN_LEN {
             if let Some(item) = memo::kept(e.ty, e.item) {
                 let role = shape.map(Shape::role);
-                memo::put(self.hash, fp, raw.len(), memo::Mapped { item, role });
+                memo::put(self.hash, fp, raw, memo::Mapped { item, role });
             }
         }
         let Some(shape) = shape else {

@@ -96,7 +96,28 @@ const WIDE_K: [u64; 4] = [
 /// then the zero-padded tail with its length. Not for security: like any
 /// unkeyed 64-bit hash, collisions can be searched for.
 fn wide(bytes: &[u8]) -> u64 {
-    const K: [u64; 4] = WIDE_K;
+    wide_with(bytes, &WIDE_K)
+}
+
+/// [`wide`] under this process's own random key (drawn once, from the
+/// standard library's per-process hasher seed): a collision with it cannot
+/// be searched for without the key. What a line is checked by where
+/// trusting its fingerprint alone would let crafted bytes pass for
+/// another line's (see `codex::memo`).
+pub(crate) fn keyed(bytes: &[u8]) -> u64 {
+    static KEY: std::sync::OnceLock<[u64; 4]> = std::sync::OnceLock::new();
+    let key = KEY.get_or_init(|| {
+        use std::hash::BuildHasher;
+        let seed = std::collections::hash_map::RandomState::new();
+        // Odd words: no lane's multiply by a key word is by zero.
+        std::array::from_fn(|i| seed.hash_one(i) | 1)
+    });
+    wide_with(bytes, key)
+}
+
+#[inline(always)]
+fn wide_with(bytes: &[u8], k: &[u64; 4]) -> u64 {
+    let k = *k;
     #[inline(always)]
     fn mix(a: u64, b: u64) -> u64 {
         let r = u128::from(a) * u128::from(b);
@@ -107,27 +128,27 @@ fn wide(bytes: &[u8]) -> u64 {
         u64::from_le_bytes(b[i..i + 8].try_into().expect("8 bytes"))
     }
     let len = bytes.len() as u64;
-    let seed = K[2] ^ mix(K[0] ^ len, K[1]);
-    let (mut s0, mut s1, mut s2) = (seed, seed ^ K[0], seed ^ K[3]);
+    let seed = k[2] ^ mix(k[0] ^ len, k[1]);
+    let (mut s0, mut s1, mut s2) = (seed, seed ^ k[0], seed ^ k[3]);
     let mut rest = bytes;
     while rest.len() > 48 {
-        s0 = mix(word(rest, 0) ^ K[1], word(rest, 8) ^ s0);
-        s1 = mix(word(rest, 16) ^ K[2], word(rest, 24) ^ s1);
-        s2 = mix(word(rest, 32) ^ K[3], word(rest, 40) ^ s2);
+        s0 = mix(word(rest, 0) ^ k[1], word(rest, 8) ^ s0);
+        s1 = mix(word(rest, 16) ^ k[2], word(rest, 24) ^ s1);
+        s2 = mix(word(rest, 32) ^ k[3], word(rest, 40) ^ s2);
         rest = &rest[48..];
     }
-    let mut h = mix(s0 ^ K[1], s1 ^ K[2]) ^ mix(s2 ^ K[3], seed);
+    let mut h = mix(s0 ^ k[1], s1 ^ k[2]) ^ mix(s2 ^ k[3], seed);
     while rest.len() > 16 {
-        h = mix(word(rest, 0) ^ K[1], word(rest, 8) ^ h);
+        h = mix(word(rest, 0) ^ k[1], word(rest, 8) ^ h);
         rest = &rest[16..];
     }
     let mut tail = [0u8; 16];
     tail[..rest.len()].copy_from_slice(rest);
     h = mix(
-        word(&tail, 0) ^ K[1],
+        word(&tail, 0) ^ k[1],
         word(&tail, 8) ^ h ^ rest.len() as u64,
     );
-    mix(h ^ K[0], K[3] ^ len)
+    mix(h ^ k[0], k[3] ^ len)
 }
 
 /// simd-json's scratch space, reused from line to line.
