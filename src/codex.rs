@@ -941,9 +941,8 @@ impl CodexContext {
 /// (2 MiB, content-addressed, so valid across runs): each word holds 28
 /// bits of the line's hash (beyond its slot) mixed with its length and 28
 /// bits of its hash under a key drawn for the process, beside its 8-bit
-/// mapping,
-/// read and written whole (a slot taken by another line is a miss: that
-/// line is parsed). The keyed bits are there because the line hash is not
+/// mapping, read and written whole (a slot taken by another line is a
+/// miss: that line is parsed). The keyed bits are there because the line hash is not
 /// keyed: collisions with it can be crafted, and a crafted line must not
 /// be counted as another (a malformed one as valid) from the table.
 pub(crate) mod memo {
@@ -961,7 +960,7 @@ pub(crate) mod memo {
     static TABLE: [AtomicU64; 1 << BITS] = [const { AtomicU64::new(0) }; 1 << BITS];
 
     /// The entry types kept, by index: response items, then the envelope
-    /// types (see [`kept`]).
+    /// types.
     pub(crate) const ITEMS: [&str; 12] = [
         "response_item/function_call",
         "response_item/custom_tool_call",
@@ -1047,20 +1046,11 @@ pub(crate) mod memo {
         TABLE[i].store(keyed(line) | check | m.code(), Ordering::Relaxed);
     }
 
-    /// The index of a kept entry type: of an envelope `ty` and its
-    /// payload's `item` type (a later `session_meta`, a parent's replayed,
-    /// makes no record; a `compacted` summary is a system record).
-    pub(crate) fn kept(ty: &str, item: Option<&str>) -> Option<usize> {
-        let entry = match (ty, item) {
-            ("response_item", Some(item)) => {
-                return ITEMS[..10]
-                    .iter()
-                    .position(|t| t.strip_prefix("response_item/") == Some(item));
-            }
-            ("session_meta" | "compacted", _) => ty,
-            _ => return None,
-        };
-        ITEMS.iter().position(|t| *t == entry)
+    /// The index of a kept entry type (as `map` names it: `ty`, or
+    /// `ty/item` for response items; a later `session_meta`, a parent's
+    /// replayed, makes no record; a `compacted` summary is a system record).
+    pub(crate) fn kept(entry_type: &str) -> Option<usize> {
+        ITEMS.iter().position(|t| *t == entry_type)
     }
 
     #[cfg(test)]
@@ -1114,13 +1104,13 @@ pub(crate) mod memo {
                 );
             }
             assert_eq!(Mapped::of(0), None);
-            assert_eq!(kept("response_item", Some("reasoning")), Some(9));
-            assert_eq!(kept("response_item", Some("message")), None);
-            assert_eq!(kept("response_item", None), None);
-            assert_eq!(kept("session_meta", None), Some(10));
-            assert_eq!(kept("compacted", None), Some(11));
-            assert_eq!(kept("event_msg", Some("token_count")), None);
-            assert_eq!(kept("turn_context", None), None);
+            assert_eq!(kept("response_item/reasoning"), Some(9));
+            assert_eq!(kept("response_item/message"), None);
+            assert_eq!(kept("response_item"), None);
+            assert_eq!(kept("session_meta"), Some(10));
+            assert_eq!(kept("compacted"), Some(11));
+            assert_eq!(kept("event_msg/token_count"), None);
+            assert_eq!(kept("turn_context"), None);
         }
     }
 }
@@ -1575,7 +1565,7 @@ impl MapLine for CodexContext {
             _ => None,
         };
         if by_bytes && !repaired && filter.builds_none() && raw.len() >= memo::MIN_LEN {
-            if let Some(item) = memo::kept(e.ty, e.item) {
+            if let Some(item) = memo::kept(entry_type) {
                 let role = shape.map(Shape::role);
                 memo::put(self.hash, fp, raw, memo::Mapped { item, role });
             }
