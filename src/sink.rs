@@ -196,36 +196,55 @@ pub trait Sink {
 /// as fresh pages to fault in and clear.
 const OUT_CAPACITY: usize = (2 * crate::archive::PART_BYTES as usize) / 4 * 5 + (1 << 20);
 
-/// Buffers kept in the pool at most: about the tasks in flight.
-const OUT_POOLED: usize = 96;
+/// Bytes of written pages the pool keeps at most, over all its buffers.
+const OUT_POOLED_BYTES: usize = 128 << 20;
 
-/// Output buffers handed back after writing, for the next tasks of the run.
+/// Output buffers handed back after writing, for the next tasks of the run,
+/// each with how many of its bytes were written before (their pages are
+/// mapped): a task takes the buffer whose written pages just cover what it
+/// needs, else the one with the most, so that pages are faulted in and
+/// cleared once for the run, not once for each task.
 #[derive(Debug, Default, Clone)]
-struct BufferPool(Arc<Mutex<Vec<Vec<u8>>>>);
+struct BufferPool(Arc<Mutex<Pooled>>);
+
+#[derive(Debug, Default)]
+struct Pooled {
+    /// By written bytes, ascending.
+    free: Vec<(usize, Vec<u8>)>,
+    /// The sum of their written bytes.
+    warm: usize,
+}
 
 impl BufferPool {
-    /// A buffer for `need` bytes of records: the most recently returned one
-    /// that is large enough (its pages are still mapped and warm), or a new
-    /// one.
-    fn take(&self, need: usize) -> Vec<u8> {
+    /// A buffer for `need` bytes of records, and how many of its bytes were
+    /// written before.
+    fn take(&self, need: usize) -> (Vec<u8>, usize) {
         let mut pool = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        match pool.iter().rposition(|b| b.capacity() >= need) {
-            Some(i) => pool.remove(i),
-            None => {
-                drop(pool);
-                Vec::with_capacity(need.max(OUT_CAPACITY))
-            }
-        }
+        let at = pool.free.partition_point(|(w, _)| *w < need);
+        let at = if at < pool.free.len() {
+            at
+        } else if let Some(last) = pool.free.len().checked_sub(1) {
+            last
+        } else {
+            drop(pool);
+            return (Vec::with_capacity(need.max(OUT_CAPACITY)), 0);
+        };
+        let (w, buf) = pool.free.remove(at);
+        pool.warm -= w;
+        (buf, w)
     }
 
-    fn give(&self, mut buf: Vec<u8>) {
+    fn give(&self, mut buf: Vec<u8>, warm: usize) {
         if buf.capacity() > 64 << 20 {
             return;
         }
+        let w = warm.max(buf.len()).min(buf.capacity());
         buf.clear();
         let mut pool = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        if pool.len() < OUT_POOLED {
-            pool.push(buf);
+        if pool.warm + w <= OUT_POOLED_BYTES {
+            let at = pool.free.partition_point(|(x, _)| *x < w);
+            pool.free.insert(at, (w, buf));
+            pool.warm += w;
         }
     }
 }
@@ -235,6 +254,8 @@ impl BufferPool {
 pub struct NdjsonBatch {
     bytes: Vec<u8>,
     ends: Vec<usize>,
+    /// Bytes of `bytes`' buffer written before this batch.
+    warm: usize,
 }
 
 impl NdjsonBatch {
@@ -275,9 +296,11 @@ impl Encoder for NdjsonEncoder {
         let need = usize::try_from(bytes + bytes / 4)
             .unwrap_or(0)
             .min(64 << 20);
+        let (bytes, warm) = self.pool.take(need);
         NdjsonBatch {
-            bytes: self.pool.take(need),
+            bytes,
             ends: Vec::new(),
+            warm,
         }
     }
 
@@ -336,7 +359,7 @@ impl Sink for NdjsonStdout {
 
     fn write(&mut self, batch: NdjsonBatch, dropped: &[usize]) -> Result<bool, Error> {
         let r = batch.write_kept(&mut self.w, dropped);
-        self.pool.give(batch.bytes);
+        self.pool.give(batch.bytes, batch.warm);
         self.result(r)
     }
 
@@ -487,7 +510,7 @@ impl Sink for NdjsonFile {
         };
         let r = batch.write_kept(&mut counter, dropped);
         out.len += counter.n;
-        self.pool.give(batch.bytes);
+        self.pool.give(batch.bytes, batch.warm);
         r.map_err(|e| Error::new(&self.path, ErrorKind::Write(e)))?;
         Ok(true)
     }
@@ -724,6 +747,36 @@ impl<F: FnMut(OwnedRecord)> Sink for ForEach<F> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_task_takes_the_buffer_whose_written_pages_cover_it_else_the_warmest() {
+        let pool = BufferPool::default();
+        // Three buffers handed back, written to 100, 3,000 and 50,000 bytes
+        // (the last one before: `warm` counts what earlier batches wrote).
+        for (len, warm) in [(3_000, 0), (100, 0), (20, 50_000)] {
+            let mut b = Vec::with_capacity(64 << 10);
+            b.resize(len, b'x');
+            pool.give(b, warm);
+        }
+        let (b, warm) = pool.take(2_000);
+        assert_eq!((b.len(), warm), (0, 3_000));
+        let (_, warm) = pool.take(60_000);
+        assert_eq!(warm, 50_000);
+        let (_, warm) = pool.take(10);
+        assert_eq!(warm, 100);
+        // Empty: a new buffer, no page written.
+        let (b, warm) = pool.take(10);
+        assert_eq!((b.capacity() >= OUT_CAPACITY, warm), (true, 0));
+        // What the pool keeps is bounded by the bytes written, not by count
+        // (capacity alone costs address space: these pages are untouched).
+        let big = |w| {
+            pool.give(Vec::with_capacity(64 << 20), w);
+            pool.0.lock().unwrap().free.len()
+        };
+        assert_eq!(big(OUT_POOLED_BYTES - (64 << 20)), 1);
+        assert_eq!(big(64 << 20), 2);
+        assert_eq!(big(1), 2);
+    }
 
     #[test]
     fn a_batch_writes_all_but_the_dropped_lines() {
