@@ -21,7 +21,7 @@ use crate::counts::LineCounts;
 use crate::error::Error;
 use crate::format::{BoxedSource, Format, Input};
 use crate::json::{as_bool, as_str, as_u64, elements, fingerprint, is_blank, write_json, Fields};
-use crate::json::{JsonParser, LineHash, PrefixLines};
+use crate::json::{JsonParser, LineHash, ParsedLine, PrefixLines};
 use crate::pi::{Entry, Header, LinePos, MapLine, RoleFilter, Text};
 use crate::record::{Record, Role, Usage};
 use crate::report::{Report, SkipReason};
@@ -397,6 +397,12 @@ mod zst {
             self.inner.next_entry()
         }
 
+        fn next_entry_parsed(
+            &mut self,
+        ) -> Result<Option<(Entry<'_>, Option<crate::ParsedLine<'_>>)>, Error> {
+            self.inner.next_entry_parsed()
+        }
+
         fn position(&self) -> Position {
             Position {
                 byte: self.start + self.read.load(Ordering::Relaxed),
@@ -576,6 +582,10 @@ impl RecordSource for CodexSource<'_> {
 
     fn next_entry(&mut self) -> Result<Option<Entry<'_>>, Error> {
         self.0.next_entry()
+    }
+
+    fn next_entry_parsed(&mut self) -> Result<Option<(Entry<'_>, Option<ParsedLine<'_>>)>, Error> {
+        self.0.next_entry_parsed()
     }
 
     fn position(&self) -> Position {

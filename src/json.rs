@@ -158,6 +158,9 @@ pub(crate) struct JsonParser {
     /// The longest line parsed: simd-json's buffers (which do not tell
     /// their size) grow with it.
     longest: usize,
+    /// The address of the copy the last line was parsed in, when it parsed
+    /// as read (not repaired): see [`ParsedLine`].
+    copy: Option<usize>,
 }
 
 impl JsonParser {
@@ -166,6 +169,7 @@ impl JsonParser {
             buffers: simd_json::Buffers::default(),
             tape: Some(Tape::null()),
             longest: 0,
+            copy: None,
         }
     }
 
@@ -190,13 +194,207 @@ impl JsonParser {
     ) -> T {
         self.longest = self.longest.max(line.len());
         let mut tape = self.tape.take().unwrap_or_else(Tape::null).reset();
-        let out = match parse_into(&mut self.buffers, &mut tape, arena, line) {
-            Ok(repaired) => f(Ok((&tape.0, repaired))),
-            Err(e) => f(Err(e)),
+        let (out, copy) = match parse_into(&mut self.buffers, &mut tape, arena, line) {
+            Ok(Parsed::AsRead(copy)) => (f(Ok((&tape.0, false))), Some(copy)),
+            Ok(Parsed::Repaired) => (f(Ok((&tape.0, true))), None),
+            Err(e) => (f(Err(e)), None),
         };
+        self.copy = copy;
         self.tape = Some(tape.reset());
         out
     }
+
+    /// `line`, when it is the line [`JsonParser::parse`] last parsed as
+    /// read, and since then [`JsonParser::forget`] was not called.
+    pub(crate) fn parsed<'l>(&self, line: &'l [u8]) -> Option<ParsedLine<'l>> {
+        self.copy.map(|copy| ParsedLine { bytes: line, copy })
+    }
+
+    /// Forgets the last line parsed (a line handed out without a parse).
+    pub(crate) fn forget(&mut self) {
+        self.copy = None;
+    }
+}
+
+/// A line as read, and where simd-json parsed its copy: the strings of the
+/// line's entry that point into that copy start where their bytes start in
+/// the line, so that such a string can be written as the line's own bytes
+/// when those bytes are exactly what [`escape`] writes for it
+/// ([`ParsedLine::escaped`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ParsedLine<'l> {
+    bytes: &'l [u8],
+    /// The address of the copy's first byte (compared, never read).
+    copy: usize,
+}
+
+impl<'l> ParsedLine<'l> {
+    /// The JSON string `s` as the line holds it, quotes included, when `s`
+    /// is a whole string of the line that the line writes exactly as
+    /// [`escape`] would (its escapes `\"`, `\\`, `\b`, `\f`, `\n`, `\r`,
+    /// `\t`, and `\u00xx` in lowercase for the other control bytes);
+    /// `None` for any other string, which is then escaped.
+    ///
+    /// Why the bytes are then `escape(s)`: `s` starts at offset `o` of the
+    /// copy, and the line's byte before `o` is a quote no backslash escapes,
+    /// so a string of the line starts at `o` (a quote inside a string is
+    /// escaped) and `s` is its start. `n`, the length of `escape(s)`, ends
+    /// at an unescaped quote of the line: that string's end. Its raw bytes
+    /// are then exactly `n` long, where every other way of writing a
+    /// character is longer than the canonical one (`\/`, `\u0041`, a
+    /// surrogate pair; simd-json rejects raw control bytes) and `escape`'s
+    /// length grows with every character of a prefix: so `s` is the whole
+    /// string and each of its characters is written canonically, or in the
+    /// one other way of the same length, a `\u00XX` escape with an
+    /// uppercase hex digit, which the bytes are searched for when `s` holds
+    /// such a control byte.
+    pub fn escaped(&self, s: &str) -> Option<&'l [u8]> {
+        let b = self.bytes;
+        let o = (s.as_ptr() as usize).checked_sub(self.copy)?;
+        if o == 0 || o > b.len() || s.len() > b.len() - o || b[o - 1] != b'"' {
+            return None;
+        }
+        let (n, hex) = escaped_len(s.as_bytes());
+        let end = o + n;
+        if end >= b.len() || b[end] != b'"' {
+            return None;
+        }
+        let even = |run: &[u8]| run.iter().rev().take_while(|&&c| c == b'\\').count() % 2 == 0;
+        if !(even(&b[..o - 1]) && even(&b[o..end])) {
+            return None;
+        }
+        if hex && maybe_upper_hex(&b[o..end]) {
+            return None;
+        }
+        Some(&b[o - 1..=end])
+    }
+}
+
+/// Whether `raw` may hold a `\u00XX` escape with an uppercase hex digit:
+/// a backslash, `u` and, five bytes after the backslash, `A` to `F` (a
+/// superset: a string is then escaped again).
+fn maybe_upper_hex(raw: &[u8]) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        #[allow(unsafe_code)]
+        // SAFETY: AVX2 is there.
+        return unsafe { maybe_upper_hex_avx2(raw) };
+    }
+    maybe_upper_hex_bytes(raw, 0)
+}
+
+/// [`maybe_upper_hex`] for the escapes starting at `from` or later.
+fn maybe_upper_hex_bytes(raw: &[u8], from: usize) -> bool {
+    (from..raw.len().saturating_sub(5))
+        .any(|i| raw[i] == b'\\' && raw[i + 1] == b'u' && matches!(raw[i + 5], b'A'..=b'F'))
+}
+
+/// [`maybe_upper_hex`] 32 escapes' starts at a time.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+#[allow(unsafe_code)]
+unsafe fn maybe_upper_hex_avx2(raw: &[u8]) -> bool {
+    use std::arch::x86_64::{
+        __m256i, _mm256_and_si256, _mm256_cmpeq_epi8, _mm256_loadu_si256, _mm256_min_epu8,
+        _mm256_movemask_epi8, _mm256_set1_epi8, _mm256_sub_epi8,
+    };
+    let at = |i: usize| raw.as_ptr().wrapping_add(i).cast::<__m256i>();
+    let (backslash, u) = (_mm256_set1_epi8(b'\\' as i8), _mm256_set1_epi8(b'u' as i8));
+    let (a, five) = (_mm256_set1_epi8(b'A' as i8), _mm256_set1_epi8(5));
+    let mut p = 0;
+    while p + 37 <= raw.len() {
+        // SAFETY: each load's 32 bytes end by `p + 37 <= raw.len()`.
+        let (v0, v1, v5) = unsafe {
+            (
+                _mm256_loadu_si256(at(p)),
+                _mm256_loadu_si256(at(p + 1)),
+                _mm256_loadu_si256(at(p + 5)),
+            )
+        };
+        // v5 - 'A' <= 5, unsigned: `A` to `F`.
+        let d = _mm256_sub_epi8(v5, a);
+        let hit = _mm256_and_si256(
+            _mm256_and_si256(_mm256_cmpeq_epi8(v0, backslash), _mm256_cmpeq_epi8(v1, u)),
+            _mm256_cmpeq_epi8(_mm256_min_epu8(d, five), d),
+        );
+        if _mm256_movemask_epi8(hit) != 0 {
+            return true;
+        }
+        p += 32;
+    }
+    maybe_upper_hex_bytes(raw, p)
+}
+
+/// The length of [`escape`]'s bytes for `s`, quotes left out, and whether
+/// it writes a `\u00xx` escape.
+fn escaped_len(s: &[u8]) -> (usize, bool) {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        #[allow(unsafe_code)]
+        // SAFETY: AVX2 is there.
+        return unsafe { escaped_len_avx2(s) };
+    }
+    escaped_len_bytes(s)
+}
+
+/// [`escaped_len`] a byte at a time: the portable path, and the reference
+/// of the AVX2 one's tests.
+fn escaped_len_bytes(s: &[u8]) -> (usize, bool) {
+    let (mut n, mut hex) = (s.len(), false);
+    for &c in s {
+        match ESCAPE[usize::from(c)] {
+            0 => {}
+            b'u' => {
+                n += 5;
+                hex = true;
+            }
+            _ => n += 1,
+        }
+    }
+    (n, hex)
+}
+
+/// [`escaped_len`] 32 bytes at a time.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+#[allow(unsafe_code)]
+unsafe fn escaped_len_avx2(s: &[u8]) -> (usize, bool) {
+    use std::arch::x86_64::{
+        __m256i, _mm256_and_si256, _mm256_andnot_si256, _mm256_cmpeq_epi8, _mm256_loadu_si256,
+        _mm256_min_epu8, _mm256_movemask_epi8, _mm256_or_si256, _mm256_set1_epi8, _mm256_setr_epi8,
+        _mm256_shuffle_epi8,
+    };
+    let quote = _mm256_set1_epi8(b'"' as i8);
+    let backslash = _mm256_set1_epi8(b'\\' as i8);
+    let (below_20, below_10) = (_mm256_set1_epi8(0x1f), _mm256_set1_epi8(0x0f));
+    // The control bytes with a short escape (`\b \t \n \f \r`), by low
+    // nibble, in each 16-byte lane.
+    #[rustfmt::skip]
+    let named = _mm256_setr_epi8(
+        0, 0, 0, 0, 0, 0, 0, 0, -1, -1, -1, 0, -1, -1, 0, 0,
+        0, 0, 0, 0, 0, 0, 0, 0, -1, -1, -1, 0, -1, -1, 0, 0,
+    );
+    // Bytes escaped (one more byte each), and those as `\u00xx` (four more).
+    let (mut escaped, mut hex) = (0usize, 0usize);
+    let mut p = 0;
+    while p + 32 <= s.len() {
+        // SAFETY: `p + 32 <= s.len()`.
+        let v = unsafe { _mm256_loadu_si256(s.as_ptr().add(p).cast::<__m256i>()) };
+        // min(v, n) == v: v <= n, unsigned.
+        let control = _mm256_cmpeq_epi8(_mm256_min_epu8(v, below_20), v);
+        let low = _mm256_cmpeq_epi8(_mm256_min_epu8(v, below_10), v);
+        let short = _mm256_and_si256(_mm256_shuffle_epi8(named, v), low);
+        let m = _mm256_or_si256(
+            _mm256_or_si256(_mm256_cmpeq_epi8(v, quote), _mm256_cmpeq_epi8(v, backslash)),
+            control,
+        );
+        escaped += (_mm256_movemask_epi8(m) as u32).count_ones() as usize;
+        hex += (_mm256_movemask_epi8(_mm256_andnot_si256(short, control)) as u32).count_ones()
+            as usize;
+        p += 32;
+    }
+    let (n, tail_hex) = escaped_len_bytes(&s[p..]);
+    (n + p + escaped + 4 * hex, hex > 0 || tail_hex)
 }
 
 /// A parser and an arena for a short parse outside a source (a format's
@@ -266,16 +464,24 @@ impl<'p> Iterator for PrefixLines<'p> {
     }
 }
 
+/// How a line parsed.
+pub(crate) enum Parsed {
+    /// As read, in a copy at this address.
+    AsRead(usize),
+    /// After repair (invalid UTF-8 or lone surrogate escapes).
+    Repaired,
+}
+
 /// Copies `line` into the arena with simd-json's padding and parses it in
-/// place. Ok(true) when the line needed repair.
+/// place.
 pub(crate) fn parse_into<'a>(
     buffers: &mut simd_json::Buffers,
     tape: &mut Tape<'a>,
     arena: &'a Bump,
     line: &[u8],
-) -> Result<bool, SkipReason> {
+) -> Result<Parsed, SkipReason> {
     let err = match parse_padded(buffers, tape, arena, line) {
-        Ok(()) => return Ok(false),
+        Ok(copy) => return Ok(Parsed::AsRead(copy)),
         Err(e) => e,
     };
     match err.error() {
@@ -285,17 +491,18 @@ pub(crate) fn parse_into<'a>(
     let mut fixed = bumpalo::collections::Vec::with_capacity_in(line.len() + 16, arena);
     repair(line, &mut fixed);
     match parse_padded(buffers, tape, arena, &fixed) {
-        Ok(()) => Ok(true),
+        Ok(_) => Ok(Parsed::Repaired),
         Err(e) => Err(reason_for(line, &e)),
     }
 }
 
+/// Returns the address of the copy parsed.
 fn parse_padded<'a>(
     buffers: &mut simd_json::Buffers,
     tape: &mut Tape<'a>,
     arena: &'a Bump,
     line: &[u8],
-) -> Result<(), simd_json::Error> {
+) -> Result<usize, simd_json::Error> {
     let len = line.len();
     // Each byte written once, by memcpy (bumpalo's `extend_from_slice`
     // copies byte by byte: it was a third of all instructions; a space-filled
@@ -303,7 +510,9 @@ fn parse_padded<'a>(
     const PADDING: [u8; simd_json::INPUT_PADDING] = [b' '; simd_json::INPUT_PADDING];
     let mut buf = bumpalo::collections::Vec::with_capacity_in(len + PADDING.len(), arena);
     buf.extend_from_slices_copy(&[line, &PADDING]);
-    simd_json::fill_tape_padded(buf.into_bump_slice_mut(), len, buffers, tape)
+    let copy = buf.into_bump_slice_mut();
+    let at = copy.as_ptr() as usize;
+    simd_json::fill_tape_padded(copy, len, buffers, tape).map(|()| at)
 }
 
 fn reason_for(line: &[u8], err: &simd_json::Error) -> SkipReason {
@@ -1035,6 +1244,174 @@ mod tests {
             parts.push(b'"');
             assert_eq!(parts, out, "{len} {every}");
         }
+    }
+
+    /// A random string, and a line `{"k":"…","t":"…"}` holding it written
+    /// in each way JSON allows for each character (`canonical` alone: the
+    /// way serde_json and JavaScript write it).
+    fn encoded_line(next: &mut impl FnMut() -> u64, canonical: bool) -> (String, Vec<u8>) {
+        let chars = [
+            'a', 'Z', '/', ' ', '"', '\\', '\n', '\t', '\r', '\u{8}', '\u{c}', '\u{0}', '\u{1}',
+            '\u{b}', '\u{1b}', '\u{1f}', '\u{7f}', 'é', '€', '😀', 'A', 'f', '\u{2028}',
+        ];
+        let len = next() % 90;
+        let mut s = String::new();
+        let mut raw = String::new();
+        for _ in 0..len {
+            let c = chars[(next() % chars.len() as u64) as usize];
+            s.push(c);
+            let canon = serde_json::to_string(&c.to_string()).unwrap();
+            let canon = &canon[1..canon.len() - 1];
+            let way = if canonical { 0 } else { next() % 5 };
+            let u = c as u32;
+            match way {
+                1 if c == '/' => raw.push_str("\\/"),
+                2 if u <= 0xffff => raw.push_str(&format!("\\u{u:04X}")),
+                3 if u <= 0xffff => raw.push_str(&format!("\\u{u:04x}")),
+                4 if u > 0xffff => {
+                    let v = u - 0x10000;
+                    let (hi, lo) = (0xd800 + (v >> 10), 0xdc00 + (v & 0x3ff));
+                    raw.push_str(&format!("\\u{hi:04x}\\u{lo:04x}"));
+                }
+                _ => raw.push_str(canon),
+            }
+        }
+        let line = format!(r#"{{"k":"\"{raw}","t":"{raw}","n":["{raw}"]}}"#);
+        (s, line.into_bytes())
+    }
+
+    /// What `escaped` gives for every string of a line's tape, and for
+    /// each one's prefixes and suffixes: a copy of the line's bytes only
+    /// when they are what `escape` writes, and for a canonically written
+    /// line, the whole strings (here, all but `k`'s, which starts with an
+    /// escape of its own, also canonical) always.
+    #[test]
+    fn a_string_is_copied_from_its_line_exactly_when_the_line_writes_it_as_escape_does() {
+        let mut x = 0x51_7CC1_B727_220Au64;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let (mut copied, mut escaped_again) = (0, 0);
+        let mut json = JsonParser::new();
+        for round in 0..6000 {
+            let canonical = round % 3 == 0;
+            let (want, line) = encoded_line(&mut next, canonical);
+            let arena = Bump::new();
+            let strings: Vec<&str> = json.parse(&line, &arena, |parsed| {
+                let (nodes, repaired) = parsed.unwrap();
+                assert!(!repaired);
+                let strings = nodes.iter().filter_map(|n| match n {
+                    Node::String(s) => Some(*s),
+                    _ => None,
+                });
+                strings.collect()
+            });
+            let parsed = json.parsed(&line).expect("parsed as read");
+            let mut got = Vec::new();
+            for s in strings {
+                let mut cuts: Vec<&str> = vec![s];
+                for (i, _) in s.char_indices().skip(1) {
+                    cuts.push(&s[..i]);
+                    cuts.push(&s[i..]);
+                }
+                for c in cuts {
+                    match parsed.escaped(c) {
+                        Some(b) => {
+                            assert_eq!(b, serde_json::to_string(c).unwrap().as_bytes(), "{c:?}");
+                            assert!(std::ptr::eq(c, s), "a part of a string: {c:?}");
+                            copied += 1;
+                        }
+                        None => escaped_again += 1,
+                    }
+                }
+                got.push((s.to_string(), parsed.escaped(s).is_some()));
+            }
+            // Keys k, t, n, then the strings.
+            let strings: Vec<_> = got
+                .iter()
+                .filter(|(s, _)| !["k", "t", "n"].contains(&s.as_str()))
+                .collect();
+            assert_eq!(strings.len(), 3, "{}", String::from_utf8_lossy(&line));
+            assert_eq!(strings[0].0, format!("\"{want}"));
+            assert_eq!((&strings[1].0, &strings[2].0), (&want, &want));
+            if canonical {
+                assert!(
+                    got.iter().all(|(_, c)| *c),
+                    "{}",
+                    String::from_utf8_lossy(&line)
+                );
+            }
+        }
+        assert!(
+            copied > 10_000 && escaped_again > 10_000,
+            "{copied} {escaped_again}"
+        );
+    }
+
+    /// Other strings than the line's: in the arena, after the line's copy;
+    /// or the line's, after a repair.
+    #[test]
+    fn strings_not_in_the_lines_copy_are_escaped_again() {
+        let mut json = JsonParser::new();
+        let arena = Bump::new();
+        let line = br#"{"t":"abc","u":"x\ud83dy"}"#;
+        let t = json.parse(line, &arena, |parsed| {
+            let (nodes, repaired) = parsed.unwrap();
+            assert!(repaired);
+            let Node::String(t) = nodes[2] else { panic!() };
+            t
+        });
+        assert_eq!(t, "abc");
+        assert_eq!(json.parsed(line), None, "repaired: not parsed as read");
+        let line = br#"{"t":"abc"}"#;
+        let t = json.parse(line, &arena, |parsed| {
+            let Node::String(t) = parsed.unwrap().0[2] else {
+                panic!()
+            };
+            t
+        });
+        let parsed = json.parsed(line).unwrap();
+        assert_eq!(parsed.escaped(t), Some(&br#""abc""#[..]));
+        let elsewhere = arena.alloc_str("abc");
+        assert_eq!(parsed.escaped(elsewhere), None);
+        json.forget();
+        assert_eq!(json.parsed(line), None);
+    }
+
+    #[test]
+    fn the_vector_scans_count_as_the_byte_ones() {
+        let mut x = 0x2545_F491_4F6C_DD1Du64;
+        for len in 0..400 {
+            for _ in 0..30 {
+                let b: Vec<u8> = (0..len)
+                    .map(|_| {
+                        x ^= x << 13;
+                        x ^= x >> 7;
+                        x ^= x << 17;
+                        match x % 12 {
+                            0 => b'"',
+                            1 => b'\\',
+                            2 => (x >> 8) as u8 % 0x20,
+                            3 => b'u',
+                            4 => b'A' + (x >> 8) as u8 % 7,
+                            _ => (x >> 8) as u8,
+                        }
+                    })
+                    .collect();
+                assert_eq!(escaped_len(&b), escaped_len_bytes(&b), "{b:?}");
+                assert_eq!(maybe_upper_hex(&b), maybe_upper_hex_bytes(&b, 0), "{b:?}");
+            }
+        }
+        assert_eq!(
+            escaped_len(b"a\"\\\n\x1b\x08\x0b"),
+            (1 + 2 + 2 + 2 + 6 + 2 + 6, true)
+        );
+        assert_eq!(escaped_len("é\t".as_bytes()), (4, false));
+        assert!(maybe_upper_hex(b"xx\\u001Bxx"));
+        assert!(!maybe_upper_hex(b"xx\\u001bxx"));
     }
 
     #[test]

@@ -36,7 +36,7 @@ mod usage;
 
 pub use counts::LineCounts;
 pub use error::{Error, ErrorKind};
-pub use json::LineHash;
+pub use json::{LineHash, ParsedLine};
 pub use mmap::MmapSessionSource;
 pub use pi::{Entry, Header, RoleFilter};
 pub use record::{OwnedRecord, Record, Role, Usage};

@@ -238,6 +238,13 @@ impl<R: Read> LineReader<R> {
         &mut self.buf[..self.cap]
     }
 
+    /// The last line handed out, `len` bytes (its `\n`, when `terminated`,
+    /// left out), while no other call has been made since.
+    pub(crate) fn last_line(&self, len: usize, terminated: bool) -> &[u8] {
+        let end = self.pos - usize::from(terminated);
+        &self.buf[end - len..end]
+    }
+
     /// Absolute offset just after the last line handed out (its `\n`
     /// included).
     pub fn consumed(&self) -> u64 {

@@ -1,5 +1,6 @@
 //! The pinned NDJSON record line, and the one JSON string escaper.
 
+use crate::json::ParsedLine;
 use crate::record::Record;
 #[cfg(test)]
 use crate::record::Usage;
@@ -50,11 +51,15 @@ fn json_i64(out: &mut Vec<u8>, n: i64) {
 /// values omitted, `kinds` always present. `text_bytes` is the full length
 /// of a text that `max_text` cut (see [`cut_text`]). Byte for byte what
 /// serde_json writes for the same fields (tested).
+///
+/// `line` is the line the record was parsed from, when known: a text that
+/// the line holds exactly as it is written here is copied from it.
 pub(crate) fn write_record(
     out: &mut Vec<u8>,
     rec: &Record<'_>,
     file: &str,
     text_bytes: Option<u64>,
+    line: Option<ParsedLine<'_>>,
 ) {
     let text = rec.text;
     let str_field = |out: &mut Vec<u8>, name: &[u8], v: Option<&str>| {
@@ -89,7 +94,13 @@ pub(crate) fn write_record(
         out.extend_from_slice(b",\"timestamp\":");
         json_i64(out, t);
     }
-    str_field(out, b",\"text\":", Some(text));
+    match line.and_then(|l| l.escaped(text)) {
+        Some(raw) => {
+            out.extend_from_slice(b",\"text\":");
+            out.extend_from_slice(raw);
+        }
+        None => str_field(out, b",\"text\":", Some(text)),
+    }
     str_field(out, b",\"provider\":", rec.provider);
     str_field(out, b",\"model\":", rec.model);
     if let Some(u) = &rec.usage {
@@ -268,7 +279,7 @@ mod tests {
                         Some((r, full)) => (r, Some(*full)),
                         None => (&rec, None),
                     };
-                    write_record(&mut a, r, "dir/\"odd\"\tname.jsonl", full);
+                    write_record(&mut a, r, "dir/\"odd\"\tname.jsonl", full, None);
                     write_record_serde(&mut b, &rec, "dir/\"odd\"\tname.jsonl", max);
                     assert_eq!(String::from_utf8(a).unwrap(), String::from_utf8(b).unwrap());
                     n += 1;

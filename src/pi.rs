@@ -11,7 +11,7 @@ use simd_json::Node;
 
 use crate::json::{
     as_bool, as_f64, as_i64, as_str, as_u64, elements, fingerprint, is_blank, write_json, Fields,
-    JsonParser,
+    JsonParser, ParsedLine,
 };
 use crate::record::{Record, Role, Usage};
 use crate::report::{Report, SkipReason};
@@ -269,6 +269,7 @@ impl LineParser {
         report: &mut Report,
         hold_partial: bool,
     ) -> Option<Entry<'a>> {
+        self.json.forget();
         if is_blank(line) {
             return None;
         }
@@ -292,6 +293,13 @@ impl LineParser {
             return self.parse_and_map(line, pos, arena, ctx, &mut Report::default(), false);
         }
         self.parse_and_map(line, pos, arena, ctx, report, hold)
+    }
+
+    /// `line`, when it is the line [`LineParser::line`] was last given and
+    /// its entry came from parsing it as read: where the entry's strings
+    /// are in it (see [`ParsedLine`]).
+    pub(crate) fn parsed<'l>(&self, line: &'l [u8]) -> Option<ParsedLine<'l>> {
+        self.json.parsed(line)
     }
 
     fn parse_and_map<'a, C: MapLine>(

@@ -27,6 +27,7 @@ use std::sync::{Arc, Mutex};
 
 use crate::archive::CheckpointStore;
 use crate::error::{Error, ErrorKind};
+use crate::json::ParsedLine;
 use crate::ndjson;
 use crate::record::{OwnedRecord, Record};
 
@@ -45,6 +46,9 @@ pub struct Place<'p> {
     pub format: &'p str,
     /// The session the record's session was forked from, when it names one.
     pub parent_session: Option<&'p str>,
+    /// The line the record was parsed from, when the source has it: its
+    /// strings may be copied from it ([`ParsedLine::escaped`]).
+    pub line: Option<ParsedLine<'p>>,
 }
 
 /// Encodes records on the worker threads into batches.
@@ -305,7 +309,13 @@ impl Encoder for NdjsonEncoder {
     }
 
     fn encode(&self, batch: &mut NdjsonBatch, record: &Record<'_>, place: Place<'_>) {
-        ndjson::write_record(&mut batch.bytes, record, place.file, place.text_bytes);
+        ndjson::write_record(
+            &mut batch.bytes,
+            record,
+            place.file,
+            place.text_bytes,
+            place.line,
+        );
         batch.ends.push(batch.bytes.len());
     }
 }

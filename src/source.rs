@@ -8,7 +8,7 @@ use bumpalo::Bump;
 
 use crate::counts::{LineCounts, Tracker};
 use crate::error::{Error, ErrorKind};
-use crate::json::{is_blank, LineHash};
+use crate::json::{is_blank, LineHash, ParsedLine};
 use crate::line_reader::{
     LineEvent, LineReader, Pooled, DEFAULT_BUFFER_CAPACITY, DEFAULT_MAX_LINE,
 };
@@ -46,6 +46,18 @@ pub trait RecordSource {
     /// # Errors
     /// As `next_record`.
     fn next_entry(&mut self) -> Result<Option<Entry<'_>>, Error>;
+
+    /// [`RecordSource::next_entry`], with the line the entry was parsed
+    /// from when the source has it (the line as read, parsed without
+    /// repair): an encoder may copy a string of the record from it instead
+    /// of escaping it again ([`ParsedLine::escaped`]). The default hands
+    /// out no line.
+    ///
+    /// # Errors
+    /// As `next_record`.
+    fn next_entry_parsed(&mut self) -> Result<Option<(Entry<'_>, Option<ParsedLine<'_>>)>, Error> {
+        Ok(self.next_entry()?.map(|e| (e, None)))
+    }
 
     /// Where a later read of the same file would resume: just after the
     /// last line consumed (a held partial tail excluded).
@@ -211,6 +223,9 @@ pub(crate) trait Lines {
     fn consumed(&self) -> u64;
     /// Lines handed out, counted from the first line of the file.
     fn lines_read(&self) -> u64;
+    /// The last line handed out (`len` bytes, its `\n` when `terminated`
+    /// left out), while `next_line` has not been called since.
+    fn last_line(&self, len: usize, terminated: bool) -> &[u8];
 }
 
 impl<R: Read> Lines for LineReader<R> {
@@ -247,6 +262,10 @@ impl<R: Read> Lines for LineReader<R> {
 
     fn lines_read(&self) -> u64 {
         LineReader::lines(self)
+    }
+
+    fn last_line(&self, len: usize, terminated: bool) -> &[u8] {
+        LineReader::last_line(self, len, terminated)
     }
 }
 
@@ -295,6 +314,14 @@ impl Lines for FileLines<'_> {
             FileLines::Slice(l) => l.lines_read(),
             FileLines::Owned(l) => l.lines_read(),
             FileLines::Reader(l) => Lines::lines_read(l),
+        }
+    }
+
+    fn last_line(&self, len: usize, terminated: bool) -> &[u8] {
+        match self {
+            FileLines::Slice(l) => l.last_line(len, terminated),
+            FileLines::Owned(l) => l.last_line(len, terminated),
+            FileLines::Reader(l) => Lines::last_line(l, len, terminated),
         }
     }
 }
@@ -442,6 +469,11 @@ impl<D: AsRef<[u8]>> Lines for SliceLines<D> {
 
     fn consumed(&self) -> u64 {
         self.base + self.pos as u64
+    }
+
+    fn last_line(&self, len: usize, terminated: bool) -> &[u8] {
+        let end = self.pos - usize::from(terminated);
+        &self.data.as_ref()[end - len..end]
     }
 
     fn lines_read(&self) -> u64 {
@@ -650,15 +682,23 @@ impl<L: Lines, C: MapLine> Session<L, C> {
     }
 
     pub(crate) fn next_record(&mut self) -> Result<Option<Record<'_>>, Error> {
-        Ok(self.advance(false)?.and_then(|e| e.record))
+        Ok(self.advance(false)?.and_then(|(e, _)| e.record))
     }
 
     pub(crate) fn next_entry(&mut self) -> Result<Option<Entry<'_>>, Error> {
+        Ok(self.advance(true)?.map(|(e, _)| e))
+    }
+
+    pub(crate) fn next_entry_parsed(
+        &mut self,
+    ) -> Result<Option<(Entry<'_>, Option<ParsedLine<'_>>)>, Error> {
         self.advance(true)
     }
 
-    /// The next entry with a record, or with `all`, the next entry.
-    fn advance(&mut self, all: bool) -> Result<Option<Entry<'_>>, Error> {
+    /// The next entry with a record, or with `all`, the next entry; with
+    /// the line it was parsed from, when parsed as read.
+    #[allow(clippy::type_complexity)]
+    fn advance(&mut self, all: bool) -> Result<Option<(Entry<'_>, Option<ParsedLine<'_>>)>, Error> {
         let Session {
             lines,
             path,
@@ -698,6 +738,7 @@ impl<L: Lines, C: MapLine> Session<L, C> {
                 }
                 Supplied::Line(bytes, pos) => {
                     *last_unterminated = !pos.terminated;
+                    let (at, len) = (bytes.as_ptr() as usize, bytes.len());
                     let entry = parser.line(bytes, pos, arena, ctx, report, *hold_partial);
                     if let Some(t) = counts.as_mut() {
                         t.after_line(report, entry.is_some());
@@ -705,7 +746,13 @@ impl<L: Lines, C: MapLine> Session<L, C> {
                     if let Some(entry) = entry {
                         if all || entry.record.is_some() {
                             report.bytes = lines.consumed() - start;
-                            return Ok(Some(entry));
+                            // The same bytes again (the borrow of `bytes`
+                            // cannot be returned from the loop).
+                            let line = lines.last_line(len, pos.terminated);
+                            let parsed = (line.as_ptr() as usize == at)
+                                .then(|| parser.parsed(line))
+                                .flatten();
+                            return Ok(Some((entry, parsed)));
                         }
                     }
                 }
@@ -754,6 +801,12 @@ macro_rules! record_source {
 
             fn next_entry(&mut self) -> Result<Option<Entry<'_>>, Error> {
                 self.0.next_entry()
+            }
+
+            fn next_entry_parsed(
+                &mut self,
+            ) -> Result<Option<(Entry<'_>, Option<crate::ParsedLine<'_>>)>, Error> {
+                self.0.next_entry_parsed()
             }
 
             fn position(&self) -> Position {

@@ -231,3 +231,51 @@ fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
     }
     out
 }
+
+/// The fuzz checks' reference JSON string writer writes what serde_json
+/// writes, for every character class.
+#[test]
+fn the_reference_json_string_is_serde_jsons() {
+    let chars = [
+        'a', '"', '\\', '\n', '\r', '\t', '\u{8}', '\u{c}', '\u{0}', '\u{1b}', '\u{1f}', '\u{7f}',
+        'é', '😀', '/',
+    ];
+    let mut s = String::new();
+    for (i, a) in chars.iter().enumerate() {
+        for b in &chars[i..] {
+            s.push(*a);
+            s.push(*b);
+        }
+    }
+    assert_eq!(checks::json_string(&s), serde_json::to_vec(&s).unwrap());
+}
+
+/// A text its line writes as JSON writers do is copied from the line; one
+/// written otherwise (an uppercase `\u001B`, `\/`, `\u00e9`) is not.
+#[test]
+fn a_text_is_copied_only_when_written_as_json_writers_write_it() {
+    use mem_ingest::RecordSource;
+    let line = |content: &str| {
+        format!(
+            r#"{{"type":"message","id":"a","parentId":null,"timestamp":"2025-01-01T00:00:01Z","message":{{"role":"user","content":"{content}","timestamp":1}}}}"#
+        )
+    };
+    for (content, copied) in [
+        (r#"x\u001b[0m\n\"q\"\\"#, true),
+        (r#"x\u001B[0m"#, false),
+        (r#"a\/b"#, false),
+        (r#"caf\u00e9"#, false),
+        ("café", true),
+    ] {
+        let mut input = checks::HEADER.to_vec();
+        input.push(b'\n');
+        input.extend_from_slice(line(content).as_bytes());
+        checks::check_copied_strings(&input);
+        let mut src = mem_ingest::PiSessionSource::from_reader(&input[..], "t.jsonl").unwrap();
+        let (entry, parsed) = src.next_entry_parsed().unwrap().unwrap();
+        let text = entry.record.unwrap().text;
+        let got = parsed.expect("parsed as read").escaped(text);
+        let want = format!("\"{content}\"");
+        assert_eq!(got, copied.then_some(want.as_bytes()), "{content}");
+    }
+}

@@ -60,6 +60,7 @@ pub fn check_line(data: &[u8]) {
         ("fuzz-session", "/fuzz/project", 3)
     );
     check_consistent(&input, &out);
+    check_copied_strings(&input);
     if !data.contains(&b'\n') {
         assert!(out.records.len() <= 1, "one line gave several records");
         for r in &out.records {
@@ -68,6 +69,64 @@ pub fn check_line(data: &[u8]) {
         let want = if is_blank(data) { 1 } else { 2 };
         assert_eq!(out.report.lines, want, "{:?}", out.report);
     }
+}
+
+/// Every string of every record that its line's bytes would give as
+/// written ([`mem_ingest::ParsedLine::escaped`]) is exactly what a JSON
+/// writer writes for it.
+pub fn check_copied_strings(input: &[u8]) {
+    let mut src = PiSessionSource::from_reader_with(input, PATH, &SourceOptions::default())
+        .unwrap_or_else(|e| panic!("a valid header was rejected: {e}"));
+    while let Some((entry, line)) = src.next_entry_parsed().expect("read from memory") {
+        let (Some(r), Some(line)) = (&entry.record, line) else {
+            continue;
+        };
+        let fields = [r.text, r.project, r.session, r.key, r.source, r.entry];
+        let optional = [
+            r.id,
+            r.parent_id,
+            r.message_role,
+            r.provider,
+            r.model,
+            r.stop_reason,
+            r.tool_name,
+            r.tool_call_id,
+            r.custom_type,
+            r.command,
+        ];
+        let kinds = r.kinds.iter().copied();
+        for s in fields
+            .into_iter()
+            .chain(optional.into_iter().flatten())
+            .chain(kinds)
+        {
+            if let Some(b) = line.escaped(s) {
+                assert_eq!(b, json_string(s), "{s:?}");
+            }
+        }
+    }
+}
+
+/// `s` as a JSON string, as serde_json and JavaScript write it.
+pub fn json_string(s: &str) -> Vec<u8> {
+    let mut out = vec![b'"'];
+    for c in s.chars() {
+        match c {
+            '"' => out.extend_from_slice(b"\\\""),
+            '\\' => out.extend_from_slice(b"\\\\"),
+            '\n' => out.extend_from_slice(b"\\n"),
+            '\r' => out.extend_from_slice(b"\\r"),
+            '\t' => out.extend_from_slice(b"\\t"),
+            '\u{8}' => out.extend_from_slice(b"\\b"),
+            '\u{c}' => out.extend_from_slice(b"\\f"),
+            c if (c as u32) < 0x20 => {
+                out.extend_from_slice(format!("\\u{:04x}", c as u32).as_bytes())
+            }
+            c => out.extend_from_slice(c.encode_utf8(&mut [0; 4]).as_bytes()),
+        }
+    }
+    out.push(b'"');
+    out
 }
 
 /// The input of `reader`, decoded: bytes 0..2 (little-endian) choose the

@@ -1213,7 +1213,7 @@ fn drain<E: Encoder>(
         } else {
             Vec::new()
         };
-        let entry = match src.next_entry() {
+        let (entry, parsed) = match src.next_entry_parsed() {
             Ok(Some(e)) => e,
             Ok(None) => break Ok(()),
             Err(e) => break Err(e.cause()),
@@ -1233,6 +1233,8 @@ fn drain<E: Encoder>(
                     fingerprint: entry.fingerprint,
                     format: format.name(),
                     parent_session: parent.as_deref(),
+                    // A cut text is not the line's string.
+                    line: if cut.is_some() { None } else { parsed },
                 };
                 match &cut {
                     Some((cut, _)) => encoder.encode(batch, cut, place),
