@@ -285,6 +285,8 @@ impl LineParser {
             let local = Bump::new();
             let entry = self.parse_and_map(line, pos, &local, ctx, report, hold)?;
             if entry.record.is_none() {
+                // The copy parsed is gone with `local`.
+                self.json.forget();
                 return Some(Entry {
                     record: None,
                     ..entry

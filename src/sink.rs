@@ -220,14 +220,15 @@ struct Pooled {
 }
 
 impl BufferPool {
-    /// A buffer for `need` bytes of records, and how many of its bytes were
-    /// written before.
+    /// A buffer for `need` bytes of records (room for them), and how many of
+    /// its bytes were written before.
     fn take(&self, need: usize) -> (Vec<u8>, usize) {
         let mut pool = self.0.lock().unwrap_or_else(|e| e.into_inner());
         let at = pool.free.partition_point(|(w, _)| *w < need);
+        let last = pool.free.len().checked_sub(1);
         let at = if at < pool.free.len() {
             at
-        } else if let Some(last) = pool.free.len().checked_sub(1) {
+        } else if let Some(last) = last.filter(|&i| pool.free[i].1.capacity() >= need) {
             last
         } else {
             drop(pool);
@@ -777,6 +778,12 @@ mod tests {
         // Empty: a new buffer, no page written.
         let (b, warm) = pool.take(10);
         assert_eq!((b.capacity() >= OUT_CAPACITY, warm), (true, 0));
+        // The warmest buffer only when it has the room.
+        pool.give(b, 70_000);
+        let (b, warm) = pool.take(OUT_CAPACITY + 1);
+        assert_eq!((b.capacity() > OUT_CAPACITY, warm), (true, 0));
+        let (_, warm) = pool.take(OUT_CAPACITY);
+        assert_eq!(warm, 70_000);
         // What the pool keeps is bounded by the bytes written, not by count
         // (capacity alone costs address space: these pages are untouched).
         let big = |w| {

@@ -230,3 +230,46 @@ fn slice_source_matches_the_chunked_reader_on_every_fixture() {
         assert_eq!(a.position(), b.position(), "{}", p.display());
     }
 }
+
+/// `next_entry_parsed` hands out the line of each entry parsed as read,
+/// with the record's text copied from it, and none for an entry whose parse
+/// was in a scratch arena since dropped (after 8 MiB of lines that are not
+/// entries), nor for a repaired line.
+#[test]
+fn an_entry_comes_with_its_line_only_while_its_parse_is_alive() {
+    let filler = format!("{{\"x\":\"{}\"}}\n", "ab".repeat(300));
+    let mut text = format!("{HEADER}\n{}\n", msg("a1", "2026-01-01T00:00:01Z", "first"));
+    let mut fillers = 0;
+    while text.len() < 10 << 20 {
+        text.push_str(&filler);
+        fillers += 1;
+    }
+    text.push_str(r#"{"type":"model_change","id":"m1","parentId":"a1","timestamp":"2026-01-01T00:00:02Z","provider":"p","modelId":"x"}"#);
+    text.push('\n');
+    text.push_str(&msg("a2", "2026-01-01T00:00:03Z", "second"));
+    text.push('\n');
+    text.push_str(&msg("a3", "2026-01-01T00:00:04Z", "bad \\ud83d surrogate"));
+    text.push('\n');
+    let mut src = PiSessionSource::from_reader(text.as_bytes(), "s1.jsonl").unwrap();
+    let mut seen = Vec::new();
+    while let Some((e, line)) = src.next_entry_parsed().unwrap() {
+        let copied = match (&e.record, line) {
+            (Some(r), Some(l)) => l
+                .escaped(r.text)
+                .map(|b| String::from_utf8(b.to_vec()).unwrap()),
+            _ => None,
+        };
+        seen.push((e.line, e.record.is_some(), line.is_some(), copied));
+    }
+    let n = 3 + fillers;
+    assert_eq!(
+        seen,
+        vec![
+            (2, true, true, Some("\"first\"".to_string())),
+            (n, false, false, None),
+            (n + 1, true, true, Some("\"second\"".to_string())),
+            (n + 2, true, false, None),
+        ]
+    );
+    assert_eq!(src.report().repaired, 1);
+}
