@@ -219,6 +219,20 @@ struct Pooled {
     warm: usize,
 }
 
+impl Drop for Pooled {
+    /// Unmapping hundreds of buffers one by one (each a shootdown of the
+    /// page tables on every core the process ran on) took a `backfill -o`
+    /// of 3,207 files 40 ms after its output was complete: they go on a
+    /// thread of their own, which a process that exits right after does
+    /// not wait for.
+    fn drop(&mut self) {
+        let free = std::mem::take(&mut self.free);
+        if free.len() > 8 {
+            let _ = std::thread::Builder::new().spawn(move || drop(free));
+        }
+    }
+}
+
 impl BufferPool {
     /// A buffer for `need` bytes of records (room for them), and how many of
     /// its bytes were written before.
