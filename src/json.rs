@@ -1073,6 +1073,16 @@ fn escape_at(out: &mut impl PushStr, s: &str, k: usize, start: &mut usize) {
 mod tests {
     use super::*;
 
+    /// xorshift64: the tests' reproducible random numbers.
+    fn rng(mut x: u64) -> impl FnMut() -> u64 {
+        move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        }
+    }
+
     const CODEX_LINE: &[u8] = br#"{"timestamp":"2026-01-01T00:00:00.000Z","type":"response_item","payload":{"type":"message","role":"user","content":[{"type":"input_text","text":"hello"}]}}"#;
 
     /// Checkpoints hold these values: a change to either hash would leave
@@ -1197,13 +1207,7 @@ mod tests {
     /// portable path's.
     #[test]
     fn long_texts_escape_as_serde_json_into_both_outputs() {
-        let mut x = 0x2545_F491_4F6C_DD1Du64;
-        let mut next = move || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
+        let mut next = rng(0x2545_F491_4F6C_DD1Du64);
         let pieces = [
             "a", "é", "€", "😀", "\"", "\\", "\n", "\u{1}", "\u{1f}", " ", "\u{7f}",
         ];
@@ -1218,7 +1222,7 @@ mod tests {
             let mut t = String::new();
             while t.len() < len {
                 let r = next();
-                let p = if r % every == 0 {
+                let p = if r.is_multiple_of(every) {
                     pieces[4 + (r >> 8) as usize % 7]
                 } else {
                     pieces[(r >> 8) as usize % 4]
@@ -1287,13 +1291,7 @@ mod tests {
     /// escape of its own, also canonical) always.
     #[test]
     fn a_string_is_copied_from_its_line_exactly_when_the_line_writes_it_as_escape_does() {
-        let mut x = 0x51_7CC1_B727_220Au64;
-        let mut next = move || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
+        let mut next = rng(0x51_7CC1_B727_220Au64);
         let (mut copied, mut escaped_again) = (0, 0);
         let mut json = JsonParser::new();
         for round in 0..6000 {
@@ -1383,14 +1381,12 @@ mod tests {
 
     #[test]
     fn the_vector_scans_count_as_the_byte_ones() {
-        let mut x = 0x2545_F491_4F6C_DD1Du64;
+        let mut next = rng(0x2545_F491_4F6C_DD1Du64);
         for len in 0..400 {
             for _ in 0..30 {
                 let b: Vec<u8> = (0..len)
                     .map(|_| {
-                        x ^= x << 13;
-                        x ^= x >> 7;
-                        x ^= x << 17;
+                        let x = next();
                         match x % 12 {
                             0 => b'"',
                             1 => b'\\',
@@ -1431,13 +1427,11 @@ mod tests {
 
     #[test]
     fn the_scans_find_the_first_escaped_byte() {
-        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        let mut next = rng(0x9E37_79B9_7F4A_7C15u64);
         for len in 0..300 {
             let b: Vec<u8> = (0..len)
                 .map(|_| {
-                    x ^= x << 13;
-                    x ^= x >> 7;
-                    x ^= x << 17;
+                    let x = next();
                     // Mostly bytes that need no escape.
                     match x % 40 {
                         0 => b'"',
