@@ -161,6 +161,9 @@ pub(crate) struct JsonParser {
     /// The address of the copy the last line was parsed in, when it parsed
     /// as read (not repaired): see [`ParsedLine`].
     copy: Option<usize>,
+    /// Whether lines are parsed with the lean parse first ([`crate::lean`]:
+    /// for runs that build no record and so write no string of the line).
+    lean: bool,
 }
 
 impl JsonParser {
@@ -170,7 +173,16 @@ impl JsonParser {
             tape: Some(Tape::null()),
             longest: 0,
             copy: None,
+            lean: false,
         }
+    }
+
+    /// Parses with the lean parse first, or not. A lean tape's value
+    /// strings are raw until read through [`as_str`] or [`write_json`],
+    /// and no line parsed so is [`JsonParser::parsed`] (its strings are not
+    /// where simd-json's would be).
+    pub(crate) fn set_lean(&mut self, lean: bool) {
+        self.lean = lean;
     }
 
     /// Bytes of scratch space held, at most: the tape, and simd-json's
@@ -194,6 +206,18 @@ impl JsonParser {
     ) -> T {
         self.longest = self.longest.max(line.len());
         let mut tape = self.tape.take().unwrap_or_else(Tape::null).reset();
+        if self.lean {
+            let copy = arena.alloc_slice_copy(line);
+            if crate::lean::parse(copy, arena, &mut tape.0) {
+                let reading = crate::lean::Reading::new(copy, arena);
+                let out = f(Ok((&tape.0, false)));
+                drop(reading);
+                self.copy = None;
+                self.tape = Some(tape.reset());
+                return out;
+            }
+            tape.0.clear();
+        }
         let (out, copy) = match parse_into(&mut self.buffers, &mut tape, arena, line) {
             Ok(Parsed::AsRead(copy)) => (f(Ok((&tape.0, false))), Some(copy)),
             Ok(Parsed::Repaired) => (f(Ok((&tape.0, true))), None),
@@ -644,7 +668,7 @@ impl<'t, 'a> Fields<'t, 'a> {
 
 pub(crate) fn as_str<'a>(v: &[Node<'a>]) -> Option<&'a str> {
     match v.first() {
-        Some(Node::String(s)) => Some(s),
+        Some(Node::String(s)) => Some(crate::lean::value(s)),
         _ => None,
     }
 }
@@ -705,7 +729,7 @@ pub(crate) fn elements<'t, 'a>(v: &'t [Node<'a>]) -> impl Iterator<Item = &'t [N
 pub(crate) fn write_json(v: &[Node<'_>], out: &mut bumpalo::collections::String<'_>) {
     use std::fmt::Write;
     match v.first() {
-        Some(Node::String(s)) => write_json_str(s, out),
+        Some(Node::String(s)) => write_json_str(crate::lean::value(s), out),
         Some(Node::Static(StaticNode::Null)) | None => out.push_str("null"),
         Some(Node::Static(StaticNode::Bool(b))) => out.push_str(if *b { "true" } else { "false" }),
         Some(Node::Static(StaticNode::I64(n))) => {
@@ -1070,11 +1094,11 @@ fn escape_at(out: &mut impl PushStr, s: &str, k: usize, start: &mut usize) {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     /// xorshift64: the tests' reproducible random numbers.
-    fn rng(mut x: u64) -> impl FnMut() -> u64 {
+    pub(crate) fn rng(mut x: u64) -> impl FnMut() -> u64 {
         move || {
             x ^= x << 13;
             x ^= x >> 7;

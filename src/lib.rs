@@ -21,6 +21,7 @@ pub mod dataset;
 mod error;
 pub mod format;
 mod json;
+mod lean;
 pub mod line_reader;
 mod mmap;
 mod ndjson;
@@ -37,6 +38,8 @@ mod usage;
 pub use counts::LineCounts;
 pub use error::{Error, ErrorKind};
 pub use json::{LineHash, ParsedLine};
+#[doc(hidden)]
+pub use lean::agrees_with_simd_json;
 pub use mmap::MmapSessionSource;
 pub use pi::{Entry, Header, RoleFilter};
 pub use record::{OwnedRecord, Record, Role, Usage};

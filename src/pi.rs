@@ -200,14 +200,16 @@ impl std::fmt::Debug for LineParser {
 
 impl LineParser {
     pub fn new(filter: RoleFilter) -> Self {
-        LineParser {
-            json: JsonParser::new(),
-            filter,
-        }
+        let mut json = JsonParser::new();
+        json.set_lean(filter.builds_none());
+        LineParser { json, filter }
     }
 
+    /// The role filter; one that builds no record parses lines with the
+    /// lean parse ([`crate::lean`]).
     pub fn set_filter(&mut self, filter: RoleFilter) {
         self.filter = filter;
+        self.json.set_lean(filter.builds_none());
     }
 
     /// Bytes of scratch space held (see [`JsonParser::capacity`]).

@@ -46,7 +46,8 @@ pub fn read_all<R: Read>(rdr: R, opts: &SourceOptions) -> Result<Outcome, String
 /// [`HEADER`]. Never panics; the outcome is consistent with the input
 /// ([`check_consistent`]); when `data` holds no `\n`, every record sits at
 /// line 2, byte `HEADER.len() + 1`, and the report counts 2 lines (1 when
-/// `data` is blank).
+/// `data` is blank); the lean parse of each of its lines agrees with
+/// simd-json ([`mem_ingest::agrees_with_simd_json`]).
 pub fn check_line(data: &[u8]) {
     let mut input = Vec::with_capacity(HEADER.len() + 1 + data.len());
     input.extend_from_slice(HEADER);
@@ -61,6 +62,11 @@ pub fn check_line(data: &[u8]) {
     );
     check_consistent(&input, &out);
     check_copied_strings(&input);
+    for line in data.split(|&c| c == b'\n') {
+        if let Err(e) = mem_ingest::agrees_with_simd_json(line) {
+            panic!("the lean parse and simd-json differ on {line:?}: {e}");
+        }
+    }
     if !data.contains(&b'\n') {
         assert!(out.records.len() <= 1, "one line gave several records");
         for r in &out.records {
