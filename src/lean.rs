@@ -446,14 +446,18 @@ impl<'a> Parser<'a, '_> {
         // The `u` of the low half of a surrogate pair already checked.
         let mut low = usize::MAX;
         let mut escapes = false;
-        let mut tail = [b'"'; 64];
+        let mut tail;
         loop {
             let block: &[u8; 64] = match b.get(p..p + 64) {
                 Some(s) => s.try_into().ok()?,
+                // No closing quote in the line (the last block ended in an
+                // escaped quote of the padding).
+                None if p >= b.len() => return None,
                 None => {
                     // The line's last bytes, then quotes: a quote found
                     // past the line's end is no closing quote.
-                    let rest = b.get(p..).unwrap_or_default();
+                    let rest = &b[p..];
+                    tail = [b'"'; 64];
                     tail[..rest.len()].copy_from_slice(rest);
                     &tail
                 }
@@ -789,6 +793,11 @@ mod tests {
             b"[\"\\u12g4\"]".to_vec(),
             b"[\"open]".to_vec(),
             b"[\"ends in a backslash\\".to_vec(),
+            // The line's last 63 bytes of a string end in a backslash: the
+            // one quote of the padding after them is escaped (this hung).
+            [&b"[\""[..], &[b'a'; 62], b"\\"].concat(),
+            [&b"{\"k\":\""[..], &[b'a'; 62], b"\\"].concat(),
+            [&b"[\""[..], &[b'a'; 126], b"\\"].concat(),
             b"[\"\xff\"]".to_vec(),
             b"[tru]".to_vec(),
             b"[truex]".to_vec(),
