@@ -206,22 +206,20 @@ impl JsonParser {
     ) -> T {
         self.longest = self.longest.max(line.len());
         let mut tape = self.tape.take().unwrap_or_else(Tape::null).reset();
-        if self.lean {
-            let copy = arena.alloc_slice_copy(line);
-            if crate::lean::parse(copy, arena, &mut tape.0) {
-                let reading = crate::lean::Reading::new(copy, arena);
-                let out = f(Ok((&tape.0, false)));
-                drop(reading);
-                self.copy = None;
-                self.tape = Some(tape.reset());
-                return out;
-            }
+        let lean: Option<&'a [u8]> = self.lean.then(|| &*arena.alloc_slice_copy(line));
+        let lean = lean.filter(|&copy| crate::lean::parse(copy, arena, &mut tape.0));
+        let (out, copy) = if let Some(copy) = lean {
+            // Not `parsed`: the lean tape's strings are not where
+            // `ParsedLine` would look for them.
+            let _reading = crate::lean::Reading::new(copy, arena);
+            (f(Ok((&tape.0, false))), None)
+        } else {
             tape.0.clear();
-        }
-        let (out, copy) = match parse_into(&mut self.buffers, &mut tape, arena, line) {
-            Ok(Parsed::AsRead(copy)) => (f(Ok((&tape.0, false))), Some(copy)),
-            Ok(Parsed::Repaired) => (f(Ok((&tape.0, true))), None),
-            Err(e) => (f(Err(e)), None),
+            match parse_into(&mut self.buffers, &mut tape, arena, line) {
+                Ok(Parsed::AsRead(copy)) => (f(Ok((&tape.0, false))), Some(copy)),
+                Ok(Parsed::Repaired) => (f(Ok((&tape.0, true))), None),
+                Err(e) => (f(Err(e)), None),
+            }
         };
         self.copy = copy;
         self.tape = Some(tape.reset());
@@ -521,7 +519,7 @@ pub(crate) fn parse_into<'a>(
 }
 
 /// Returns the address of the copy parsed.
-fn parse_padded<'a>(
+pub(crate) fn parse_padded<'a>(
     buffers: &mut simd_json::Buffers,
     tape: &mut Tape<'a>,
     arena: &'a Bump,

@@ -685,11 +685,9 @@ pub fn agrees_with_simd_json(line: &[u8]) -> Result<bool, String> {
     if lean != portable {
         return Err(format!("AVX2 {lean:?}, portable {portable:?}"));
     }
-    let mut padded = line.to_vec();
-    padded.extend_from_slice(&[b' '; simd_json::INPUT_PADDING]);
-    let mut buffers = simd_json::Buffers::default();
     let mut tape = simd_json::Tape::null();
-    if let Err(e) = simd_json::fill_tape_padded(&mut padded, line.len(), &mut buffers, &mut tape) {
+    let mut buffers = simd_json::Buffers::default();
+    if let Err(e) = crate::json::parse_padded(&mut buffers, &mut tape, &arena, line) {
         return Err(format!("taken, where simd-json refuses it: {e}"));
     }
     let theirs = decode(&tape.0);
@@ -848,13 +846,11 @@ mod tests {
                 lines += 1;
                 // What simd-json takes as read (no repair), the lean parse
                 // takes.
-                let mut padded = line.to_vec();
-                padded.extend_from_slice(&[b' '; simd_json::INPUT_PADDING]);
-                let as_read = simd_json::fill_tape_padded(
-                    &mut padded,
-                    line.len(),
+                let as_read = crate::json::parse_padded(
                     &mut simd_json::Buffers::default(),
                     &mut simd_json::Tape::null(),
+                    &Bump::new(),
+                    line,
                 )
                 .is_ok();
                 let lean =
