@@ -423,14 +423,23 @@ unsafe fn escaped_len_avx2(s: &[u8]) -> (usize, bool) {
 /// detection, a file's header lines), kept per thread: opening thousands of
 /// files allocated fresh simd-json buffers and an arena for each, and
 /// faulted their pages in. `f` gets the arena reset; the pair is kept
-/// unless it grew past 64 MiB.
+/// unless it grew past 64 MiB. The parser parses with the lean parse first
+/// ([`JsonParser::set_lean`]): a caller reads strings only in
+/// [`JsonParser::parse`]'s callback, where raw ones are decoded on read,
+/// and keeps owned copies.
 pub(crate) fn with_scratch<T>(f: impl FnOnce(&mut JsonParser, &mut Bump) -> T) -> T {
     thread_local! {
         static SCRATCH: std::cell::RefCell<Option<(JsonParser, Bump)>> =
             const { std::cell::RefCell::new(None) };
     }
     let spare = SCRATCH.try_with(|s| s.borrow_mut().take()).ok().flatten();
-    let (mut json, mut arena) = spare.unwrap_or_else(|| (JsonParser::new(), Bump::new()));
+    let (mut json, mut arena) = spare.unwrap_or_else(|| {
+        // Its callers read a few fields of a first line (a `session_meta`
+        // line holds the base instructions: tens of KB of text).
+        let mut json = JsonParser::new();
+        json.set_lean(true);
+        (json, Bump::new())
+    });
     let out = f(&mut json, &mut arena);
     arena.reset();
     if arena.allocated_bytes() + json.capacity() <= 64 << 20 {
