@@ -118,6 +118,13 @@ pub(crate) fn value<'a>(s: &'a str) -> &'a str {
     unescape_at(s, first, arena, avx2())
 }
 
+/// The address of `n + 32` fresh bytes of `arena` (room for [`unescape_to`]
+/// of a string of at most `n` bytes).
+fn alloc_room(arena: &Bump, n: usize) -> usize {
+    let layout = std::alloc::Layout::array::<u8>(n + 32).expect("a line's length");
+    arena.alloc_layout(layout).as_ptr() as usize
+}
+
 /// The text of a raw JSON string that the lean parse validated (its
 /// escapes are all well formed, surrogates paired).
 pub(crate) fn unescape<'a>(raw: &str, arena: &'a Bump) -> &'a str {
@@ -127,23 +134,46 @@ pub(crate) fn unescape<'a>(raw: &str, arena: &'a Bump) -> &'a str {
     }
 }
 
-/// [`unescape`] of `raw`, whose first backslash is at `first`: 32 bytes at
-/// a time with AVX2 (`avx2`, where it is there), else a byte at a time.
+/// [`unescape`] of `raw`, whose first backslash is at `first`, into fresh
+/// bytes of `arena`.
 fn unescape_at<'a>(raw: &str, first: usize, arena: &'a Bump, avx2: bool) -> &'a str {
+    let dst = alloc_room(arena, raw.len()) as *mut u8;
+    // SAFETY: `dst` has `raw.len() + 32` bytes, alive and unshared for
+    // `'a`; `unescape_to` writes UTF-8 there (its first `n` bytes).
+    #[allow(unsafe_code)]
+    unsafe {
+        let n = unescape_to(raw, first, dst, avx2);
+        std::str::from_utf8_unchecked(std::slice::from_raw_parts(dst, n))
+    }
+}
+
+/// Writes the text of `raw` (its first backslash at `first`) at `dst`, 32
+/// bytes at a time with AVX2 (`avx2`, where it is there), else a byte at a
+/// time; returns its length. The bytes written are `raw`'s runs between
+/// escapes (each from and to a character boundary) and whole characters:
+/// UTF-8.
+///
+/// # Safety
+/// `dst` is valid for writes of `raw.len() + 32` bytes that overlap
+/// nothing borrowed.
+#[allow(unsafe_code)]
+unsafe fn unescape_to(raw: &str, first: usize, dst: *mut u8, avx2: bool) -> usize {
     #[cfg(target_arch = "x86_64")]
     if avx2 {
-        #[allow(unsafe_code)]
-        // SAFETY: AVX2 is there (`avx2()`).
-        return unsafe { unescape_avx2(raw, first, arena) };
+        // SAFETY: AVX2 is there (`avx2()`); `dst` as this function's.
+        return unsafe { unescape_avx2(raw.as_bytes(), first, dst) };
     }
     let _ = avx2;
-    unescape_bytes(raw, first, arena)
+    // SAFETY: as this function's.
+    unsafe { unescape_bytes(raw.as_bytes(), first, dst) }
 }
 
 /// The character of the escape after a backslash (`esc` starts after it)
-/// and how many of `esc`'s bytes it takes; a malformed escape (never in a
-/// string the lean parse took) gives U+FFFD, a backslash at the end
-/// itself.
+/// and how many of `esc`'s bytes it takes. Its UTF-8 is never longer than
+/// the escape (the backslash included), which is what lets a text be
+/// written over room the size of its raw string: a malformed escape
+/// (never in a string the lean parse took) gives U+FFFD where its six
+/// bytes are there, else the backslash itself.
 #[inline(always)]
 fn escape_at(esc: &[u8]) -> (char, usize) {
     match esc.first() {
@@ -152,9 +182,9 @@ fn escape_at(esc: &[u8]) -> (char, usize) {
         Some(b'n') => ('\n', 1),
         Some(b'r') => ('\r', 1),
         Some(b't') => ('\t', 1),
-        Some(b'u') => {
+        Some(b'u') if esc.len() >= 5 => {
             let hi = hex4(esc.get(1..5)).unwrap_or(0xFFFD);
-            let pair = (0xD800..0xDC00).contains(&hi);
+            let pair = (0xD800..0xDC00).contains(&hi) && esc.len() >= 11;
             let lo = if pair {
                 hex4(esc.get(7..11)).unwrap_or(0xDC00)
             } else {
@@ -167,46 +197,67 @@ fn escape_at(esc: &[u8]) -> (char, usize) {
             };
             (
                 char::from_u32(cp).unwrap_or('\u{FFFD}'),
-                if pair { 11 } else { 5 }.min(esc.len()),
+                if pair { 11 } else { 5 },
             )
         }
         // `"`, `\`, `/`.
-        Some(&c) if c.is_ascii() => (char::from(c), 1),
-        Some(_) => ('\u{FFFD}', 0),
-        None => ('\\', 0),
+        Some(&c) if c.is_ascii() && c != b'u' => (char::from(c), 1),
+        _ => ('\\', 0),
     }
 }
 
-/// [`unescape_at`] 32 bytes at a time: each block is copied whole, and
+/// The character of each two-byte escape by its letter (`\n`: `\n`), 0
+/// for the others.
+static SHORT: [u8; 256] = {
+    let mut t = [0u8; 256];
+    t[b'b' as usize] = 0x08;
+    t[b'f' as usize] = 0x0c;
+    t[b'n' as usize] = b'\n';
+    t[b'r' as usize] = b'\r';
+    t[b't' as usize] = b'\t';
+    t[b'"' as usize] = b'"';
+    t[b'\\' as usize] = b'\\';
+    t[b'/' as usize] = b'/';
+    t
+};
+
+/// [`unescape_to`] 32 bytes at a time: each block is copied whole, and
 /// the copy goes on from its first backslash.
+///
+/// # Safety
+/// AVX2 is there; `dst` as [`unescape_to`]'s.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 #[allow(unsafe_code)]
-unsafe fn unescape_avx2<'a>(raw: &str, first: usize, arena: &'a Bump) -> &'a str {
+unsafe fn unescape_avx2(src: &[u8], first: usize, dst: *mut u8) -> usize {
     use std::arch::x86_64::{
         __m256i, _mm256_cmpeq_epi8, _mm256_loadu_si256, _mm256_movemask_epi8, _mm256_set1_epi8,
         _mm256_storeu_si256,
     };
-    let src = raw.as_bytes();
     let n = src.len();
     let first = first.min(n);
-    // Room for a whole block stored from any place up to `n`: the text is
-    // never longer than its raw string (each escape's character takes
-    // fewer bytes than the escape), so it is written at `j <= i`.
-    let layout = std::alloc::Layout::array::<u8>(n + 32).expect("a line's length");
-    let dst: *mut u8 = arena.alloc_layout(layout).as_ptr();
     let backslash = _mm256_set1_epi8(b'\\' as i8);
-    // SAFETY (every write below): at `j <= i <= n`, of at most 32 bytes
-    // (a block, at `i + 32 <= n`) or 4 (a character), so within `n + 32`.
+    // SAFETY (every write below): the text is never longer than its raw
+    // string (each escape's character takes fewer bytes than the escape),
+    // so it is written at `j <= i <= n`: at most 32 bytes (a block, at
+    // `i + 32 <= n`) or 4 (a character), within `n + 32`.
     unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), dst, first) };
     let (mut i, mut j) = (first, first);
     while i < n {
         // `src[i]` is a backslash.
-        let (c, used) = escape_at(&src[i + 1..]);
-        // SAFETY: 4 bytes at `j`, see above.
-        let room = unsafe { std::slice::from_raw_parts_mut(dst.add(j), 4) };
-        j += c.encode_utf8(room).len();
-        i += 1 + used;
+        let short = src.get(i + 1).map_or(0, |&c| SHORT[usize::from(c)]);
+        if short != 0 {
+            // SAFETY: 1 byte at `j`, see above.
+            unsafe { *dst.add(j) = short };
+            j += 1;
+            i += 2;
+        } else {
+            let (c, used) = escape_at(&src[i + 1..]);
+            // SAFETY: 4 bytes at `j`, see above.
+            let room = unsafe { std::slice::from_raw_parts_mut(dst.add(j), 4) };
+            j += c.encode_utf8(room).len();
+            i += 1 + used;
+        }
         loop {
             if i + 32 <= n {
                 // SAFETY: 32 bytes of `src` at `i`; 32 written at `j`.
@@ -224,43 +275,42 @@ unsafe fn unescape_avx2<'a>(raw: &str, first: usize, arena: &'a Bump) -> &'a str
             } else {
                 let k = memchr::memchr(b'\\', &src[i..]).unwrap_or(n - i);
                 // SAFETY: `k` bytes of `src` at `i`, written at `j <= i`.
-                unsafe { std::ptr::copy(src.as_ptr().add(i), dst.add(j), k) };
+                unsafe { std::ptr::copy_nonoverlapping(src.as_ptr().add(i), dst.add(j), k) };
                 i += k;
                 j += k;
             }
             break;
         }
     }
-    // SAFETY: the bytes written are `raw`'s runs between escapes (each
-    // starting and ending at an ASCII byte or `raw`'s ends: whole
-    // characters of a `str`) and characters encoded whole: UTF-8. They
-    // live in `arena`, borrowed for `'a`.
-    unsafe { std::str::from_utf8_unchecked(std::slice::from_raw_parts(dst, j)) }
+    j
 }
 
-/// [`unescape_at`] a byte at a time (the portable path, and the reference
+/// [`unescape_to`] a byte at a time (the portable path, and the reference
 /// the AVX2 one is tested against).
-fn unescape_bytes<'a>(raw: &str, first: usize, arena: &'a Bump) -> &'a str {
-    let src = raw.as_bytes();
-    let mut out = bumpalo::collections::Vec::with_capacity_in(src.len(), arena);
-    let mut i = first.min(src.len());
-    out.extend_from_slice(&src[..i]);
-    while i < src.len() {
+///
+/// # Safety
+/// As [`unescape_to`]'s.
+#[allow(unsafe_code)]
+unsafe fn unescape_bytes(src: &[u8], first: usize, dst: *mut u8) -> usize {
+    let n = src.len();
+    let mut i = first.min(n);
+    // SAFETY (every write): at `j <= i`, as in `unescape_avx2`.
+    unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), dst, i) };
+    let mut j = i;
+    while i < n {
         // `src[i]` is a backslash.
         let (c, used) = escape_at(&src[i + 1..]);
-        out.extend_from_slice(c.encode_utf8(&mut [0; 4]).as_bytes());
+        let mut utf8 = [0; 4];
+        let c = c.encode_utf8(&mut utf8).as_bytes();
+        unsafe { std::ptr::copy_nonoverlapping(c.as_ptr(), dst.add(j), c.len()) };
+        j += c.len();
         i += 1 + used;
-        let k = memchr::memchr(b'\\', &src[i..]).unwrap_or(src.len() - i);
-        out.extend_from_slice(&src[i..i + k]);
+        let k = memchr::memchr(b'\\', &src[i..]).unwrap_or(n - i);
+        unsafe { std::ptr::copy_nonoverlapping(src.as_ptr().add(i), dst.add(j), k) };
         i += k;
+        j += k;
     }
-    let out = out.into_bump_slice();
-    // SAFETY: as in `unescape_avx2`: `raw`'s runs between escapes, each
-    // from and to an ASCII byte or an end of `raw`, and whole characters.
-    #[allow(unsafe_code)]
-    unsafe {
-        std::str::from_utf8_unchecked(out)
-    }
+    j
 }
 
 /// The value of four hex digits.
@@ -1174,8 +1224,24 @@ mod tests {
     #[test]
     fn the_vector_unescape_is_the_byte_one_and_serde_jsons() {
         let pieces: &[&str] = &[
-            "a", "é", "😀", r"\n", r"\t", r"\\", r#"\""#, r"\/", r"\b", r"\f", r"\r",
-            r"\u0041", r"\u00e9", r"\u00E9", r"\u001f", r"\ud83d\ude00", r"\uFFFF", "xyz",
+            "a",
+            "é",
+            "😀",
+            r"\n",
+            r"\t",
+            r"\\",
+            r#"\""#,
+            r"\/",
+            r"\b",
+            r"\f",
+            r"\r",
+            r"\u0041",
+            r"\u00e9",
+            r"\u00E9",
+            r"\u001f",
+            r"\ud83d\ude00",
+            r"\uFFFF",
+            "xyz",
             "0123456789abcdef0123456789abcdef",
         ];
         let mut next = rng(0x2545_F491_4F6C_DD1D);
