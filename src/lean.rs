@@ -118,13 +118,6 @@ pub(crate) fn value<'a>(s: &'a str) -> &'a str {
     unescape_at(s, first, arena, avx2())
 }
 
-/// The address of `n + 32` fresh bytes of `arena` (room for [`unescape_to`]
-/// of a string of at most `n` bytes).
-fn alloc_room(arena: &Bump, n: usize) -> usize {
-    let layout = std::alloc::Layout::array::<u8>(n + 32).expect("a line's length");
-    arena.alloc_layout(layout).as_ptr() as usize
-}
-
 /// The text of a raw JSON string that the lean parse validated (its
 /// escapes are all well formed, surrogates paired).
 pub(crate) fn unescape<'a>(raw: &str, arena: &'a Bump) -> &'a str {
@@ -137,7 +130,8 @@ pub(crate) fn unescape<'a>(raw: &str, arena: &'a Bump) -> &'a str {
 /// [`unescape`] of `raw`, whose first backslash is at `first`, into fresh
 /// bytes of `arena`.
 fn unescape_at<'a>(raw: &str, first: usize, arena: &'a Bump, avx2: bool) -> &'a str {
-    let dst = alloc_room(arena, raw.len()) as *mut u8;
+    let room = std::alloc::Layout::array::<u8>(raw.len() + 32).expect("a line's length");
+    let dst = arena.alloc_layout(room).as_ptr();
     // SAFETY: `dst` has `raw.len() + 32` bytes, alive and unshared for
     // `'a`; `unescape_to` writes UTF-8 there (its first `n` bytes).
     #[allow(unsafe_code)]
