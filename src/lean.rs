@@ -171,11 +171,7 @@ unsafe fn unescape_to(raw: &str, first: usize, dst: *mut u8, avx2: bool) -> usiz
 #[inline(always)]
 fn escape_at(esc: &[u8]) -> (char, usize) {
     match esc.first() {
-        Some(b'b') => ('\u{8}', 1),
-        Some(b'f') => ('\u{c}', 1),
-        Some(b'n') => ('\n', 1),
-        Some(b'r') => ('\r', 1),
-        Some(b't') => ('\t', 1),
+        Some(&c) if SHORT[usize::from(c)] != 0 => (char::from(SHORT[usize::from(c)]), 1),
         Some(b'u') if esc.len() >= 5 => {
             let hi = hex4(esc.get(1..5)).unwrap_or(0xFFFD);
             let pair = (0xD800..0xDC00).contains(&hi) && esc.len() >= 11;
@@ -194,7 +190,7 @@ fn escape_at(esc: &[u8]) -> (char, usize) {
                 if pair { 11 } else { 5 },
             )
         }
-        // `"`, `\`, `/`.
+        // Another ASCII byte: no escape JSON has.
         Some(&c) if c.is_ascii() && c != b'u' => (char::from(c), 1),
         _ => ('\\', 0),
     }
