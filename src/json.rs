@@ -196,22 +196,23 @@ impl JsonParser {
         tape + 5 * self.longest
     }
 
-    /// Parses `line` (copied into `arena`) and calls `f` with its tape and
-    /// whether it needed repair.
+    /// Parses `line` and calls `f` with its tape and whether it needed
+    /// repair. simd-json parses a copy in its own buffers (it unescapes in
+    /// place); the lean parse reads `line` itself, which its raw strings
+    /// then point into (so it lives as long as the tape).
     pub(crate) fn parse<'a, T>(
         &mut self,
-        line: &[u8],
+        line: &'a [u8],
         arena: &'a Bump,
         f: impl FnOnce(Result<(&[Node<'a>], bool), SkipReason>) -> T,
     ) -> T {
         self.longest = self.longest.max(line.len());
         let mut tape = self.tape.take().unwrap_or_else(Tape::null).reset();
-        let lean: Option<&'a [u8]> = self.lean.then(|| &*arena.alloc_slice_copy(line));
-        let lean = lean.filter(|&copy| crate::lean::parse(copy, arena, &mut tape.0));
-        let (out, copy) = if let Some(copy) = lean {
+        let lean = self.lean && crate::lean::parse(line, arena, &mut tape.0);
+        let (out, copy) = if lean {
             // Not `parsed`: the lean tape's strings are not where
             // `ParsedLine` would look for them.
-            let _reading = crate::lean::Reading::new(copy, arena);
+            let _reading = crate::lean::Reading::new(line, arena);
             (f(Ok((&tape.0, false))), None)
         } else {
             tape.0.clear();

@@ -66,23 +66,24 @@ fn avx2() -> bool {
 }
 
 thread_local! {
-    /// The copy a lean tape's raw strings are in (its first and one past
-    /// its last byte's address) and the arena it is in, while that tape is
-    /// read ([`Reading`]); `(0, 0, null)` otherwise.
+    /// The line a lean tape's raw strings are in (its first and one past
+    /// its last byte's address) and the arena its values are decoded into,
+    /// while that tape is read ([`Reading`]); `(0, 0, null)` otherwise.
     static READING: Cell<(usize, usize, *const Bump)> =
         const { Cell::new((0, 0, std::ptr::null())) };
 }
 
 /// While it lives, [`value`] decodes the raw strings of the lean tape
-/// parsed from `copy`; the one before it is restored when it drops.
+/// parsed from `line` into `arena`; the one before it is restored when it
+/// drops.
 pub(crate) struct Reading {
     before: (usize, usize, *const Bump),
 }
 
 impl Reading {
-    pub(crate) fn new<'a>(copy: &'a [u8], arena: &'a Bump) -> Reading {
-        let start = copy.as_ptr() as usize;
-        let now = (start, start + copy.len(), arena as *const Bump);
+    pub(crate) fn new<'a>(line: &'a [u8], arena: &'a Bump) -> Reading {
+        let start = line.as_ptr() as usize;
+        let now = (start, start + line.len(), arena as *const Bump);
         Reading {
             before: READING.with(|r| r.replace(now)),
         }
@@ -108,10 +109,11 @@ pub(crate) fn value<'a>(s: &'a str) -> &'a str {
     let Some(first) = memchr::memchr(b'\\', s.as_bytes()) else {
         return s;
     };
-    // SAFETY: `s` lies in the copy that `Reading` was made for, so the
-    // arena that copy is in is alive and borrowed (shared) for `'a`: it is
-    // neither reset nor dropped while `'a` lasts, and what is allocated in
-    // it now lives as long. `Reading` lives on this thread only (`Bump` is
+    // SAFETY: `s` lies in the line that `Reading` was made for, which is
+    // borrowed for as long as the arena it was given with (one lifetime in
+    // `Reading::new`), so that arena is alive and borrowed (shared) for
+    // `'a`: it is neither reset nor dropped while `'a` lasts, and what is
+    // allocated in it now lives as long. `Reading` lives on this thread only (`Bump` is
     // not `Sync`: the pointer never leaves the thread it was set on).
     #[allow(unsafe_code)]
     let arena: &'a Bump = unsafe { &*arena };

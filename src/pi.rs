@@ -264,7 +264,7 @@ impl LineParser {
     /// skipped: its length goes to `report.pending`.
     pub fn line<'a, C: MapLine>(
         &mut self,
-        line: &[u8],
+        line: &'a [u8],
         pos: LinePos,
         arena: &'a Bump,
         ctx: &'a C,
@@ -308,7 +308,7 @@ impl LineParser {
 
     fn parse_and_map<'a, C: MapLine>(
         &mut self,
-        line: &[u8],
+        line: &'a [u8],
         pos: LinePos,
         arena: &'a Bump,
         ctx: &'a C,

@@ -739,6 +739,25 @@ impl<L: Lines, C: MapLine> Session<L, C> {
                 Supplied::Line(bytes, pos) => {
                     *last_unterminated = !pos.terminated;
                     let (at, len) = (bytes.as_ptr() as usize, bytes.len());
+                    // The lean parse reads the line where it lies, and an
+                    // entry it maps may borrow the line's bytes: they are
+                    // given the arena's lifetime, which the borrow checker
+                    // cannot see is sound across the loop (an entry of this
+                    // line returned ends the loop; one not returned is
+                    // dropped in this iteration).
+                    //
+                    // SAFETY: `bytes` lies in `lines`' buffer (or the input
+                    // it borrows), which stays as it is until `lines` is
+                    // next used mutably. That is the next iteration's
+                    // `next_line`, after this iteration's entry is dropped,
+                    // or, when the entry is returned, a later call on this
+                    // session, which the returned entry's borrow of `self`
+                    // keeps from happening while it lives. Nothing else
+                    // keeps the line: `ctx` holds no borrowed data (`C` has
+                    // no lifetime), and the arena is reset before the next
+                    // line is read.
+                    #[allow(unsafe_code)]
+                    let bytes: &[u8] = unsafe { std::slice::from_raw_parts(bytes.as_ptr(), len) };
                     let entry = parser.line(bytes, pos, arena, ctx, report, *hold_partial);
                     if let Some(t) = counts.as_mut() {
                         t.after_line(report, entry.is_some());
