@@ -1067,6 +1067,27 @@ pub(crate) mod memo {
     mod tests {
         use super::*;
 
+        /// The counted types' table names each type as `map` counts it,
+        /// is found again by its envelope and payload types, and begins
+        /// with the kept types in the memo's order.
+        #[test]
+        fn every_counted_type_is_found_by_its_index() {
+            use super::super::{type_index, SESSION_META, TYPES};
+            for (i, t) in TYPES.iter().enumerate() {
+                let found = match t.split_once('/') {
+                    Some((ty, item)) => type_index(ty, Some(item)),
+                    None => type_index(t, None),
+                };
+                assert_eq!(found, Some(i), "{t}");
+            }
+            assert_eq!(&TYPES[..ITEMS.len()], &ITEMS[..]);
+            assert_eq!(TYPES[SESSION_META], "session_meta");
+            assert_eq!(type_index("response_item", Some("future_item")), None);
+            assert_eq!(type_index("event_msg", None), None);
+            assert_eq!(type_index("turn_context", Some("x")), None);
+            assert_eq!(type_index("world_state", None), None);
+        }
+
         /// Every mapping reads back as written; a line of another length,
         /// another hash scheme, or another hash in the same slot, is not
         /// found (the slot's last line wins).
@@ -1123,6 +1144,94 @@ pub(crate) mod memo {
             assert_eq!(kept("turn_context"), None);
         }
     }
+}
+
+/// The entry types Codex writes (spec §3-§6), as `map` counts them (`ty`,
+/// or `ty/item` for response items and events): the counts find one
+/// again by its index here ([`EntryCounts::add_indexed`]), without
+/// comparing text. The first are the [`memo`]'s kept types, in its order.
+///
+/// [`EntryCounts::add_indexed`]: crate::report::EntryCounts
+const TYPES: [&str; 31] = [
+    "response_item/function_call",
+    "response_item/custom_tool_call",
+    "response_item/local_shell_call",
+    "response_item/web_search_call",
+    "response_item/image_generation_call",
+    "response_item/tool_search_call",
+    "response_item/function_call_output",
+    "response_item/custom_tool_call_output",
+    "response_item/tool_search_output",
+    "response_item/reasoning",
+    "session_meta",
+    "compacted",
+    "response_item/message",
+    "response_item/compaction",
+    "response_item/ghost_snapshot",
+    "event_msg/token_count",
+    "event_msg/user_message",
+    "event_msg/agent_message",
+    "event_msg/agent_reasoning",
+    "event_msg/task_started",
+    "event_msg/task_complete",
+    "event_msg/turn_aborted",
+    "event_msg/context_compacted",
+    "event_msg/collab_tool_call",
+    "event_msg/thread_rolled_back",
+    "event_msg/patch_apply_end",
+    "event_msg/mcp_tool_call_end",
+    "event_msg/web_search_end",
+    "event_msg/exec_command_end",
+    "event_msg/sub_agent_activity",
+    "turn_context",
+];
+
+/// `session_meta`'s index in [`TYPES`].
+const SESSION_META: usize = 10;
+
+/// The index in [`TYPES`] of an envelope type and its payload's `type`;
+/// `None` for any other (counted by its text).
+fn type_index(ty: &str, item: Option<&str>) -> Option<usize> {
+    Some(match (ty, item) {
+        ("response_item", Some(item)) => match item {
+            "function_call" => 0,
+            "custom_tool_call" => 1,
+            "local_shell_call" => 2,
+            "web_search_call" => 3,
+            "image_generation_call" => 4,
+            "tool_search_call" => 5,
+            "function_call_output" => 6,
+            "custom_tool_call_output" => 7,
+            "tool_search_output" => 8,
+            "reasoning" => 9,
+            "message" => 12,
+            "compaction" => 13,
+            "ghost_snapshot" => 14,
+            _ => return None,
+        },
+        ("event_msg", Some(item)) => match item {
+            "token_count" => 15,
+            "user_message" => 16,
+            "agent_message" => 17,
+            "agent_reasoning" => 18,
+            "task_started" => 19,
+            "task_complete" => 20,
+            "turn_aborted" => 21,
+            "context_compacted" => 22,
+            "collab_tool_call" => 23,
+            "thread_rolled_back" => 24,
+            "patch_apply_end" => 25,
+            "mcp_tool_call_end" => 26,
+            "web_search_end" => 27,
+            "exec_command_end" => 28,
+            "sub_agent_activity" => 29,
+            _ => return None,
+        },
+        ("session_meta", None) => 10,
+        ("compacted", None) => 11,
+        ("turn_context", None) => 30,
+        _ => return None,
+    })
 }
 
 // ---------------------------------------------------------------------------
@@ -1374,7 +1483,7 @@ impl CodexContext {
             self.hashed.set((pos.byte + 1, hash));
             return None;
         };
-        report.entries.add(memo::ITEMS[m.item], 1);
+        report.entries.add_indexed(m.item, memo::ITEMS[m.item], 1);
         match m.role {
             Some(role) => {
                 report.count_record(role, filter);
@@ -1417,7 +1526,9 @@ impl MapLine for CodexContext {
             return None;
         }
         report.repaired += u64::from(m.repaired);
-        report.entries.add("session_meta", 1);
+        report
+            .entries
+            .add_indexed(SESSION_META, TYPES[SESSION_META], 1);
         report.no_record += 1;
         let fingerprint = match (m.fingerprint, m.legacy) {
             (Some(fp), _) => fp,
@@ -1455,20 +1566,29 @@ impl MapLine for CodexContext {
         } else {
             self.before.set((pos.byte + 1, run.twins));
         }
-        let entry_type: &'a str = match e.item {
-            Some(item) => {
-                let mut s = bumpalo::collections::String::with_capacity_in(
-                    e.ty.len() + 1 + item.len(),
-                    arena,
-                );
-                s.push_str(e.ty);
-                s.push('/');
-                s.push_str(item);
-                s.into_bump_str()
+        let entry_type: &'a str = match type_index(e.ty, e.item) {
+            Some(i) => {
+                report.entries.add_indexed(i, TYPES[i], 1);
+                TYPES[i]
             }
-            None => e.ty,
+            None => {
+                let t = match e.item {
+                    Some(item) => {
+                        let mut s = bumpalo::collections::String::with_capacity_in(
+                            e.ty.len() + 1 + item.len(),
+                            arena,
+                        );
+                        s.push_str(e.ty);
+                        s.push('/');
+                        s.push_str(item);
+                        s.into_bump_str()
+                    }
+                    None => e.ty,
+                };
+                report.entries.add(t, 1);
+                t
+            }
         };
-        report.entries.add(entry_type, 1);
         let (at, hashed) = self.hashed.get();
         let by_bytes = e.timestamp.is_some() && !e.ordinal;
         let fp = if by_bytes && at == pos.byte + 1 {

@@ -68,6 +68,8 @@ pub(crate) struct Tracker {
     unknown: Vec<u64>,
     usage: Usage,
     models: Vec<(u64, Usage)>,
+    /// The type counters' moves seen ([`EntryCounts::moves`]).
+    moves: u64,
     last: LineCounts,
 }
 
@@ -97,6 +99,10 @@ impl Tracker {
     /// A tracker of `report` as it stands.
     pub(crate) fn new(report: &Report) -> Self {
         let mut t = Tracker::default();
+        // The type counters as they stand, compared in full (they may
+        // hold counts that no move the tracker could follow made).
+        t.compare_entries(&report.entries, &mut LineCounts::default());
+        t.moves = report.entries.moves().0;
         t.after_line(report, false);
         t
     }
@@ -104,6 +110,79 @@ impl Tracker {
     /// What the last entry's line added.
     pub(crate) fn last(&self) -> &LineCounts {
         &self.last
+    }
+
+    /// Learns what moved among the type counters since the last line.
+    /// Most lines move one type's count once: that move, which the
+    /// counters keep, is all there is to learn. After any other change
+    /// (several moves, or a count taken down), one pass over them, each
+    /// compared with what it was.
+    fn entries_moved(&mut self, entries: &EntryCounts, c: &mut LineCounts) {
+        let (moves, last) = entries.moves();
+        match last {
+            _ if moves == self.moves => {}
+            Some((slot, n)) if moves == self.moves + 1 => {
+                let slot = slot as usize;
+                match slot.checked_sub(KNOWN_ENTRY_TYPES) {
+                    None => self.known[slot] += n,
+                    Some(j) => {
+                        if self.other.len() <= j {
+                            self.other.resize(j + 1, 0);
+                        }
+                        self.other[j] += n;
+                    }
+                }
+                if n == 1 {
+                    c.entry = slot as u32 + 1;
+                } else if n > 0 {
+                    c.more.push(Change::Entry(slot as u32, n));
+                }
+            }
+            _ => self.compare_entries(entries, c),
+        }
+        self.moves = moves;
+        debug_assert_eq!(&self.known, entries.known(), "known types followed");
+        debug_assert!(
+            self.other.len() == entries.others().len()
+                && self
+                    .other
+                    .iter()
+                    .zip(entries.others())
+                    .all(|(a, (_, b))| a == b),
+            "other types followed"
+        );
+    }
+
+    /// One pass over the type counters, each compared with what it was
+    /// and brought up to date where it moved.
+    fn compare_entries(&mut self, entries: &EntryCounts, c: &mut LineCounts) {
+        let (known, other) = (entries.known(), entries.others());
+        let mut first = true;
+        let mut moved = |i: usize, d: u64, c: &mut LineCounts| {
+            if d == 0 {
+                return;
+            }
+            if std::mem::take(&mut first) && d == 1 {
+                c.entry = i as u32 + 1;
+            } else {
+                c.more.push(Change::Entry(i as u32, d));
+            }
+        };
+        for (i, (b, n)) in self.known.iter_mut().zip(known).enumerate() {
+            if *n != *b {
+                moved(i, n.saturating_sub(*b), c);
+                *b = *n;
+            }
+        }
+        if self.other.len() != other.len() {
+            self.other.resize(other.len(), 0);
+        }
+        for (j, (b, (_, n))) in self.other.iter_mut().zip(other).enumerate() {
+            if *n != *b {
+                moved(KNOWN_ENTRY_TYPES + j, n.saturating_sub(*b), c);
+                *b = *n;
+            }
+        }
     }
 
     /// Called after every line: learns what it added to `report`, and,
@@ -119,35 +198,7 @@ impl Tracker {
             }
         }
         self.scalars = now;
-        // One pass over the type counters, each compared with what it was
-        // and brought up to date where it moved (most lines move one).
-        let (known, other) = report.entries.parts();
-        let mut first = true;
-        let mut moved = |i: usize, d: u64, c: &mut LineCounts| {
-            if d == 0 {
-                return;
-            }
-            if std::mem::take(&mut first) && d == 1 {
-                c.entry = i as u32 + 1;
-            } else {
-                c.more.push(Change::Entry(i as u32, d));
-            }
-        };
-        for (i, (b, n)) in self.known.iter_mut().zip(known).enumerate() {
-            if n != *b {
-                moved(i, n.saturating_sub(*b), &mut c);
-                *b = n;
-            }
-        }
-        if self.other.len() != other.len() {
-            self.other.resize(other.len(), 0);
-        }
-        for (j, (b, (_, n))) in self.other.iter_mut().zip(other).enumerate() {
-            if *n != *b {
-                moved(KNOWN_ENTRY_TYPES + j, n.saturating_sub(*b), &mut c);
-                *b = *n;
-            }
-        }
+        self.entries_moved(&report.entries, &mut c);
         self.unknown.resize(report.unknown_roles.len(), 0);
         for (i, (b, (_, n))) in self
             .unknown
@@ -316,6 +367,62 @@ mod tests {
             all.push(src.entry_counts().expect("counts kept").clone());
         }
         (all, src.report().clone())
+    }
+
+    /// The tracker follows the type counters' single moves, by text or by
+    /// index, and learns the rest by comparing: each line's counts are
+    /// what it added, also after a count taken down, several moves in a
+    /// line, or a tracker made over counts it did not see made.
+    #[test]
+    fn a_tracker_follows_moves_and_changes_alike() {
+        let mut r = Report::default();
+        r.entries.add("message", 2);
+        r.entries.add("future", 1);
+        let mut t = Tracker::new(&r);
+        assert_eq!(t.last(), &LineCounts::default());
+        let line = |t: &mut Tracker, r: &Report| {
+            t.after_line(r, true);
+            t.last().clone()
+        };
+        // One move of a known type, of a new type by index, then the same
+        // type by index and by its text.
+        r.entries.add("message", 1);
+        assert_eq!(line(&mut t, &r).entry, 2);
+        r.entries.add_indexed(3, "event_msg/token_count", 1);
+        assert_eq!(line(&mut t, &r).entry, KNOWN_ENTRY_TYPES as u32 + 2);
+        r.entries.add_indexed(3, "event_msg/token_count", 1);
+        assert_eq!(line(&mut t, &r).entry, KNOWN_ENTRY_TYPES as u32 + 2);
+        r.entries.add("event_msg/token_count", 1);
+        assert_eq!(line(&mut t, &r).entry, KNOWN_ENTRY_TYPES as u32 + 2);
+        assert_eq!(r.entries.get("event_msg/token_count"), 3);
+        // A move by more than one; no move.
+        r.entries.add_indexed(0, "future", 4);
+        let c = line(&mut t, &r);
+        assert_eq!(
+            (c.entry, c.more.clone()),
+            (0, vec![Change::Entry(KNOWN_ENTRY_TYPES as u32, 4)])
+        );
+        assert_eq!(line(&mut t, &r), LineCounts::default());
+        // Two moves in a line; a count taken down, then one up.
+        r.entries.add("session", 1);
+        r.entries.add("future", 1);
+        let c = line(&mut t, &r);
+        assert_eq!(
+            (c.entry, c.more.clone()),
+            (1, vec![Change::Entry(KNOWN_ENTRY_TYPES as u32, 1)])
+        );
+        r.entries.sub("message", 1);
+        r.entries.add("label", 1);
+        assert_eq!(line(&mut t, &r).entry, 9);
+        r.entries.add("label", 1);
+        assert_eq!(line(&mut t, &r).entry, 9);
+        // Counts replaced whole: a tracker made over them starts from them.
+        let (known, other) = r.entries.parts();
+        r.entries = EntryCounts::from_parts(known, other.to_vec());
+        let mut t = Tracker::new(&r);
+        r.entries.add("future", 1);
+        assert_eq!(line(&mut t, &r).entry, KNOWN_ENTRY_TYPES as u32 + 1);
+        assert_eq!(r.entries.get("future"), 7);
     }
 
     #[test]

@@ -103,10 +103,40 @@ const KNOWN_ENTRIES: [&str; KNOWN_ENTRY_TYPES] = [
 ];
 
 /// Parsed lines counted by their `type`, unknown types under their own name.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Clone, Default)]
 pub struct EntryCounts {
     known: [u64; KNOWN_ENTRIES.len()],
     other: Vec<(String, u64)>,
+    /// The slots (see [`EntryCounts::slot`]) of types a format counts by
+    /// their index in a table of its own, plus 1 (0: not yet seen), by
+    /// index: found again without comparing text (see
+    /// [`EntryCounts::add_indexed`]).
+    indexed: Vec<u32>,
+    /// How many times a count moved (`add` and `sub` calls), and the last
+    /// move: its slot and amount (`None` after a `sub`). What lets a
+    /// tracker of the counts (`crate::counts`) learn a line's one move
+    /// without comparing every count.
+    moves: u64,
+    last: Option<(u32, u64)>,
+}
+
+/// The counts alone (not what finds or follows them).
+impl PartialEq for EntryCounts {
+    fn eq(&self, o: &Self) -> bool {
+        self.known == o.known && self.other == o.other
+    }
+}
+
+impl Eq for EntryCounts {}
+
+/// The counts alone, as `PartialEq` compares them.
+impl fmt::Debug for EntryCounts {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("EntryCounts")
+            .field("known", &self.known)
+            .field("other", &self.other)
+            .finish()
+    }
 }
 
 impl EntryCounts {
@@ -115,20 +145,86 @@ impl EntryCounts {
         (self.known, &self.other)
     }
 
+    /// The known types' counts.
+    pub(crate) fn known(&self) -> &[u64; KNOWN_ENTRY_TYPES] {
+        &self.known
+    }
+
+    /// The other types' counts, in order of first appearance.
+    pub(crate) fn others(&self) -> &[(String, u64)] {
+        &self.other
+    }
+
+    /// How many times a count moved, and the last move (slot and amount;
+    /// `None` when the last was a `sub`).
+    pub(crate) fn moves(&self) -> (u64, Option<(u32, u64)>) {
+        (self.moves, self.last)
+    }
+
     /// Counts from [`EntryCounts::parts`].
     pub(crate) fn from_parts(known: [u64; KNOWN_ENTRY_TYPES], other: Vec<(String, u64)>) -> Self {
-        EntryCounts { known, other }
+        EntryCounts {
+            known,
+            other,
+            ..EntryCounts::default()
+        }
+    }
+
+    /// A type's slot: `< KNOWN_ENTRY_TYPES` a known type's index, else
+    /// `KNOWN_ENTRY_TYPES` plus its index among the others (added when
+    /// new).
+    fn slot(&mut self, ty: &str) -> u32 {
+        let i = match KNOWN_ENTRIES.iter().position(|k| *k == ty) {
+            Some(i) => i,
+            None => {
+                KNOWN_ENTRY_TYPES
+                    + match self.other.iter().position(|(k, _)| k == ty) {
+                        Some(j) => j,
+                        None => {
+                            self.other.push((ty.to_owned(), 0));
+                            self.other.len() - 1
+                        }
+                    }
+            }
+        };
+        i as u32
+    }
+
+    fn add_at(&mut self, slot: u32, n: u64) {
+        let i = slot as usize;
+        match i.checked_sub(KNOWN_ENTRY_TYPES) {
+            None => self.known[i] += n,
+            Some(j) => self.other[j].1 += n,
+        }
+        self.moves += 1;
+        self.last = Some((slot, n));
     }
 
     /// Counts one entry of type `ty`.
     pub fn add(&mut self, ty: &str, n: u64) {
-        match KNOWN_ENTRIES.iter().position(|k| *k == ty) {
-            Some(i) => self.known[i] += n,
-            None => add_count(&mut self.other, ty, n),
-        }
+        let slot = self.slot(ty);
+        self.add_at(slot, n);
     }
 
-    fn sub(&mut self, ty: &str, n: u64) {
+    /// As [`EntryCounts::add`], for a type that is entry `key` of a table
+    /// of the format's own (only Codex's: a report counts one format's
+    /// lines): found again by `key`, without comparing text.
+    pub(crate) fn add_indexed(&mut self, key: usize, ty: &str, n: u64) {
+        let slot = match self.indexed.get(key) {
+            Some(&s) if s > 0 => s - 1,
+            _ => {
+                let slot = self.slot(ty);
+                if self.indexed.len() <= key {
+                    self.indexed.resize(key + 1, 0);
+                }
+                self.indexed[key] = slot + 1;
+                slot
+            }
+        };
+        self.add_at(slot, n);
+    }
+
+    pub(crate) fn sub(&mut self, ty: &str, n: u64) {
         match KNOWN_ENTRIES.iter().position(|k| *k == ty) {
             Some(i) => self.known[i] -= n,
             None => {
@@ -137,6 +233,8 @@ impl EntryCounts {
                 }
             }
         }
+        self.moves += 1;
+        self.last = None;
     }
 
     /// The count for one type.
