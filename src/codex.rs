@@ -1378,8 +1378,12 @@ fn usage_of(d: Tokens) -> Usage {
 /// when it has no usage; else `last_token_usage`, else the delta of the
 /// cumulative totals (field by field, at least 0); all zero: none.
 fn token_delta(info: Fields<'_, '_>, last_total: &mut Option<Tokens>) -> Option<Tokens> {
-    let total = tokens(info.get("total_token_usage"));
-    let last = tokens(info.get("last_token_usage"));
+    let [total, last] = info.first_of::<2>(|k| match k {
+        "total_token_usage" => Some(0),
+        "last_token_usage" => Some(1),
+        _ => None,
+    });
+    let (total, last) = (tokens(total), tokens(last));
     let prev = *last_total;
     if total.is_some() {
         *last_total = total;
@@ -1400,9 +1404,17 @@ fn token_delta(info: Fields<'_, '_>, last_total: &mut Option<Tokens>) -> Option<
 /// `metadata.model`, on the payload or its `info`).
 fn named_model<'a>(payload: Fields<'_, 'a>, info: Fields<'_, 'a>) -> Option<&'a str> {
     [payload, info].into_iter().find_map(|f| {
-        f.str("model")
-            .or_else(|| f.str("model_name"))
-            .or_else(|| Fields::of(f.get("metadata").unwrap_or(&[])).str("model"))
+        // One pass over the fields, as `Fields::get` finds each.
+        let [model, model_name, metadata] = f.first_of::<3>(|k| match k {
+            "model" => Some(0),
+            "model_name" => Some(1),
+            "metadata" => Some(2),
+            _ => None,
+        });
+        model
+            .and_then(as_str)
+            .or_else(|| model_name.and_then(as_str))
+            .or_else(|| Fields::of(metadata.unwrap_or(&[])).str("model"))
     })
 }
 

@@ -190,11 +190,18 @@ impl Tracker {
     pub(crate) fn after_line(&mut self, report: &Report, entry: bool) {
         let mut c = LineCounts::default();
         let now = scalars(report);
-        for (i, (n, b)) in now.iter().zip(self.scalars).enumerate() {
-            let d = n.saturating_sub(b);
-            match u8::try_from(d) {
-                Ok(d) => c.small[i] = d,
-                Err(_) => c.more.push(Change::Scalar(i as u8, d)),
+        let d: [u64; SCALARS] = std::array::from_fn(|i| now[i].saturating_sub(self.scalars[i]));
+        if d.iter().fold(0, |big, d| big | d >> 8) == 0 {
+            // The usual line: every counter moved by less than 256.
+            for (s, d) in c.small.iter_mut().zip(d) {
+                *s = d as u8;
+            }
+        } else {
+            for (i, d) in d.into_iter().enumerate() {
+                match u8::try_from(d) {
+                    Ok(d) => c.small[i] = d,
+                    Err(_) => c.more.push(Change::Scalar(i as u8, d)),
+                }
             }
         }
         self.scalars = now;

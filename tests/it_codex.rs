@@ -412,6 +412,78 @@ fn tokens_models_and_twins() {
     );
 }
 
+/// A token count that names its model (`model`, `model_name`,
+/// `metadata.model`, on the payload before its `info`; the first of each
+/// name, when a string) is counted for that model; one that names none,
+/// or only as a non-string, for the last `turn_context`'s.
+#[test]
+fn a_token_count_names_its_own_model() {
+    let tc = |ts: &str, payload_extra: &str, info_extra: &str, n: u64| {
+        format!(
+            r#"{{"timestamp":"{ts}","type":"event_msg","payload":{{"type":"token_count"{payload_extra},"info":{{"last_token_usage":{{"input_tokens":{n},"cached_input_tokens":0,"output_tokens":1,"reasoning_output_tokens":0,"total_tokens":{t}}}{info_extra}}}}}}}"#,
+            t = n + 1
+        )
+    };
+    let mut v = vec![
+        META.to_owned(),
+        turn("2026-01-01T00:00:01.000Z", "/a", "ctx"),
+        tc(
+            "2026-01-01T00:00:02.000Z",
+            r#","model":"p-model""#,
+            r#","model":"i-model""#,
+            10,
+        ),
+        tc(
+            "2026-01-01T00:00:03.000Z",
+            r#","model_name":"p-name","metadata":{"model":"p-meta"}"#,
+            "",
+            20,
+        ),
+        tc(
+            "2026-01-01T00:00:04.000Z",
+            r#","metadata":{"model":"p-meta"}"#,
+            r#","model":"i-model""#,
+            30,
+        ),
+        tc(
+            "2026-01-01T00:00:05.000Z",
+            "",
+            r#","metadata":{"model":"i-meta"},"model_name":"i-name""#,
+            40,
+        ),
+        tc(
+            "2026-01-01T00:00:06.000Z",
+            r#","model":7,"model":"second""#,
+            "",
+            50,
+        ),
+        tc(
+            "2026-01-01T00:00:07.000Z",
+            r#","model":null,"model_name":"p-name""#,
+            "",
+            60,
+        ),
+        tc("2026-01-01T00:00:08.000Z", "", "", 70),
+    ];
+    v.push(String::new());
+    let (_, report) = lines("rollout-m", &v.join("\n"));
+    let by: Vec<(&str, u64, u64)> = report
+        .by_model
+        .iter()
+        .map(|m| (m.model.as_str(), m.usage.input, m.usage.total_tokens))
+        .collect();
+    assert_eq!(
+        by,
+        vec![
+            ("p-model", 10, 11),
+            ("p-name", 80, 82),
+            ("p-meta", 30, 31),
+            ("i-name", 40, 41),
+            ("ctx", 120, 122),
+        ]
+    );
+}
+
 /// Read in two parts at every line, the second resumed with the running
 /// context the first handed out: the same records and usage.
 #[test]
