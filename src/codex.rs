@@ -970,21 +970,8 @@ pub(crate) mod memo {
     static TABLE: [AtomicU64; 1 << BITS] = [const { AtomicU64::new(0) }; 1 << BITS];
 
     /// The entry types kept, by index: response items, then the envelope
-    /// types.
-    pub(crate) const ITEMS: [&str; 12] = [
-        "response_item/function_call",
-        "response_item/custom_tool_call",
-        "response_item/local_shell_call",
-        "response_item/web_search_call",
-        "response_item/image_generation_call",
-        "response_item/tool_search_call",
-        "response_item/function_call_output",
-        "response_item/custom_tool_call_output",
-        "response_item/tool_search_output",
-        "response_item/reasoning",
-        "session_meta",
-        "compacted",
-    ];
+    /// types (the first of the counted types, [`super::TYPES`]).
+    pub(crate) const ITEMS: &[&str] = super::TYPES.split_at(12).0;
 
     /// A kept line's mapping: its entry type (an index of [`ITEMS`]) and
     /// its record's role (`None`: no record).
@@ -1080,7 +1067,7 @@ pub(crate) mod memo {
                 };
                 assert_eq!(found, Some(i), "{t}");
             }
-            assert_eq!(&TYPES[..ITEMS.len()], &ITEMS[..]);
+            assert_eq!(ITEMS.last(), Some(&"compacted"));
             assert_eq!(TYPES[SESSION_META], "session_meta");
             assert_eq!(type_index("response_item", Some("future_item")), None);
             assert_eq!(type_index("event_msg", None), None);
