@@ -95,6 +95,25 @@ impl<T> Drop for Stopping<'_, T> {
     }
 }
 
+/// Runs `work` on every task index `0..n` and `deliver` with its result,
+/// one after the other on the calling thread, until `deliver` returns
+/// false: what [`run_ordered`] does with one job, less the hand-over of
+/// each result to the delivering thread (its wake-ups, and the caches of
+/// another core). For runs whose delivery is light (`stats`): one that
+/// writes an output overlaps the writing with the next task's work on a
+/// thread of its own.
+pub fn run_inline<T>(
+    n: usize,
+    work: impl Fn(usize) -> T,
+    mut deliver: impl FnMut(usize, T) -> bool,
+) {
+    for i in 0..n {
+        if !deliver(i, work(i)) {
+            return;
+        }
+    }
+}
+
 /// Runs `work` on every task index `0..n` on `jobs` threads, and calls
 /// `deliver` with each result in index order on the calling thread. A task
 /// starts only while fewer than `jobs + 1024` tasks are ahead of the next one
@@ -310,6 +329,29 @@ mod tests {
             .recv_timeout(std::time::Duration::from_secs(20))
             .expect("the run ended");
         assert!(panicked);
+    }
+
+    /// Inline: every result in order on the calling thread, and no task
+    /// started after the delivery that says stop.
+    #[test]
+    fn inline_delivers_in_order_and_stops_when_told() {
+        let caller = std::thread::current().id();
+        let started = std::cell::Cell::new(0);
+        let mut got = Vec::new();
+        run_inline(
+            10,
+            |i| {
+                assert_eq!(std::thread::current().id(), caller);
+                started.set(started.get() + 1);
+                i * 3
+            },
+            |i, r| {
+                got.push((i, r));
+                i < 6
+            },
+        );
+        assert_eq!(got, (0..7).map(|i| (i, i * 3)).collect::<Vec<_>>());
+        assert_eq!(started.get(), 7);
     }
 
     #[test]

@@ -1458,45 +1458,52 @@ fn pass<S: Sink>(ctx: &mut Ctx<'_, S>) -> Result<Summary, Error> {
     // The workers share an encoder of their own while delivery holds the
     // context.
     let encoder = ctx.sink.encoder();
-    exec::run_ordered(
-        plan.tasks.len(),
-        cfg.jobs,
-        |i| task_bytes(&plan, &plan.tasks[i]),
-        budget,
-        |i| {
-            let r = run_task(&plan, i, cfg, &opts, &encoder, &bases);
-            if let Some(p) = progress {
-                p.advance(task_bytes(&plan, &plan.tasks[i]));
+    let work = |i: usize| {
+        let r = run_task(&plan, i, cfg, &opts, &encoder, &bases);
+        if let Some(p) = progress {
+            p.advance(task_bytes(&plan, &plan.tasks[i]));
+        }
+        r
+    };
+    let deliver = |i: usize, res| {
+        let task = &plan.tasks[i];
+        settle_files_before(&plan, &cfg.formats, task.file, &mut next_file, &mut totals);
+        let going = deliver(
+            ctx,
+            &plan,
+            task,
+            res,
+            &mut current,
+            &mut ParentsAhead {
+                sets: &mut reserved,
+                parent_file: &mut parent_file,
+                by_name: &by_name,
+            },
+            &opts,
+            &mut totals,
+        );
+        match going {
+            Ok(true) => !cfg.stop.load(Ordering::SeqCst),
+            Ok(false) => false,
+            Err(f) => {
+                failure = Some(f);
+                false
             }
-            r
-        },
-        |i, res| {
-            let task = &plan.tasks[i];
-            settle_files_before(&plan, &cfg.formats, task.file, &mut next_file, &mut totals);
-            let going = deliver(
-                ctx,
-                &plan,
-                task,
-                res,
-                &mut current,
-                &mut ParentsAhead {
-                    sets: &mut reserved,
-                    parent_file: &mut parent_file,
-                    by_name: &by_name,
-                },
-                &opts,
-                &mut totals,
-            );
-            match going {
-                Ok(true) => !cfg.stop.load(Ordering::SeqCst),
-                Ok(false) => false,
-                Err(f) => {
-                    failure = Some(f);
-                    false
-                }
-            }
-        },
-    );
+        }
+    };
+    // One job and nothing to write: each task delivered where it ran.
+    if cfg.jobs <= 1 && !encoder.wants_records() {
+        exec::run_inline(plan.tasks.len(), work, deliver);
+    } else {
+        exec::run_ordered(
+            plan.tasks.len(),
+            cfg.jobs,
+            |i| task_bytes(&plan, &plan.tasks[i]),
+            budget,
+            work,
+            deliver,
+        );
+    }
     if let Some(p) = progress {
         p.finish();
     }
