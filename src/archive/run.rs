@@ -1465,7 +1465,8 @@ fn pass<S: Sink>(ctx: &mut Ctx<'_, S>) -> Result<Summary, Error> {
         }
         r
     };
-    let deliver = |i: usize, res| {
+    // (`deliver` inside is the function of that name.)
+    let deliver_task = |i: usize, res| {
         let task = &plan.tasks[i];
         settle_files_before(&plan, &cfg.formats, task.file, &mut next_file, &mut totals);
         let going = deliver(
@@ -1493,7 +1494,7 @@ fn pass<S: Sink>(ctx: &mut Ctx<'_, S>) -> Result<Summary, Error> {
     };
     // One job and nothing to write: each task delivered where it ran.
     if cfg.jobs <= 1 && !encoder.wants_records() {
-        exec::run_inline(plan.tasks.len(), work, deliver);
+        exec::run_inline(plan.tasks.len(), work, deliver_task);
     } else {
         exec::run_ordered(
             plan.tasks.len(),
@@ -1501,7 +1502,7 @@ fn pass<S: Sink>(ctx: &mut Ctx<'_, S>) -> Result<Summary, Error> {
             |i| task_bytes(&plan, &plan.tasks[i]),
             budget,
             work,
-            deliver,
+            deliver_task,
         );
     }
     if let Some(p) = progress {
