@@ -158,12 +158,18 @@ pub(crate) struct JsonParser {
     /// The longest line parsed: simd-json's buffers (which do not tell
     /// their size) grow with it.
     longest: usize,
-    /// The address of the copy the last line was parsed in, when it parsed
-    /// as read (not repaired): see [`ParsedLine`].
-    copy: Option<usize>,
+    /// Where the last line's strings are, when it parsed as read (not
+    /// repaired): see [`ParsedLine`].
+    copy: Option<Strings>,
     /// Whether lines are parsed with the lean parse first ([`crate::lean`]:
     /// for runs that build no record and so write no string of the line).
     lean: bool,
+    /// Whether lines are parsed with the lean parse first and read with
+    /// record text left raw ([`JsonParser::set_raw_text`]).
+    raw_text: bool,
+    /// The odd strings of the last line the lean parse took
+    /// ([`crate::lean::parse`]).
+    odd: Vec<usize>,
 }
 
 impl JsonParser {
@@ -174,6 +180,8 @@ impl JsonParser {
             longest: 0,
             copy: None,
             lean: false,
+            raw_text: false,
+            odd: Vec::new(),
         }
     }
 
@@ -183,6 +191,17 @@ impl JsonParser {
     /// where simd-json's would be).
     pub(crate) fn set_lean(&mut self, lean: bool) {
         self.lean = lean;
+    }
+
+    /// Parses with the lean parse first, and reads a lean tape with record
+    /// text left raw ([`crate::lean::defers_text`]), or not: for a run
+    /// whose only reader of a record's text is the NDJSON writer. The
+    /// mapping then builds the text escaped, as the writer writes it, from
+    /// the line's raw strings ([`crate::pi::Text`]), and the writer copies
+    /// it ([`ParsedLine::write_str`]). A line taken by the lean parse is
+    /// then [`JsonParser::parsed`], with [`Strings::Raw`].
+    pub(crate) fn set_raw_text(&mut self, raw_text: bool) {
+        self.raw_text = raw_text;
     }
 
     /// Bytes of scratch space held, at most: the tape, and simd-json's
@@ -208,16 +227,19 @@ impl JsonParser {
     ) -> T {
         self.longest = self.longest.max(line.len());
         let mut tape = self.tape.take().unwrap_or_else(Tape::null).reset();
-        let lean = self.lean && crate::lean::parse(line, arena, &mut tape.0);
+        let lean = (self.lean || self.raw_text)
+            && crate::lean::parse(line, arena, &mut tape.0, &mut self.odd);
         let (out, copy) = if lean {
-            // Not `parsed`: the lean tape's strings are not where
-            // `ParsedLine` would look for them.
-            let _reading = crate::lean::Reading::new(line, arena);
-            (f(Ok((&tape.0, false))), None)
+            let odd = self.raw_text.then_some(&self.odd[..]);
+            let _reading = crate::lean::Reading::new(line, arena, odd);
+            // Without raw text, not `parsed`: the lean tape's strings are
+            // not where `ParsedLine` would look for them.
+            let copy = self.raw_text.then_some(Strings::Raw);
+            (f(Ok((&tape.0, false))), copy)
         } else {
             tape.0.clear();
             match parse_into(&mut self.buffers, &mut tape, arena, line) {
-                Ok(Parsed::AsRead(copy)) => (f(Ok((&tape.0, false))), Some(copy)),
+                Ok(Parsed::AsRead(copy)) => (f(Ok((&tape.0, false))), Some(Strings::Copy(copy))),
                 Ok(Parsed::Repaired) => (f(Ok((&tape.0, true))), None),
                 Err(e) => (f(Err(e)), None),
             }
@@ -247,8 +269,19 @@ impl JsonParser {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ParsedLine<'l> {
     bytes: &'l [u8],
-    /// The address of the copy's first byte (compared, never read).
-    copy: usize,
+    copy: Strings,
+}
+
+/// Where the strings of a line's entry are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Strings {
+    /// In simd-json's copy of the line, which starts at this address
+    /// (compared, never read).
+    Copy(usize),
+    /// In the line itself, as the lean parse read it with record text left
+    /// raw ([`JsonParser::set_raw_text`]): the record's text was built
+    /// escaped, exactly as [`escape`] writes it between the quotes.
+    Raw,
 }
 
 impl<'l> ParsedLine<'l> {
@@ -273,7 +306,11 @@ impl<'l> ParsedLine<'l> {
     /// such a control byte.
     pub fn escaped(&self, s: &str) -> Option<&'l [u8]> {
         let b = self.bytes;
-        let o = (s.as_ptr() as usize).checked_sub(self.copy)?;
+        // A raw string is not `s`'s text: see `write_str`.
+        let Strings::Copy(copy) = self.copy else {
+            return None;
+        };
+        let o = (s.as_ptr() as usize).checked_sub(copy)?;
         if o == 0 || o > b.len() || s.len() > b.len() - o || b[o - 1] != b'"' {
             return None;
         }
@@ -291,6 +328,65 @@ impl<'l> ParsedLine<'l> {
         }
         Some(&b[o - 1..=end])
     }
+}
+
+impl ParsedLine<'_> {
+    /// Appends the JSON string of `s`, the text of the record mapped from
+    /// this line, as [`escape`] writes it: the line's own bytes when they
+    /// are exactly that; a text built escaped (a line read with raw text,
+    /// [`crate::pi::Text`]) as it is, in quotes; else escaped.
+    pub(crate) fn write_str(&self, s: &str, out: &mut Vec<u8>) {
+        match self.copy {
+            Strings::Copy(_) => match self.escaped(s) {
+                Some(raw) => out.extend_from_slice(raw),
+                None => escape(out, s),
+            },
+            Strings::Raw => {
+                out.reserve(s.len() + 2);
+                out.push(b'"');
+                out.extend_from_slice(s.as_bytes());
+                out.push(b'"');
+            }
+        }
+    }
+}
+
+/// Whether the raw bytes of a JSON string (a string the lean parse took:
+/// no raw control byte, every escape well formed) are exactly what
+/// [`escape`] writes for the text they decode to: every escape is `\"`,
+/// `\\`, `\b`, `\f`, `\n`, `\r`, `\t`, or `\u00xx` in lowercase for a control
+/// byte without a short escape. Unescaped bytes are all ones `escape`
+/// leaves as they are (it escapes only control bytes, quotes and
+/// backslashes). Escape by escape: the lean parse notes the same as it
+/// reads a line ([`crate::lean::canonical`]); this is for a string it did
+/// not read, and the reference its tests compare with.
+pub(crate) fn canonical(raw: &[u8]) -> bool {
+    let mut from = 0;
+    while let Some(i) = memchr::memchr(b'\\', &raw[from..]) {
+        let i = from + i;
+        match raw.get(i + 1) {
+            Some(b'"' | b'\\' | b'b' | b'f' | b'n' | b'r' | b't') => from = i + 2,
+            Some(b'u') => {
+                let hex = |c: u8| match c {
+                    b'0'..=b'9' => Some(c - b'0'),
+                    b'a'..=b'f' => Some(c - b'a' + 10),
+                    _ => None,
+                };
+                let code = match raw.get(i + 2..i + 6) {
+                    Some([b'0', b'0', h, l]) => hex(*h).zip(hex(*l)).map(|(h, l)| h * 16 + l),
+                    _ => None,
+                };
+                match code {
+                    Some(c) if c < 0x20 && !matches!(c, 0x08 | 0x09 | 0x0a | 0x0c | 0x0d) => {
+                        from = i + 6;
+                    }
+                    _ => return false,
+                }
+            }
+            _ => return false,
+        }
+    }
+    true
 }
 
 /// Whether `raw` may hold a `\u00XX` escape with an uppercase hex digit:
@@ -671,6 +767,23 @@ impl<'t, 'a> Fields<'t, 'a> {
 
     pub(crate) fn str(self, key: &str) -> Option<&'a str> {
         self.get(key).and_then(as_str)
+    }
+
+    /// [`as_text`] of a field.
+    pub(crate) fn text(self, key: &str) -> Option<&'a str> {
+        self.get(key).and_then(as_text)
+    }
+}
+
+/// A string value as a piece of a record's text: as [`as_str`], except
+/// that a raw string of a lean tape read with record text left raw
+/// ([`crate::lean::defers_text`]) stays raw. Whoever joins it to other
+/// pieces decodes it first ([`crate::lean::value`]).
+pub(crate) fn as_text<'a>(v: &[Node<'a>]) -> Option<&'a str> {
+    match v.first() {
+        Some(Node::String(s)) if crate::lean::defers_text() => Some(s),
+        Some(Node::String(s)) => Some(crate::lean::value(s)),
+        _ => None,
     }
 }
 

@@ -18,6 +18,7 @@
 //! two on every input.
 
 use std::cell::Cell;
+use std::marker::PhantomData;
 
 use bumpalo::Bump;
 use simd_json::{Node, StaticNode};
@@ -28,13 +29,29 @@ pub(crate) const MAX_DEPTH: usize = 128;
 
 /// Parses `line`, a copy in `arena`, onto `tape`; `false` when the line is
 /// not one this parse takes (the tape is then to be cleared and discarded).
-pub(crate) fn parse<'a>(line: &'a [u8], arena: &'a Bump, tape: &mut Vec<Node<'a>>) -> bool {
-    parse_with(line, arena, tape, avx2())
+///
+/// `odd` gets the place (after its opening quote) of each value string
+/// whose escapes are not all ones [`crate::json::escape`] writes itself
+/// (see [`canonical`]), in order.
+pub(crate) fn parse<'a>(
+    line: &'a [u8],
+    arena: &'a Bump,
+    tape: &mut Vec<Node<'a>>,
+    odd: &mut Vec<usize>,
+) -> bool {
+    parse_with(line, arena, tape, odd, avx2())
 }
 
 /// [`parse`], with the AVX2 block scans or the portable ones.
-fn parse_with<'a>(line: &'a [u8], arena: &'a Bump, tape: &mut Vec<Node<'a>>, avx2: bool) -> bool {
+fn parse_with<'a>(
+    line: &'a [u8],
+    arena: &'a Bump,
+    tape: &mut Vec<Node<'a>>,
+    odd: &mut Vec<usize>,
+    avx2: bool,
+) -> bool {
     tape.clear();
+    odd.clear();
     if simdutf8::basic::from_utf8(line).is_err() {
         return false;
     }
@@ -42,6 +59,7 @@ fn parse_with<'a>(line: &'a [u8], arena: &'a Bump, tape: &mut Vec<Node<'a>>, avx
         b: line,
         arena,
         tape,
+        odd,
         avx2,
     };
     #[cfg(target_arch = "x86_64")]
@@ -73,26 +91,74 @@ thread_local! {
         const { Cell::new((0, 0, std::ptr::null())) };
 }
 
-/// While it lives, [`value`] decodes the raw strings of the lean tape
-/// parsed from `line` into `arena`; the one before it is restored when it
-/// drops.
-pub(crate) struct Reading {
-    before: (usize, usize, *const Bump),
+/// The places of a lean tape's odd strings ([`parse`]'s `odd`), as a
+/// slice's address and length.
+type Odd = (*const usize, usize);
+
+thread_local! {
+    /// Whether the tape being read leaves record text raw ([`defers_text`]),
+    /// and the places of its odd strings ([`canonical`]).
+    static RAW_TEXT: Cell<Option<Odd>> = const { Cell::new(None) };
 }
 
-impl Reading {
-    pub(crate) fn new<'a>(line: &'a [u8], arena: &'a Bump) -> Reading {
+/// While it lives, [`value`] decodes the raw strings of the lean tape
+/// parsed from `line` into `arena`, and with `raw_text` (the places of
+/// the tape's odd strings, [`parse`]), [`defers_text`] says so; the one
+/// before it is restored when it drops.
+pub(crate) struct Reading<'a> {
+    before: (usize, usize, *const Bump),
+    raw_text_before: Option<Odd>,
+    _borrows: PhantomData<&'a [usize]>,
+}
+
+impl<'a> Reading<'a> {
+    pub(crate) fn new(line: &'a [u8], arena: &'a Bump, raw_text: Option<&'a [usize]>) -> Self {
         let start = line.as_ptr() as usize;
         let now = (start, start + line.len(), arena as *const Bump);
         Reading {
             before: READING.with(|r| r.replace(now)),
+            raw_text_before: RAW_TEXT.with(|r| r.replace(raw_text.map(|o| (o.as_ptr(), o.len())))),
+            _borrows: PhantomData,
         }
     }
 }
 
-impl Drop for Reading {
+impl Drop for Reading<'_> {
     fn drop(&mut self) {
         READING.with(|r| r.set(self.before));
+        RAW_TEXT.with(|r| r.set(self.raw_text_before));
+    }
+}
+
+/// Whether the lean tape being read leaves a record's text raw: a
+/// mapping may then build a record's text escaped, from raw strings of the
+/// tape ([`crate::pi::Text`]), for the writer that copies it
+/// ([`crate::json::ParsedLine::write_str`]); every other string it reads
+/// through [`value`]. False outside a [`Reading`] made so.
+pub(crate) fn defers_text() -> bool {
+    RAW_TEXT.with(Cell::get).is_some()
+}
+
+/// Whether `raw`, a raw string of the lean tape being read with raw text
+/// ([`defers_text`]), holds only escapes that [`crate::json::escape`]
+/// writes itself, so that it is, as it is, what that escape writes for the
+/// text it decodes to: the parse noted the others ([`parse`]'s `odd`).
+/// Any other string is looked at byte by byte
+/// ([`crate::json::canonical`]).
+pub(crate) fn canonical(raw: &str) -> bool {
+    let (start, end, _) = READING.with(Cell::get);
+    let at = raw.as_ptr() as usize;
+    match RAW_TEXT.with(Cell::get) {
+        Some((_, 0)) if at >= start && at < end => true,
+        Some((odd, len)) if at >= start && at < end => {
+            // SAFETY: the slice that `Reading` was made with, borrowed
+            // (shared) for as long as that `Reading` lives (its lifetime),
+            // which is while this is set.
+            #[allow(unsafe_code)]
+            let odd = unsafe { std::slice::from_raw_parts(odd, len) };
+            odd.binary_search(&(at - start)).is_err()
+        }
+        _ => crate::json::canonical(raw.as_bytes()),
     }
 }
 
@@ -327,6 +393,7 @@ struct Parser<'a, 't> {
     b: &'a [u8],
     arena: &'a Bump,
     tape: &'t mut Vec<Node<'a>>,
+    odd: &'t mut Vec<usize>,
     avx2: bool,
 }
 
@@ -399,7 +466,10 @@ impl<'a> Parser<'a, '_> {
                     }
                 }
                 b'"' => {
-                    let (end, _) = self.string(i + 1)?;
+                    let (end, escapes) = self.string(i + 1)?;
+                    if escapes == Escapes::Odd {
+                        self.odd.push(i + 1);
+                    }
                     let s = self.str_at(i + 1, end);
                     self.tape.push(Node::String(s));
                     i = end + 1;
@@ -485,7 +555,7 @@ impl<'a> Parser<'a, '_> {
         }
         let (end, escaped) = self.string(i + 1)?;
         let raw = self.str_at(i + 1, end);
-        let key = if escaped {
+        let key = if escaped != Escapes::None {
             unescape(raw, self.arena)
         } else {
             raw
@@ -580,19 +650,19 @@ impl<'a> Parser<'a, '_> {
     }
 
     /// A string whose contents start at `i`: the place of its closing
-    /// quote, and whether it holds escapes. `None` for a string simd-json
+    /// quote, and what escapes it holds. `None` for a string simd-json
     /// would refuse (no closing quote, a raw control byte, an escape it
     /// does not know, a `\u` without four hex digits, a lone surrogate) or
     /// the lean parse leaves to it.
     #[inline(always)]
-    fn string(&self, i: usize) -> Option<(usize, bool)> {
+    fn string(&self, i: usize) -> Option<(usize, Escapes)> {
         let b = self.b;
         let mut p = i;
         // Whether the block before ended inside a backslash run of odd length.
         let mut carry = 0u64;
         // The `u` of the low half of a surrogate pair already checked.
         let mut low = usize::MAX;
-        let mut escapes = false;
+        let mut escapes = Escapes::None;
         let mut tail;
         loop {
             let block: &[u8; 64] = match b.get(p..p + 64) {
@@ -628,10 +698,15 @@ impl<'a> Parser<'a, '_> {
             }
             let esc = escaped & before;
             if esc != 0 {
-                escapes = true;
-                let (known, us) = escape_chars(block, self.avx2);
+                let (known, us, slash) = escape_chars(block, self.avx2);
                 if esc & !known != 0 {
                     return None;
+                }
+                if escapes == Escapes::None {
+                    escapes = Escapes::Written;
+                }
+                if esc & slash != 0 {
+                    escapes = Escapes::Odd;
                 }
                 let mut us = esc & us;
                 while us != 0 {
@@ -639,6 +714,9 @@ impl<'a> Parser<'a, '_> {
                     us &= us - 1;
                     if at != low {
                         low = self.unicode(at)?;
+                        if !written_u(b.get(at + 1..at + 5)) {
+                            escapes = Escapes::Odd;
+                        }
                     }
                 }
             }
@@ -669,6 +747,32 @@ impl<'a> Parser<'a, '_> {
         } else {
             Some(usize::MAX)
         }
+    }
+}
+
+/// The escapes a string holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Escapes {
+    None,
+    /// Only ones [`crate::json::escape`] writes itself: `\"`, `\\`, `\b`,
+    /// `\f`, `\n`, `\r`, `\t`, and `\u00xx`, lowercase, for a control byte
+    /// without a short escape.
+    Written,
+    /// Some other (`\/`, any other `\u`).
+    Odd,
+}
+
+/// Whether the four hex digits of a `\u` escape are ones
+/// [`crate::json::escape`] writes: `00` then a lowercase code below `0x20`
+/// with no short escape.
+#[inline(always)]
+fn written_u(hex: Option<&[u8]>) -> bool {
+    let lower = |c: u8| matches!(c, b'0'..=b'9' | b'a'..=b'f');
+    match hex {
+        Some(&[b'0', b'0', h @ (b'0' | b'1'), l]) if lower(l) => {
+            !(h == b'0' && matches!(l, b'8' | b'9' | b'a' | b'c' | b'd'))
+        }
+        _ => false,
     }
 }
 
@@ -709,9 +813,9 @@ fn masks_bytes(block: &[u8; 64]) -> Masks {
 }
 
 /// Which bytes of a block may follow a backslash (`"\/bfnrt` and `u`),
-/// and which are `u`.
+/// which are `u`, and which `/`.
 #[inline(always)]
-fn escape_chars(block: &[u8; 64], avx2: bool) -> (u64, u64) {
+fn escape_chars(block: &[u8; 64], avx2: bool) -> (u64, u64, u64) {
     #[cfg(target_arch = "x86_64")]
     if avx2 {
         #[allow(unsafe_code)]
@@ -722,16 +826,17 @@ fn escape_chars(block: &[u8; 64], avx2: bool) -> (u64, u64) {
     escape_chars_bytes(block)
 }
 
-fn escape_chars_bytes(block: &[u8; 64]) -> (u64, u64) {
-    let (mut known, mut u) = (0u64, 0u64);
+fn escape_chars_bytes(block: &[u8; 64]) -> (u64, u64, u64) {
+    let (mut known, mut u, mut slash) = (0u64, 0u64, 0u64);
     for (k, &c) in block.iter().enumerate() {
         known |= u64::from(matches!(
             c,
             b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' | b'u'
         )) << k;
         u |= u64::from(c == b'u') << k;
+        slash |= u64::from(c == b'/') << k;
     }
-    (known, u)
+    (known, u, slash)
 }
 
 // The AVX2 functions use macros, not closures, for their repeated steps:
@@ -770,7 +875,7 @@ unsafe fn masks_avx2(block: &[u8; 64]) -> Masks {
 #[target_feature(enable = "avx2")]
 #[allow(unsafe_code)]
 #[inline]
-unsafe fn escape_chars_avx2(block: &[u8; 64]) -> (u64, u64) {
+unsafe fn escape_chars_avx2(block: &[u8; 64]) -> (u64, u64, u64) {
     use std::arch::x86_64::{
         __m256i, _mm256_cmpeq_epi8, _mm256_loadu_si256, _mm256_movemask_epi8, _mm256_or_si256,
         _mm256_set1_epi8,
@@ -795,7 +900,9 @@ unsafe fn escape_chars_avx2(block: &[u8; 64]) -> (u64, u64) {
     let known = u64::from(known!(lo)) | u64::from(known!(hi)) << 32;
     let u = u64::from(_mm256_movemask_epi8(eq!(lo, b'u')) as u32)
         | u64::from(_mm256_movemask_epi8(eq!(hi, b'u')) as u32) << 32;
-    (known, u)
+    let slash = u64::from(_mm256_movemask_epi8(eq!(lo, b'/')) as u32)
+        | u64::from(_mm256_movemask_epi8(eq!(hi, b'/')) as u32) << 32;
+    (known, u, slash)
 }
 
 /// Parses `line` with the lean parse (both its AVX2 and its portable block
@@ -808,16 +915,45 @@ unsafe fn escape_chars_avx2(block: &[u8; 64]) -> (u64, u64) {
 pub fn agrees_with_simd_json(line: &[u8]) -> Result<bool, String> {
     let arena = Bump::new();
     let copy: &[u8] = arena.alloc_slice_copy(line);
-    let mut lean = Vec::new();
-    let took = parse_with(copy, &arena, &mut lean, avx2());
-    let mut portable = Vec::new();
-    if parse_with(copy, &arena, &mut portable, false) != took {
+    let (mut lean, mut odd) = (Vec::new(), Vec::new());
+    let took = parse_with(copy, &arena, &mut lean, &mut odd, avx2());
+    let (mut portable, mut portable_odd) = (Vec::new(), Vec::new());
+    if parse_with(copy, &arena, &mut portable, &mut portable_odd, false) != took {
         return Err("the AVX2 and the portable scans disagree on taking it".to_owned());
     }
     if !took {
         return Ok(false);
     }
-    let reading = Reading::new(copy, &arena);
+    if odd != portable_odd {
+        return Err(format!(
+            "odd strings: AVX2 {odd:?}, portable {portable_odd:?}"
+        ));
+    }
+    let reading = Reading::new(copy, &arena, None);
+    // Every string of the line (the keys without escapes too): noted odd
+    // exactly when its escapes are not all the escape's own, and when they
+    // are, it is what the escape writes for its text.
+    let start = copy.as_ptr() as usize;
+    for n in &lean {
+        let Node::String(s) = n else { continue };
+        let at = (s.as_ptr() as usize).wrapping_sub(start);
+        if at >= copy.len() {
+            continue;
+        }
+        let noted = odd.binary_search(&at).is_ok();
+        if noted == crate::json::canonical(s.as_bytes()) {
+            return Err(format!("string at {at} {s:?} noted odd: {noted}"));
+        }
+        if !noted {
+            let mut written = Vec::new();
+            crate::json::escape(&mut written, value(s));
+            if written[1..written.len() - 1] != *s.as_bytes() {
+                return Err(format!(
+                    "{s:?} taken as written, the escape writes {written:?}"
+                ));
+            }
+        }
+    }
     let decode = |tape: &[Node<'_>]| -> Vec<String> {
         tape.iter()
             .map(|n| match n {
@@ -859,10 +995,10 @@ mod tests {
         let arena = Bump::new();
         let copy = arena.alloc_slice_copy(line);
         let mut tape = Vec::new();
-        if !parse(copy, &arena, &mut tape) {
+        if !parse(copy, &arena, &mut tape, &mut Vec::new()) {
             return None;
         }
-        let _reading = Reading::new(copy, &arena);
+        let _reading = Reading::new(copy, &arena, None);
         let nodes: Vec<String> = tape
             .iter()
             .map(|n| match n {
@@ -1183,6 +1319,62 @@ mod tests {
         }
     }
 
+    /// The parse notes the strings whose escapes the writer would not
+    /// write as they are, and only those; `canonical` answers from the
+    /// notes for the tape being read with raw text.
+    #[test]
+    fn odd_escapes_are_noted_where_they_are() {
+        let cases: &[(&str, bool)] = &[
+            (r#"plain"#, false),
+            (r#"a\nb\tc\"d\\e\rf\bg\fh"#, false),
+            (r#"\u001b[0m \u0000 \u000b \u001f \u0007"#, false),
+            (r#"a\/b"#, true),
+            (r#"caf\u00e9"#, true),
+            (r#"\u001B"#, true),
+            (r#"\u0008"#, true),
+            (r#"\u0009"#, true),
+            (r#"\u000a"#, true),
+            (r#"\u000c"#, true),
+            (r#"\u000d"#, true),
+            (r#"\u000A"#, true),
+            (r#"\u0020"#, true),
+            (r#"\ud83d\ude00"#, true),
+            (r#"\\u00e9 \\/"#, false),
+        ];
+        for (body, odd) in cases {
+            // Past a 64-byte block too.
+            for pad in [0, 61] {
+                let line = format!(
+                    r#"{{"k":"{}{body}","n":1,"e":"","w":"x\/"}}"#,
+                    "p".repeat(pad)
+                );
+                assert_eq!(agrees_with_simd_json(line.as_bytes()), Ok(true), "{line}");
+                let arena = Bump::new();
+                let copy = arena.alloc_slice_copy(line.as_bytes());
+                let (mut tape, mut noted) = (Vec::new(), Vec::new());
+                assert!(parse(copy, &arena, &mut tape, &mut noted));
+                let w = line.rfind("x\\/").unwrap();
+                let want: Vec<usize> = if *odd { vec![6, w] } else { vec![w] };
+                assert_eq!(noted, want, "{line}");
+                let strings: Vec<&str> = tape
+                    .iter()
+                    .filter_map(|n| match n {
+                        Node::String(s) => Some(*s),
+                        _ => None,
+                    })
+                    .collect();
+                let k = strings[1];
+                assert_eq!(canonical(k), !odd, "{line}: outside a reading");
+                let _reading = Reading::new(copy, &arena, Some(&noted));
+                assert!(defers_text());
+                assert_eq!(canonical(k), !odd, "{line}");
+                assert!(!canonical(strings[6]), "{line}");
+                assert!(canonical(strings[4]), "{line}");
+            }
+        }
+        assert!(!defers_text());
+    }
+
     /// A raw value is decoded only while its tape is read, and only when
     /// it is in that tape's copy.
     #[test]
@@ -1190,20 +1382,20 @@ mod tests {
         let arena = Bump::new();
         let copy = arena.alloc_slice_copy(br#"{"a":"x\ny","b":"plain"}"#);
         let mut tape = Vec::new();
-        assert!(parse(copy, &arena, &mut tape));
+        assert!(parse(copy, &arena, &mut tape, &mut Vec::new()));
         let Node::String(raw) = tape[2] else {
             panic!("{tape:?}")
         };
         assert_eq!(raw, r"x\ny");
         assert_eq!(value(raw), r"x\ny", "no tape being read");
         {
-            let _reading = Reading::new(copy, &arena);
+            let _reading = Reading::new(copy, &arena, None);
             assert_eq!(value(raw), "x\ny");
             let elsewhere = arena.alloc_str(r"x\ny");
             assert_eq!(value(elsewhere), r"x\ny", "not in the copy");
             {
                 let other = arena.alloc_slice_copy(b"[]");
-                let _inner = Reading::new(other, &arena);
+                let _inner = Reading::new(other, &arena, None);
                 assert_eq!(value(raw), r"x\ny");
             }
             assert_eq!(value(raw), "x\ny", "restored");

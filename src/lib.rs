@@ -41,6 +41,8 @@ pub use json::{LineHash, ParsedLine};
 #[doc(hidden)]
 pub use lean::agrees_with_simd_json;
 pub use mmap::MmapSessionSource;
+#[doc(hidden)]
+pub use ndjson::raw_text_agrees;
 pub use pi::{Entry, Header, RoleFilter};
 pub use record::{OwnedRecord, Record, Role, Usage};
 pub use report::{EntryCounts, ModelUsage, Report, Skip, SkipReason, DEFAULT_MAX_SKIPS};

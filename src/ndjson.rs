@@ -94,12 +94,10 @@ pub(crate) fn write_record(
         out.extend_from_slice(b",\"timestamp\":");
         json_i64(out, t);
     }
-    match line.and_then(|l| l.escaped(text)) {
-        Some(raw) => {
-            out.extend_from_slice(b",\"text\":");
-            out.extend_from_slice(raw);
-        }
-        None => str_field(out, b",\"text\":", Some(text)),
+    out.extend_from_slice(b",\"text\":");
+    match line {
+        Some(l) => l.write_str(text, out),
+        None => json_str(out, text),
     }
     str_field(out, b",\"provider\":", rec.provider);
     str_field(out, b",\"model\":", rec.model);
@@ -253,6 +251,49 @@ fn write_record_serde(out: &mut Vec<u8>, rec: &Record<'_>, file: &str, max_text:
     };
     serde_json::to_writer(&mut *out, &o).expect("writing to a Vec cannot fail");
     out.push(b'\n');
+}
+
+/// Reads the pi session `input` twice, as the engine's NDJSON writer
+/// does (record text built escaped from the lines' raw strings, see
+/// [`crate::pi::Text`]) and with every text decoded, and writes each
+/// record as a JSON line: `Ok` with the number of records when both give
+/// the same bytes, `Err` with the first line that differs otherwise (or
+/// the error that stopped either read). For the tests and the `line` fuzz
+/// target.
+#[doc(hidden)]
+pub fn raw_text_agrees(input: &[u8]) -> Result<usize, String> {
+    use crate::source::{PiSessionSource, RecordSource, SourceOptions};
+    let write = |raw_text: bool| -> Result<(Vec<u8>, usize), String> {
+        let opts = SourceOptions::default().raw_text(raw_text);
+        let mut src = PiSessionSource::from_reader_with(input, "fuzz.jsonl", &opts)
+            .map_err(|e| e.to_string())?;
+        let (mut out, mut n) = (Vec::new(), 0);
+        while let Some((entry, line)) = src.next_entry_parsed().map_err(|e| e.to_string())? {
+            if let Some(rec) = &entry.record {
+                write_record(&mut out, rec, "fuzz.jsonl", None, line);
+                out.push(b'\n');
+                n += 1;
+            }
+        }
+        Ok((out, n))
+    };
+    let (raw, n) = write(true)?;
+    let (decoded, _) = write(false)?;
+    if raw == decoded {
+        return Ok(n);
+    }
+    let differs = raw
+        .split(|&b| b == b'\n')
+        .zip(decoded.split(|&b| b == b'\n'))
+        .find(|(a, b)| a != b)
+        .map(|(a, b)| {
+            format!(
+                "built escaped {}, decoded {}",
+                String::from_utf8_lossy(a),
+                String::from_utf8_lossy(b)
+            )
+        });
+    Err(differs.unwrap_or_else(|| "one output is longer".to_owned()))
 }
 
 #[cfg(test)]

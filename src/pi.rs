@@ -10,8 +10,8 @@ use bumpalo::Bump;
 use simd_json::Node;
 
 use crate::json::{
-    as_bool, as_f64, as_i64, as_str, as_u64, elements, fingerprint, is_blank, write_json, Fields,
-    JsonParser, ParsedLine,
+    as_bool, as_f64, as_i64, as_str, as_text, as_u64, elements, fingerprint, is_blank, write_json,
+    Fields, JsonParser, ParsedLine, PushStr,
 };
 use crate::record::{Record, Role, Usage};
 use crate::report::{Report, SkipReason};
@@ -114,6 +114,12 @@ pub(crate) struct Context {
 /// share (its header, its source name): [`LineParser::line`] parses and
 /// accounts for a line, then hands its tape here.
 pub(crate) trait MapLine {
+    /// Whether the mapping reads a record's text through
+    /// [`crate::json::as_text`] and [`Text`] alone, so that a source asked
+    /// for raw text ([`crate::SourceOptions`]' `raw_text`) may read its
+    /// lines so (default false: the text is always decoded).
+    const RAW_TEXT: bool = false;
+
     /// The file's identity.
     fn header(&self) -> &Header;
 
@@ -149,6 +155,8 @@ pub(crate) trait MapLine {
 }
 
 impl MapLine for Context {
+    const RAW_TEXT: bool = true;
+
     fn header(&self) -> &Header {
         &self.header
     }
@@ -210,6 +218,11 @@ impl LineParser {
     pub fn set_filter(&mut self, filter: RoleFilter) {
         self.filter = filter;
         self.json.set_lean(filter.builds_none());
+    }
+
+    /// Reads records' text raw or not (see [`JsonParser::set_raw_text`]).
+    pub(crate) fn set_raw_text(&mut self, raw_text: bool) {
+        self.json.set_raw_text(raw_text);
     }
 
     /// Bytes of scratch space held (see [`JsonParser::capacity`]).
@@ -386,7 +399,7 @@ fn entry_fields<'t, 'a>(nodes: &'t [Node<'a>]) -> EntryFields<'t, 'a> {
             "parentId" => e.parent_id = as_str(v),
             "timestamp" => e.timestamp = as_str(v),
             "message" => e.message = Some(v),
-            "summary" => e.summary = as_str(v),
+            "summary" => e.summary = as_text(v),
             "customType" => e.custom_type = as_str(v),
             "content" => e.content = Some(v),
             "provider" => e.provider = as_str(v),
@@ -414,9 +427,9 @@ fn message_fields<'t, 'a>(nodes: &'t [Node<'a>]) -> MessageFields<'t, 'a> {
             "isError" => m.is_error = as_bool(v),
             "customType" => m.custom_type = as_str(v),
             "command" => m.command = as_str(v),
-            "output" => m.output = as_str(v),
+            "output" => m.output = as_text(v),
             "exitCode" => m.exit_code = as_i64(v),
-            "summary" => m.summary = as_str(v),
+            "summary" => m.summary = as_text(v),
             _ => {}
         }
     }
@@ -599,12 +612,7 @@ fn record_text<'a>(
     match ty {
         "message" => match m.role {
             Some("bashExecution") => {
-                let mut s = bumpalo::collections::String::new_in(arena);
-                s.push_str("$ ");
-                s.push_str(m.command.unwrap_or(""));
-                s.push('\n');
-                s.push_str(m.output.unwrap_or(""));
-                text.push(s.into_bump_str());
+                text.bash(m.command.unwrap_or(""), m.output.unwrap_or(""));
             }
             Some("branchSummary" | "compactionSummary") => text.push(m.summary.unwrap_or("")),
             _ => text.content(m.content),
@@ -617,8 +625,18 @@ fn record_text<'a>(
 
 /// Flattened text: one borrowed piece stays borrowed; several are joined
 /// with `\n` in the arena.
+///
+/// Read from a lean tape that leaves record text raw
+/// ([`crate::lean::defers_text`]), the text is built escaped instead: what
+/// [`crate::json::escape`] writes between the quotes for the text, which
+/// the NDJSON writer then copies ([`crate::json::ParsedLine::write_str`]).
+/// A piece read with [`crate::json::as_text`] is then a raw string of the
+/// line: it stays as it is when its escapes are all ones the escape
+/// writes itself, else it is decoded and escaped again; every other piece
+/// is escaped, and pieces are joined with the two bytes `\` `n`.
 pub(crate) struct Text<'a> {
     arena: &'a Bump,
+    escaped: bool,
     first: Option<&'a str>,
     joined: Option<bumpalo::collections::String<'a>>,
     kinds: bumpalo::collections::Vec<'a, &'a str>,
@@ -628,6 +646,7 @@ impl<'a> Text<'a> {
     pub(crate) fn new(arena: &'a Bump) -> Self {
         Text {
             arena,
+            escaped: crate::lean::defers_text(),
             first: None,
             joined: None,
             kinds: bumpalo::collections::Vec::new_in(arena),
@@ -652,7 +671,7 @@ impl<'a> Text<'a> {
             s
         });
         if first.is_some() || !s.is_empty() {
-            s.push('\n');
+            s.push_str(if self.escaped { "\\n" } else { "\n" });
         }
         s
     }
@@ -661,7 +680,63 @@ impl<'a> Text<'a> {
         self.first.is_some() || self.joined.is_some()
     }
 
+    /// `piece`, a string read with [`crate::json::as_text`] (or one
+    /// without a character to escape), as the text holds it: itself, or,
+    /// escaped, the raw string as the escape writes it.
+    fn as_held(&self, piece: &'a str) -> &'a str {
+        if !self.escaped || crate::lean::canonical(piece) {
+            return piece;
+        }
+        // The lean parse validated its escapes.
+        let decoded = crate::lean::unescape(piece, self.arena);
+        let mut s = bumpalo::collections::String::new_in(self.arena);
+        s.push_escaped(decoded);
+        s.into_bump_str()
+    }
+
+    /// Appends a piece read with [`crate::json::as_text`].
     pub(crate) fn push(&mut self, piece: &'a str) {
+        let piece = self.as_held(piece);
+        if self.has_piece() {
+            self.joined().push_str(piece);
+        } else {
+            self.first = Some(piece);
+        }
+    }
+
+    /// Appends a piece of decoded text (one the mapping built).
+    fn push_decoded(&mut self, piece: &'a str) {
+        if !self.escaped {
+            return self.push(piece);
+        }
+        if !self.has_piece() {
+            self.joined = Some(bumpalo::collections::String::new_in(self.arena));
+        } else {
+            self.joined();
+        }
+        self.joined.as_mut().expect("set above").push_escaped(piece);
+    }
+
+    /// A bash execution as a piece: `$ <command>\n<output>`; the command
+    /// is decoded text, the output read with [`crate::json::as_text`].
+    fn bash(&mut self, command: &str, output: &'a str) {
+        let mut s = bumpalo::collections::String::new_in(self.arena);
+        if self.escaped {
+            s.push_str("$ ");
+            s.push_escaped(command);
+            s.push_str("\\n");
+            s.push_str(self.as_held(output));
+        } else {
+            s.push_str("$ ");
+            s.push_str(command);
+            s.push('\n');
+            s.push_str(output);
+        }
+        self.push_held(s.into_bump_str());
+    }
+
+    /// Appends a piece already as the text holds it.
+    fn push_held(&mut self, piece: &'a str) {
         if self.has_piece() {
             self.joined().push_str(piece);
         } else {
@@ -673,7 +748,7 @@ impl<'a> Text<'a> {
     /// order; anything else is empty.
     fn content(&mut self, content: Option<&[Node<'a>]>) {
         let Some(v) = content else { return };
-        if let Some(s) = as_str(v) {
+        if let Some(s) = as_text(v) {
             self.kind("text");
             self.push(s);
             return;
@@ -683,10 +758,10 @@ impl<'a> Text<'a> {
             let Some(kind) = f.str("type") else { continue };
             self.kind(kind);
             match kind {
-                "text" => self.push(f.str("text").unwrap_or("")),
+                "text" => self.push(f.text("text").unwrap_or("")),
                 // Redacted thinking gives no text (its kind is kept).
                 "thinking" if f.get("redacted").and_then(as_bool) != Some(true) => {
-                    self.push(f.str("thinking").unwrap_or(""));
+                    self.push(f.text("thinking").unwrap_or(""));
                 }
                 "toolCall" => self.call(f.str("name").unwrap_or(""), f.get("arguments")),
                 "image" => self.image(f.str("mimeType"), f.str("data")),
@@ -703,7 +778,22 @@ impl<'a> Text<'a> {
         } else {
             self.joined();
         }
+        let escaped = self.escaped;
+        let arena = self.arena;
         let s = self.joined.as_mut().expect("set above");
+        if escaped {
+            s.push_escaped(name);
+            s.push(' ');
+            match args {
+                Some(a) => {
+                    let mut json = bumpalo::collections::String::new_in(arena);
+                    write_json(a, &mut json);
+                    s.push_escaped(&json);
+                }
+                None => s.push_str("{}"),
+            }
+            return;
+        }
         s.push_str(name);
         s.push(' ');
         match args {
@@ -718,7 +808,7 @@ impl<'a> Text<'a> {
         let mime = mime.unwrap_or("unknown");
         let size = data.map_or(0, base64_decoded_len);
         let piece = bumpalo::format!(in self.arena, "[image {}, {} bytes]", mime, size);
-        self.push(piece.into_bump_str());
+        self.push_decoded(piece.into_bump_str());
     }
 
     pub(crate) fn finish(self) -> (&'a str, &'a [&'a str]) {

@@ -68,6 +68,23 @@ pub trait Encoder: Sync {
     fn wants_records(&self) -> bool {
         true
     }
+
+    /// Whether `encode` reads a pi record's text only through
+    /// [`Place::line`] (the crate's NDJSON encoder), so that the engine may
+    /// build the text escaped, as that encoder writes it, from its line's
+    /// raw strings. Not for other encoders: its argument cannot be named
+    /// outside the crate.
+    #[doc(hidden)]
+    fn takes_raw_text(&self, _: seal::Crate) -> bool {
+        false
+    }
+}
+
+/// What keeps [`Encoder::takes_raw_text`] the crate's own.
+pub(crate) mod seal {
+    /// Only the crate makes one.
+    #[derive(Debug, Clone, Copy)]
+    pub struct Crate;
 }
 
 /// Where an output stands after a sync, for the checkpoint that covers it.
@@ -321,6 +338,10 @@ impl Encoder for NdjsonEncoder {
             ends: Vec::new(),
             warm,
         }
+    }
+
+    fn takes_raw_text(&self, _: seal::Crate) -> bool {
+        true
     }
 
     fn encode(&self, batch: &mut NdjsonBatch, record: &Record<'_>, place: Place<'_>) {

@@ -111,6 +111,7 @@ pub struct SourceOptions {
     hold_partial: bool,
     count_entries: bool,
     line_hash: LineHash,
+    raw_text: bool,
 }
 
 impl Default for SourceOptions {
@@ -123,6 +124,7 @@ impl Default for SourceOptions {
             hold_partial: false,
             count_entries: false,
             line_hash: LineHash::default(),
+            raw_text: false,
         }
     }
 }
@@ -199,6 +201,16 @@ impl SourceOptions {
     /// asks for them when it deduplicates).
     pub(crate) fn count_entries(mut self, on: bool) -> Self {
         self.count_entries = on;
+        self
+    }
+
+    /// Whether a pi record's text may be built escaped, as the NDJSON
+    /// writer writes it, from its line's raw strings (default false): only
+    /// for the engine's NDJSON writer, which reads the text through the
+    /// entry's [`ParsedLine`] alone
+    /// ([`crate::json::JsonParser::set_raw_text`]).
+    pub(crate) fn raw_text(mut self, on: bool) -> Self {
+        self.raw_text = on;
         self
     }
 
@@ -557,6 +569,7 @@ impl<L: Lines> Session<L> {
     /// no context.
     pub(crate) fn open(mut lines: L, path: &Path, opts: &SourceOptions) -> Result<Self, Error> {
         let (mut parser, arena) = scratch::take(opts.filter);
+        parser.set_raw_text(opts.raw_text && <Context as MapLine>::RAW_TEXT);
         let mut report = opts.report();
         let mut nul_line: Option<LinePos> = None;
         let no_header = |pos: LinePos, reason: String| {
@@ -640,7 +653,8 @@ impl<L: Lines, C: MapLine> Session<L, C> {
         start: u64,
         opts: &SourceOptions,
     ) -> Self {
-        let (parser, arena) = scratch::take(opts.filter);
+        let (mut parser, arena) = scratch::take(opts.filter);
+        parser.set_raw_text(opts.raw_text && C::RAW_TEXT);
         let mut report = opts.report();
         report.empty = ctx.is_none();
         Session {

@@ -694,3 +694,98 @@ fn summary_on_stderr() {
     let table = String::from_utf8(out.stdout).unwrap();
     assert!(table.contains("records             130"), "{table}");
 }
+
+/// A session whose texts hold every kind of escape: the ones the writer
+/// writes itself and others (`\/`, `\u00e9`, uppercase hex, `\u0008` for
+/// a byte with a short escape, a surrogate pair), in one-piece texts,
+/// joined blocks, tool-call arguments, a bash execution, a summary and an
+/// image's type; one line the lean parse leaves to simd-json (a 20-digit
+/// integer) and one repaired (a lone surrogate).
+const ESCAPES: &str = concat!(
+    r#"{"type":"session","version":3,"id":"esc-1","timestamp":"2026-01-15T10:00:00.000Z","cwd":"/tmp/p"}"#,
+    "\n",
+    r#"{"type":"message","id":"e1","parentId":null,"timestamp":"2026-01-15T10:00:01.000Z","message":{"role":"user","content":"a\/b caf\u00e9 \u001B[1m \u001b[0m \u0008 \ud83d\ude00 \u000b line\nq\"b\\"}}"#,
+    "\n",
+    r#"{"type":"message","id":"e2","parentId":"e1","timestamp":"2026-01-15T10:00:02.000Z","message":{"role":"assistant","content":[{"type":"thinking","thinking":"hm\u00e9"},{"type":"text","text":"x\ny"},{"type":"toolCall","id":"t1","name":"ed\u0069t","arguments":{"path":"a\/b","s":"\u00e9\n"}},{"type":"text","text":"\u001b!"}],"provider":"p","model":"m"}}"#,
+    "\n",
+    r#"{"type":"message","id":"e3","parentId":"e2","timestamp":"2026-01-15T10:00:03.000Z","message":{"role":"bashExecution","command":"ls \u00e9\t","output":"\u001B[0m\/x\nok","exitCode":0}}"#,
+    "\n",
+    r#"{"type":"compaction","id":"e4","parentId":"e3","timestamp":"2026-01-15T10:00:04.000Z","summary":"s\/um\u00e9\n","firstKeptEntryId":"e1","tokensBefore":10}"#,
+    "\n",
+    r#"{"type":"message","id":"e5","parentId":"e4","timestamp":"2026-01-15T10:00:05.000Z","message":{"role":"user","content":[{"type":"text","text":"see\/"},{"type":"image","mimeType":"image\/p\u006eg","data":"aGVsbG8="}]}}"#,
+    "\n",
+    r#"{"type":"message","id":"e6","parentId":"e5","timestamp":"2026-01-15T10:00:06.000Z","message":{"role":"user","content":"plain\ttab \u001f\n"}}"#,
+    "\n",
+    r#"{"type":"message","id":"e7","parentId":"e6","timestamp":"2026-01-15T10:00:07.000Z","big":12345678901234567890,"message":{"role":"user","content":"big caf\u00e9\n"}}"#,
+    "\n",
+    r#"{"type":"message","id":"e8","parentId":"e7","timestamp":"2026-01-15T10:00:08.000Z","message":{"role":"user","content":"bad \ud800 x\n"}}"#,
+    "\n",
+);
+
+#[test]
+fn record_text_built_escaped_is_what_the_writer_writes_exact() {
+    // `backfill` to a file or to stdout builds a pi record's text escaped,
+    // from the line's raw strings (`pi::Text`); with `--max-text` it is
+    // decoded and escaped by the writer. The three outputs are the same
+    // bytes, and the texts are these.
+    let dir = tmpdir("escapes");
+    let file = dir.join("esc.jsonl");
+    std::fs::write(&file, ESCAPES).unwrap();
+    let out_file = dir.join("out.ndjson");
+    let f = file.to_str().unwrap();
+    let to_file = run(&["backfill", "-q", "-o", out_file.to_str().unwrap(), f]);
+    assert_eq!(to_file.status.code(), Some(0));
+    let raw = std::fs::read(&out_file).unwrap();
+    let stdout = run(&["backfill", "-q", f]).stdout;
+    let decoded = run(&["backfill", "-q", "--max-text", "1000000000", f]).stdout;
+    assert_eq!(
+        String::from_utf8_lossy(&raw),
+        String::from_utf8_lossy(&decoded)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&stdout),
+        String::from_utf8_lossy(&decoded)
+    );
+    let rows: Vec<Value> = std::str::from_utf8(&raw)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let texts: Vec<&str> = rows.iter().map(|r| r["text"].as_str().unwrap()).collect();
+    assert_eq!(
+        texts,
+        [
+            "a/b café \u{1b}[1m \u{1b}[0m \u{8} 😀 \u{b} line\nq\"b\\",
+            "hmé\nx\ny\nedit {\"path\":\"a/b\",\"s\":\"é\\n\"}\n\u{1b}!",
+            "$ ls é\t\n\u{1b}[0m/x\nok",
+            "s/umé\n",
+            "see/\n[image image/png, 5 bytes]",
+            "plain\ttab \u{1f}\n",
+            "big café\n",
+            "bad \u{fffd} x\n",
+        ]
+    );
+    // Each text as serde_json writes it (the writer's own escapes).
+    for (line, text) in std::str::from_utf8(&raw).unwrap().lines().zip(&texts) {
+        let written = serde_json::to_string(text).unwrap();
+        assert!(line.contains(&format!(",\"text\":{written}")), "{line}");
+    }
+
+    // The same on every fixture (the README's main job's files).
+    let mut args = vec!["backfill", "-q", "-o", out_file.to_str().unwrap()];
+    let fixtures: Vec<String> = std::fs::read_dir("fixtures")
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
+        .map(|p| p.to_str().unwrap().to_owned())
+        .collect();
+    args.extend(fixtures.iter().map(String::as_str));
+    args.push("fixtures/bad/");
+    run(&args);
+    let raw = std::fs::read(&out_file).unwrap();
+    args.splice(2..4, ["--max-text", "1000000000"]);
+    let decoded = run(&args).stdout;
+    assert_eq!(raw.iter().filter(|b| **b == b'\n').count(), 1100);
+    assert!(raw == decoded, "fixtures: -o and --max-text differ");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

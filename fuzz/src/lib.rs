@@ -47,7 +47,9 @@ pub fn read_all<R: Read>(rdr: R, opts: &SourceOptions) -> Result<Outcome, String
 /// ([`check_consistent`]); when `data` holds no `\n`, every record sits at
 /// line 2, byte `HEADER.len() + 1`, and the report counts 2 lines (1 when
 /// `data` is blank); the lean parse of each of its lines agrees with
-/// simd-json ([`mem_ingest::agrees_with_simd_json`]).
+/// simd-json ([`mem_ingest::agrees_with_simd_json`]); the NDJSON lines
+/// written from record text built escaped are the ones written from
+/// decoded text ([`mem_ingest::raw_text_agrees`]).
 pub fn check_line(data: &[u8]) {
     let mut input = Vec::with_capacity(HEADER.len() + 1 + data.len());
     input.extend_from_slice(HEADER);
@@ -66,6 +68,10 @@ pub fn check_line(data: &[u8]) {
         if let Err(e) = mem_ingest::agrees_with_simd_json(line) {
             panic!("the lean parse and simd-json differ on {line:?}: {e}");
         }
+    }
+    match mem_ingest::raw_text_agrees(&input) {
+        Ok(n) => assert_eq!(n, out.records.len(), "records read with raw text"),
+        Err(e) => panic!("record text built escaped differs: {e}"),
     }
     if !data.contains(&b'\n') {
         assert!(out.records.len() <= 1, "one line gave several records");

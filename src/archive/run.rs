@@ -1411,6 +1411,16 @@ fn pass<S: Sink>(ctx: &mut Ctx<'_, S>) -> Result<Summary, Error> {
         // call written back as JSON (`stats`).
         opts = opts.roles(RoleFilter::NONE);
     }
+    if ctx.sink.encoder().takes_raw_text(crate::sink::seal::Crate)
+        && ctx.cfg.filter.max_text.is_none()
+    {
+        // The NDJSON writer alone reads each text, through its line: a pi
+        // line is parsed lean and its record's text built escaped, from
+        // the line's strings as written where they are what the writer
+        // writes (nearly all), and copied (a cut text, `--max-text`, needs
+        // it decoded).
+        opts = opts.raw_text(true);
+    }
     let mut shard_roots = None;
     let files = match ctx.cfg.shard {
         Some(s) => {
