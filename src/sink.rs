@@ -496,7 +496,7 @@ impl NdjsonFile {
         let tmp = crate::atomic::temporary_beside(&self.path);
         let f = File::create(&tmp).map_err(|e| Error::io(&tmp, e))?;
         self.out = Some(OpenFile {
-            w: BufWriter::with_capacity(1 << 20, f),
+            w: BufWriter::with_capacity(BUFFERED, f),
             len: 0,
             durable: 0,
             created: true,
@@ -538,6 +538,11 @@ impl NdjsonFile {
         ))
     }
 }
+
+/// The output file's buffer: a batch at least this long is written
+/// straight from the batch, not copied into the buffer first (most are: a
+/// batch is a file's or a part's records).
+const BUFFERED: usize = 64 << 10;
 
 impl Sink for NdjsonFile {
     type Encoder = NdjsonEncoder;
@@ -630,7 +635,7 @@ impl Sink for NdjsonFile {
         // What the checkpoint covers was made durable before it was saved
         // (or just now, when cut back).
         self.out = Some(OpenFile {
-            w: BufWriter::with_capacity(1 << 20, f),
+            w: BufWriter::with_capacity(BUFFERED, f),
             len: covered,
             durable: covered,
             created,
