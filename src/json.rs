@@ -228,7 +228,12 @@ impl JsonParser {
         self.longest = self.longest.max(line.len());
         let mut tape = self.tape.take().unwrap_or_else(Tape::null).reset();
         let lean = (self.lean || self.raw_text)
-            && crate::lean::parse(line, arena, &mut tape.0, &mut self.odd);
+            && crate::lean::parse(
+                line,
+                arena,
+                &mut tape.0,
+                self.raw_text.then_some(&mut self.odd),
+            );
         let (out, copy) = if lean {
             let odd = self.raw_text.then_some(&self.odd[..]);
             let _reading = crate::lean::Reading::new(line, arena, odd);

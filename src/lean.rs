@@ -30,14 +30,15 @@ pub(crate) const MAX_DEPTH: usize = 128;
 /// Parses `line`, a copy in `arena`, onto `tape`; `false` when the line is
 /// not one this parse takes (the tape is then to be cleared and discarded).
 ///
-/// `odd` gets the place (after its opening quote) of each value string
-/// whose escapes are not all ones [`crate::json::escape`] writes itself
-/// (see [`canonical`]), in order.
+/// With `odd`, it gets the place (after its opening quote) of each value
+/// string whose escapes are not all ones [`crate::json::escape`] writes
+/// itself (see [`canonical`]), in order; without, that look is not taken
+/// (`stats`).
 pub(crate) fn parse<'a>(
     line: &'a [u8],
     arena: &'a Bump,
     tape: &mut Vec<Node<'a>>,
-    odd: &mut Vec<usize>,
+    odd: Option<&mut Vec<usize>>,
 ) -> bool {
     parse_with(line, arena, tape, odd, avx2())
 }
@@ -47,15 +48,32 @@ fn parse_with<'a>(
     line: &'a [u8],
     arena: &'a Bump,
     tape: &mut Vec<Node<'a>>,
-    odd: &mut Vec<usize>,
+    odd: Option<&mut Vec<usize>>,
     avx2: bool,
 ) -> bool {
     tape.clear();
-    odd.clear();
     if simdutf8::basic::from_utf8(line).is_err() {
         return false;
     }
-    let mut p = Parser {
+    match odd {
+        Some(odd) => {
+            odd.clear();
+            parse_noting::<true>(line, arena, tape, odd, avx2)
+        }
+        None => parse_noting::<false>(line, arena, tape, &mut Vec::new(), avx2),
+    }
+}
+
+/// [`parse_with`] of a line that is valid UTF-8, noting odd strings in
+/// `odd` when `NOTE`.
+fn parse_noting<'a, const NOTE: bool>(
+    line: &'a [u8],
+    arena: &'a Bump,
+    tape: &mut Vec<Node<'a>>,
+    odd: &mut Vec<usize>,
+    avx2: bool,
+) -> bool {
+    let mut p = Parser::<NOTE> {
         b: line,
         arena,
         tape,
@@ -389,7 +407,7 @@ fn hex4(b: Option<&[u8]>) -> Option<u32> {
     })
 }
 
-struct Parser<'a, 't> {
+struct Parser<'a, 't, const NOTE: bool> {
     b: &'a [u8],
     arena: &'a Bump,
     tape: &'t mut Vec<Node<'a>>,
@@ -411,7 +429,7 @@ fn ends_scalar(c: Option<&u8>) -> bool {
     matches!(c, Some(b',' | b']' | b'}' | b' ' | b'\t' | b'\r' | b'\n'))
 }
 
-impl<'a> Parser<'a, '_> {
+impl<'a, const NOTE: bool> Parser<'a, '_, NOTE> {
     /// [`Parser::run`] compiled for AVX2, the block scans inlined in it.
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2")]
@@ -466,8 +484,8 @@ impl<'a> Parser<'a, '_> {
                     }
                 }
                 b'"' => {
-                    let (end, escapes) = self.string(i + 1)?;
-                    if escapes == Escapes::Odd {
+                    let (end, _, odd) = self.string(i + 1)?;
+                    if NOTE && odd {
                         self.odd.push(i + 1);
                     }
                     let s = self.str_at(i + 1, end);
@@ -553,9 +571,9 @@ impl<'a> Parser<'a, '_> {
         if b.get(i) != Some(&b'"') {
             return None;
         }
-        let (end, escaped) = self.string(i + 1)?;
+        let (end, escaped, _) = self.string(i + 1)?;
         let raw = self.str_at(i + 1, end);
-        let key = if escaped != Escapes::None {
+        let key = if escaped {
             unescape(raw, self.arena)
         } else {
             raw
@@ -650,19 +668,22 @@ impl<'a> Parser<'a, '_> {
     }
 
     /// A string whose contents start at `i`: the place of its closing
-    /// quote, and what escapes it holds. `None` for a string simd-json
+    /// quote, whether it holds escapes, and (when `NOTE`) whether one is
+    /// not one [`crate::json::escape`] writes (`\/`, or a `\u` other than
+    /// a lowercase `\u00xx` for a control byte without a short escape).
+    /// `None` for a string simd-json
     /// would refuse (no closing quote, a raw control byte, an escape it
     /// does not know, a `\u` without four hex digits, a lone surrogate) or
     /// the lean parse leaves to it.
     #[inline(always)]
-    fn string(&self, i: usize) -> Option<(usize, Escapes)> {
+    fn string(&self, i: usize) -> Option<(usize, bool, bool)> {
         let b = self.b;
         let mut p = i;
         // Whether the block before ended inside a backslash run of odd length.
         let mut carry = 0u64;
         // The `u` of the low half of a surrogate pair already checked.
         let mut low = usize::MAX;
-        let mut escapes = Escapes::None;
+        let (mut escapes, mut odd) = (false, false);
         let mut tail;
         loop {
             let block: &[u8; 64] = match b.get(p..p + 64) {
@@ -698,15 +719,13 @@ impl<'a> Parser<'a, '_> {
             }
             let esc = escaped & before;
             if esc != 0 {
-                let (known, us, slash) = escape_chars(block, self.avx2);
+                escapes = true;
+                let (known, us) = escape_chars(block, self.avx2);
                 if esc & !known != 0 {
                     return None;
                 }
-                if escapes == Escapes::None {
-                    escapes = Escapes::Written;
-                }
-                if esc & slash != 0 {
-                    escapes = Escapes::Odd;
+                if NOTE && !odd {
+                    odd = esc & slashes(block, self.avx2) != 0;
                 }
                 let mut us = esc & us;
                 while us != 0 {
@@ -714,15 +733,13 @@ impl<'a> Parser<'a, '_> {
                     us &= us - 1;
                     if at != low {
                         low = self.unicode(at)?;
-                        if !written_u(b.get(at + 1..at + 5)) {
-                            escapes = Escapes::Odd;
-                        }
+                        odd |= NOTE && !written_u(b.get(at + 1..at + 5));
                     }
                 }
             }
             if quotes != 0 {
                 let end = p + quotes.trailing_zeros() as usize;
-                return (end < b.len()).then_some((end, escapes));
+                return (end < b.len()).then_some((end, escapes, odd));
             }
             carry = u64::from(over);
             p += 64;
@@ -748,18 +765,6 @@ impl<'a> Parser<'a, '_> {
             Some(usize::MAX)
         }
     }
-}
-
-/// The escapes a string holds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Escapes {
-    None,
-    /// Only ones [`crate::json::escape`] writes itself: `\"`, `\\`, `\b`,
-    /// `\f`, `\n`, `\r`, `\t`, and `\u00xx`, lowercase, for a control byte
-    /// without a short escape.
-    Written,
-    /// Some other (`\/`, any other `\u`).
-    Odd,
 }
 
 /// Whether the four hex digits of a `\u` escape are ones
@@ -813,9 +818,9 @@ fn masks_bytes(block: &[u8; 64]) -> Masks {
 }
 
 /// Which bytes of a block may follow a backslash (`"\/bfnrt` and `u`),
-/// which are `u`, and which `/`.
+/// and which are `u`.
 #[inline(always)]
-fn escape_chars(block: &[u8; 64], avx2: bool) -> (u64, u64, u64) {
+fn escape_chars(block: &[u8; 64], avx2: bool) -> (u64, u64) {
     #[cfg(target_arch = "x86_64")]
     if avx2 {
         #[allow(unsafe_code)]
@@ -826,17 +831,54 @@ fn escape_chars(block: &[u8; 64], avx2: bool) -> (u64, u64, u64) {
     escape_chars_bytes(block)
 }
 
-fn escape_chars_bytes(block: &[u8; 64]) -> (u64, u64, u64) {
-    let (mut known, mut u, mut slash) = (0u64, 0u64, 0u64);
+/// Which bytes of a block are `/` (rarely asked: only for a block with
+/// an escape, of a line whose odd strings are noted).
+#[inline(always)]
+fn slashes(block: &[u8; 64], avx2: bool) -> u64 {
+    #[cfg(target_arch = "x86_64")]
+    if avx2 {
+        #[allow(unsafe_code)]
+        // SAFETY: AVX2 is there (`avx2()`).
+        return unsafe { slashes_avx2(block) };
+    }
+    let _ = avx2;
+    slashes_bytes(block)
+}
+
+fn slashes_bytes(block: &[u8; 64]) -> u64 {
+    let mut m = 0u64;
+    for (k, &c) in block.iter().enumerate() {
+        m |= u64::from(c == b'/') << k;
+    }
+    m
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+#[allow(unsafe_code)]
+#[inline]
+unsafe fn slashes_avx2(block: &[u8; 64]) -> u64 {
+    use std::arch::x86_64::{
+        __m256i, _mm256_cmpeq_epi8, _mm256_loadu_si256, _mm256_movemask_epi8, _mm256_set1_epi8,
+    };
+    let p = block.as_ptr().cast::<__m256i>();
+    // SAFETY: both loads' 32 bytes are in the 64-byte block.
+    let (lo, hi) = unsafe { (_mm256_loadu_si256(p), _mm256_loadu_si256(p.add(1))) };
+    let slash = _mm256_set1_epi8(b'/' as i8);
+    u64::from(_mm256_movemask_epi8(_mm256_cmpeq_epi8(lo, slash)) as u32)
+        | u64::from(_mm256_movemask_epi8(_mm256_cmpeq_epi8(hi, slash)) as u32) << 32
+}
+
+fn escape_chars_bytes(block: &[u8; 64]) -> (u64, u64) {
+    let (mut known, mut u) = (0u64, 0u64);
     for (k, &c) in block.iter().enumerate() {
         known |= u64::from(matches!(
             c,
             b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' | b'u'
         )) << k;
         u |= u64::from(c == b'u') << k;
-        slash |= u64::from(c == b'/') << k;
     }
-    (known, u, slash)
+    (known, u)
 }
 
 // The AVX2 functions use macros, not closures, for their repeated steps:
@@ -875,7 +917,7 @@ unsafe fn masks_avx2(block: &[u8; 64]) -> Masks {
 #[target_feature(enable = "avx2")]
 #[allow(unsafe_code)]
 #[inline]
-unsafe fn escape_chars_avx2(block: &[u8; 64]) -> (u64, u64, u64) {
+unsafe fn escape_chars_avx2(block: &[u8; 64]) -> (u64, u64) {
     use std::arch::x86_64::{
         __m256i, _mm256_cmpeq_epi8, _mm256_loadu_si256, _mm256_movemask_epi8, _mm256_or_si256,
         _mm256_set1_epi8,
@@ -900,9 +942,7 @@ unsafe fn escape_chars_avx2(block: &[u8; 64]) -> (u64, u64, u64) {
     let known = u64::from(known!(lo)) | u64::from(known!(hi)) << 32;
     let u = u64::from(_mm256_movemask_epi8(eq!(lo, b'u')) as u32)
         | u64::from(_mm256_movemask_epi8(eq!(hi, b'u')) as u32) << 32;
-    let slash = u64::from(_mm256_movemask_epi8(eq!(lo, b'/')) as u32)
-        | u64::from(_mm256_movemask_epi8(eq!(hi, b'/')) as u32) << 32;
-    (known, u, slash)
+    (known, u)
 }
 
 /// Parses `line` with the lean parse (both its AVX2 and its portable block
@@ -916,10 +956,14 @@ pub fn agrees_with_simd_json(line: &[u8]) -> Result<bool, String> {
     let arena = Bump::new();
     let copy: &[u8] = arena.alloc_slice_copy(line);
     let (mut lean, mut odd) = (Vec::new(), Vec::new());
-    let took = parse_with(copy, &arena, &mut lean, &mut odd, avx2());
+    let took = parse_with(copy, &arena, &mut lean, Some(&mut odd), avx2());
     let (mut portable, mut portable_odd) = (Vec::new(), Vec::new());
-    if parse_with(copy, &arena, &mut portable, &mut portable_odd, false) != took {
+    if parse_with(copy, &arena, &mut portable, Some(&mut portable_odd), false) != took {
         return Err("the AVX2 and the portable scans disagree on taking it".to_owned());
+    }
+    let mut unnoted = Vec::new();
+    if parse_with(copy, &arena, &mut unnoted, None, avx2()) != took || (took && unnoted != lean) {
+        return Err("the parse noting odd strings and the one not differ".to_owned());
     }
     if !took {
         return Ok(false);
@@ -995,7 +1039,7 @@ mod tests {
         let arena = Bump::new();
         let copy = arena.alloc_slice_copy(line);
         let mut tape = Vec::new();
-        if !parse(copy, &arena, &mut tape, &mut Vec::new()) {
+        if !parse(copy, &arena, &mut tape, None) {
             return None;
         }
         let _reading = Reading::new(copy, &arena, None);
@@ -1316,6 +1360,7 @@ mod tests {
                 (b.quote, b.backslash, b.control)
             );
             assert_eq!(escape_chars(&block, true), escape_chars_bytes(&block));
+            assert_eq!(slashes(&block, true), slashes_bytes(&block));
         }
     }
 
@@ -1352,7 +1397,7 @@ mod tests {
                 let arena = Bump::new();
                 let copy = arena.alloc_slice_copy(line.as_bytes());
                 let (mut tape, mut noted) = (Vec::new(), Vec::new());
-                assert!(parse(copy, &arena, &mut tape, &mut noted));
+                assert!(parse(copy, &arena, &mut tape, Some(&mut noted)));
                 let w = line.rfind("x\\/").unwrap();
                 let want: Vec<usize> = if *odd { vec![6, w] } else { vec![w] };
                 assert_eq!(noted, want, "{line}");
@@ -1382,7 +1427,7 @@ mod tests {
         let arena = Bump::new();
         let copy = arena.alloc_slice_copy(br#"{"a":"x\ny","b":"plain"}"#);
         let mut tape = Vec::new();
-        assert!(parse(copy, &arena, &mut tape, &mut Vec::new()));
+        assert!(parse(copy, &arena, &mut tape, None));
         let Node::String(raw) = tape[2] else {
             panic!("{tape:?}")
         };
