@@ -855,6 +855,13 @@ pub(crate) fn elements<'t, 'a>(v: &'t [Node<'a>]) -> impl Iterator<Item = &'t [N
 pub(crate) fn write_json(v: &[Node<'_>], out: &mut bumpalo::collections::String<'_>) {
     use std::fmt::Write;
     match v.first() {
+        // A raw string of a line read with raw text, when it is what the
+        // escape writes: copied, not decoded then escaped again.
+        Some(Node::String(s)) if crate::lean::raw_written(s) => {
+            out.push('"');
+            out.push_str(s);
+            out.push('"');
+        }
         Some(Node::String(s)) => write_json_str(crate::lean::value(s), out),
         Some(Node::Static(StaticNode::Null)) | None => out.push_str("null"),
         Some(Node::Static(StaticNode::Bool(b))) => out.push_str(if *b { "true" } else { "false" }),

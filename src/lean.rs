@@ -180,6 +180,17 @@ pub(crate) fn canonical(raw: &str) -> bool {
     }
 }
 
+/// Whether `s` is a raw string of the lean tape being read with raw text
+/// ([`defers_text`]) that is, as it is, what [`crate::json::escape`]
+/// writes (between quotes) for the text it decodes to: a writer may then
+/// copy it. False for any other string.
+#[inline]
+pub(crate) fn raw_written(s: &str) -> bool {
+    let (start, end, _) = READING.with(Cell::get);
+    let at = s.as_ptr() as usize;
+    defers_text() && at >= start && at < end && canonical(s)
+}
+
 /// A string of a tape as its value: `s` itself, or, when it is a raw
 /// string of the lean tape being read that holds escapes, its decoded text
 /// in that tape's arena.

@@ -706,7 +706,7 @@ const ESCAPES: &str = concat!(
     "\n",
     r#"{"type":"message","id":"e1","parentId":null,"timestamp":"2026-01-15T10:00:01.000Z","message":{"role":"user","content":"a\/b caf\u00e9 \u001B[1m \u001b[0m \u0008 \ud83d\ude00 \u000b line\nq\"b\\"}}"#,
     "\n",
-    r#"{"type":"message","id":"e2","parentId":"e1","timestamp":"2026-01-15T10:00:02.000Z","message":{"role":"assistant","content":[{"type":"thinking","thinking":"hm\u00e9"},{"type":"text","text":"x\ny"},{"type":"toolCall","id":"t1","name":"ed\u0069t","arguments":{"path":"a\/b","s":"\u00e9\n"}},{"type":"text","text":"\u001b!"}],"provider":"p","model":"m"}}"#,
+    r#"{"type":"message","id":"e2","parentId":"e1","timestamp":"2026-01-15T10:00:02.000Z","message":{"role":"assistant","content":[{"type":"thinking","thinking":"hm\u00e9"},{"type":"text","text":"x\ny"},{"type":"toolCall","id":"t1","name":"ed\u0069t","arguments":{"path":"a\/b","s":"\u00e9\n","c":"q\"\\\tz","n":[1,"\n"]}},{"type":"text","text":"\u001b!"}],"provider":"p","model":"m"}}"#,
     "\n",
     r#"{"type":"message","id":"e3","parentId":"e2","timestamp":"2026-01-15T10:00:03.000Z","message":{"role":"bashExecution","command":"ls \u00e9\t","output":"\u001B[0m\/x\nok","exitCode":0}}"#,
     "\n",
@@ -756,7 +756,11 @@ fn record_text_built_escaped_is_what_the_writer_writes_exact() {
         texts,
         [
             "a/b café \u{1b}[1m \u{1b}[0m \u{8} 😀 \u{b} line\nq\"b\\",
-            "hmé\nx\ny\nedit {\"path\":\"a/b\",\"s\":\"é\\n\"}\n\u{1b}!",
+            concat!(
+                "hmé\nx\ny\n",
+                r#"edit {"path":"a/b","s":"é\n","c":"q\"\\\tz","n":[1,"\n"]}"#,
+                "\n\u{1b}!"
+            ),
             "$ ls é\t\n\u{1b}[0m/x\nok",
             "s/umé\n",
             "see/\n[image image/png, 5 bytes]",
