@@ -336,6 +336,12 @@ impl<'l> ParsedLine<'l> {
 }
 
 impl ParsedLine<'_> {
+    /// Whether the record's text was built escaped (a raw-text read,
+    /// [`Strings::Raw`]): the writer must then copy it as it is.
+    pub(crate) fn text_built_escaped(&self) -> bool {
+        self.copy == Strings::Raw
+    }
+
     /// Appends the JSON string of `s`, the text of the record mapped from
     /// this line, as [`escape`] writes it: the line's own bytes when they
     /// are exactly that; a text built escaped (a line read with raw text,

@@ -782,9 +782,11 @@ impl<L: Lines, C: MapLine> Session<L, C> {
                             // The same bytes again (the borrow of `bytes`
                             // cannot be returned from the loop).
                             let line = lines.last_line(len, pos.terminated);
-                            let parsed = (line.as_ptr() as usize == at)
-                                .then(|| parser.parsed(line))
-                                .flatten();
+                            // A record text built escaped (a raw-text read)
+                            // needs its line to say so, wherever it lies.
+                            let parsed = parser
+                                .parsed(line)
+                                .filter(|p| p.text_built_escaped() || line.as_ptr() as usize == at);
                             return Ok(Some((entry, parsed)));
                         }
                     }
