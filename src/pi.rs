@@ -676,6 +676,16 @@ impl<'a> Text<'a> {
         s
     }
 
+    /// Starts a new piece, in the joined buffer, and returns that buffer.
+    fn new_piece(&mut self) -> &mut bumpalo::collections::String<'a> {
+        if self.has_piece() {
+            self.joined()
+        } else {
+            self.joined
+                .insert(bumpalo::collections::String::new_in(self.arena))
+        }
+    }
+
     fn has_piece(&self) -> bool {
         self.first.is_some() || self.joined.is_some()
     }
@@ -697,11 +707,7 @@ impl<'a> Text<'a> {
     /// Appends a piece read with [`crate::json::as_text`].
     pub(crate) fn push(&mut self, piece: &'a str) {
         let piece = self.as_held(piece);
-        if self.has_piece() {
-            self.joined().push_str(piece);
-        } else {
-            self.first = Some(piece);
-        }
+        self.push_held(piece);
     }
 
     /// Appends a piece of decoded text (one the mapping built).
@@ -709,29 +715,22 @@ impl<'a> Text<'a> {
         if !self.escaped {
             return self.push(piece);
         }
-        if !self.has_piece() {
-            self.joined = Some(bumpalo::collections::String::new_in(self.arena));
-        } else {
-            self.joined();
-        }
-        self.joined.as_mut().expect("set above").push_escaped(piece);
+        self.new_piece().push_escaped(piece);
     }
 
     /// A bash execution as a piece: `$ <command>\n<output>`; the command
     /// is decoded text, the output read with [`crate::json::as_text`].
     fn bash(&mut self, command: &str, output: &'a str) {
         let mut s = bumpalo::collections::String::new_in(self.arena);
+        s.push_str("$ ");
         if self.escaped {
-            s.push_str("$ ");
             s.push_escaped(command);
             s.push_str("\\n");
-            s.push_str(self.as_held(output));
         } else {
-            s.push_str("$ ");
             s.push_str(command);
             s.push('\n');
-            s.push_str(output);
         }
+        s.push_str(self.as_held(output));
         self.push_held(s.into_bump_str());
     }
 
@@ -773,30 +772,20 @@ impl<'a> Text<'a> {
     /// A tool call as a piece: `<name> <arguments as compact JSON>` (`{}`
     /// when absent).
     pub(crate) fn call(&mut self, name: &str, args: Option<&[Node<'_>]>) {
-        if !self.has_piece() {
-            self.joined = Some(bumpalo::collections::String::new_in(self.arena));
-        } else {
-            self.joined();
-        }
-        let escaped = self.escaped;
-        let arena = self.arena;
-        let s = self.joined.as_mut().expect("set above");
+        let (escaped, arena) = (self.escaped, self.arena);
+        let s = self.new_piece();
         if escaped {
             s.push_escaped(name);
-            s.push(' ');
-            match args {
-                Some(a) => {
-                    let mut json = bumpalo::collections::String::new_in(arena);
-                    write_json(a, &mut json);
-                    s.push_escaped(&json);
-                }
-                None => s.push_str("{}"),
-            }
-            return;
+        } else {
+            s.push_str(name);
         }
-        s.push_str(name);
         s.push(' ');
         match args {
+            Some(a) if escaped => {
+                let mut json = bumpalo::collections::String::new_in(arena);
+                write_json(a, &mut json);
+                s.push_escaped(&json);
+            }
             Some(a) => write_json(a, s),
             None => s.push_str("{}"),
         }
