@@ -77,6 +77,11 @@ impl Format for Claude {
         "claude"
     }
 
+    fn honours_raw_text(&self, _: crate::sink::seal::Crate) -> bool {
+        // Its sources never read raw text.
+        true
+    }
+
     /// `*.jsonl`, but not a workflow's `journal.jsonl` nor anything under a
     /// session's `tool-results/` folder.
     fn is_session_file(&self, path: &Path) -> bool {

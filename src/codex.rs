@@ -75,6 +75,11 @@ impl Format for Codex {
         "codex"
     }
 
+    fn honours_raw_text(&self, _: crate::sink::seal::Crate) -> bool {
+        // Its sources never read raw text.
+        true
+    }
+
     /// `rollout-*.jsonl`, and `rollout-*.jsonl.zst` without a plain
     /// `.jsonl` beside it (reported as skipped, see `Compressed`); an
     /// `archived_sessions/` file whose relative path is also under

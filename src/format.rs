@@ -114,6 +114,19 @@ pub trait Format: Send + Sync {
     /// namespaces.
     fn name(&self) -> &'static str;
 
+    /// Whether the sources this format opens honour the crate-private
+    /// raw-text read of [`SourceOptions`] (a pi source then builds each
+    /// record's text escaped and hands every entry's line with it, which
+    /// the crate's NDJSON encoder alone knows to copy; the crate's other
+    /// formats ignore it). The engine asks for that read only when every
+    /// format of a run is one of the crate's: a format written outside it,
+    /// even one that wraps [`Pi`], gets decoded text. Not for other
+    /// formats: its argument cannot be named outside the crate.
+    #[doc(hidden)]
+    fn honours_raw_text(&self, _: crate::sink::seal::Crate) -> bool {
+        false
+    }
+
     /// Whether a file met in a folder is one of this format's session files
     /// (by its name: folders are walked without opening files).
     fn is_session_file(&self, path: &Path) -> bool;
@@ -221,6 +234,10 @@ pub struct Pi;
 impl Format for Pi {
     fn name(&self) -> &'static str {
         "pi"
+    }
+
+    fn honours_raw_text(&self, _: crate::sink::seal::Crate) -> bool {
+        true
     }
 
     fn header_is_entry(&self) -> bool {

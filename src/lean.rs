@@ -1399,7 +1399,7 @@ mod tests {
         ];
         for (body, odd) in cases {
             // Past a 64-byte block too.
-            for pad in [0, 61] {
+            for pad in [0, 61, 62] {
                 let line = format!(
                     r#"{{"k":"{}{body}","n":1,"e":"","w":"x\/"}}"#,
                     "p".repeat(pad)

@@ -978,3 +978,46 @@ impl<S: mem_ingest::sink::Sink> mem_ingest::sink::Sink for StopAfterWrite<S> {
         self.0.abandon()
     }
 }
+
+#[test]
+fn a_format_of_its_own_wrapping_pi_gets_decoded_text_in_ndjson_exact() {
+    // `backfill` to an NDJSON file reads the crate's own formats with record
+    // text built escaped, which only the crate's writer, handed each
+    // entry's line, knows to copy. A format written outside the crate
+    // (`Faulty`, whose `NoCounts` source wraps pi's and hands no line) gets
+    // decoded text: its output is pi's, byte for byte.
+    let root = tmpdir("wrapped-ndjson");
+    fs::create_dir_all(&root).unwrap();
+    let header = r#"{"type":"session","version":3,"id":"w1","timestamp":"2026-01-15T10:00:00.000Z","cwd":"/tmp/w"}"#;
+    let user = r#"{"type":"message","id":"e1","parentId":null,"timestamp":"2026-01-15T10:00:01.000Z","message":{"role":"user","content":"a\nb \"q\" caf\u00e9 \/"}}"#;
+    let asst = r#"{"type":"message","id":"e2","parentId":"e1","timestamp":"2026-01-15T10:00:02.000Z","message":{"role":"assistant","content":[{"type":"text","text":"x\ty"},{"type":"toolCall","id":"t","name":"ls","arguments":{"p":"a\nb"}}]}}"#;
+    fs::write(root.join("w.jsonl"), format!("{header}\n{user}\n{asst}\n")).unwrap();
+    let write = |format: Arc<dyn Format>, name: &str| -> String {
+        let out = root.join(name);
+        Archive::builder()
+            .path(root.join("w.jsonl"))
+            .format(format)
+            .build()
+            .backfill(&mut mem_ingest::sink::NdjsonFile::create(&out))
+            .unwrap();
+        fs::read_to_string(out).unwrap()
+    };
+    let ours = write(Arc::new(Pi), "pi.ndjson");
+    let theirs = write(
+        Arc::new(Faulty(Fault::ShiftedAt(u64::MAX))),
+        "wrapped.ndjson",
+    );
+    assert_eq!(theirs, ours);
+    let texts: Vec<String> = ours
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<serde_json::Value>(l).unwrap()["text"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(texts, ["a\nb \"q\" café /", "x\ty\nls {\"p\":\"a\\nb\"}"]);
+    assert!(ours.contains(r#""text":"a\nb \"q\" café /""#), "{ours}");
+    fs::remove_dir_all(&root).unwrap();
+}

@@ -1413,6 +1413,11 @@ fn pass<S: Sink>(ctx: &mut Ctx<'_, S>) -> Result<Summary, Error> {
     }
     if ctx.sink.encoder().takes_raw_text(crate::sink::seal::Crate)
         && ctx.cfg.filter.max_text.is_none()
+        && ctx
+            .cfg
+            .formats
+            .iter()
+            .all(|f| f.honours_raw_text(crate::sink::seal::Crate))
     {
         // The NDJSON writer alone reads each text, through its line: a pi
         // line is parsed lean and its record's text built escaped, from
