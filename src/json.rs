@@ -788,8 +788,8 @@ impl<'t, 'a> Fields<'t, 'a> {
 
 /// A string value as a piece of a record's text: as [`as_str`], except
 /// that a raw string of a lean tape read with record text left raw
-/// ([`crate::lean::defers_text`]) stays raw. Whoever joins it to other
-/// pieces decodes it first ([`crate::lean::value`]).
+/// ([`crate::lean::defers_text`]) stays raw, for [`crate::pi::Text`] to
+/// keep as it is or escape again ([`crate::lean::canonical`]).
 pub(crate) fn as_text<'a>(v: &[Node<'a>]) -> Option<&'a str> {
     match v.first() {
         Some(Node::String(s)) if crate::lean::defers_text() => Some(s),

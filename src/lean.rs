@@ -164,20 +164,7 @@ pub(crate) fn defers_text() -> bool {
 /// Any other string is looked at byte by byte
 /// ([`crate::json::canonical`]).
 pub(crate) fn canonical(raw: &str) -> bool {
-    let (start, end, _) = READING.with(Cell::get);
-    let at = raw.as_ptr() as usize;
-    match RAW_TEXT.with(Cell::get) {
-        Some((_, 0)) if at >= start && at < end => true,
-        Some((odd, len)) if at >= start && at < end => {
-            // SAFETY: the slice that `Reading` was made with, borrowed
-            // (shared) for as long as that `Reading` lives (its lifetime),
-            // which is while this is set.
-            #[allow(unsafe_code)]
-            let odd = unsafe { std::slice::from_raw_parts(odd, len) };
-            odd.binary_search(&(at - start)).is_err()
-        }
-        _ => crate::json::canonical(raw.as_bytes()),
-    }
+    noted_written(raw).unwrap_or_else(|| crate::json::canonical(raw.as_bytes()))
 }
 
 /// Whether `s` is a raw string of the lean tape being read with raw text
@@ -186,9 +173,24 @@ pub(crate) fn canonical(raw: &str) -> bool {
 /// copy it. False for any other string.
 #[inline]
 pub(crate) fn raw_written(s: &str) -> bool {
+    noted_written(s) == Some(true)
+}
+
+/// For a string of the line whose lean tape is being read with raw text:
+/// whether the parse did not note it odd; `None` for any other string.
+fn noted_written(s: &str) -> Option<bool> {
     let (start, end, _) = READING.with(Cell::get);
+    let (odd, len) = RAW_TEXT.with(Cell::get)?;
     let at = s.as_ptr() as usize;
-    defers_text() && at >= start && at < end && canonical(s)
+    if at < start || at >= end {
+        return None;
+    }
+    // SAFETY: the slice that `Reading` was made with, borrowed (shared)
+    // for as long as that `Reading` lives (its lifetime), which is while
+    // this is set.
+    #[allow(unsafe_code)]
+    let odd = unsafe { std::slice::from_raw_parts(odd, len) };
+    Some(odd.binary_search(&(at - start)).is_err())
 }
 
 /// A string of a tape as its value: `s` itself, or, when it is a raw
