@@ -53,10 +53,21 @@ impl FpSet {
             return false;
         }
         self.recent.insert(fp);
-        if self.recent.len() >= (self.sorted.len() / 8).max(4096) {
+        if self.recent.len() >= self.merge_at() {
             self.compact();
         }
         true
+    }
+
+    /// Makes room for `n` more, as many as fit before the next merge.
+    pub fn reserve(&mut self, n: usize) {
+        let room = self.merge_at().saturating_sub(self.recent.len());
+        self.recent.reserve(n.min(room));
+    }
+
+    /// The size of `recent` at which it is merged into `sorted`.
+    fn merge_at(&self) -> usize {
+        (self.sorted.len() / 8).max(4096)
     }
 
     fn compact(&mut self) {
@@ -165,13 +176,16 @@ fn sorted_contains(sorted: &[u64], fp: u64) -> bool {
 pub struct Emitter<'l> {
     session: &'l str,
     at: At<'l>,
+    /// See [`Emitter::expect`].
+    expected: usize,
 }
 
 /// How far an [`Emitter`] has looked its session up.
 enum At<'l> {
     Unresolved(&'l mut Lineages),
-    /// The lineage's set; the session has no new fingerprints listed yet.
-    Set(&'l mut FpSet, &'l mut HashMap<String, Vec<u64>>),
+    /// The lineage's set; the session has no new fingerprints listed yet
+    /// (`None`: none are, see [`Lineages::untracked`]).
+    Set(&'l mut FpSet, Option<&'l mut HashMap<String, Vec<u64>>>),
     /// The lineage's set and the session's list of new fingerprints.
     Both(&'l mut FpSet, &'l mut Vec<u64>),
     /// Only while moving from one state to the next.
@@ -182,23 +196,12 @@ impl Emitter<'_> {
     /// Records `fp` as emitted in the session's lineage; false when it was
     /// already (as [`Lineages::insert`]).
     pub fn insert(&mut self, fp: u64) -> bool {
-        if let At::Unresolved(_) = self.at {
-            let At::Unresolved(l) = std::mem::replace(&mut self.at, At::Moving) else {
-                unreachable!("matched above")
-            };
-            let r = l.root(self.session);
-            let Lineages { sets, new_fps, .. } = l;
-            self.at = At::Set(sets.entry(r).or_default(), new_fps);
-        }
-        let new = match &mut self.at {
-            At::Set(set, _) | At::Both(set, _) => set.insert(fp),
-            At::Unresolved(_) | At::Moving => unreachable!("resolved above"),
-        };
-        if !new {
+        if !self.set().insert(fp) {
             return false;
         }
         match std::mem::replace(&mut self.at, At::Moving) {
-            At::Set(set, new_fps) => {
+            At::Set(set, None) => self.at = At::Set(set, None),
+            At::Set(set, Some(new_fps)) => {
                 // The session's name is copied only when it is new.
                 if !new_fps.contains_key(self.session) {
                     new_fps.insert(self.session.to_owned(), Vec::new());
@@ -214,6 +217,39 @@ impl Emitter<'_> {
             At::Unresolved(_) | At::Moving => unreachable!("resolved above"),
         }
         true
+    }
+}
+
+impl Emitter<'_> {
+    /// Says that about `n` fingerprints are to be inserted: room is made
+    /// for them in the lineage's set at the first insert, at once (up to
+    /// its next merge). A part's fingerprints, inserted one by one into a
+    /// lineage's new set, grew it a dozen times.
+    pub fn expect(&mut self, n: usize) {
+        self.expected = n;
+    }
+
+    /// The lineage's set, looked up at the first call.
+    fn set(&mut self) -> &mut FpSet {
+        if let At::Unresolved(_) = self.at {
+            let At::Unresolved(l) = std::mem::replace(&mut self.at, At::Moving) else {
+                unreachable!("matched above")
+            };
+            let r = l.root(self.session);
+            let Lineages {
+                sets,
+                new_fps,
+                untracked,
+                ..
+            } = l;
+            let set = sets.entry(r).or_default();
+            set.reserve(self.expected);
+            self.at = At::Set(set, (!*untracked).then_some(new_fps));
+        }
+        match &mut self.at {
+            At::Set(set, _) | At::Both(set, _) => set,
+            At::Unresolved(_) | At::Moving => unreachable!("resolved above"),
+        }
     }
 }
 
@@ -239,9 +275,19 @@ pub struct Lineages {
     /// that emitted them, and joins.
     new_fps: HashMap<String, Vec<u64>>,
     new_joins: Vec<(String, String)>,
+    /// No checkpoint is kept: new fingerprints are not listed.
+    untracked: bool,
 }
 
 impl Lineages {
+    /// These lineages without [`Lineages::new_fingerprints`] (always
+    /// empty), for a run that keeps no checkpoint: listing them cost a
+    /// `stats` run's delivery a push (and the list's growth) for each.
+    pub fn untracked(mut self) -> Self {
+        self.untracked = true;
+        self
+    }
+
     fn root(&mut self, s: &str) -> String {
         let mut cur = s.to_owned();
         let mut path = Vec::new();
@@ -300,6 +346,7 @@ impl Lineages {
         Emitter {
             session,
             at: At::Unresolved(self),
+            expected: 0,
         }
     }
 

@@ -444,7 +444,9 @@ fn lineages<'l>(
             .into_iter()
             .map(|l| (l.sessions, state::decode_fingerprints(&l.fingerprints)))
             .collect();
-        *slot = Some(Lineages::import(groups));
+        let l = Lineages::import(groups);
+        // Without a state no checkpoint reads what changed.
+        *slot = Some(if state.is_none() { l.untracked() } else { l });
     }
     Ok(slot.as_mut().expect("restored"))
 }
@@ -494,7 +496,12 @@ impl<S: Sink> Ctx<'_, S> {
     /// state, when there is one and something was.
     fn keep_delivered(&mut self, f: &PlannedFile, a: &Assembling) {
         let format = &*self.cfg.formats[f.format];
-        if let (Some(st), Some(fs)) = (self.state.as_mut(), file_state(f, format, a)) {
+        // Not built without a state (a clone of the file's report and
+        // header for each file of a `stats` run).
+        let Some(st) = self.state.as_mut() else {
+            return;
+        };
+        if let Some(fs) = file_state(f, format, a) {
             let key = key_of(f);
             self.changed.insert(key.clone());
             st.files.insert(key, Arc::new(fs));
@@ -1889,7 +1896,7 @@ fn dedupe<B>(
     // What this part adds to its lineage: taken back if the part fails
     // below (it then delivers nothing; were they kept, its entries would be
     // copies of themselves when it is read again, and lost).
-    let mut inserted = Vec::new();
+    let mut inserted = Vec::with_capacity(part.res.notes.len());
     let mut relied = Vec::new();
     let decided = decide_copies(
         l.emitter(session),
@@ -1922,6 +1929,7 @@ fn decide_copies<B>(
         res,
         opts,
     } = part;
+    emitted.expect(res.notes.len());
     let mut dup = |fp: u64| {
         if let Some((parent, _)) = earlier.iter().find(|(_, s)| s.contains(fp)) {
             if !relied.iter().any(|r| r == parent) {
