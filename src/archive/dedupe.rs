@@ -569,6 +569,41 @@ mod tests {
         assert!(back.contains("other", 1));
     }
 
+    /// Untracked lineages decide copies as tracked ones do and list no new
+    /// fingerprints; an emitter told to expect many inserts the same, and
+    /// makes no set when it inserts none.
+    #[test]
+    fn untracked_and_expecting_emitters_decide_the_same() {
+        let mut tracked = Lineages::default();
+        let mut untracked = Lineages::default().untracked();
+        for l in [&mut tracked, &mut untracked] {
+            let mut e = l.emitter("a");
+            e.expect(10_000);
+            let fresh: Vec<bool> = [5, 6, 5, 7, 6].iter().map(|&fp| e.insert(fp)).collect();
+            assert_eq!(fresh, [true, true, false, true, false]);
+            l.emitter("b").expect(3);
+            assert_eq!(l.sets.len(), 1, "no set for b, which inserted nothing");
+            l.join("a", "c");
+            assert!(!l.insert("c", 7) && l.insert("c", 8) && l.insert("b", 5));
+        }
+        assert_eq!(
+            tracked.new_fingerprints(),
+            [("a", &[5u64, 6, 7][..]), ("b", &[5][..]), ("c", &[8][..])]
+        );
+        assert!(untracked.new_fingerprints().is_empty());
+        assert_eq!(tracked.snapshot(), untracked.snapshot());
+        assert_eq!(
+            untracked.snapshot(),
+            [
+                (vec!["a".to_owned(), "c".to_owned()], vec![5, 6, 7, 8]),
+                (vec!["b".to_owned()], vec![5])
+            ]
+        );
+        // A part whose every entry failed is taken back the same way.
+        untracked.forget("c", &[8]);
+        assert!(untracked.insert("c", 8));
+    }
+
     #[test]
     fn parent_session_from_pi_file_names() {
         assert_eq!(
