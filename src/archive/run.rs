@@ -1048,6 +1048,12 @@ fn read_task<E: Encoder>(
     if encoder.wants_records() {
         res.batch = Some(encoder.batch(size));
     }
+    if cfg.dedupe {
+        // A note for each entry: room for one a KiB (Codex lines average
+        // 1.5 KB, pi's 5), rather than a dozen moves of a growing list.
+        res.notes
+            .reserve(usize::try_from(size / 1024).unwrap_or(0).min(1 << 16));
+    }
     // With several jobs, a part is read into memory and its newlines
     // counted at once, so that the parts after it learn where their lines
     // start without waiting for it to be parsed. With one job nothing runs
