@@ -218,9 +218,7 @@ impl Emitter<'_> {
         }
         true
     }
-}
 
-impl Emitter<'_> {
     /// Says that about `n` fingerprints are to be inserted: room is made
     /// for them in the lineage's set at the first insert, at once (up to
     /// its next merge). A part's fingerprints, inserted one by one into a
