@@ -193,14 +193,22 @@ fn a_store_saved_before_sources_were_recorded_stays_pis() {
     )
     .unwrap();
     claude_session(&arch.join("claude-session.jsonl"));
+    // Each format's rows, as the sqlite3 shell lists them.
     let count = |db: &Path| -> String {
-        let o = std::process::Command::new("sqlite3")
-            .arg(db)
-            .arg("SELECT format, count(*) FROM records GROUP BY format ORDER BY format")
-            .output()
+        let c = rusqlite::Connection::open(db).unwrap();
+        let mut st = c
+            .prepare("SELECT format, count(*) FROM records GROUP BY format ORDER BY format")
             .unwrap();
-        assert!(o.status.success());
-        String::from_utf8(o.stdout).unwrap()
+        let rows = st
+            .query_map([], |r| {
+                Ok(format!(
+                    "{}|{}\n",
+                    r.get::<_, String>(0)?,
+                    r.get::<_, i64>(1)?
+                ))
+            })
+            .unwrap();
+        rows.map(Result::unwrap).collect()
     };
     let old = d.join("old.db");
     fs::copy(fixtures().join("store-v1.sqlite"), &old).unwrap();

@@ -24,20 +24,73 @@ fn tmpdir(name: &str) -> PathBuf {
 
 mod common;
 
-/// The `sqlite3` shell's answer to `sql` (one value a line, `|` between
-/// columns). A missing shell fails the test: .ci/run installs it.
+/// What the `sqlite3` shell answers to `sql` in its list mode (one row a
+/// line, `|` between columns, NULL empty), read in this process through
+/// SQLite itself (rusqlite's bundled library), so that the tests need no
+/// shell on the machine; a statement that returns no rows (`DELETE`, a
+/// `PRAGMA` set) runs as well. The shell itself is checked against it in
+/// [`the_sqlite3_shell_reads_what_the_tests_read`].
 fn sqlite3(db: &Path, sql: &str) -> String {
-    let out = Command::new("sqlite3")
-        .arg(db)
-        .arg(sql)
-        .output()
-        .expect("the sqlite3 shell (apt-get install sqlite3)");
-    assert!(
-        out.status.success(),
-        "sqlite3 {sql}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap().trim_end().to_owned()
+    use rusqlite::types::ValueRef;
+    let c = rusqlite::Connection::open(db).unwrap_or_else(|e| panic!("{}: {e}", db.display()));
+    c.busy_timeout(Duration::from_secs(10)).unwrap();
+    let mut out = Vec::new();
+    // Statement by statement, as the shell runs a list of them.
+    let mut batch = rusqlite::Batch::new(&c, sql);
+    use rusqlite::fallible_iterator::FallibleIterator;
+    while let Some(mut st) = batch.next().unwrap_or_else(|e| panic!("{sql}: {e}")) {
+        let n = st.column_count();
+        let mut rows = st.query([]).unwrap_or_else(|e| panic!("{sql}: {e}"));
+        while let Some(r) = rows.next().unwrap_or_else(|e| panic!("{sql}: {e}")) {
+            let cols: Vec<String> = (0..n)
+                .map(|i| match r.get_ref(i).unwrap() {
+                    ValueRef::Null => String::new(),
+                    ValueRef::Integer(v) => v.to_string(),
+                    ValueRef::Real(v) => format!("{v:?}"),
+                    ValueRef::Text(t) | ValueRef::Blob(t) => {
+                        String::from_utf8_lossy(t).into_owned()
+                    }
+                })
+                .collect();
+            out.push(cols.join("|"));
+        }
+    }
+    out.join("\n").trim_end().to_owned()
+}
+
+/// The `sqlite3` shell, a client of its own, reads the documented schema
+/// as the tests' reader does: counts, keys and texts, the full-text index,
+/// the schema version.
+#[test]
+#[ignore = "needs a reference tool: the sqlite3 shell (apt-get install sqlite3; .ci/run installs it)"]
+fn the_sqlite3_shell_reads_what_the_tests_read() {
+    let d = tmpdir("shell");
+    let db = d.join("m.db");
+    let o = backfill_db(&db, &[&searchable(&d)]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    for sql in [
+        "SELECT count(*) FROM records",
+        "SELECT key, role, text FROM records ORDER BY row_id",
+        "SELECT r.key FROM records_fts JOIN records r ON r.row_id = records_fts.rowid \
+         WHERE records_fts MATCH '\"parse_iso_millis\"'",
+        "SELECT count(*), sum(records) FROM sessions",
+        "PRAGMA user_version",
+    ] {
+        let out = Command::new("sqlite3")
+            .arg(&db)
+            .arg(sql)
+            .output()
+            .expect("the sqlite3 shell (apt-get install sqlite3)");
+        assert!(
+            out.status.success(),
+            "sqlite3 {sql}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let shell = String::from_utf8(out.stdout).unwrap();
+        assert_eq!(shell.trim_end(), sqlite3(&db, sql), "{sql}");
+    }
+    assert_eq!(sqlite3(&db, "SELECT count(*) FROM records"), "6");
+    fs::remove_dir_all(d).unwrap();
 }
 
 fn count(db: &Path) -> u64 {
@@ -465,13 +518,14 @@ fn readers_while_follow_writes_and_a_second_writer_refused() {
     let wait_for = |n: u64| {
         let t = Instant::now();
         while t.elapsed() < Duration::from_secs(10) {
-            if db.exists()
-                && Command::new("sqlite3")
-                    .arg(&db)
-                    .arg("SELECT count(*) FROM records")
-                    .output()
-                    .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == n.to_string())
-            {
+            // Another connection, opened read-only each time: a reader
+            // beside the writer.
+            let rows = rusqlite::Connection::open_with_flags(
+                &db,
+                rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+            )
+            .and_then(|c| c.query_row("SELECT count(*) FROM records", [], |r| r.get::<_, i64>(0)));
+            if db.exists() && rows.is_ok_and(|r| r == n as i64) {
                 return;
             }
             std::thread::sleep(Duration::from_millis(20));
