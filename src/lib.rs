@@ -30,8 +30,13 @@ mod record;
 mod report;
 pub mod sink;
 mod source;
+// Where the unit tests find the shared folder: the integration tests' own
+// helper, one file for both.
 #[cfg(feature = "sqlite")]
 pub mod store;
+#[cfg(test)]
+#[path = "../tests/common/shared.rs"]
+mod test_shared;
 mod time;
 mod usage;
 

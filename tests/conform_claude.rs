@@ -110,7 +110,7 @@ fn ours(projects: &Path) -> (ByModel, [u64; 4]) {
 }
 
 fn samples() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/samples")
+    common::shared::samples()
 }
 
 /// Copies every `*.jsonl` below `from` into `projects/<n>/`, keeping the

@@ -204,7 +204,7 @@ fn compare(files: &[PathBuf], dropped: &[Dropped]) -> u64 {
 #[test]
 #[ignore = "needs ../shared/samples and claude-code-log (.ci/run installs it)"]
 fn message_counts_equal_claude_code_log_on_the_samples() {
-    let samples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/samples");
+    let samples = common::shared::samples();
     let mut files = transcripts(&samples.join("claude-code"));
     files.extend(transcripts(
         &samples.join("claude-code-log-messages/claude-code"),

@@ -10,6 +10,9 @@ use std::process::Command;
 
 use serde_json::Value;
 
+#[path = "common/shared.rs"]
+mod shared;
+
 fn ccusage() -> PathBuf {
     let p = std::env::var_os("CCUSAGE")
         .map(PathBuf::from)
@@ -107,7 +110,7 @@ fn ours(codex_home: &Path) -> ByModel {
 /// renamed `rollout-*.jsonl` where it is not.
 fn sample_home() -> PathBuf {
     let home = tmpdir("samples");
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/samples/codex");
+    let root = shared::shared("samples/codex");
     let mut stack = vec![root.clone()];
     let mut n = 0;
     while let Some(d) = stack.pop() {

@@ -424,11 +424,22 @@ fn rows_but_file(path: &Path) -> Vec<String> {
 #[test]
 fn shards_together_are_one_run_whatever_the_path_spelling() {
     let d = tmpdir("shards");
+    let ins = inputs(&d);
+    shards_together_are_one_run(&d, ins);
+}
+
+#[test]
+#[ignore = "needs ../shared: samples/ of every agent (MEM_INGEST_SHARED)"]
+fn shards_together_are_one_run_with_every_agents_samples() {
+    let d = tmpdir("shards-samples");
     let mut ins = inputs(&d);
-    let samples = Path::new("../shared/samples");
-    if samples.is_dir() {
-        ins.push(samples.to_path_buf());
-    }
+    ins.push(common::shared::samples());
+    shards_together_are_one_run(&d, ins);
+}
+
+/// `--shard k/n` for n of 2 and 3, each shard's PATHs spelled another way
+/// every other shard, together give the records of one run over `ins`.
+fn shards_together_are_one_run(d: &Path, ins: Vec<PathBuf>) {
     let all = d.join("all.ndjson");
     assert!(backfill(&["-o", all.to_str().unwrap()], &ins)
         .status
@@ -804,7 +815,7 @@ fn stats(paths: &[PathBuf]) -> Value {
 fn duckdb_counts_what_stats_counts() {
     let d = tmpdir("duck-stats");
     let mut ins = inputs(&d);
-    ins.push(PathBuf::from("../shared/samples"));
+    ins.push(common::shared::samples());
     let ds = d.join("ds");
     let o = backfill(&["--parquet", ds.to_str().unwrap()], &ins);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
@@ -915,7 +926,7 @@ fn duckdb_reads_only_the_partition_a_date_filter_names() {
 fn duckdb_reads_four_shards_as_one_run() {
     let d = tmpdir("duck-shards");
     let mut ins = inputs(&d);
-    ins.push(PathBuf::from("../shared/samples"));
+    ins.push(common::shared::samples());
     let one = d.join("one");
     let four = d.join("four");
     assert!(backfill(&["--parquet", one.to_str().unwrap()], &ins)

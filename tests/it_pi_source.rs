@@ -7,6 +7,9 @@
 //! Everything sits in `mod pi_source` so that `cargo test -p mem-ingest
 //! pi_source` (a filter on test paths) selects every test of this file.
 
+#[path = "common/shared.rs"]
+mod shared;
+
 mod pi_source {
     use std::collections::BTreeMap;
     use std::io::{self, Read};
@@ -26,13 +29,10 @@ mod pi_source {
             .join(name)
     }
 
-    /// The folder holding the two real sessions: `MEM_INGEST_REAL_DIR`, by
-    /// default `../shared/real` next to the crate.
+    /// The folder holding the two real sessions: `MEM_INGEST_REAL_DIR`,
+    /// else `real/` of the shared folder (`tests/common/shared.rs`).
     fn real_dir() -> PathBuf {
-        match std::env::var_os("MEM_INGEST_REAL_DIR") {
-            Some(d) => PathBuf::from(d),
-            None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/real"),
-        }
+        super::shared::real_dir()
     }
 
     /// A real session; panics (fails the test) when it is missing, so an

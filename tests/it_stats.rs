@@ -206,7 +206,7 @@ fn by_source_is_each_source_alone_and_adds_up() {
 #[test]
 #[ignore = "needs ../shared/samples"]
 fn by_source_exact_on_the_samples() {
-    let samples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/samples");
+    let samples = common::shared::samples();
     let s = stats_json(&[
         &"fixtures/hand-built.jsonl",
         &samples.join("claude-code"),

@@ -6,9 +6,9 @@ use std::path::{Path, PathBuf};
 use mem_ingest::format::{Format, Input};
 use mem_ingest::{OwnedRecord, Report, Role, SourceOptions};
 
-/// `../shared/samples`.
+/// `samples/` of the shared folder (see [`super::shared`]).
 pub fn samples() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/samples")
+    super::shared::samples()
 }
 
 /// `(line, record)` of each entry.

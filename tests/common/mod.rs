@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod entries;
+pub mod shared;
 
 use std::fs;
 use std::io::Write;
