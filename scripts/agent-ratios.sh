@@ -15,14 +15,20 @@
 # `--jobs 1` on the agent's archive alternate with the rest (before/after).
 #
 #   scripts/agent-ratios.sh claude|codex|pi [TOTAL_MB]   (default 300)
+#   scripts/agent-ratios.sh claude|codex|pi ARCHIVE_DIR
+#
+# The second form measures an archive that already exists (a Claude Code
+# config folder, a Codex home, a pi sessions folder), read as it is; the pi
+# archive of the one-thread comparison is generated to its size.
 #
 # Environment: CARGO_TARGET_DIR (default target), WORK (default a temp
 # dir; archives already there are reused), ROUNDS (default 3), CCUSAGE
-# (default /tmp/ccusage-reference/node_modules/.bin/ccusage).
+# (default /tmp/ccusage-reference/node_modules/.bin/ccusage), SHAPE (a
+# `gen-corpus --shape` for the generated archive, e.g. `held-out` for
+# Codex: issue 41's held-out home).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-AGENT=${1:?usage: agent-ratios.sh claude|codex|pi [TOTAL_MB]}
-TOTAL_MB=${2:-300}
+AGENT=${1:?usage: agent-ratios.sh claude|codex|pi [TOTAL_MB | ARCHIVE_DIR]}
 TARGET=${CARGO_TARGET_DIR:-target}
 export CARGO_TARGET_DIR=$TARGET
 CCUSAGE=${CCUSAGE:-/tmp/ccusage-reference/node_modules/.bin/ccusage}
@@ -30,13 +36,21 @@ ROUNDS=${ROUNDS:-3}
 cargo build --release --bin mem-ingest --bin gen-corpus
 BIN=$TARGET/release/mem-ingest
 WORK=${WORK:-$(mktemp -d)}
-ARCH=$WORK/$AGENT-$TOTAL_MB
+if [ -d "${2:-}" ]; then
+    ARCH=$(cd "$2" && pwd)
+    TOTAL_MB=$(( ($(find "$ARCH/" -type f -name '*.jsonl' -printf '%s\n' | awk '{s += $1} END {print s + 0}') + 999999) / 1000000 ))
+else
+    TOTAL_MB=${2:-300}
+    ARCH=$WORK/$AGENT-$TOTAL_MB${SHAPE:+-$SHAPE}
+fi
 PI=$WORK/pi-$TOTAL_MB
-if [ "$AGENT" = pi ]; then
+if [ -d "${2:-}" ]; then
+    [ "$AGENT" = pi ] || [ -d "$PI" ] || "$TARGET/release/gen-corpus" --archive "$PI" --total-mb "$TOTAL_MB" --seed 1
+elif [ "$AGENT" = pi ]; then
     ARCH=$WORK/pi-$TOTAL_MB-${FILES:-200}-files
     [ -d "$ARCH" ] || "$TARGET/release/gen-corpus" --archive "$ARCH" --total-mb "$TOTAL_MB" --files "${FILES:-200}" --seed 1
 else
-    [ -d "$ARCH" ] || "$TARGET/release/gen-corpus" --format "$AGENT" --archive "$ARCH" --total-mb "$TOTAL_MB" --seed 1
+    [ -d "$ARCH" ] || "$TARGET/release/gen-corpus" --format "$AGENT" --archive "$ARCH" --total-mb "$TOTAL_MB" --seed 1 ${SHAPE:+--shape "$SHAPE"}
     [ -d "$PI" ] || "$TARGET/release/gen-corpus" --archive "$PI" --total-mb "$TOTAL_MB" --seed 1
 fi
 # Neither reads this machine's own archives: every default points at an

@@ -194,3 +194,82 @@ fn generated_codex_archive_equals_ccusage() {
     assert_eq!(ours, by);
     fs::remove_dir_all(&dir).unwrap();
 }
+
+/// `--shape held-out`: issue 41's held-out Codex home by its parameters:
+/// 177 files of 150 threads (18 forks, 8 subagents, one legacy rollout),
+/// four subagents replaying their parent within the spawn's second, four
+/// with the original timestamps, four files with one damaged line, three
+/// CLI eras; the same bytes for the same seed.
+#[test]
+fn the_held_out_shape_holds_what_it_says() {
+    let dir = temp_dir("held-out");
+    let gen = |d: &Path| {
+        let out = Command::new(env!("CARGO_BIN_EXE_gen-corpus"))
+            .args([
+                "--format",
+                "codex",
+                "--shape",
+                "held-out",
+                "--total-mb",
+                "12",
+                "--seed",
+                "3",
+                "--archive",
+            ])
+            .arg(d)
+            .output()
+            .expect("run gen-corpus");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stderr).unwrap()
+    };
+    let summary = gen(&dir);
+    assert!(
+        summary.contains("177 files (150 sessions, 0 archived, 1 legacy, 18 forks, 8 subagents)"),
+        "{summary}"
+    );
+    let all = files(&dir);
+    assert_eq!(all.len(), 177);
+    let (mut same_second, mut original, mut damaged) = (0, 0, 0);
+    let mut eras = BTreeMap::new();
+    for bytes in all.values() {
+        let lines: Vec<&[u8]> = bytes
+            .split(|&b| b == b'\n')
+            .filter(|l| !l.is_empty())
+            .collect();
+        damaged += lines
+            .iter()
+            .filter(|l| serde_json::from_slice::<Value>(l).is_err())
+            .count();
+        let first: Value = serde_json::from_slice(lines[0]).unwrap();
+        if let Some(v) = first["payload"]["cli_version"].as_str() {
+            *eras.entry(v.to_owned()).or_insert(0) += 1;
+        }
+        if first["payload"]["source"]["subagent"].is_object() {
+            // Line 2 is the parent's session_meta, replayed.
+            let second: Value = serde_json::from_slice(lines[1]).unwrap();
+            assert_eq!(second["type"], "session_meta");
+            let spawned = &first["timestamp"].as_str().unwrap()[..19];
+            if second["timestamp"].as_str().unwrap().starts_with(spawned) {
+                same_second += 1;
+            } else {
+                original += 1;
+            }
+        }
+    }
+    assert_eq!((same_second, original, damaged), (4, 4, 4));
+    // Files by era (the threads 12/33/55 of 151 by index; children take
+    // their parent's).
+    assert_eq!(eras.len(), 3, "{eras:?}");
+    assert_eq!(eras.values().sum::<u64>(), 176, "{eras:?}");
+    let again = temp_dir("held-out-again");
+    // The same summary but for the folder and the time taken.
+    let counts = |s: &str| s[s.rfind(": ").unwrap()..s.rfind(", in ").unwrap()].to_owned();
+    assert_eq!(counts(&gen(&again)), counts(&summary));
+    assert!(files(&again) == all, "the same seed gives the same bytes");
+    let _ = fs::remove_dir_all(dir);
+    let _ = fs::remove_dir_all(again);
+}

@@ -12,7 +12,8 @@
 //! a Claude Code config folder, `DIR/projects/...`, described in `claude.rs`
 //! with its rates and byte mix, and prints a summary of what it wrote;
 //! `--format codex --archive DIR` a Codex home, `DIR/sessions/...`,
-//! described in `codex.rs`.
+//! described in `codex.rs`; with `--shape held-out`, the shape of issue
+//! 41's held-out Codex home (`codex::write_held_out`).
 //!
 //! One file: a session header, then entries with ids and parentIds, ISO
 //! entry timestamps and numeric message timestamps, as pi 1.x writes them:
@@ -940,7 +941,7 @@ fn write_archive(
     Ok((sizes.len() as u64, projects as u64, all))
 }
 
-const USAGE: &str = "usage: gen-corpus [--format pi|claude|codex] [--size-mb N] [--seed S] OUT.jsonl\n       gen-corpus [--format pi|claude|codex] --archive DIR [--total-mb N] [--seed S]\n       gen-corpus --archive DIR [--total-mb N] --files N [--seed S]";
+const USAGE: &str = "usage: gen-corpus [--format pi|claude|codex] [--size-mb N] [--seed S] OUT.jsonl\n       gen-corpus [--format pi|claude|codex] --archive DIR [--total-mb N] [--seed S]\n       gen-corpus --format codex --shape held-out --archive DIR [--total-mb N] [--seed S]\n       gen-corpus --archive DIR [--total-mb N] --files N [--seed S]";
 
 /// What `--format` asks for.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -960,6 +961,7 @@ fn main() -> ExitCode {
     let mut seed = 1u64;
     let mut format = Format::Pi;
     let mut archive: Option<PathBuf> = None;
+    let mut shape: Option<String> = None;
     let mut out: Option<PathBuf> = None;
     let mut args = std::env::args().skip(1);
     let fail = |msg: &str| {
@@ -991,6 +993,7 @@ fn main() -> ExitCode {
                     }
                 }
                 "--archive" => archive = Some(val("--archive")?.into()),
+                "--shape" => shape = Some(val("--shape")?),
                 "-h" | "--help" => return Err(String::new()),
                 s if !s.starts_with('-') && out.is_none() => out = Some(s.into()),
                 s => return Err(format!("unexpected argument {s:?}")),
@@ -1006,6 +1009,9 @@ fn main() -> ExitCode {
         }
     }
     let t = std::time::Instant::now();
+    if shape.is_some() && format != Format::Codex {
+        return fail("--shape is for a Codex home (--format codex)");
+    }
     if files.is_some() && (format != Format::Pi || archive.is_none()) {
         return fail("--files is for a pi archive (--archive DIR)");
     }
@@ -1013,7 +1019,12 @@ fn main() -> ExitCode {
         let Some(dir) = archive.filter(|_| out.is_none()) else {
             return fail("--format codex writes an archive: give --archive DIR");
         };
-        return match codex::write_archive(&dir, total_mb, seed) {
+        let written = match shape.as_deref() {
+            None => codex::write_archive(&dir, total_mb, seed),
+            Some("held-out") => codex::write_held_out(&dir, total_mb, seed),
+            Some(s) => return fail(&format!("unknown --shape {s:?} (codex: held-out)")),
+        };
+        return match written {
             Ok(stats) => {
                 stats.print(&dir.display().to_string(), t.elapsed().as_secs_f64());
                 ExitCode::SUCCESS

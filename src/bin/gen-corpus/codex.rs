@@ -142,6 +142,30 @@ struct Thread {
     total: Tokens,
     /// Items of the model-visible history, for a compaction's replacement.
     recent: Vec<String>,
+    /// The CLI era that writes it: 0.29 writes no rate limits; the others
+    /// as [`Thread::token_count`] shows.
+    era: Era,
+}
+
+/// The Codex CLI that wrote a rollout, as `session_meta.cli_version` says.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Era {
+    /// 0.29: token counts with `rate_limits: null`.
+    V029,
+    /// 0.77, the default archive's only one.
+    V077,
+    /// 0.13x: as 0.77, its version said.
+    V013x,
+}
+
+impl Era {
+    fn version(self) -> &'static str {
+        match self {
+            Era::V029 => "0.29.0",
+            Era::V077 => "0.77.0",
+            Era::V013x => "0.135.0",
+        }
+    }
 }
 
 impl Thread {
@@ -190,12 +214,20 @@ impl Thread {
         for (t, l) in self.total.iter_mut().zip(last) {
             *t += l;
         }
-        let payload = format!(
-            r#"{{"type":"token_count","info":{{"total_token_usage":{},"last_token_usage":{},"model_context_window":272000}},"rate_limits":{{"primary":{{"used_percent":{}.0,"window_minutes":300,"resets_at":1780638395}},"secondary":null,"credits":null,"plan_type":"pro"}}}}"#,
-            usage(self.total),
-            usage(last),
-            rng.below(100)
-        );
+        let used = rng.below(100);
+        let payload = if self.era == Era::V029 {
+            format!(
+                r#"{{"type":"token_count","info":{{"total_token_usage":{},"last_token_usage":{},"model_context_window":272000}},"rate_limits":null}}"#,
+                usage(self.total),
+                usage(last),
+            )
+        } else {
+            format!(
+                r#"{{"type":"token_count","info":{{"total_token_usage":{},"last_token_usage":{},"model_context_window":272000}},"rate_limits":{{"primary":{{"used_percent":{used}.0,"window_minutes":300,"resets_at":1780638395}},"secondary":null,"credits":null,"plan_type":"pro"}}}}"#,
+                usage(self.total),
+                usage(last),
+            )
+        };
         self.line("event_msg", &payload);
         stats.token_counts += 1;
         if rng.pct(10) {
@@ -392,10 +424,11 @@ impl Thread {
     }
 }
 
-fn meta(id: &str, ms: i64, cwd: &str, extra: &str, rng: &mut Rng) -> String {
+fn meta(id: &str, ms: i64, cwd: &str, extra: &str, era: Era, rng: &mut Rng) -> String {
     format!(
-        r#"{{"timestamp":"{t}","type":"session_meta","payload":{{"id":"{id}","timestamp":"{t}","cwd":{},"originator":"codex_cli_rs","cli_version":"0.77.0","source":{extra},"model_provider":"openai","base_instructions":{{"text":{}}}}}}}"#,
+        r#"{{"timestamp":"{t}","type":"session_meta","payload":{{"id":"{id}","timestamp":"{t}","cwd":{},"originator":"codex_cli_rs","cli_version":"{}","source":{extra},"model_provider":"openai","base_instructions":{{"text":{}}}}}}}"#,
         js(cwd),
+        era.version(),
         js(&words(rng, 8_000, 24_000)),
         t = iso(ms)
     )
@@ -429,6 +462,9 @@ fn write_lines(path: &Path, lines: &[String], stats: &mut Stats) -> io::Result<(
 
 /// A child thread (a subagent or a fork): its meta, the parent's lines
 /// replayed, then turns of its own, totals going on from the parent's.
+/// With `same_second`, the replayed lines' timestamps are rewritten into
+/// the second of the child's own `session_meta` (a subagent spawned so
+/// replays its parent's history in `codex-format.md` §7's shape).
 #[allow(clippy::too_many_arguments)]
 fn write_child(
     dir: &Path,
@@ -437,6 +473,7 @@ fn write_child(
     source: &str,
     fork_of: Option<&str>,
     turns: u64,
+    same_second: bool,
     rng: &mut Rng,
     stats: &mut Stats,
 ) -> io::Result<()> {
@@ -447,15 +484,28 @@ fn write_child(
         None => source.to_owned(),
     };
     let mut child = Thread {
-        lines: vec![meta(&id, ms, parent.cwd, &extra, rng)],
+        lines: vec![meta(&id, ms, parent.cwd, &extra, parent.era, rng)],
         bytes: 0,
         ms,
         model: parent.model,
         cwd: parent.cwd,
         total: parent.total,
         recent: Vec::new(),
+        era: parent.era,
     };
-    child.lines.extend_from_slice(&parent.lines[..upto]);
+    if same_second {
+        // `{"timestamp":"` then 24 bytes of ISO time: the spawn's second,
+        // milliseconds kept in order.
+        let second = ms - ms.rem_euclid(1000);
+        for (k, l) in parent.lines[..upto].iter().enumerate() {
+            let t = iso(second + (k as i64 * 999 / upto.max(1) as i64));
+            let mut l = l.clone();
+            l.replace_range(14..38, &t);
+            child.lines.push(l);
+        }
+    } else {
+        child.lines.extend_from_slice(&parent.lines[..upto]);
+    }
     stats.replayed_lines += upto as u64;
     for _ in 0..turns {
         child.turn(rng, stats, false, false);
@@ -516,13 +566,14 @@ pub(crate) fn write_archive(dir: &Path, total_mb: f64, seed: u64) -> io::Result<
         let id = uuid(&mut rng);
         let cwd = CWDS[rng.below(CWDS.len() as u64) as usize];
         let mut t = Thread {
-            lines: vec![meta(&id, start, cwd, r#""cli""#, &mut rng)],
+            lines: vec![meta(&id, start, cwd, r#""cli""#, Era::V077, &mut rng)],
             bytes: 0,
             ms: start,
             model: MODELS[rng.below(MODELS.len() as u64) as usize],
             cwd,
             total: [0; 5],
             recent: Vec::new(),
+            era: Era::V077,
         };
         let mut n = 0;
         while t.bytes < size {
@@ -534,7 +585,9 @@ pub(crate) fn write_archive(dir: &Path, total_mb: f64, seed: u64) -> io::Result<
                     r#"{{"subagent":{{"thread_spawn":{{"parent_thread_id":"{id}","depth":1}}}}}}"#
                 );
                 let turns = rng.range(1, 3);
-                write_child(dir, &t, upto, &src, None, turns, &mut rng, &mut stats)?;
+                write_child(
+                    dir, &t, upto, &src, None, turns, false, &mut rng, &mut stats,
+                )?;
             }
             n += 1;
             if (n > 5 && rng.pct(2)) || (i == 2 && n == 1) {
@@ -569,6 +622,161 @@ pub(crate) fn write_archive(dir: &Path, total_mb: f64, seed: u64) -> io::Result<
                 r#""cli""#,
                 Some(&id),
                 turns,
+                false,
+                &mut rng,
+                &mut stats,
+            )?;
+        }
+    }
+    Ok(stats)
+}
+
+/// Issue 41's held-out Codex home, by the parameters it states (at
+/// `--total-mb 329`, that archive's size): 177 files, which are 150
+/// threads, 18 forks of them, 8 subagents (4 whose replay of the parent's
+/// history is rewritten into the spawn's second, 4 with the original
+/// timestamps) and one legacy pre-envelope rollout; thread sizes
+/// Pareto-like from 5 KB to 11.5% of the total (38 MB of 329); 2% of the
+/// files (4) with a damaged line (a `response_item` cut in half, which
+/// ccusage's byte filter never reads); three CLI eras, 0.29, 0.77 and
+/// 0.13x, in proportion 12/33/55 of the threads (`--shape held-out`).
+pub(crate) fn write_held_out(dir: &Path, total_mb: f64, seed: u64) -> io::Result<Stats> {
+    // 150 threads and the legacy rollout.
+    const THREADS: usize = 151;
+    let mut rng = Rng::new(seed ^ 0x4E1D);
+    let total = (total_mb * MB as f64) as u64;
+    // The children replay their parents: the threads' own bytes are about
+    // nine tenths of the total, the largest 11.5% of it.
+    let own = total / 10 * 9;
+    let largest = total * 115 / 1000;
+    let draws: Vec<f64> = (1..THREADS)
+        .map(|_| (1.0 - rng.unit()).powf(-1.0 / 0.7))
+        .collect();
+    let rest = own - largest;
+    let size = |d: f64, scale: f64| ((d * scale) as u64).clamp(5_000, largest);
+    let (mut lo, mut hi) = (0.0f64, rest as f64);
+    for _ in 0..100 {
+        let mid = (lo + hi) / 2.0;
+        if draws.iter().map(|&d| size(d, mid)).sum::<u64>() < rest {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    let mut sizes: Vec<u64> = std::iter::once(largest)
+        .chain(draws.iter().map(|&d| size(d, lo)))
+        .collect();
+    for i in (1..sizes.len()).rev() {
+        sizes.swap(i, rng.below(i as u64 + 1) as usize);
+    }
+    // Which threads are what: children of threads under 1% of the total,
+    // so that their replays stay in proportion.
+    let mut order: Vec<usize> = (0..THREADS).collect();
+    for i in (1..order.len()).rev() {
+        order.swap(i, rng.below(i as u64 + 1) as usize);
+    }
+    let small: Vec<usize> = order
+        .iter()
+        .copied()
+        .filter(|&i| sizes[i] < total / 100)
+        .collect();
+    let legacy = small[0];
+    let forked = &small[1..19];
+    let spawning = &small[19..27];
+    let damaged: Vec<usize> = order
+        .iter()
+        .copied()
+        .filter(|i| *i != legacy && !small[..27].contains(i))
+        .take(4)
+        .collect();
+    let mut stats = Stats::default();
+    for (i, &size) in sizes.iter().enumerate() {
+        let start = EPOCH_MS + rng.below(300 * DAY_MS as u64) as i64;
+        if i == legacy {
+            write_legacy(dir, size, start, &mut rng, &mut stats)?;
+            continue;
+        }
+        let era = match i * 100 / THREADS {
+            0..=11 => Era::V029,
+            12..=44 => Era::V077,
+            _ => Era::V013x,
+        };
+        stats.sessions += 1;
+        let id = uuid(&mut rng);
+        let cwd = CWDS[rng.below(CWDS.len() as u64) as usize];
+        let mut t = Thread {
+            lines: vec![meta(&id, start, cwd, r#""cli""#, era, &mut rng)],
+            bytes: 0,
+            ms: start,
+            model: MODELS[rng.below(MODELS.len() as u64) as usize],
+            cwd,
+            total: [0; 5],
+            recent: Vec::new(),
+            era,
+        };
+        let spawn_at = spawning.iter().position(|&s| s == i);
+        let (mut n, mut spawned) = (0, false);
+        // A spawning thread spawns in its second turn, or the first after
+        // it with two responses, and runs until it has.
+        while t.bytes < size || (spawn_at.is_some() && !spawned) {
+            let spawn = spawn_at.is_some() && !spawned && n >= 1;
+            if let Some(_call) = t.turn(&mut rng, &mut stats, n == 0, spawn) {
+                spawned = true;
+                stats.subagents += 1;
+                let upto = t.lines.len();
+                let src = format!(
+                    r#"{{"subagent":{{"thread_spawn":{{"parent_thread_id":"{id}","depth":1}}}}}}"#
+                );
+                let turns = rng.range(1, 3);
+                let same_second = spawn_at.is_some_and(|k| k % 2 == 0);
+                write_child(
+                    dir,
+                    &t,
+                    upto,
+                    &src,
+                    None,
+                    turns,
+                    same_second,
+                    &mut rng,
+                    &mut stats,
+                )?;
+            }
+            n += 1;
+            if n > 5 && rng.pct(2) {
+                t.compact(&mut rng, &mut stats);
+            }
+        }
+        if damaged.contains(&i) {
+            // A response_item in the middle, cut in half (its `\n` kept).
+            let mid = t.lines.len() / 2;
+            if let Some(k) =
+                (mid..t.lines.len()).find(|&k| t.lines[k].contains(r#""type":"response_item""#))
+            {
+                let l = &mut t.lines[k];
+                let mut cut = l.len() / 2;
+                while !l.is_char_boundary(cut) {
+                    cut -= 1;
+                }
+                l.truncate(cut);
+            }
+        }
+        write_lines(
+            &dir.join("sessions").join(rel_path(start, &id)),
+            &t.lines,
+            &mut stats,
+        )?;
+        if forked.contains(&i) {
+            stats.forks += 1;
+            let turns = rng.range(1, 4);
+            let all = t.lines.len();
+            write_child(
+                dir,
+                &t,
+                all,
+                r#""cli""#,
+                Some(&id),
+                turns,
+                false,
                 &mut rng,
                 &mut stats,
             )?;
