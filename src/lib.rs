@@ -25,6 +25,7 @@ mod lean;
 pub mod line_reader;
 mod mmap;
 mod ndjson;
+pub mod path_text;
 mod pi;
 mod record;
 mod report;

@@ -70,7 +70,7 @@ mod rank;
 
 /// The schema version this mem-ingest writes (`PRAGMA user_version`).
 /// Stores of earlier versions are migrated in place; newer ones refused.
-pub const SCHEMA_VERSION: i64 = 3;
+pub const SCHEMA_VERSION: i64 = 4;
 
 /// The schema of version [`SCHEMA_VERSION`], as SQL (for tools that build the
 /// same tables: the store's floor in `examples/store_floor.rs`).
@@ -229,6 +229,60 @@ fn migrate(conn: &Connection, from: i64) -> rusqlite::Result<Result<(), String>>
             [crate::LineHash::Serial.id().to_string()],
         )?;
         tx.pragma_update(None, "user_version", 3)?;
+        tx.commit()?;
+    }
+    if from < 4 {
+        // Version 4: checkpoint files keyed by their path's spelling
+        // (`crate::path_text`), not the path made UTF-8 lossily; the forks
+        // waiting for a parent likewise.
+        let tx = conn.unchecked_transaction()?;
+        let rows: Vec<(String, Vec<u8>)> = tx
+            .prepare("SELECT path, state FROM checkpoint_files")?
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+            .collect::<Result<_, _>>()?;
+        let mut files = BTreeMap::new();
+        for (path, bytes) in rows {
+            match FileState::from_bytes(&bytes) {
+                Ok(f) => files.insert(path, Arc::new(f)),
+                Err(e) => return Ok(Err(format!("{path}: {e}"))),
+            };
+        }
+        let forks: Option<String> = tx
+            .query_row(
+                "SELECT value FROM checkpoint_meta WHERE name = 'pending_forks'",
+                [],
+                |r| r.get(0),
+            )
+            .optional()?;
+        let mut pending: BTreeMap<String, Vec<String>> =
+            match forks.as_deref().map(serde_json::from_str) {
+                None => BTreeMap::new(),
+                Some(Ok(p)) => p,
+                Some(Err(e)) => return Ok(Err(format!("damaged pending_forks ({e})"))),
+            };
+        let old: Vec<String> = files.keys().cloned().collect();
+        let renamed = crate::archive::respell_keys(&mut files, &mut pending);
+        for key in old {
+            match renamed.get(&key) {
+                Some(new) if *new == key => {}
+                Some(new) => {
+                    tx.execute(
+                        "UPDATE checkpoint_files SET path = ?2 WHERE path = ?1",
+                        params![key, new],
+                    )?;
+                }
+                None => {
+                    tx.execute("DELETE FROM checkpoint_files WHERE path = ?1", [key])?;
+                }
+            }
+        }
+        if forks.is_some() {
+            tx.execute(
+                "UPDATE checkpoint_meta SET value = ?1 WHERE name = 'pending_forks'",
+                [serde_json::to_string(&pending).expect("strings")],
+            )?;
+        }
+        tx.pragma_update(None, "user_version", 4)?;
         tx.commit()?;
     }
     Ok(Ok(()))

@@ -101,7 +101,7 @@ fn names_that_are_not_utf8_stay_two_files_across_runs() {
     // The store: the same rows, once, and the same spelling.
     let db = d.join("m.db");
     for round in 1..=3 {
-        let o = run(&[&"backfill", &"-q", &"--no-dedupe", &"--db", &db, &arch]);
+        let o = run(&[&"backfill", &"-q", &"--db", &db, &arch]);
         assert!(
             o.status.success(),
             "round {round}: {}",
@@ -118,5 +118,148 @@ fn names_that_are_not_utf8_stay_two_files_across_runs() {
             .collect();
         assert_eq!(rows, want, "round {round}");
     }
+    // The dataset: the same rows, once a run, the same spelling.
+    let ds = d.join("ds");
+    for round in 1..=3 {
+        let o = run(&[
+            &"backfill",
+            &"-q",
+            &"--parquet",
+            &ds,
+            &"--state",
+            &d.join("ds.state"),
+            &arch,
+        ]);
+        assert!(
+            o.status.success(),
+            "round {round}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        assert_eq!(dataset_files_and_keys(&ds), want, "round {round}");
+    }
+    fs::remove_dir_all(d).unwrap();
+}
+
+/// `(file, key)` of every row of a dataset's parts, sorted.
+fn dataset_files_and_keys(ds: &Path) -> Vec<(String, String)> {
+    use arrow_array::{Array, StringArray};
+    use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+    let mut out = Vec::new();
+    let mut stack = vec![ds.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for e in fs::read_dir(&dir).unwrap() {
+            let p = e.unwrap().path();
+            let name = p.file_name().unwrap().to_string_lossy().into_owned();
+            if p.is_dir() {
+                stack.push(p);
+            } else if name.ends_with(".parquet") && !name.starts_with('.') {
+                let r = ParquetRecordBatchReaderBuilder::try_new(fs::File::open(&p).unwrap())
+                    .unwrap()
+                    .build()
+                    .unwrap();
+                for b in r {
+                    let b = b.unwrap();
+                    let col = |n: &str| -> StringArray {
+                        b.column_by_name(n)
+                            .unwrap()
+                            .as_any()
+                            .downcast_ref::<StringArray>()
+                            .unwrap()
+                            .clone()
+                    };
+                    let (file, key) = (col("file"), col("key"));
+                    for i in 0..b.num_rows() {
+                        assert!(!file.is_null(i));
+                        out.push((file.value(i).to_owned(), key.value(i).to_owned()));
+                    }
+                }
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// A store of schema 3 keyed its checkpoint files by their paths made
+/// UTF-8 lossily (two names that differ in a byte that is not UTF-8 had
+/// one row, the last file saved). Opened by this release, it is migrated
+/// to schema 4: a backslash's key respelled, the lossy key given to the
+/// file with its recorded inode; the other file is read as new, and its
+/// rows, already there, are the same rows (no record twice).
+#[test]
+fn a_schema_3_store_is_respelled() {
+    let d = tmpdir("paths", "store-v3");
+    let (arch, ff, fe) = archive(&d);
+    let slash = arch.join("back\\slash.jsonl");
+    session(&slash, "sess-bs", 2);
+    let db = d.join("m.db");
+    let o = run(&[&"backfill", &"-q", &"--db", &db, &arch]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    // As schema 3 had it: lossy keys, one row for both bad\x.. files.
+    let c = rusqlite::Connection::open(&db).unwrap();
+    let lossy = |p: &Path| p.to_string_lossy().into_owned();
+    let a = arch.display().to_string();
+    c.execute(
+        "DELETE FROM checkpoint_files WHERE path = ?1",
+        [format!("{a}/bad\\xff.jsonl")],
+    )
+    .unwrap();
+    c.execute(
+        "UPDATE checkpoint_files SET path = ?2 WHERE path = ?1",
+        [format!("{a}/bad\\xfe.jsonl"), lossy(&fe)],
+    )
+    .unwrap();
+    c.execute(
+        "UPDATE checkpoint_files SET path = ?2 WHERE path = ?1",
+        [format!("{a}/back\\\\slash.jsonl"), lossy(&slash)],
+    )
+    .unwrap();
+    c.pragma_update(None, "user_version", 3).unwrap();
+    let paths = |c: &rusqlite::Connection| -> Vec<String> {
+        let mut st = c
+            .prepare("SELECT path FROM checkpoint_files ORDER BY path")
+            .unwrap();
+        st.query_map([], |r| r.get(0))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect()
+    };
+    assert_eq!(
+        paths(&c),
+        [
+            format!("{a}/back\\slash.jsonl"),
+            format!("{a}/bad\u{fffd}.jsonl")
+        ]
+    );
+    drop(c);
+    // ff's state is gone: it is read again, each entry already emitted.
+    assert!(ff.exists());
+    let o = run(&[&"backfill", &"--db", &db, &arch]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(
+        err.contains(
+            "3 files (0 failed, 0 empty, 2 unchanged, 0 resumed, 0 re-read), 4 records \
+             (0 written), 3 deduplicated"
+        ),
+        "{err}"
+    );
+    let c = rusqlite::Connection::open(&db).unwrap();
+    let version: i64 = c
+        .pragma_query_value(None, "user_version", |r| r.get(0))
+        .unwrap();
+    assert_eq!(version, 4);
+    assert_eq!(
+        paths(&c),
+        [
+            format!("{a}/back\\\\slash.jsonl"),
+            format!("{a}/bad\\xfe.jsonl"),
+            format!("{a}/bad\\xff.jsonl"),
+        ]
+    );
+    let n: i64 = c
+        .query_row("SELECT count(*) FROM records", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(n, 6);
     fs::remove_dir_all(d).unwrap();
 }

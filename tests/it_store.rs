@@ -14,6 +14,9 @@ use serde_json::Value;
 
 use common::{append, fixtures, run, sha256, user_line};
 
+/// The schema version this release writes.
+const SCHEMA: i64 = mem_ingest::store::SCHEMA_VERSION;
+
 fn bin() -> Command {
     common::cli()
 }
@@ -347,7 +350,7 @@ fn files_that_are_not_our_store_are_refused_untouched() {
     for (db, says) in [
         (&text, "is not a SQLite database"),
         (&other, "is a SQLite database of another schema"),
-        (&newer, "has schema version 99; this mem-ingest writes 3"),
+        (&newer, "has schema version 99; this mem-ingest writes 4"),
     ] {
         let before = sha256(db);
         let out = backfill_db(db, &[&s]);
@@ -708,7 +711,7 @@ fn real_clients_read_the_documented_schema() {
         ),
         "id,format,project,first_timestamp,last_timestamp,parent_session,records"
     );
-    assert_eq!(sqlite3(&db, "PRAGMA user_version"), "3");
+    assert_eq!(sqlite3(&db, "PRAGMA user_version"), SCHEMA.to_string());
     assert_eq!(
         sqlite3(
             &db,
@@ -775,7 +778,7 @@ fn the_checked_in_stores_are_migrated_and_go_on() {
             "{}",
             String::from_utf8_lossy(&out.stderr)
         );
-        assert_eq!(sqlite3(&db, "PRAGMA user_version"), "3");
+        assert_eq!(sqlite3(&db, "PRAGMA user_version"), SCHEMA.to_string());
         assert_eq!(count(&db), 22);
         append(&s, &user_line("after-1", "after the migration"));
         assert!(backfill_db(&db, &[&s]).status.success());
@@ -829,7 +832,7 @@ fn a_store_keeps_the_line_hash_it_was_made_with() {
     for dir in ["a", "b"] {
         let err = backfill(&old, &copy(dir));
         assert!(err.contains(all_copies), "{err}");
-        assert_eq!(sqlite3(&old, "PRAGMA user_version"), "3");
+        assert_eq!(sqlite3(&old, "PRAGMA user_version"), SCHEMA.to_string());
         assert_eq!(sqlite3(&old, hash), "1|1");
         assert_eq!(count(&old), 10);
     }
@@ -915,7 +918,7 @@ fn a_version_1_store_moves_its_responses_to_rows() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert_eq!(sqlite3(&db, "PRAGMA user_version"), "3");
+    assert_eq!(sqlite3(&db, "PRAGMA user_version"), SCHEMA.to_string());
     assert_eq!(sqlite3(&db, meta), "0");
     assert_eq!(count(&db), 7);
     let rows = || {

@@ -73,6 +73,7 @@ pub use dedupe::session_of_path;
 pub use plan::PART_BYTES;
 pub use run::{SkipAt, Summary};
 pub use shard::{fnv1a, shard_of, Shard};
+pub(crate) use state::respell_keys;
 pub use state::{
     lock_file, response_rows, Checkpoint, CheckpointStore, FileState, Identity, LineageState, Lock,
     OutputOptions, OutputState, State, StateFile, RECORD_FORMAT, STATE_VERSION,

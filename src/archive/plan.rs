@@ -191,16 +191,14 @@ fn reads(p: Option<&FileState>, id: &Identity) -> bool {
     }
 }
 
-/// The state's entry for a file, looked up without building its key when
-/// the path is UTF-8 (the key is the path, lossily, see `run::key_of`).
+/// The state's entry for a file, looked up by its key, the path's
+/// spelling ([`crate::path_text`], see `run::key_of`): borrowed, not built,
+/// for a UTF-8 path without a backslash.
 pub(super) fn entry<'s>(
     prior: &'s BTreeMap<String, Arc<FileState>>,
     path: &Path,
 ) -> Option<&'s Arc<FileState>> {
-    match path.to_str() {
-        Some(s) => prior.get(s),
-        None => prior.get(&*path.to_string_lossy()),
-    }
+    prior.get(&*crate::path_text::spell(path))
 }
 
 fn region(
@@ -483,7 +481,7 @@ mod tests {
             let path = PathBuf::from(format!("/nonexistent/mem-ingest/{name}.jsonl"));
             let mut map = BTreeMap::new();
             if let Some(p) = &prior {
-                map.insert(path.to_string_lossy().into_owned(), p.clone());
+                map.insert(crate::path_text::spell(&path).into_owned(), p.clone());
             }
             let pi: Arc<dyn Format> = Arc::new(crate::format::Pi);
             let plan = plan(vec![(path, identity, 0)], &map, &opts, 2, &[pi]);

@@ -1038,7 +1038,7 @@ fn read_task<E: Encoder>(
     let task = &plan.tasks[i];
     let path = &plan.files[task.file].path;
     let format = &*cfg.formats[plan.files[task.file].format];
-    let file = path.to_string_lossy();
+    let file = crate::path_text::spell(path);
     let mut res = PartResult::default();
     let len = task.end.map_or(u64::MAX, |e| e - task.start);
     let size = plan.files[task.file]
@@ -1654,8 +1654,10 @@ fn task_bytes(plan: &Plan, t: &Task) -> u64 {
     t.end.unwrap_or(size).saturating_sub(t.start)
 }
 
+/// A file's key in the checkpoint: its path's spelling
+/// ([`crate::path_text`]), distinct for every path.
 fn key_of(f: &PlannedFile) -> String {
-    f.path.to_string_lossy().into_owned()
+    crate::path_text::spell(&f.path).into_owned()
 }
 
 /// Files with no task before `upto` (unchanged since the state was saved)

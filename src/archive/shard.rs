@@ -149,7 +149,7 @@ pub(crate) fn select(
         return (files, BTreeMap::new());
     }
     let header = |(path, id, format): &FoundFile| {
-        let key = path.to_string_lossy();
+        let key = crate::path_text::spell(path);
         match prior.get(&*key) {
             Some(p) if p.identity == *id => Some(p.header.clone()),
             _ => plan::read_header(path, opts, &*formats[*format]),

@@ -29,8 +29,11 @@ use crate::sink::Mark;
 use crate::usage::Response;
 
 /// Version of the state file's layout (see the `layout` module). Versions
-/// 1 to 7 are still read, and saved anew in this one.
-pub const STATE_VERSION: u32 = 8;
+/// 1 to 8 are still read, and saved anew in this one. Version 9 is version
+/// 8's encoding with files keyed by their path's spelling
+/// ([`crate::path_text`]) instead of the path made UTF-8 lossily: see
+/// [`respell_keys`].
+pub const STATE_VERSION: u32 = 9;
 /// Version of what a record line holds; a state written for another one is
 /// refused, since re-runs append to the same output.
 pub const RECORD_FORMAT: u32 = 1;
@@ -716,6 +719,69 @@ const MAGIC: &[u8; 8] = b"MEMINGST";
 /// # Errors
 /// I/O; `StateForeign`, `StateDamaged`, `StateNewer`, each naming `path`.
 pub fn load(path: &Path) -> Result<Option<State>, Error> {
+    let mut st = load_layout(path)?;
+    if let Some(st) = st.as_mut().filter(|st| st.version < 9) {
+        let _ = respell_keys(&mut st.files, &mut st.pending_forks);
+    }
+    Ok(st)
+}
+
+/// The files of a checkpoint saved before paths were spelled (state layout
+/// 8 and before, store schema 3 and before: each file keyed by its path
+/// made UTF-8 lossily), keyed anew by their spelling
+/// ([`crate::path_text`]): a backslash doubled. A key that held U+FFFD
+/// stood for a path that was not UTF-8, whose bytes the key lost: the file
+/// of that folder whose lossy path is the key and whose device and inode
+/// are the ones recorded takes it (a rename since changed the inode's path,
+/// not the inode); when none is found, the entry is dropped, and the file,
+/// if it is still there, is read as a new one. The forks waiting for a
+/// parent are keyed and listed the same way. Returns each file's new key
+/// by its old one (a file dropped has none).
+pub(crate) fn respell_keys(
+    files: &mut BTreeMap<String, Arc<FileState>>,
+    pending_forks: &mut BTreeMap<String, Vec<String>>,
+) -> BTreeMap<String, String> {
+    use crate::path_text::{respell_legacy, spell};
+    let legacy = |k: &String| k.contains('\\') || k.contains('\u{fffd}');
+    if !files.keys().any(legacy) && !pending_forks.keys().any(legacy) {
+        return files.keys().map(|k| (k.clone(), k.clone())).collect();
+    }
+    let find = |key: &str, st: &FileState| -> Option<String> {
+        let parent = Path::new(key).parent()?;
+        let entries = fs::read_dir(parent).ok()?;
+        entries.flatten().find_map(|e| {
+            let p = e.path();
+            let m = fs::symlink_metadata(&p).ok()?;
+            (p.to_string_lossy() == key && m.dev() == st.identity.dev && m.ino() == st.identity.ino)
+                .then(|| spell(&p).into_owned())
+        })
+    };
+    let mut renamed = BTreeMap::new();
+    for (key, st) in std::mem::take(files) {
+        let new = match respell_legacy(&key) {
+            Some(k) => Some(k.into_owned()),
+            None => find(&key, &st),
+        };
+        if let Some(new) = new {
+            renamed.insert(key, new.clone());
+            files.insert(new, st);
+        }
+    }
+    // A parent may have no entry (it was not delivered): its key is
+    // respelled alone, or kept when its bytes are lost (it then names no
+    // file, as it named none that could be told apart).
+    let anew = |k: String| match renamed.get(&k) {
+        Some(n) => n.clone(),
+        None => respell_legacy(&k).map_or(k.clone(), |n| n.into_owned()),
+    };
+    for (parent, kids) in std::mem::take(pending_forks) {
+        pending_forks.insert(anew(parent), kids.into_iter().map(anew).collect());
+    }
+    renamed
+}
+
+/// [`load`] in the layout the file says, its keys as saved.
+fn load_layout(path: &Path) -> Result<Option<State>, Error> {
     let bytes = match fs::read(path) {
         Ok(b) => b,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
@@ -736,8 +802,9 @@ pub fn load(path: &Path) -> Result<Option<State>, Error> {
         )
     };
     match version {
-        STATE_VERSION => postcard::from_bytes(&bytes[12..])
-            .map(Some)
+        // Version 8 is this layout's encoding, its keys spelled lossily.
+        STATE_VERSION | 8 => postcard::from_bytes(&bytes[12..])
+            .map(|st: State| Some(State { version, ..st }))
             .map_err(damaged),
         7 => {
             let v7: StateV7 = postcard::from_bytes(&bytes[12..]).map_err(damaged)?;
@@ -1333,6 +1400,83 @@ mod tests {
             pending: 0,
             report: Report::default(),
         }
+    }
+
+    /// A layout 8 state keyed its files by their paths made UTF-8 lossily:
+    /// loaded, a key with a backslash is respelled (doubled), a key that
+    /// lost bytes (U+FFFD) goes to the file of its folder with the recorded
+    /// device and inode, and one no file matches is dropped; the forks
+    /// waiting for a parent follow their files.
+    #[test]
+    fn layout_8_keys_are_respelled_on_load() {
+        use std::ffi::OsStr;
+        use std::os::unix::ffi::OsStrExt;
+        let d = std::env::temp_dir().join(format!("mem-ingest-respell-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&d);
+        fs::create_dir_all(&d).unwrap();
+        let ff = d.join(OsStr::from_bytes(b"bad\xff.jsonl"));
+        let fe = d.join(OsStr::from_bytes(b"bad\xfe.jsonl"));
+        let slash = d.join("back\\slash.jsonl");
+        for p in [&ff, &fe, &slash] {
+            fs::write(p, b"{}\n").unwrap();
+        }
+        let with_identity = |p: &Path| {
+            let mut f = file_state();
+            f.identity = Identity::of(&fs::metadata(p).unwrap());
+            Arc::new(f)
+        };
+        let lossy = |p: &Path| p.to_string_lossy().into_owned();
+        let mut st = State::new(OutputOptions {
+            command: "backfill".into(),
+            roles: vec![],
+            since: None,
+            until: None,
+            max_text: None,
+            no_dedupe: false,
+            record_format: RECORD_FORMAT,
+            sources: vec!["pi".into()],
+            shard: None,
+            line_hash: 2,
+        });
+        // Both non-UTF-8 files had one key: the state held the last saved,
+        // fe's.
+        st.files.insert(lossy(&fe), with_identity(&fe));
+        st.files.insert(lossy(&slash), with_identity(&slash));
+        // A file gone since.
+        let gone = d.join("gone\u{fffd}.jsonl");
+        st.files.insert(lossy(&gone), Arc::new(file_state()));
+        st.pending_forks
+            .insert(lossy(&d.join("parent\\p.jsonl")), vec![lossy(&slash)]);
+        let path = d.join("st");
+        save_in(&path, &st, &[], &[], 8).unwrap();
+        assert_eq!(fs::read(&path).unwrap()[8..12], 8u32.to_le_bytes());
+        let back = load(&path).unwrap().unwrap();
+        assert_eq!(back.version, 8, "saved anew in layout 9 by the run");
+        let dir = crate::path_text::spell(&d).into_owned();
+        let keys: Vec<&String> = back.files.keys().collect();
+        assert_eq!(
+            keys,
+            [
+                &format!("{dir}/back\\\\slash.jsonl"),
+                &format!("{dir}/bad\\xfe.jsonl"),
+            ]
+        );
+        assert_eq!(
+            back.pending_forks,
+            BTreeMap::from([(
+                format!("{dir}/parent\\\\p.jsonl"),
+                vec![format!("{dir}/back\\\\slash.jsonl")]
+            )])
+        );
+        // Saved in this layout and read again: the keys stay.
+        save(&path, &back).unwrap();
+        let again = load(&path).unwrap().unwrap();
+        assert_eq!(again.version, STATE_VERSION);
+        assert_eq!(
+            again.files.keys().collect::<Vec<_>>(),
+            back.files.keys().collect::<Vec<_>>()
+        );
+        fs::remove_dir_all(d).unwrap();
     }
 
     /// A state written by version 1 (lineages decoded in line) loads, with
