@@ -928,6 +928,10 @@ impl CheckpointStore for SqliteStore {
         Some(self.line_hash)
     }
 
+    fn describe(&self) -> (&'static str, &Path) {
+        ("store", &self.path)
+    }
+
     fn save(&mut self, cp: &mut Checkpoint<'_>) -> Result<(), Error> {
         self.begin()?;
         self.touch_files(cp);

@@ -484,12 +484,22 @@ impl<S: Sink> Ctx<'_, S> {
         }
     }
 
-    /// The path errors about the state name.
-    fn state_path(&self) -> PathBuf {
-        self.state_file
-            .as_ref()
-            .map(|f| f.path().to_path_buf())
-            .unwrap_or_default()
+    /// The path errors about the checkpoint name (a state file's, a
+    /// store's).
+    fn state_path(&mut self) -> PathBuf {
+        self.checkpoint_place().1
+    }
+
+    /// What holds the checkpoint (`state`, `store`) and its path, for
+    /// errors.
+    fn checkpoint_place(&mut self) -> (&'static str, PathBuf) {
+        match self.store() {
+            Some(s) => {
+                let (what, path) = s.describe();
+                (what, path.to_path_buf())
+            }
+            None => ("state", PathBuf::new()),
+        }
     }
 
     /// Puts what was delivered of the file `f` ([`file_state`]) in the
@@ -560,9 +570,16 @@ pub(crate) fn run<S: Sink>(cfg: &Config, command: Command, sink: &mut S) -> Resu
     }
     if cfg.formats_from_checkpoint {
         if let Some(s) = &saved {
-            if let Some((c, map)) = adopt_formats(cfg, &s.options.sources)
-                .map_err(|e| Error::new(&ctx.state_path(), ErrorKind::OptionsChanged(vec![e])))?
-            {
+            let (what, path) = ctx.checkpoint_place();
+            if let Some((c, map)) = adopt_formats(cfg, &s.options.sources, what).map_err(|e| {
+                Error::new(
+                    &path,
+                    ErrorKind::OptionsChanged {
+                        what,
+                        differences: vec![e],
+                    },
+                )
+            })? {
                 adopted = c;
                 ctx.cfg = &adopted;
                 ctx.listed_formats = Some(map);
@@ -596,11 +613,12 @@ pub(crate) fn run<S: Sink>(cfg: &Config, command: Command, sink: &mut S) -> Resu
     }
     let shape = output_options(ctx.cfg, command);
     if let Some(s) = &saved {
-        let diff = s.options.differences(&shape);
-        if !diff.is_empty() {
+        let (what, path) = ctx.checkpoint_place();
+        let differences = s.options.differences(&shape, what);
+        if !differences.is_empty() {
             return Err(Error::new(
-                &ctx.state_path(),
-                ErrorKind::OptionsChanged(diff),
+                &path,
+                ErrorKind::OptionsChanged { what, differences },
             ));
         }
     }
@@ -693,12 +711,13 @@ type Adopted = (Config, Vec<Option<usize>>);
 /// them.
 ///
 /// # Errors
-/// The checkpoint names a format `cfg` cannot read: why.
-fn adopt_formats(cfg: &Config, sources: &[String]) -> Result<Option<Adopted>, String> {
+/// The checkpoint names a format `cfg` cannot read: why, naming it
+/// (`what`: `state`, `store`).
+fn adopt_formats(cfg: &Config, sources: &[String], what: &str) -> Result<Option<Adopted>, String> {
     let names: Vec<&str> = cfg.formats.iter().map(|f| f.name()).collect();
     if let Some(s) = sources.iter().find(|s| !names.contains(&s.as_str())) {
         return Err(format!(
-            "--source: state has {}, this run reads {} (no {s})",
+            "--agent: {what} has {}, this run reads {} (no {s})",
             sources.join(","),
             names.join(",")
         ));
