@@ -88,11 +88,11 @@ impl OutputOptions {
             }
         };
         cmp("command", self.command.clone(), other.command.clone());
-        cmp(
-            "--role",
-            format!("{:?}", self.roles),
-            format!("{:?}", other.roles),
-        );
+        let roles = |r: &[String]| match r {
+            [] => "all roles".to_owned(),
+            r => r.join(","),
+        };
+        cmp("--role", roles(&self.roles), roles(&other.roles));
         cmp(
             "--since",
             format!("{:?}", self.since),
