@@ -363,6 +363,17 @@ impl Archive {
         run::run(&cfg, Command::Backfill, sink)
     }
 
+    /// Whether there is an archive to read: PATHs were given, or one of
+    /// the formats' default archives exists. What a run checks first,
+    /// for a caller to check before it creates an output, a state or a
+    /// store that a run finding no archive would leave behind.
+    ///
+    /// # Errors
+    /// `NoArchive`: no PATH and no default archive, each one tried named.
+    pub fn check_archive(&self) -> Result<(), Error> {
+        run::roots(&self.cfg).map(|_| ())
+    }
+
     /// Counts what the archive holds: no records are built. With a
     /// checkpoint, files unchanged since are not opened.
     ///

@@ -1346,7 +1346,7 @@ const UNDETECTED: usize = usize::MAX;
 
 /// The PATHs, or the formats' default archives when none, each default
 /// archive with the index of its format.
-fn roots(cfg: &Config) -> Result<Vec<(PathBuf, Option<usize>)>, Error> {
+pub(super) fn roots(cfg: &Config) -> Result<Vec<(PathBuf, Option<usize>)>, Error> {
     if !cfg.paths.is_empty() {
         return Ok(cfg.paths.iter().map(|p| (p.clone(), None)).collect());
     }

@@ -16,7 +16,7 @@ use mem_ingest::dataset::{ParquetDataset, Shard};
 use mem_ingest::format::{Claude, Codex, Format, Pi};
 use mem_ingest::sink::{NdjsonFile, NdjsonStdout};
 use mem_ingest::store::{Search, SqliteStore};
-use mem_ingest::{parse_iso_millis, Error, Role};
+use mem_ingest::{parse_iso_millis, Error, ErrorKind, Role};
 
 /// Reads pi coding-agent session archives into normalised records.
 #[derive(Parser, Debug)]
@@ -384,6 +384,11 @@ fn backfill(a: BackfillArgs) -> i32 {
         b = b.max_text(m);
     }
     let archive = b.build();
+    // Before an output, a state or a store is made: a run that finds no
+    // archive leaves nothing behind.
+    if let Err(e) = archive.check_archive() {
+        return fail(&e);
+    }
     let started = Instant::now();
     let result = match (&a.output, &a.common.state) {
         _ if a.parquet.is_some() => {
@@ -438,6 +443,11 @@ fn search(a: SearchArgs) -> i32 {
     };
     let hits = match mem_ingest::store::search(&a.db, &query) {
         Ok(h) => h,
+        Err(e) if is_not_found(&e) && e.path() == a.db => {
+            let db = a.db.display();
+            eprintln!("error: {db}: no such store (`mem-ingest backfill --db {db}` creates one)");
+            return 1;
+        }
         Err(e) => return fail(&e),
     };
     let mut out = io::stdout().lock();
@@ -480,6 +490,11 @@ fn search(a: SearchArgs) -> i32 {
     0
 }
 
+/// The error is a file that does not exist.
+fn is_not_found(e: &Error) -> bool {
+    matches!(e.kind(), ErrorKind::Io(io) if io.kind() == io::ErrorKind::NotFound)
+}
+
 fn send<S: mem_ingest::sink::Sink>(
     archive: &Archive,
     follow: bool,
@@ -506,6 +521,9 @@ fn stats(a: StatsArgs) -> i32 {
         Ok(b) => b.build(),
         Err(code) => return code,
     };
+    if let Err(e) = archive.check_archive() {
+        return fail(&e);
+    }
     let t = match archive.stats() {
         Ok(t) => t,
         Err(e) => return fail(&e),
