@@ -530,10 +530,15 @@ fn stats(a: StatsArgs) -> i32 {
     };
     let s = t.to_stats();
     let mut out = io::stdout().lock();
+    // Every file and PATH failed: no table of zeros, the errors say it
+    // (the JSON, which lists them, is still written).
+    let nothing_read = t.files_failed > 0 && t.files == t.files_failed;
     let printed = if a.json {
         serde_json::to_writer(&mut out, &s)
             .map_err(io::Error::from)
             .and_then(|()| out.write_all(b"\n"))
+    } else if nothing_read {
+        Ok(())
     } else {
         output::write_table(&mut out, &s)
     };
