@@ -39,9 +39,18 @@ pub struct SkipAt {
     pub byte: u64,
     /// Why it was skipped.
     pub reason: String,
+    /// An earlier run read the line and reported it: it is in the
+    /// checkpoint this run started from, in a file unchanged or grown
+    /// since.
+    pub reported: bool,
 }
 
 const MAX_SKIPS: usize = 1000;
+
+/// Of a file's skipped lines, those in the checkpoint a run started
+/// from: how many, and how many of them its report details (its first
+/// `skips`).
+type Reported = (u64, usize);
 
 /// The source that usage counted once per response ([`crate::usage`],
 /// provider `anthropic`) belongs to: Claude Code's.
@@ -169,6 +178,9 @@ pub struct Summary {
     pub failures: Vec<(String, String)>,
     /// The first skipped lines, with their files.
     pub skips: Vec<SkipAt>,
+    /// Of the skipped lines counted, those an earlier run reported (see
+    /// [`SkipAt::reported`]).
+    pub reported_skips: u64,
     /// Files unchanged since the checkpoint (not opened).
     pub unchanged: u64,
     /// Files read from where the checkpoint stopped.
@@ -239,12 +251,15 @@ impl Summary {
         Some(self.by_source.entry(source).or_default())
     }
 
+    /// A file read or accounted: its report, of which `reported` was in
+    /// the checkpoint the run started from.
     fn file_done(
         &mut self,
         path: &Path,
         report: &Report,
         header: Option<&Header>,
         source: &'static str,
+        reported: Reported,
     ) {
         if let Some(s) = self.source(source) {
             s.file_done(report, header);
@@ -255,16 +270,24 @@ impl Summary {
         let pending = self.report.pending + report.pending;
         self.report.merge(report);
         self.report.pending = pending;
+        self.reported_skips += reported.0.min(report.skipped);
         let room = MAX_SKIPS.saturating_sub(self.skips.len());
         if room > 0 && !report.skips.is_empty() {
             let p = path.display().to_string();
-            self.skips
-                .extend(report.skips.iter().take(room).map(|s| SkipAt {
-                    path: p.clone(),
-                    line: s.line,
-                    byte: s.byte,
-                    reason: s.reason.to_string(),
-                }));
+            self.skips.extend(
+                report
+                    .skips
+                    .iter()
+                    .enumerate()
+                    .take(room)
+                    .map(|(i, s)| SkipAt {
+                        path: p.clone(),
+                        line: s.line,
+                        byte: s.byte,
+                        reason: s.reason.to_string(),
+                        reported: i < reported.1,
+                    }),
+            );
         }
         if let Some(h) = header {
             add_to_project(&mut self.by_project, h, report);
@@ -474,6 +497,10 @@ struct Ctx<'r, S: Sink> {
     wrote: bool,
     /// Usage by response across the archive, restored from the state.
     responses: Responses,
+    /// The skipped lines of each file (by key) in the checkpoint the run
+    /// started from, where it has any: reported by an earlier run (a
+    /// file read again from the start loses its entry).
+    reported: HashMap<String, Reported>,
 }
 
 impl<S: Sink> Ctx<'_, S> {
@@ -557,6 +584,7 @@ pub(crate) fn run<S: Sink>(cfg: &Config, command: Command, sink: &mut S) -> Resu
         dirty: false,
         wrote: false,
         responses: Responses::default(),
+        reported: HashMap::new(),
     };
     let stateful = ctx.store().is_some();
     let mut saved = match ctx.store() {
@@ -638,6 +666,14 @@ pub(crate) fn run<S: Sink>(cfg: &Config, command: Command, sink: &mut S) -> Resu
             .responses()
             .map_err(|e| Error::new(&ctx.state_path(), ErrorKind::StateDamaged(e)))?;
         ctx.responses = Responses::from_kept(kept);
+    }
+    if let Some(s) = &saved {
+        ctx.reported = s
+            .files
+            .iter()
+            .filter(|(_, f)| f.report.skipped > 0)
+            .map(|(k, f)| (k.clone(), (f.report.skipped, f.report.skips.len())))
+            .collect();
     }
     let fresh = stateful && saved.is_none();
     if fresh {
@@ -1515,7 +1551,14 @@ fn pass<S: Sink>(ctx: &mut Ctx<'_, S>) -> Result<Summary, Error> {
     // (`deliver` inside is the function of that name.)
     let deliver_task = |i: usize, res| {
         let task = &plan.tasks[i];
-        settle_files_before(&plan, &cfg.formats, task.file, &mut next_file, &mut totals);
+        settle_files_before(
+            &plan,
+            &cfg.formats,
+            task.file,
+            &mut next_file,
+            &mut totals,
+            &ctx.reported,
+        );
         let going = deliver(
             ctx,
             &plan,
@@ -1565,6 +1608,7 @@ fn pass<S: Sink>(ctx: &mut Ctx<'_, S>) -> Result<Summary, Error> {
             plan.files.len(),
             &mut next_file,
             &mut totals,
+            &ctx.reported,
         );
         totals.add_responses(&ctx.responses);
     } else if let Some(a) = current.take() {
@@ -1685,13 +1729,15 @@ fn settle_files_before(
     upto: usize,
     next: &mut usize,
     totals: &mut Summary,
+    reported: &HashMap<String, Reported>,
 ) {
     while *next < upto {
         let f = &plan.files[*next];
         if let (0, Some(p)) = (f.tasks, &f.prior) {
             totals.unchanged += 1;
             let source = formats[f.format].name();
-            totals.file_done(&f.path, &p.report, Some(&p.header), source);
+            let r = reported.get(&key_of(f)).copied().unwrap_or_default();
+            totals.file_done(&f.path, &p.report, Some(&p.header), source, r);
         }
         *next += 1;
     }
@@ -1856,12 +1902,27 @@ fn file_delivered<S: Sink>(
     ctx.keep_delivered(f, &a);
     match (&a.error, &a.report) {
         (None, Some(report)) => {
+            let key = key_of(f);
             match f.mode {
                 Mode::Resumed => totals.resumed += 1,
-                Mode::Reread => totals.reread += 1,
+                Mode::Reread => {
+                    totals.reread += 1;
+                    ctx.reported.remove(&key);
+                }
                 _ => {}
             }
-            totals.file_done(&f.path, report, a.header.as_ref(), format.name());
+            // A new file (or one new to this run) reported nothing before.
+            let reported = match f.mode {
+                Mode::New => None,
+                _ => ctx.reported.get(&key).copied(),
+            };
+            totals.file_done(
+                &f.path,
+                report,
+                a.header.as_ref(),
+                format.name(),
+                reported.unwrap_or_default(),
+            );
         }
         (e, _) => {
             // Forks delivered before it dropped copies of its entries for it
@@ -2405,6 +2466,7 @@ mod tests {
             wrote: false,
             responses: Responses::default(),
             listed_formats: None,
+            reported: HashMap::new(),
         };
         let mut totals = Summary::default();
         let files = detect_formats(

@@ -567,19 +567,20 @@ fn summary(quiet: bool, t: &Summary, started: Instant, what: &str) {
     let secs = started.elapsed().as_secs_f64();
     let mb = t.read as f64 / 1e6;
     let r = &t.report;
-    for s in t.skips.iter().take(20) {
+    // A skip an earlier run reported (the checkpoint holds its line) is
+    // said once, by that run; the summary counts it.
+    let mut shown = 0;
+    for s in t.skips.iter().filter(|s| !s.reported).take(20) {
         let _ = writeln!(
             err,
             "warning: {}:{}:{}: skipped: {}",
             s.path, s.line, s.byte, s.reason
         );
+        shown += 1;
     }
-    if r.skipped > 20 {
-        let _ = writeln!(
-            err,
-            "warning: ... and {} more skipped lines",
-            r.skipped - 20
-        );
+    let new = r.skipped.saturating_sub(t.reported_skips);
+    if new > shown {
+        let _ = writeln!(err, "warning: ... and {} more skipped lines", new - shown);
     }
     if t.reread > 0 {
         let _ = writeln!(
