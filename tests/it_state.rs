@@ -1187,7 +1187,7 @@ fn the_summary_of_follow_adds_up() {
     let s = proj.join("2026-01-01T00-00-00-000Z_sess-a.jsonl");
     fs::write(&s, format!("{HEADER_A}\n{}\n", msg("a1", 1, "one"))).unwrap();
     let (state, out) = (d.join("state"), d.join("out.ndjson"));
-    let mut child = bin()
+    let child = bin()
         .args(["backfill", "--follow", "--state"])
         .arg(&state)
         .arg("-o")

@@ -85,8 +85,14 @@ pub trait Progress: Send + Sync {
     fn start(&self, total: u64);
     /// `bytes` more were read.
     fn advance(&self, bytes: u64);
-    /// The pass is over.
+    /// The pass is over (following: the run is).
     fn finish(&self);
+    /// Following ([`Archive::follow`]): a pass is over, `files` followed,
+    /// `written` records sent to the sink since the run began. Default:
+    /// nothing (a follow run reports no bytes to read).
+    fn following(&self, files: u64, written: u64) {
+        let _ = (files, written);
+    }
 }
 
 /// Which records a backfill keeps, beyond roles (default: all, whole).

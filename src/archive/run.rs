@@ -868,6 +868,9 @@ fn passes<S: Sink>(ctx: &mut Ctx<'_, S>) -> Result<Summary, Error> {
             // What this pass found goes out now, and the state with it.
             checkpoint(ctx, None)?;
         }
+        if let Some(p) = &ctx.cfg.progress {
+            p.following(totals.files, written);
+        }
         // Following: wake on a file notification, or after a short poll
         // (the fallback, for file systems without notifications), which
         // keeps the latency from a line written to its record under a
@@ -889,6 +892,16 @@ fn passes<S: Sink>(ctx: &mut Ctx<'_, S>) -> Result<Summary, Error> {
             } else {
                 std::thread::sleep(Duration::from_millis(20));
             }
+        }
+        if ctx.cfg.stop.load(Ordering::SeqCst) {
+            // Stopped while waiting: the last pass, whole, is the run's
+            // account (a pass begun now would stop at its first file and
+            // count none of the others).
+            if let Some(p) = &ctx.cfg.progress {
+                p.finish();
+            }
+            totals.interrupted = true;
+            return Ok(totals);
         }
     }
 }
