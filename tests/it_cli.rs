@@ -853,10 +853,7 @@ fn agent_is_the_flag_everywhere() {
     ] {
         let help = String::from_utf8(run(&[cmd, "--help"]).stdout).unwrap();
         assert!(help.contains("--agent <AGENT>"), "{cmd}: {help}");
-        assert!(
-            help.contains(&format!("[aliases: {alias}]")),
-            "{cmd}: {help}"
-        );
+        assert!(help.contains(&format!("[alias: {alias}]")), "{cmd}: {help}");
     }
     std::fs::remove_dir_all(d).unwrap();
 }

@@ -70,15 +70,20 @@ struct Common {
     /// first.
     #[arg(long)]
     no_dedupe: bool,
-    /// Read only this agent's sessions (repeatable): pi, claude, codex. Default:
-    /// every agent's (with PATHs, each file's agent is detected from its
-    /// first lines; a file none claims is read as pi's). A --state or
-    /// --db records the agents it reads, and a later run without --source
-    /// reads the same (one saved before they were recorded: the agents of
-    /// the files it holds, pi when none); with another --source it is
-    /// refused (exit 2).
-    #[arg(long = "source", value_enum, value_name = "AGENT")]
-    sources: Vec<Source>,
+    /// Read only this agent's sessions (repeatable): pi, claude (Claude
+    /// Code), codex (Codex). Default: every agent's (with PATHs, each
+    /// file's agent is detected from its first lines; a file none claims
+    /// is read as pi's). A --state or --db records the agents it reads,
+    /// and a later run without --agent reads the same (one saved before
+    /// they were recorded: the agents of the files it holds, pi when
+    /// none); with another --agent it is refused (exit 2).
+    #[arg(
+        long = "agent",
+        visible_alias = "source",
+        value_enum,
+        value_name = "AGENT"
+    )]
+    agents: Vec<Agent>,
     /// Milliseconds between checkpoints of the state (tests set it low).
     /// (Default 5000; with --parquet 60000: each checkpoint closes the
     /// parts being written.)
@@ -195,9 +200,10 @@ struct SearchArgs {
     /// Only records of this session.
     #[arg(long, value_name = "ID")]
     session: Option<String>,
-    /// Only records of this format (pi).
-    #[arg(long, value_name = "FORMAT")]
-    format: Option<String>,
+    /// Only records of this agent: pi, claude or codex (the `format`
+    /// column).
+    #[arg(long, visible_alias = "format", value_enum, value_name = "AGENT")]
+    agent: Option<Agent>,
     /// At most N hits.
     #[arg(long, default_value_t = 20, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=100_000))]
     limit: u32,
@@ -233,7 +239,7 @@ fn parse_time(s: &str) -> Result<i64, String> {
 
 /// An agent whose sessions are read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-enum Source {
+enum Agent {
     /// The pi coding agent.
     Pi,
     /// Claude Code.
@@ -242,25 +248,27 @@ enum Source {
     Codex,
 }
 
-/// The formats `--source` names, pi's first (a file no format claims is
+impl Agent {
+    /// Its format.
+    fn format(self) -> Arc<dyn Format> {
+        match self {
+            Agent::Pi => Arc::new(Pi),
+            Agent::Claude => Arc::new(Claude),
+            Agent::Codex => Arc::new(Codex),
+        }
+    }
+}
+
+/// The formats `--agent` names, pi's first (a file no format claims is
 /// the first's).
 fn formats(c: &Common) -> Vec<Arc<dyn Format>> {
-    let mut sources = match &c.sources[..] {
-        [] => vec![Source::Pi, Source::Claude, Source::Codex],
+    let mut agents = match &c.agents[..] {
+        [] => vec![Agent::Pi, Agent::Claude, Agent::Codex],
         s => s.to_vec(),
     };
-    sources.sort_by_key(|s| *s as u8);
-    sources.dedup();
-    sources
-        .into_iter()
-        .map(|s| -> Arc<dyn Format> {
-            match s {
-                Source::Pi => Arc::new(Pi),
-                Source::Claude => Arc::new(Claude),
-                Source::Codex => Arc::new(Codex),
-            }
-        })
-        .collect()
+    agents.sort_by_key(|s| *s as u8);
+    agents.dedup();
+    agents.into_iter().map(Agent::format).collect()
 }
 
 /// Runs the command line; returns the exit code.
@@ -281,7 +289,7 @@ fn builder(c: &Common, db: bool, parquet: bool) -> Result<ArchiveBuilder, i32> {
     let mut b = Archive::builder()
         .paths(c.paths.iter().cloned())
         .formats(formats(c))
-        .formats_from_checkpoint(c.sources.is_empty())
+        .formats_from_checkpoint(c.agents.is_empty())
         .dedupe(!c.no_dedupe)
         .checkpoint_every(std::time::Duration::from_millis(every))
         .poll_only(c.follow_poll);
@@ -437,7 +445,7 @@ fn search(a: SearchArgs) -> i32 {
         since: a.since,
         until: a.until,
         session: a.session,
-        format: a.format,
+        format: a.agent.map(|x| x.format().name().to_owned()),
         limit: a.limit as usize,
         rank_all: a.rank_all,
     };

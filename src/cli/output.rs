@@ -201,7 +201,7 @@ pub fn write_table(out: &mut impl Write, s: &Stats) -> io::Result<()> {
     if let Some(by_source) = &s.by_source {
         writeln!(out)?;
         Table {
-            title: "by source",
+            title: "by agent",
             columns: &[
                 ("files", 8),
                 ("lines", 12),
