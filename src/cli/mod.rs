@@ -18,9 +18,9 @@ use mem_ingest::sink::{NdjsonFile, NdjsonStdout};
 use mem_ingest::store::{Search, SqliteStore};
 use mem_ingest::{parse_iso_millis, Error, ErrorKind, Role};
 
-/// Reads pi coding-agent session archives into normalised records.
+/// Reads the session archives of coding agents (pi, Claude Code, Codex) into normalised records.
 #[derive(Parser, Debug)]
-#[command(name = "mem-ingest", version, about)]
+#[command(name = "mem-ingest", version)]
 pub struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -160,8 +160,10 @@ struct BackfillArgs {
     #[arg(long, value_name = "BYTES")]
     max_text: Option<usize>,
     /// Keep running (needs --state or --db): emit each new complete line
-    /// of any session under the PATHs as pi writes it, pick up new session
-    /// files, and stop cleanly on SIGINT or SIGTERM with the state saved.
+    /// of any session under the PATHs as its agent writes it (pi, Claude
+    /// Code, Codex), pick up new session files, and stop cleanly on SIGINT
+    /// or SIGTERM with the state saved. On a terminal, stderr shows the
+    /// files followed and the records written so far.
     #[arg(long)]
     follow: bool,
 }
