@@ -1227,3 +1227,43 @@ fn the_summary_of_follow_adds_up() {
     );
     fs::remove_dir_all(d).unwrap();
 }
+
+/// Issue 41: on a terminal (a pty, through `script`), `--follow` says on
+/// stderr what it follows and how many records it wrote so far; the last
+/// line is the summary, which adds up.
+#[test]
+fn follow_on_a_terminal_says_what_it_follows() {
+    let d = tmpdir("follow-tty");
+    let archive = d.join("archive");
+    fs::create_dir_all(&archive).unwrap();
+    fs::copy(
+        common::fixtures().join("hand-built.jsonl"),
+        archive.join("a.jsonl"),
+    )
+    .unwrap();
+    let bin = env!("CARGO_BIN_EXE_mem-ingest");
+    let line = format!(
+        "timeout -s INT 2 '{bin}' backfill --follow --state '{}' -o '{}' '{}'",
+        d.join("state").display(),
+        d.join("out.ndjson").display(),
+        archive.display()
+    );
+    let out = Command::new("script")
+        .args(["-qfec", &line, "/dev/null"])
+        .output()
+        .expect("script (util-linux) runs a command on a pty");
+    let tty = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        tty.contains("following 1 files: 22 records written so far"),
+        "{tty:?}"
+    );
+    // The line after the progress line's (cleared: `ESC [2K`).
+    let last = tty.trim_end().rsplit(['\r', '\n']).next().unwrap();
+    let last = last.trim_start_matches("\u{1b}[2K");
+    assert_eq!(
+        last.split(" MB read in ").next().unwrap(),
+        "mem-ingest: 1 files (0 failed, 0 empty, 1 unchanged, 0 resumed, 0 re-read), \
+         22 records (22 written), 0 deduplicated, 0 skipped, 0 repaired, 0.0"
+    );
+    fs::remove_dir_all(d).unwrap();
+}
