@@ -6,7 +6,7 @@ mod output;
 use std::io::{self, IsTerminal, Write};
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use clap::{Args, Parser, Subcommand};
@@ -320,13 +320,24 @@ fn builder(c: &Common, db: bool, parquet: bool) -> Result<ArchiveBuilder, i32> {
         b = b.checkpoint_every(std::time::Duration::from_millis(every.min(1000)));
     }
     if !c.quiet && io::stderr().is_terminal() {
-        b = b.progress(Arc::new(Bar(ProgressBar::hidden())));
+        b = b.progress(Arc::new(Bar(ProgressBar::hidden(), Mutex::new(None))));
     }
     Ok(b)
 }
 
-/// The progress bar on stderr.
-struct Bar(ProgressBar);
+/// The progress bar on stderr; following, a line that says what is
+/// followed, redrawn when that changes (the files and records it said
+/// last).
+struct Bar(ProgressBar, Mutex<Option<(u64, u64)>>);
+
+/// What a `--follow` run shows on a terminal after each pass.
+fn follow_line(files: u64, written: u64) -> String {
+    format!(
+        "following {} files: {} records written so far",
+        output::count(files),
+        output::count(written)
+    )
+}
 
 impl Progress for Bar {
     fn start(&self, total: u64) {
@@ -347,6 +358,19 @@ impl Progress for Bar {
 
     fn finish(&self) {
         self.0.finish_and_clear();
+    }
+
+    fn following(&self, files: u64, written: u64) {
+        let mut said = self.1.lock().unwrap_or_else(|e| e.into_inner());
+        if said.is_none() {
+            self.0.set_draw_target(ProgressDrawTarget::stderr());
+            self.0
+                .set_style(ProgressStyle::with_template("{msg}").expect("valid template"));
+        }
+        if *said != Some((files, written)) {
+            *said = Some((files, written));
+            self.0.set_message(follow_line(files, written));
+        }
     }
 }
 
@@ -623,4 +647,19 @@ fn summary(quiet: bool, t: &Summary, started: Instant, what: &str) {
         secs,
         if secs > 0.0 { mb / secs } else { 0.0 },
     );
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn follow_line_exact() {
+        assert_eq!(
+            super::follow_line(3, 1_234_567),
+            "following 3 files: 1,234,567 records written so far"
+        );
+        assert_eq!(
+            super::follow_line(0, 0),
+            "following 0 files: 0 records written so far"
+        );
+    }
 }
