@@ -77,7 +77,9 @@ pub use state::{
     lock_file, response_rows, Checkpoint, CheckpointStore, FileState, Identity, LineageState, Lock,
     OutputOptions, OutputState, State, StateFile, RECORD_FORMAT, STATE_VERSION,
 };
-pub use stats::{FailureLine, ModelLine, ProjectLine, Roles, SkipLine, SourceStats, Stats};
+pub use stats::{
+    FailureLine, ModelLine, ProjectLine, Roles, SkipLine, SourceStats, Stats, UsageLine,
+};
 
 /// Reports how far a run is, for a progress bar. Called from worker threads.
 pub trait Progress: Send + Sync {

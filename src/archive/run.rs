@@ -15,7 +15,9 @@ use super::plan::{self, FoundFile, Mode, Plan, PlannedFile, Task};
 use super::state::{
     self, Checkpoint, CheckpointStore, FileState, OutputOptions, OutputState, State, StateFile,
 };
-use super::stats::{FailureLine, ModelLine, ProjectLine, Roles, SkipLine, SourceStats, Stats};
+use super::stats::{
+    known_cost, FailureLine, ModelLine, ProjectLine, Roles, SkipLine, SourceStats, Stats, UsageLine,
+};
 use super::{discover, exec, Command, Config};
 use crate::counts::{LineCounts, Removal};
 use crate::error::{Error, ErrorKind};
@@ -59,6 +61,42 @@ const RESPONSES_SOURCE: &str = "claude";
 /// Per project: its sessions (distinct ids), records, tokens and cost.
 type Projects = BTreeMap<String, (HashSet<String>, u64, u64, f64)>;
 
+/// What of the usage counted is of files whose agent records costs
+/// ([`Format::records_cost`]): a sum with none of it has a known cost only
+/// when it is not 0.
+#[derive(Debug, Default, Clone)]
+struct Priced {
+    /// Any such file.
+    any: bool,
+    /// The providers and models such files named.
+    models: BTreeSet<(String, String)>,
+    /// Their projects.
+    projects: BTreeSet<String>,
+}
+
+impl Priced {
+    fn file_done(&mut self, report: &Report, header: Option<&Header>) {
+        self.any = true;
+        for m in &report.by_model {
+            // Keys are cloned only when new: this runs for every file.
+            let key = (m.provider.clone(), m.model.clone());
+            if !self.models.contains(&key) {
+                self.models.insert(key);
+            }
+        }
+        if let Some(h) = header {
+            if !self.projects.contains(&h.cwd) {
+                self.projects.insert(h.cwd.clone());
+            }
+        }
+    }
+
+    fn model(&self, provider: &str, model: &str) -> bool {
+        self.models
+            .contains(&(provider.to_owned(), model.to_owned()))
+    }
+}
+
 /// One source's share of a run: the files of one format.
 #[derive(Debug, Default, Clone)]
 struct SourceSummary {
@@ -68,10 +106,14 @@ struct SourceSummary {
     bytes: u64,
     report: Report,
     by_project: Projects,
+    priced: Priced,
 }
 
 impl SourceSummary {
-    fn file_done(&mut self, report: &Report, header: Option<&Header>) {
+    fn file_done(&mut self, report: &Report, header: Option<&Header>, priced: bool) {
+        if priced {
+            self.priced.file_done(report, header);
+        }
         self.files += 1;
         self.bytes += report.bytes + report.pending;
         self.files_empty += u64::from(report.empty);
@@ -116,7 +158,7 @@ fn add_responses_to_project<'u>(
 }
 
 /// The models of a report, sorted by provider and model.
-fn model_lines(r: &Report) -> Vec<ModelLine> {
+fn model_lines(r: &Report, priced: &Priced) -> Vec<ModelLine> {
     let mut by_model: Vec<ModelLine> = r
         .by_model
         .iter()
@@ -124,14 +166,14 @@ fn model_lines(r: &Report) -> Vec<ModelLine> {
             provider: m.provider.clone(),
             model: m.model.clone(),
             messages: m.messages,
-            usage: m.usage,
+            usage: UsageLine::of(&m.usage, priced.model(&m.provider, &m.model)),
         })
         .collect();
     by_model.sort_by(|a, b| (&a.provider, &a.model).cmp(&(&b.provider, &b.model)));
     by_model
 }
 
-fn project_lines(projects: &Projects) -> Vec<ProjectLine> {
+fn project_lines(projects: &Projects, priced: &Priced) -> Vec<ProjectLine> {
     projects
         .iter()
         .map(|(p, (sessions, records, tokens, cost))| ProjectLine {
@@ -139,7 +181,7 @@ fn project_lines(projects: &Projects) -> Vec<ProjectLine> {
             sessions: sessions.len() as u64,
             records: *records,
             total_tokens: *tokens,
-            cost: *cost,
+            cost: known_cost(*cost, priced.projects.contains(p)),
         })
         .collect()
 }
@@ -170,6 +212,8 @@ pub struct Summary {
     only_source: Option<&'static str>,
     /// Failures of PATHs that could not be listed (of no source).
     unlisted: u64,
+    /// What of the usage is of agents that record costs.
+    priced: Priced,
     /// The same counts for each source (format name) that had a file, the
     /// failures of its files included; once files of a second source
     /// came.
@@ -228,6 +272,7 @@ impl Summary {
             bytes: self.bytes,
             report: self.report.clone(),
             by_project: self.by_project.clone(),
+            priced: self.priced.clone(),
         }
     }
 
@@ -258,11 +303,15 @@ impl Summary {
         path: &Path,
         report: &Report,
         header: Option<&Header>,
-        source: &'static str,
+        format: &dyn Format,
         reported: Reported,
     ) {
-        if let Some(s) = self.source(source) {
-            s.file_done(report, header);
+        let priced = format.records_cost();
+        if let Some(s) = self.source(format.name()) {
+            s.file_done(report, header, priced);
+        }
+        if priced {
+            self.priced.file_done(report, header);
         }
         self.files += 1;
         self.bytes += report.bytes + report.pending;
@@ -348,6 +397,7 @@ impl Summary {
                 [self.files, self.files_failed, self.files_empty, self.bytes],
                 r,
                 &self.by_project,
+                &self.priced,
             ),
             failures: self
                 .failures
@@ -380,6 +430,7 @@ impl SourceSummary {
             [self.files, self.files_failed, self.files_empty, self.bytes],
             &self.report,
             &self.by_project,
+            &self.priced,
         )
     }
 }
@@ -390,6 +441,7 @@ fn source_stats(
     [files, files_failed, files_empty, bytes]: [u64; 4],
     r: &Report,
     by_project: &Projects,
+    priced: &Priced,
 ) -> SourceStats {
     SourceStats {
         files,
@@ -404,9 +456,9 @@ fn source_stats(
         pending: r.pending,
         roles: Roles::from_counts(&r.roles),
         entries: r.entries.iter().map(|(k, n)| (k.to_owned(), n)).collect(),
-        usage: r.usage,
-        by_model: model_lines(r),
-        by_project: project_lines(by_project),
+        usage: UsageLine::of(&r.usage, priced.any),
+        by_model: model_lines(r, priced),
+        by_project: project_lines(by_project, priced),
     }
 }
 
@@ -1748,9 +1800,8 @@ fn settle_files_before(
         let f = &plan.files[*next];
         if let (0, Some(p)) = (f.tasks, &f.prior) {
             totals.unchanged += 1;
-            let source = formats[f.format].name();
             let r = reported.get(&key_of(f)).copied().unwrap_or_default();
-            totals.file_done(&f.path, &p.report, Some(&p.header), source, r);
+            totals.file_done(&f.path, &p.report, Some(&p.header), &*formats[f.format], r);
         }
         *next += 1;
     }
@@ -1933,7 +1984,7 @@ fn file_delivered<S: Sink>(
                 &f.path,
                 report,
                 a.header.as_ref(),
-                format.name(),
+                format,
                 reported.unwrap_or_default(),
             );
         }

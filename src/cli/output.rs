@@ -138,8 +138,8 @@ fn write_counts(out: &mut impl Write, lines: &[(&str, u64, &str)]) -> io::Result
     Ok(())
 }
 
-fn cost(c: f64) -> String {
-    Cell::Cost(Some(c)).to_string()
+fn cost(c: Option<f64>) -> String {
+    Cell::Cost(c).to_string()
 }
 
 fn name(n: &str) -> String {
