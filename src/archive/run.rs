@@ -914,6 +914,9 @@ fn passes<S: Sink>(ctx: &mut Ctx<'_, S>) -> Result<Summary, Error> {
         totals.written = written;
         if totals.closed || !ctx.cfg.follow || ctx.cfg.stop.load(Ordering::SeqCst) {
             totals.interrupted = ctx.cfg.stop.load(Ordering::SeqCst);
+            if let Some(p) = ctx.cfg.progress.as_ref().filter(|_| ctx.cfg.follow) {
+                p.finish();
+            }
             return Ok(totals);
         }
         if totals.read > 0 {
