@@ -41,9 +41,14 @@ pub enum ErrorKind {
         /// Its layout version.
         version: u32,
     },
-    /// The state was written with other options than this run's: each
-    /// difference, as `name: state has A, this run B`.
-    OptionsChanged(Vec<String>),
+    /// The checkpoint (a state file, a store) was written with other
+    /// options than this run's.
+    OptionsChanged {
+        /// What holds the checkpoint: `state`, `store`.
+        what: &'static str,
+        /// Each difference, as `name: state has A, this run B`.
+        differences: Vec<String>,
+    },
     /// Another run holds the lock of the state or store.
     Locked {
         /// The lock file.
@@ -124,7 +129,7 @@ impl Error {
     pub fn is_usage(&self) -> bool {
         matches!(
             self.kind,
-            ErrorKind::OptionsChanged(_)
+            ErrorKind::OptionsChanged { .. }
                 | ErrorKind::Locked { .. }
                 | ErrorKind::OutputNotCovered { .. }
                 | ErrorKind::OtherOutput { .. }
@@ -148,9 +153,10 @@ impl Error {
                 "state version {version} (this mem-ingest reads {} and 1)",
                 crate::archive::STATE_VERSION
             ),
-            ErrorKind::OptionsChanged(diff) => format!(
-                "written with other options ({}); use another state file",
-                diff.join("; ")
+            ErrorKind::OptionsChanged { what, differences } => format!(
+                "written with other options ({}); use another {}",
+                differences.join("; "),
+                if *what == "state" { "state file" } else { what }
             ),
             ErrorKind::Locked { lock, what } => format!(
                 "another mem-ingest run is using the {what} (lock {})",
@@ -200,7 +206,9 @@ impl fmt::Display for Error {
             // The place follows the path directly: `path:line:byte: why`.
             ErrorKind::NoHeader { .. } => write!(f, "{path}:{}", self.cause()),
             ErrorKind::Write(_) if self.path.as_os_str().is_empty() => f.write_str(&self.cause()),
-            ErrorKind::OptionsChanged(_) => write!(f, "the state {path} was {}", self.cause()),
+            ErrorKind::OptionsChanged { what, .. } => {
+                write!(f, "the {what} {path} was {}", self.cause())
+            }
             ErrorKind::Locked { lock, what } => write!(
                 f,
                 "another mem-ingest run is using the {what} {path} (lock {})",

@@ -127,6 +127,15 @@ pub trait Format: Send + Sync {
         false
     }
 
+    /// Whether the agent records the cost of its usage itself (pi: every
+    /// usage has one, 0 a known zero). Default: no (Claude Code records a
+    /// `costUSD` on some older lines only, Codex never): a sum of its
+    /// usage with no cost in it is unknown, not 0 (the stats JSON's
+    /// `null`).
+    fn records_cost(&self) -> bool {
+        false
+    }
+
     /// Whether a file met in a folder is one of this format's session files
     /// (by its name: folders are walked without opening files).
     fn is_session_file(&self, path: &Path) -> bool;
@@ -234,6 +243,10 @@ pub struct Pi;
 impl Format for Pi {
     fn name(&self) -> &'static str {
         "pi"
+    }
+
+    fn records_cost(&self) -> bool {
+        true
     }
 
     fn honours_raw_text(&self, _: crate::sink::seal::Crate) -> bool {

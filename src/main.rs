@@ -1,4 +1,5 @@
-//! `mem-ingest`: backfill and stats over pi session archives.
+//! `mem-ingest`: backfill, stats and search over the session archives of
+//! coding agents (pi, Claude Code, Codex).
 
 mod cli;
 

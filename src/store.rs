@@ -469,7 +469,8 @@ impl SqliteStore {
     /// # Errors
     /// `StoreRefused`, the file left untouched: not a SQLite file, a SQLite
     /// file of another schema, a newer schema version, a file that cannot
-    /// be written. `Locked`: another run writes the store.
+    /// be written; a missing file whose folder does not exist (nothing is
+    /// created). `Locked`: another run writes the store.
     pub fn open(path: impl Into<PathBuf>) -> Result<SqliteStore, Error> {
         let path = path.into();
         // Looked at before SQLite touches anything.
@@ -478,6 +479,31 @@ impl SqliteStore {
             Ok(m) => m.len() > 0,
             Err(_) => false,
         };
+        if !existing {
+            // A store is created in a folder that exists: never the
+            // folder, and not its lock file before saying so.
+            let folder = path.parent().filter(|p| !p.as_os_str().is_empty());
+            if let Some(dir) = folder {
+                match std::fs::metadata(dir) {
+                    Ok(m) if m.is_dir() => {}
+                    Ok(_) => {
+                        return Err(refused(
+                            &path,
+                            format!("cannot be created: {} is not a folder", dir.display()),
+                        ))
+                    }
+                    Err(_) => {
+                        return Err(refused(
+                            &path,
+                            format!(
+                                "cannot be created: the folder {} does not exist",
+                                dir.display()
+                            ),
+                        ))
+                    }
+                }
+            }
+        }
         if existing {
             let mut magic = [0u8; 16];
             let read = File::open(&path)
@@ -980,6 +1006,10 @@ impl CheckpointStore for SqliteStore {
     /// them.
     fn line_hash(&self) -> Option<crate::LineHash> {
         Some(self.line_hash)
+    }
+
+    fn describe(&self) -> (&'static str, &Path) {
+        ("store", &self.path)
     }
 
     fn save(&mut self, cp: &mut Checkpoint<'_>) -> Result<(), Error> {

@@ -793,3 +793,97 @@ fn record_text_built_escaped_is_what_the_writer_writes_exact() {
     assert!(raw == decoded, "fixtures: -o and --max-text differ");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Issue 41: a run that read no file prints no table of zeros: the error
+/// and the summary alone.
+#[test]
+fn stats_of_a_missing_path_prints_only_its_error() {
+    let out = run(&["stats", "no/such/path"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(String::from_utf8(out.stdout).unwrap(), "");
+    let err = String::from_utf8(out.stderr).unwrap();
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(lines.len(), 2, "{err}");
+    assert_eq!(
+        lines[0],
+        "error: no/such/path: No such file or directory (os error 2)"
+    );
+    assert_eq!(
+        lines[1].split(" MB read in ").next().unwrap(),
+        "mem-ingest: 1 files (1 failed, 0 empty), 0 records, 0 deduplicated, 0 skipped, 0 \
+         repaired, 0.0"
+    );
+}
+
+/// Issue 41: `--agent` names the agents read everywhere; `--source`
+/// (backfill, stats) and search's `--format` stay as aliases.
+#[test]
+fn agent_is_the_flag_everywhere() {
+    let hand = "fixtures/hand-built.jsonl";
+    let by_agent = run(&["backfill", "--agent", "pi", "-q", hand]);
+    assert_eq!(by_agent.status.code(), Some(0));
+    let by_source = run(&["backfill", "--source", "pi", "-q", hand]);
+    assert_eq!(by_agent.stdout, by_source.stdout);
+    assert_eq!(by_agent.stdout.iter().filter(|b| **b == b'\n').count(), 22);
+    let (s, out) = stats_json(&["--agent", "pi", hand]);
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(s["records"], 22);
+
+    let d = tmpdir("agent");
+    let db = d.join("s.db");
+    let db = db.to_str().unwrap();
+    assert_eq!(
+        run(&["backfill", "-q", "--db", db, hand]).status.code(),
+        Some(0)
+    );
+    let hits = |flag: &str, agent: &str| {
+        let out = run(&["search", "--json", "--db", db, flag, agent, "project"]);
+        assert_eq!(out.status.code(), Some(0), "{flag} {agent}");
+        out.stdout.iter().filter(|b| **b == b'\n').count()
+    };
+    let all = hits("--agent", "pi");
+    assert!(all > 0);
+    assert_eq!(hits("--format", "pi"), all);
+    assert_eq!(hits("--agent", "codex"), 0);
+
+    for (cmd, alias) in [
+        ("backfill", "--source"),
+        ("stats", "--source"),
+        ("search", "--format"),
+    ] {
+        let help = String::from_utf8(run(&[cmd, "--help"]).stdout).unwrap();
+        assert!(help.contains("--agent <AGENT>"), "{cmd}: {help}");
+        assert!(help.contains(&format!("[alias: {alias}]")), "{cmd}: {help}");
+    }
+    std::fs::remove_dir_all(d).unwrap();
+}
+
+/// Issue 41: the package, the help and the README name every agent read,
+/// and the state file for what it is (binary, not JSON).
+#[test]
+fn descriptions_name_every_agent() {
+    assert_eq!(
+        env!("CARGO_PKG_DESCRIPTION"),
+        "Streams the session archives of coding agents (pi, Claude Code, Codex) into \
+         normalised, zero-copy records"
+    );
+    let top = String::from_utf8(run(&["--help"]).stdout).unwrap();
+    assert_eq!(
+        top.lines().next(),
+        Some("Reads the session archives of coding agents (pi, Claude Code, Codex) into normalised records")
+    );
+    let search = String::from_utf8(run(&["search", "--help"]).stdout).unwrap();
+    assert!(!search.contains("(pi)"), "{search}");
+    assert!(
+        search.contains("Only records of this agent: pi, claude or codex"),
+        "{search}"
+    );
+    let backfill = String::from_utf8(run(&["backfill", "--help"]).stdout).unwrap();
+    assert!(!backfill.contains("as pi writes it"), "{backfill}");
+    assert!(
+        backfill.contains("as its agent writes it (pi, Claude Code, Codex)"),
+        "{backfill}"
+    );
+    let readme = include_str!("../README.md");
+    assert!(!readme.contains("state.json"));
+}

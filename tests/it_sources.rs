@@ -100,7 +100,7 @@ fn a_state_saved_before_sources_were_recorded_stays_pis() {
     assert_eq!(other.status.code(), Some(2), "{err}");
     assert_eq!(out, "");
     assert!(
-        err.contains("--source: state has pi, this run claude"),
+        err.contains("--agent: state has pi, this run claude"),
         "{err}"
     );
     fs::remove_dir_all(d).unwrap();
@@ -140,7 +140,7 @@ fn a_new_state_reads_and_records_every_agent() {
     let err = text(&narrowed).1;
     assert_eq!(narrowed.status.code(), Some(2), "{err}");
     assert!(
-        err.contains("--source: state has pi,claude,codex, this run pi"),
+        err.contains("--agent: state has pi,claude,codex, this run pi"),
         "{err}"
     );
     fs::remove_dir_all(d).unwrap();

@@ -333,10 +333,14 @@ fn other_options_and_a_second_run_refuse() {
     .success());
     let r = run(&[&"backfill", &"-q", &"--state", &state, &"-o", &out, &s]);
     assert_eq!(r.status.code(), Some(2));
-    let err = String::from_utf8_lossy(&r.stderr);
-    assert!(
-        err.contains("--role: state has [\"user\"], this run []"),
-        "{err}"
+    // Issue 41: no roles is "all roles", not `[]`.
+    assert_eq!(
+        String::from_utf8_lossy(&r.stderr),
+        format!(
+            "error: the state {} was written with other options (--role: state has user, \
+             this run all roles); use another state file\n",
+            state.display()
+        )
     );
     let r = run(&[
         &"backfill",
@@ -1082,5 +1086,184 @@ fn first_run_killed(name: &str, follow: bool) {
         assert_eq!(keys(&got).len(), keys(&want).len(), "after {delay_us} us");
         assert!(got == want, "output differs from a clean run");
     }
+    fs::remove_dir_all(d).unwrap();
+}
+
+/// The lines of `stderr` but its last (the summary line), and the summary
+/// line without its timing (`... MB read in S s (R MB/s)`).
+fn warnings_and_summary(stderr: &[u8]) -> (Vec<String>, String) {
+    let text = String::from_utf8(stderr.to_vec()).unwrap();
+    let mut lines: Vec<String> = text.lines().map(str::to_owned).collect();
+    let last = lines.pop().unwrap_or_default();
+    let summary = last.split(" MB read in ").next().unwrap().to_owned();
+    (lines, summary)
+}
+
+/// Issue 41: with a checkpoint (a state, a store), the skip warning of a
+/// damaged line is said by the run that read the line, not again by every
+/// run after it while the file is unchanged; the summary counts it as
+/// before. A line damaged in what a file grew by is warned of alone.
+#[test]
+fn a_damaged_line_is_warned_of_once() {
+    let d = tmpdir("skip-once");
+    let m = d.join("m.jsonl");
+    fs::copy(
+        common::fixtures().join("bad/malformed-middle-line.jsonl"),
+        &m,
+    )
+    .unwrap();
+    let warned = |line: u64, byte: u64, why: &str| {
+        format!("warning: {}:{line}:{byte}: skipped: {why}", m.display())
+    };
+    let first = [
+        warned(11, 58976, "malformed JSON (syntax error)"),
+        warned(12, 59011, "malformed JSON (parser error ExpectedNull)"),
+    ];
+    let state = d.join("state");
+    let stats = || run(&[&"stats", &"--state", &state, &m]);
+    let r = stats();
+    assert_eq!(r.status.code(), Some(0));
+    assert_eq!(
+        warnings_and_summary(&r.stderr),
+        (
+            first.to_vec(),
+            "mem-ingest: 1 files (0 failed, 0 empty, 0 unchanged, 0 resumed, 0 re-read), 130 \
+             records, 0 deduplicated, 2 skipped, 9 repaired, 0.2"
+                .to_owned()
+        )
+    );
+    let r = stats();
+    assert_eq!(
+        warnings_and_summary(&r.stderr),
+        (
+            vec![],
+            "mem-ingest: 1 files (0 failed, 0 empty, 1 unchanged, 0 resumed, 0 re-read), 130 \
+             records, 0 deduplicated, 2 skipped, 9 repaired, 0.0"
+                .to_owned()
+        )
+    );
+    // The file grows by a damaged line: that line alone is warned of.
+    let len = fs::metadata(&m).unwrap().len();
+    append(&m, "{\"type\":\"message\",\n");
+    let r = stats();
+    assert_eq!(
+        warnings_and_summary(&r.stderr),
+        (
+            vec![warned(150, len, "malformed JSON (syntax error)")],
+            "mem-ingest: 1 files (0 failed, 0 empty, 0 unchanged, 1 resumed, 0 re-read), 130 \
+             records, 0 deduplicated, 3 skipped, 9 repaired, 0.0"
+                .to_owned()
+        )
+    );
+
+    // The same with a store.
+    let db = d.join("m.db");
+    let backfill = || run(&[&"backfill", &"--db", &db, &m]);
+    let r = backfill();
+    assert_eq!(r.status.code(), Some(0));
+    let (warnings, _) = warnings_and_summary(&r.stderr);
+    assert_eq!(warnings.len(), 3, "{warnings:?}");
+    assert_eq!(warnings[..2], first);
+    let r = backfill();
+    assert_eq!(
+        warnings_and_summary(&r.stderr),
+        (
+            vec![],
+            "mem-ingest: 1 files (0 failed, 0 empty, 1 unchanged, 0 resumed, 0 re-read), 130 \
+             records (0 written), 0 deduplicated, 3 skipped, 9 repaired, 0.0"
+                .to_owned()
+        )
+    );
+    fs::remove_dir_all(d).unwrap();
+}
+
+/// Issue 41: the summary of a `--follow` run adds up: the files it
+/// followed, the records they hold, those it wrote.
+#[test]
+fn the_summary_of_follow_adds_up() {
+    let d = tmpdir("follow-summary");
+    let proj = d.join("archive/--tmp-p--");
+    fs::create_dir_all(&proj).unwrap();
+    let s = proj.join("2026-01-01T00-00-00-000Z_sess-a.jsonl");
+    fs::write(&s, format!("{HEADER_A}\n{}\n", msg("a1", 1, "one"))).unwrap();
+    let (state, out) = (d.join("state"), d.join("out.ndjson"));
+    let child = bin()
+        .args(["backfill", "--follow", "--state"])
+        .arg(&state)
+        .arg("-o")
+        .arg(&out)
+        .arg(d.join("archive"))
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let wait_for = |n: usize| {
+        let t = Instant::now();
+        while t.elapsed() < Duration::from_secs(10) {
+            if fs::read(&out).map(|b| keys(&b).len()).unwrap_or(0) >= n {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        panic!("no {n} records after 10 s");
+    };
+    wait_for(1);
+    append(&s, &format!("{}\n", msg("a2", 2, "two")));
+    wait_for(2);
+    // A pass or two with nothing new before the stop.
+    std::thread::sleep(Duration::from_millis(1200));
+    Command::new("kill")
+        .arg("-TERM")
+        .arg(child.id().to_string())
+        .status()
+        .unwrap();
+    let st = child.wait_with_output().unwrap();
+    assert_eq!(st.status.code(), Some(0));
+    let (warnings, summary) = warnings_and_summary(&st.stderr);
+    assert_eq!(warnings, Vec::<String>::new());
+    assert_eq!(
+        summary,
+        "mem-ingest: 1 files (0 failed, 0 empty, 1 unchanged, 0 resumed, 0 re-read), 2 \
+         records (2 written), 0 deduplicated, 0 skipped, 0 repaired, 0.0"
+    );
+    fs::remove_dir_all(d).unwrap();
+}
+
+/// Issue 41: on a terminal (a pty, through `script`), `--follow` says on
+/// stderr what it follows and how many records it wrote so far; the last
+/// line is the summary, which adds up.
+#[test]
+fn follow_on_a_terminal_says_what_it_follows() {
+    let d = tmpdir("follow-tty");
+    let archive = d.join("archive");
+    fs::create_dir_all(&archive).unwrap();
+    fs::copy(
+        common::fixtures().join("hand-built.jsonl"),
+        archive.join("a.jsonl"),
+    )
+    .unwrap();
+    let bin = env!("CARGO_BIN_EXE_mem-ingest");
+    let line = format!(
+        "timeout -s INT 2 '{bin}' backfill --follow --state '{}' -o '{}' '{}'",
+        d.join("state").display(),
+        d.join("out.ndjson").display(),
+        archive.display()
+    );
+    let out = Command::new("script")
+        .args(["-qfec", &line, "/dev/null"])
+        .output()
+        .expect("script (util-linux) runs a command on a pty");
+    let tty = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        tty.contains("following 1 files: 22 records written so far"),
+        "{tty:?}"
+    );
+    // The line after the progress line's (cleared: `ESC [2K`).
+    let last = tty.trim_end().rsplit(['\r', '\n']).next().unwrap();
+    let last = last.trim_start_matches("\u{1b}[2K");
+    assert_eq!(
+        last.split(" MB read in ").next().unwrap(),
+        "mem-ingest: 1 files (0 failed, 0 empty, 1 unchanged, 0 resumed, 0 re-read), \
+         22 records (22 written), 0 deduplicated, 0 skipped, 0 repaired, 0.0"
+    );
     fs::remove_dir_all(d).unwrap();
 }

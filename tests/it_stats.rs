@@ -308,7 +308,7 @@ fn table_columns_align_whatever_the_names() {
     let projects = block(&out, "by project");
     assert!(projects.iter().any(|l| l.contains(project)), "{out}");
     assert_aligned(&projects, 4, true);
-    let sources = block(&out, "by source");
+    let sources = block(&out, "by agent");
     assert_eq!(sources.len(), 3, "{out}");
     assert!(sources[1].starts_with("  claude ") && sources[2].starts_with("  pi "));
     assert_aligned(&sources, 7, true);
@@ -324,5 +324,198 @@ fn table_columns_align_whatever_the_names() {
         .map(|l| cell_ends(l.split("  (").next().unwrap(), 1)[0])
         .collect();
     assert!(ends.iter().all(|e| *e == 23), "{ends:?}\n{out}");
+    std::fs::remove_dir_all(d).unwrap();
+}
+
+/// A pi session of one assistant message of model `anthropic/m`.
+fn one_message_session(id: &str, cwd: &str, usage: [u64; 5], cost: f64) -> String {
+    let [input, output, read, write, total] = usage;
+    format!(
+        concat!(
+            r#"{{"type":"session","version":3,"id":"{id}","timestamp":"2026-01-15T10:00:00.000Z","cwd":"{cwd}"}}"#,
+            "\n",
+            r#"{{"type":"message","id":"{id}-a1","parentId":null,"timestamp":"2026-01-15T10:00:05.000Z","message":{{"role":"assistant","content":[{{"type":"text","text":"hi"}}],"provider":"anthropic","model":"m","usage":{{"input":{input},"output":{output},"cacheRead":{read},"cacheWrite":{write},"totalTokens":{total},"cost":{{"total":{cost}}}}},"stopReason":"stop","timestamp":1768471205000}}}}"#,
+            "\n"
+        ),
+        id = id,
+        cwd = cwd,
+        input = input,
+        output = output,
+        read = read,
+        write = write,
+        total = total,
+        cost = cost
+    )
+}
+
+/// Issue 41: counts with thousands separators, a project without a name
+/// as `(unknown)`, a name of double-width characters padded by its
+/// display width.
+#[test]
+fn table_counts_unknown_projects_and_wide_names_exact() {
+    let d = tmpdir("stats", "wide");
+    let files = [
+        (
+            "wide.jsonl",
+            one_message_session(
+                "wide-1",
+                "/home/dev/src/日本語-proj",
+                [1_000_000, 200_000, 30_000, 4_567, 1_234_567],
+                1.5,
+            ),
+        ),
+        (
+            "blank.jsonl",
+            one_message_session("blank-1", "", [1_000, 1_000, 0, 0, 2_000], 0.25),
+        ),
+        (
+            "plain.jsonl",
+            one_message_session(
+                "plain-1",
+                "/home/dev/src/plain-proj",
+                [10, 20, 0, 0, 30],
+                0.0,
+            ),
+        ),
+    ];
+    let mut bytes = 0;
+    for (name, text) in &files {
+        std::fs::write(d.join(name), text).unwrap();
+        bytes += text.len();
+    }
+    assert!((1_000..10_000).contains(&bytes));
+    let out = run(&[&"stats", &"-q", &d]);
+    assert_eq!(out.status.code(), Some(0));
+    let out = String::from_utf8(out.stdout).unwrap();
+    let b = bytes.to_string();
+    let bytes_line = format!("bytes{:>18}", format!("{},{}", &b[..1], &b[1..]));
+    assert_eq!(
+        block(&out, "files"),
+        [
+            "files                 3  (0 failed, 0 empty)",
+            bytes_line.as_str(),
+            "lines                 6",
+            "records               3",
+            "skipped               0",
+            "repaired              0",
+            "deduplicated          0",
+        ]
+    );
+    assert_eq!(
+        block(&out, "usage by model"),
+        [
+            "usage by model           messages        input       output   cache_read  cache_write        total       cost",
+            "  anthropic/m                   3    1,001,010      201,020       30,000        4,567    1,236,597     1.7500",
+        ]
+    );
+    assert_eq!(
+        block(&out, "by project"),
+        [
+            "by project                  sessions      records  total_tokens       cost",
+            "  (unknown)                        1            1         2,000     0.2500",
+            "  /home/dev/src/plain-proj         1            1            30     0.0000",
+            "  /home/dev/src/日本語-proj        1            1     1,234,567     1.5000",
+        ]
+    );
+    std::fs::remove_dir_all(d).unwrap();
+}
+
+/// A generated Codex home (`gen-corpus --format codex`, 1 MB, seed 7)
+/// under `dir`; its `sessions/` folder.
+fn generated_codex(dir: &Path) -> PathBuf {
+    let out = Command::new(env!("CARGO_BIN_EXE_gen-corpus"))
+        .args(["--format", "codex", "--total-mb", "1", "--seed", "7"])
+        .arg("--archive")
+        .arg(dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    dir.join("sessions")
+}
+
+/// Issue 41: Claude Code and Codex record no cost (Claude Code's older
+/// lines a `costUSD`): where no usage summed had one, the cost is null in
+/// the JSON and `-` in the tables, never a false zero; pi's costs, and
+/// Claude Code's where recorded, stay numbers.
+#[test]
+fn unknown_costs_are_null_and_dashes() {
+    let d = tmpdir("stats", "costs");
+    let claude = generated_claude(&d.join("claude"));
+    let codex = generated_codex(&d.join("codex"));
+    let s = stats_json(&[&claude, &codex]);
+    let models: Vec<(String, Value)> = s["by_model"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            (
+                format!(
+                    "{}/{}",
+                    m["provider"].as_str().unwrap(),
+                    m["model"].as_str().unwrap()
+                ),
+                m["cost"].clone(),
+            )
+        })
+        .collect();
+    let null = Value::Null;
+    let expected: Vec<(String, Value)> = [
+        ("anthropic/claude-haiku-4-5-20251001", null.clone()),
+        ("anthropic/claude-opus-4-1-20250805", null.clone()),
+        ("anthropic/claude-opus-4-20250514", Value::from(0.9039987)),
+        ("anthropic/claude-opus-4-5-20251101", null.clone()),
+        ("anthropic/claude-opus-4-7", null.clone()),
+        ("anthropic/claude-opus-5", null.clone()),
+        (
+            "anthropic/claude-sonnet-4-20250514",
+            Value::from(0.30498644999999996),
+        ),
+        ("anthropic/claude-sonnet-4-5-20250929", null.clone()),
+        ("openai/gpt-5", null.clone()),
+        ("openai/gpt-5-codex", null.clone()),
+        ("openai/gpt-5.2", null.clone()),
+    ]
+    .into_iter()
+    .map(|(m, c)| (m.to_owned(), c))
+    .collect();
+    assert_eq!(models, expected);
+    assert_eq!(s["usage"]["cost"], Value::from(1.20898515));
+    assert_eq!(
+        s["by_source"]["claude"]["usage"]["cost"],
+        Value::from(1.20898515)
+    );
+    assert_eq!(s["by_source"]["codex"]["usage"]["cost"], null);
+    for p in s["by_project"].as_array().unwrap() {
+        let known = ["/Users/dana/work/infra/terraform", "/home/dev/mem-ingest"]
+            .contains(&p["project"].as_str().unwrap());
+        assert_eq!(p["cost"].is_number(), known, "{p}");
+        assert_eq!(p["cost"].is_null(), !known, "{p}");
+    }
+    for p in s["by_source"]["codex"]["by_project"].as_array().unwrap() {
+        assert_eq!(p["cost"], null, "{p}");
+    }
+
+    // The tables: `-` where the JSON has null.
+    let out = run(&[&"stats", &"-q", &claude, &codex]);
+    let out = String::from_utf8(out.stdout).unwrap();
+    let agents = block(&out, "by agent");
+    assert_eq!(agents.len(), 3, "{out}");
+    assert!(
+        agents[1].starts_with("  claude ") && agents[1].ends_with(" 1.2090"),
+        "{out}"
+    );
+    assert!(
+        agents[2].starts_with("  codex ") && agents[2].ends_with(" -"),
+        "{out}"
+    );
+    for l in block(&out, "usage by model").iter().skip(1) {
+        let dash = !l.contains("claude-opus-4-20250514") && !l.contains("claude-sonnet-4-20250514");
+        assert_eq!(l.ends_with(" -"), dash, "{l}");
+    }
+    assert!(!out.contains("0.0000"), "{out}");
     std::fs::remove_dir_all(d).unwrap();
 }

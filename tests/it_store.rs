@@ -1173,3 +1173,104 @@ fn search_ranks_as_fts5_bm25_to_the_bit() {
     assert_eq!(ours(&q), fts5("parser OR stream", "", 20));
     fs::remove_dir_all(d).unwrap();
 }
+
+/// Issue 41: a store refused for other options is named, as a store (not
+/// a nameless "state file").
+#[test]
+fn a_store_of_other_agents_is_named_as_a_store() {
+    let d = tmpdir("other-agents");
+    let db = d.join("memory.db");
+    let hand = fixtures().join("hand-built.jsonl");
+    assert_eq!(backfill_db(&db, &[&hand]).status.code(), Some(0));
+    let out = bin()
+        .args(["backfill", "-q", "--source", "pi", "--db"])
+        .arg(&db)
+        .arg(&hand)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(out.stdout, b"");
+    assert_eq!(
+        String::from_utf8(out.stderr).unwrap(),
+        format!(
+            "error: the store {} was written with other options (--agent: store has \
+             pi,claude,codex, this run pi); use another store\n",
+            db.display()
+        )
+    );
+    fs::remove_dir_all(d).unwrap();
+}
+
+/// Issue 41: a store that cannot be made names the missing folder and
+/// creates nothing; a store that does not exist says how one is made; a
+/// run that finds no archive creates no store.
+#[test]
+fn missing_folders_stores_and_archives_create_nothing() {
+    let d = tmpdir("missing");
+    let db = d.join("missing/dir/m.db");
+    let out = backfill_db(&db, &[&fixtures().join("hand-built.jsonl")]);
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        String::from_utf8(out.stderr).unwrap(),
+        format!(
+            "error: the store {} cannot be created: the folder {} does not exist\n",
+            db.display(),
+            d.join("missing/dir").display()
+        )
+    );
+    assert!(!d.join("missing").exists());
+
+    let nope = d.join("nope.db");
+    let out = bin()
+        .args(["search", "x", "--db"])
+        .arg(&nope)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8(out.stderr).unwrap(),
+        format!(
+            "error: {}: no such store (`mem-ingest backfill --db {}` creates one)\n",
+            nope.display(),
+            nope.display()
+        )
+    );
+    assert!(!nope.exists());
+
+    // No PATH and no default archive: the error, and no e.db, no lock.
+    let home = d.join("home");
+    fs::create_dir_all(&home).unwrap();
+    let mut c = bin();
+    for var in [
+        "HOME",
+        "XDG_CONFIG_HOME",
+        "CLAUDE_CONFIG_DIR",
+        "CODEX_HOME",
+        "PI_CODING_AGENT_DIR",
+    ] {
+        c.env(var, &home);
+    }
+    let out = c
+        .args(["backfill", "-q", "--db", "e.db"])
+        .current_dir(&d)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let h = home.display();
+    assert_eq!(
+        String::from_utf8(out.stderr).unwrap(),
+        format!(
+            "error: no PATH given and pi's session archive {h}/sessions does not exist (set \
+             PI_CODING_AGENT_SESSION_DIR or PI_CODING_AGENT_DIR, or name a PATH); no Claude \
+             Code archive: no projects/ folder in {h}/projects; no Codex archive: no \
+             {h}/sessions nor {h}/archived_sessions\n"
+        )
+    );
+    let mut left: Vec<String> = fs::read_dir(&d)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    left.sort();
+    assert_eq!(left, ["home"]);
+    fs::remove_dir_all(d).unwrap();
+}

@@ -78,7 +78,9 @@ pub use state::{
     lock_file, response_rows, Checkpoint, CheckpointStore, FileState, Identity, LineageState, Lock,
     OutputOptions, OutputState, State, StateFile, RECORD_FORMAT, STATE_VERSION,
 };
-pub use stats::{FailureLine, ModelLine, ProjectLine, Roles, SkipLine, SourceStats, Stats};
+pub use stats::{
+    FailureLine, ModelLine, ProjectLine, Roles, SkipLine, SourceStats, Stats, UsageLine,
+};
 
 /// Reports how far a run is, for a progress bar. Called from worker threads.
 pub trait Progress: Send + Sync {
@@ -86,8 +88,14 @@ pub trait Progress: Send + Sync {
     fn start(&self, total: u64);
     /// `bytes` more were read.
     fn advance(&self, bytes: u64);
-    /// The pass is over.
+    /// The pass is over (following: the run is).
     fn finish(&self);
+    /// Following ([`Archive::follow`]): a pass is over, `files` followed,
+    /// `written` records sent to the sink since the run began. Default:
+    /// nothing (a follow run reports no bytes to read).
+    fn following(&self, files: u64, written: u64) {
+        let _ = (files, written);
+    }
 }
 
 /// Which records a backfill keeps, beyond roles (default: all, whole).
@@ -362,6 +370,17 @@ impl Archive {
         let mut cfg = self.cfg.clone();
         cfg.follow = true;
         run::run(&cfg, Command::Backfill, sink)
+    }
+
+    /// Whether there is an archive to read: PATHs were given, or one of
+    /// the formats' default archives exists. What a run checks first,
+    /// for a caller to check before it creates an output, a state or a
+    /// store that a run finding no archive would leave behind.
+    ///
+    /// # Errors
+    /// `NoArchive`: no PATH and no default archive, each one tried named.
+    pub fn check_archive(&self) -> Result<(), Error> {
+        run::roots(&self.cfg).map(|_| ())
     }
 
     /// Counts what the archive holds: no records are built. With a

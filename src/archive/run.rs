@@ -15,7 +15,9 @@ use super::plan::{self, FoundFile, Mode, Plan, PlannedFile, Task};
 use super::state::{
     self, Checkpoint, CheckpointStore, FileState, OutputOptions, OutputState, State, StateFile,
 };
-use super::stats::{FailureLine, ModelLine, ProjectLine, Roles, SkipLine, SourceStats, Stats};
+use super::stats::{
+    known_cost, FailureLine, ModelLine, ProjectLine, Roles, SkipLine, SourceStats, Stats, UsageLine,
+};
 use super::{discover, exec, Command, Config};
 use crate::counts::{LineCounts, Removal};
 use crate::error::{Error, ErrorKind};
@@ -39,9 +41,18 @@ pub struct SkipAt {
     pub byte: u64,
     /// Why it was skipped.
     pub reason: String,
+    /// An earlier run read the line and reported it: it is in the
+    /// checkpoint this run started from, in a file unchanged or grown
+    /// since.
+    pub reported: bool,
 }
 
 const MAX_SKIPS: usize = 1000;
+
+/// Of a file's skipped lines, those in the checkpoint a run started
+/// from: how many, and how many of them its report details (its first
+/// `skips`).
+type Reported = (u64, usize);
 
 /// The source that usage counted once per response ([`crate::usage`],
 /// provider `anthropic`) belongs to: Claude Code's.
@@ -49,6 +60,42 @@ const RESPONSES_SOURCE: &str = "claude";
 
 /// Per project: its sessions (distinct ids), records, tokens and cost.
 type Projects = BTreeMap<String, (HashSet<String>, u64, u64, f64)>;
+
+/// What of the usage counted is of files whose agent records costs
+/// ([`Format::records_cost`]): a sum with none of it has a known cost only
+/// when it is not 0.
+#[derive(Debug, Default, Clone)]
+struct Priced {
+    /// Any such file.
+    any: bool,
+    /// The providers and models such files named.
+    models: BTreeSet<(String, String)>,
+    /// Their projects.
+    projects: BTreeSet<String>,
+}
+
+impl Priced {
+    fn file_done(&mut self, report: &Report, header: Option<&Header>) {
+        self.any = true;
+        for m in &report.by_model {
+            // Keys are cloned only when new: this runs for every file.
+            let key = (m.provider.clone(), m.model.clone());
+            if !self.models.contains(&key) {
+                self.models.insert(key);
+            }
+        }
+        if let Some(h) = header {
+            if !self.projects.contains(&h.cwd) {
+                self.projects.insert(h.cwd.clone());
+            }
+        }
+    }
+
+    fn model(&self, provider: &str, model: &str) -> bool {
+        self.models
+            .contains(&(provider.to_owned(), model.to_owned()))
+    }
+}
 
 /// One source's share of a run: the files of one format.
 #[derive(Debug, Default, Clone)]
@@ -59,10 +106,14 @@ struct SourceSummary {
     bytes: u64,
     report: Report,
     by_project: Projects,
+    priced: Priced,
 }
 
 impl SourceSummary {
-    fn file_done(&mut self, report: &Report, header: Option<&Header>) {
+    fn file_done(&mut self, report: &Report, header: Option<&Header>, priced: bool) {
+        if priced {
+            self.priced.file_done(report, header);
+        }
         self.files += 1;
         self.bytes += report.bytes + report.pending;
         self.files_empty += u64::from(report.empty);
@@ -107,7 +158,7 @@ fn add_responses_to_project<'u>(
 }
 
 /// The models of a report, sorted by provider and model.
-fn model_lines(r: &Report) -> Vec<ModelLine> {
+fn model_lines(r: &Report, priced: &Priced) -> Vec<ModelLine> {
     let mut by_model: Vec<ModelLine> = r
         .by_model
         .iter()
@@ -115,14 +166,14 @@ fn model_lines(r: &Report) -> Vec<ModelLine> {
             provider: m.provider.clone(),
             model: m.model.clone(),
             messages: m.messages,
-            usage: m.usage,
+            usage: UsageLine::of(&m.usage, priced.model(&m.provider, &m.model)),
         })
         .collect();
     by_model.sort_by(|a, b| (&a.provider, &a.model).cmp(&(&b.provider, &b.model)));
     by_model
 }
 
-fn project_lines(projects: &Projects) -> Vec<ProjectLine> {
+fn project_lines(projects: &Projects, priced: &Priced) -> Vec<ProjectLine> {
     projects
         .iter()
         .map(|(p, (sessions, records, tokens, cost))| ProjectLine {
@@ -130,7 +181,7 @@ fn project_lines(projects: &Projects) -> Vec<ProjectLine> {
             sessions: sessions.len() as u64,
             records: *records,
             total_tokens: *tokens,
-            cost: *cost,
+            cost: known_cost(*cost, priced.projects.contains(p)),
         })
         .collect()
 }
@@ -161,6 +212,8 @@ pub struct Summary {
     only_source: Option<&'static str>,
     /// Failures of PATHs that could not be listed (of no source).
     unlisted: u64,
+    /// What of the usage is of agents that record costs.
+    priced: Priced,
     /// The same counts for each source (format name) that had a file, the
     /// failures of its files included; once files of a second source
     /// came.
@@ -169,6 +222,9 @@ pub struct Summary {
     pub failures: Vec<(String, String)>,
     /// The first skipped lines, with their files.
     pub skips: Vec<SkipAt>,
+    /// Of the skipped lines counted, those an earlier run reported (see
+    /// [`SkipAt::reported`]).
+    pub reported_skips: u64,
     /// Files unchanged since the checkpoint (not opened).
     pub unchanged: u64,
     /// Files read from where the checkpoint stopped.
@@ -216,6 +272,7 @@ impl Summary {
             bytes: self.bytes,
             report: self.report.clone(),
             by_project: self.by_project.clone(),
+            priced: self.priced.clone(),
         }
     }
 
@@ -239,15 +296,22 @@ impl Summary {
         Some(self.by_source.entry(source).or_default())
     }
 
+    /// A file read or accounted: its report, of which `reported` was in
+    /// the checkpoint the run started from.
     fn file_done(
         &mut self,
         path: &Path,
         report: &Report,
         header: Option<&Header>,
-        source: &'static str,
+        format: &dyn Format,
+        reported: Reported,
     ) {
-        if let Some(s) = self.source(source) {
-            s.file_done(report, header);
+        let priced = format.records_cost();
+        if let Some(s) = self.source(format.name()) {
+            s.file_done(report, header, priced);
+        }
+        if priced {
+            self.priced.file_done(report, header);
         }
         self.files += 1;
         self.bytes += report.bytes + report.pending;
@@ -255,16 +319,24 @@ impl Summary {
         let pending = self.report.pending + report.pending;
         self.report.merge(report);
         self.report.pending = pending;
+        self.reported_skips += reported.0.min(report.skipped);
         let room = MAX_SKIPS.saturating_sub(self.skips.len());
         if room > 0 && !report.skips.is_empty() {
             let p = path.display().to_string();
-            self.skips
-                .extend(report.skips.iter().take(room).map(|s| SkipAt {
-                    path: p.clone(),
-                    line: s.line,
-                    byte: s.byte,
-                    reason: s.reason.to_string(),
-                }));
+            self.skips.extend(
+                report
+                    .skips
+                    .iter()
+                    .enumerate()
+                    .take(room)
+                    .map(|(i, s)| SkipAt {
+                        path: p.clone(),
+                        line: s.line,
+                        byte: s.byte,
+                        reason: s.reason.to_string(),
+                        reported: i < reported.1,
+                    }),
+            );
         }
         if let Some(h) = header {
             add_to_project(&mut self.by_project, h, report);
@@ -325,6 +397,7 @@ impl Summary {
                 [self.files, self.files_failed, self.files_empty, self.bytes],
                 r,
                 &self.by_project,
+                &self.priced,
             ),
             failures: self
                 .failures
@@ -357,6 +430,7 @@ impl SourceSummary {
             [self.files, self.files_failed, self.files_empty, self.bytes],
             &self.report,
             &self.by_project,
+            &self.priced,
         )
     }
 }
@@ -367,6 +441,7 @@ fn source_stats(
     [files, files_failed, files_empty, bytes]: [u64; 4],
     r: &Report,
     by_project: &Projects,
+    priced: &Priced,
 ) -> SourceStats {
     SourceStats {
         files,
@@ -381,9 +456,9 @@ fn source_stats(
         pending: r.pending,
         roles: Roles::from_counts(&r.roles),
         entries: r.entries.iter().map(|(k, n)| (k.to_owned(), n)).collect(),
-        usage: r.usage,
-        by_model: model_lines(r),
-        by_project: project_lines(by_project),
+        usage: UsageLine::of(&r.usage, priced.any),
+        by_model: model_lines(r, priced),
+        by_project: project_lines(by_project, priced),
     }
 }
 
@@ -474,6 +549,10 @@ struct Ctx<'r, S: Sink> {
     wrote: bool,
     /// Usage by response across the archive, restored from the state.
     responses: Responses,
+    /// The skipped lines of each file (by key) in the checkpoint the run
+    /// started from, where it has any: reported by an earlier run (a
+    /// file read again from the start loses its entry).
+    reported: HashMap<String, Reported>,
 }
 
 impl<S: Sink> Ctx<'_, S> {
@@ -484,12 +563,22 @@ impl<S: Sink> Ctx<'_, S> {
         }
     }
 
-    /// The path errors about the state name.
-    fn state_path(&self) -> PathBuf {
-        self.state_file
-            .as_ref()
-            .map(|f| f.path().to_path_buf())
-            .unwrap_or_default()
+    /// The path errors about the checkpoint name (a state file's, a
+    /// store's).
+    fn state_path(&mut self) -> PathBuf {
+        self.checkpoint_place().1
+    }
+
+    /// What holds the checkpoint (`state`, `store`) and its path, for
+    /// errors.
+    fn checkpoint_place(&mut self) -> (&'static str, PathBuf) {
+        match self.store() {
+            Some(s) => {
+                let (what, path) = s.describe();
+                (what, path.to_path_buf())
+            }
+            None => ("state", PathBuf::new()),
+        }
     }
 
     /// Puts what was delivered of the file `f` ([`file_state`]) in the
@@ -547,6 +636,7 @@ pub(crate) fn run<S: Sink>(cfg: &Config, command: Command, sink: &mut S) -> Resu
         dirty: false,
         wrote: false,
         responses: Responses::default(),
+        reported: HashMap::new(),
     };
     let stateful = ctx.store().is_some();
     let mut saved = match ctx.store() {
@@ -560,9 +650,16 @@ pub(crate) fn run<S: Sink>(cfg: &Config, command: Command, sink: &mut S) -> Resu
     }
     if cfg.formats_from_checkpoint {
         if let Some(s) = &saved {
-            if let Some((c, map)) = adopt_formats(cfg, &s.options.sources)
-                .map_err(|e| Error::new(&ctx.state_path(), ErrorKind::OptionsChanged(vec![e])))?
-            {
+            let (what, path) = ctx.checkpoint_place();
+            if let Some((c, map)) = adopt_formats(cfg, &s.options.sources, what).map_err(|e| {
+                Error::new(
+                    &path,
+                    ErrorKind::OptionsChanged {
+                        what,
+                        differences: vec![e],
+                    },
+                )
+            })? {
                 adopted = c;
                 ctx.cfg = &adopted;
                 ctx.listed_formats = Some(map);
@@ -596,11 +693,12 @@ pub(crate) fn run<S: Sink>(cfg: &Config, command: Command, sink: &mut S) -> Resu
     }
     let shape = output_options(ctx.cfg, command);
     if let Some(s) = &saved {
-        let diff = s.options.differences(&shape);
-        if !diff.is_empty() {
+        let (what, path) = ctx.checkpoint_place();
+        let differences = s.options.differences(&shape, what);
+        if !differences.is_empty() {
             return Err(Error::new(
-                &ctx.state_path(),
-                ErrorKind::OptionsChanged(diff),
+                &path,
+                ErrorKind::OptionsChanged { what, differences },
             ));
         }
     }
@@ -620,6 +718,14 @@ pub(crate) fn run<S: Sink>(cfg: &Config, command: Command, sink: &mut S) -> Resu
             .responses()
             .map_err(|e| Error::new(&ctx.state_path(), ErrorKind::StateDamaged(e)))?;
         ctx.responses = Responses::from_kept(kept);
+    }
+    if let Some(s) = &saved {
+        ctx.reported = s
+            .files
+            .iter()
+            .filter(|(_, f)| f.report.skipped > 0)
+            .map(|(k, f)| (k.clone(), (f.report.skipped, f.report.skips.len())))
+            .collect();
     }
     let fresh = stateful && saved.is_none();
     if fresh {
@@ -693,12 +799,13 @@ type Adopted = (Config, Vec<Option<usize>>);
 /// them.
 ///
 /// # Errors
-/// The checkpoint names a format `cfg` cannot read: why.
-fn adopt_formats(cfg: &Config, sources: &[String]) -> Result<Option<Adopted>, String> {
+/// The checkpoint names a format `cfg` cannot read: why, naming it
+/// (`what`: `state`, `store`).
+fn adopt_formats(cfg: &Config, sources: &[String], what: &str) -> Result<Option<Adopted>, String> {
     let names: Vec<&str> = cfg.formats.iter().map(|f| f.name()).collect();
     if let Some(s) = sources.iter().find(|s| !names.contains(&s.as_str())) {
         return Err(format!(
-            "--source: state has {}, this run reads {} (no {s})",
+            "--agent: {what} has {}, this run reads {} (no {s})",
             sources.join(","),
             names.join(",")
         ));
@@ -807,11 +914,17 @@ fn passes<S: Sink>(ctx: &mut Ctx<'_, S>) -> Result<Summary, Error> {
         totals.written = written;
         if totals.closed || !ctx.cfg.follow || ctx.cfg.stop.load(Ordering::SeqCst) {
             totals.interrupted = ctx.cfg.stop.load(Ordering::SeqCst);
+            if let Some(p) = ctx.cfg.progress.as_ref().filter(|_| ctx.cfg.follow) {
+                p.finish();
+            }
             return Ok(totals);
         }
         if totals.read > 0 {
             // What this pass found goes out now, and the state with it.
             checkpoint(ctx, None)?;
+        }
+        if let Some(p) = &ctx.cfg.progress {
+            p.following(totals.files, written);
         }
         // Following: wake on a file notification, or after a short poll
         // (the fallback, for file systems without notifications), which
@@ -834,6 +947,16 @@ fn passes<S: Sink>(ctx: &mut Ctx<'_, S>) -> Result<Summary, Error> {
             } else {
                 std::thread::sleep(Duration::from_millis(20));
             }
+        }
+        if ctx.cfg.stop.load(Ordering::SeqCst) {
+            // Stopped while waiting: the last pass, whole, is the run's
+            // account (a pass begun now would stop at its first file and
+            // count none of the others).
+            if let Some(p) = &ctx.cfg.progress {
+                p.finish();
+            }
+            totals.interrupted = true;
+            return Ok(totals);
         }
     }
 }
@@ -1327,7 +1450,7 @@ const UNDETECTED: usize = usize::MAX;
 
 /// The PATHs, or the formats' default archives when none, each default
 /// archive with the index of its format.
-fn roots(cfg: &Config) -> Result<Vec<(PathBuf, Option<usize>)>, Error> {
+pub(super) fn roots(cfg: &Config) -> Result<Vec<(PathBuf, Option<usize>)>, Error> {
     if !cfg.paths.is_empty() {
         return Ok(cfg.paths.iter().map(|p| (p.clone(), None)).collect());
     }
@@ -1496,7 +1619,14 @@ fn pass<S: Sink>(ctx: &mut Ctx<'_, S>) -> Result<Summary, Error> {
     // (`deliver` inside is the function of that name.)
     let deliver_task = |i: usize, res| {
         let task = &plan.tasks[i];
-        settle_files_before(&plan, &cfg.formats, task.file, &mut next_file, &mut totals);
+        settle_files_before(
+            &plan,
+            &cfg.formats,
+            task.file,
+            &mut next_file,
+            &mut totals,
+            &ctx.reported,
+        );
         let going = deliver(
             ctx,
             &plan,
@@ -1546,6 +1676,7 @@ fn pass<S: Sink>(ctx: &mut Ctx<'_, S>) -> Result<Summary, Error> {
             plan.files.len(),
             &mut next_file,
             &mut totals,
+            &ctx.reported,
         );
         totals.add_responses(&ctx.responses);
     } else if let Some(a) = current.take() {
@@ -1668,13 +1799,14 @@ fn settle_files_before(
     upto: usize,
     next: &mut usize,
     totals: &mut Summary,
+    reported: &HashMap<String, Reported>,
 ) {
     while *next < upto {
         let f = &plan.files[*next];
         if let (0, Some(p)) = (f.tasks, &f.prior) {
             totals.unchanged += 1;
-            let source = formats[f.format].name();
-            totals.file_done(&f.path, &p.report, Some(&p.header), source);
+            let r = reported.get(&key_of(f)).copied().unwrap_or_default();
+            totals.file_done(&f.path, &p.report, Some(&p.header), &*formats[f.format], r);
         }
         *next += 1;
     }
@@ -1839,12 +1971,27 @@ fn file_delivered<S: Sink>(
     ctx.keep_delivered(f, &a);
     match (&a.error, &a.report) {
         (None, Some(report)) => {
+            let key = key_of(f);
             match f.mode {
                 Mode::Resumed => totals.resumed += 1,
-                Mode::Reread => totals.reread += 1,
+                Mode::Reread => {
+                    totals.reread += 1;
+                    ctx.reported.remove(&key);
+                }
                 _ => {}
             }
-            totals.file_done(&f.path, report, a.header.as_ref(), format.name());
+            // A new file (or one new to this run) reported nothing before.
+            let reported = match f.mode {
+                Mode::New => None,
+                _ => ctx.reported.get(&key).copied(),
+            };
+            totals.file_done(
+                &f.path,
+                report,
+                a.header.as_ref(),
+                format,
+                reported.unwrap_or_default(),
+            );
         }
         (e, _) => {
             // Forks delivered before it dropped copies of its entries for it
@@ -2388,6 +2535,7 @@ mod tests {
             wrote: false,
             responses: Responses::default(),
             listed_formats: None,
+            reported: HashMap::new(),
         };
         let mut totals = Summary::default();
         let files = detect_formats(

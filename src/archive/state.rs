@@ -80,20 +80,22 @@ fn serial_line_hash() -> u32 {
 }
 
 impl OutputOptions {
-    /// What differs from `other`, for a message.
-    pub fn differences(&self, other: &OutputOptions) -> Vec<String> {
+    /// What differs from `other`, for a message: `name: <what> has A,
+    /// this run B`, `what` naming what holds these options (`state`,
+    /// `store`).
+    pub fn differences(&self, other: &OutputOptions, what: &str) -> Vec<String> {
         let mut d = Vec::new();
         let mut cmp = |name: &str, a: String, b: String| {
             if a != b {
-                d.push(format!("{name}: state has {a}, this run {b}"));
+                d.push(format!("{name}: {what} has {a}, this run {b}"));
             }
         };
         cmp("command", self.command.clone(), other.command.clone());
-        cmp(
-            "--role",
-            format!("{:?}", self.roles),
-            format!("{:?}", other.roles),
-        );
+        let roles = |r: &[String]| match r {
+            [] => "all roles".to_owned(),
+            r => r.join(","),
+        };
+        cmp("--role", roles(&self.roles), roles(&other.roles));
         cmp(
             "--since",
             format!("{:?}", self.since),
@@ -119,7 +121,7 @@ impl OutputOptions {
             self.record_format.to_string(),
             other.record_format.to_string(),
         );
-        cmp("--source", self.sources.join(","), other.sources.join(","));
+        cmp("--agent", self.sources.join(","), other.sources.join(","));
         let shard = |s: &Option<super::Shard>| s.map_or("none".to_owned(), |s| s.to_string());
         cmp("--shard", shard(&self.shard), shard(&other.shard));
         d
@@ -903,6 +905,13 @@ pub trait CheckpointStore {
     /// The run that created this store failed having written nothing:
     /// remove it, so a failed first run leaves nothing behind.
     fn abandon_new(&mut self) {}
+
+    /// What errors about the checkpoint call its holder, and its path:
+    /// `state` and the file for a state file, `store` and the database
+    /// for a store. Default: `checkpoint`, no path.
+    fn describe(&self) -> (&'static str, &Path) {
+        ("checkpoint", Path::new(""))
+    }
 }
 
 /// The checkpoint file of `--state`: the whole state rewritten atomically
@@ -945,6 +954,10 @@ impl CheckpointStore for StateFile {
 
     fn abandon_new(&mut self) {
         let _ = fs::remove_file(&self.path);
+    }
+
+    fn describe(&self) -> (&'static str, &Path) {
+        ("state", &self.path)
     }
 }
 

@@ -34,6 +34,40 @@ impl Serialize for Roles {
     }
 }
 
+/// Usage summed, as the stats give it: [`Usage`]'s fields in its order,
+/// the cost None (`null`) where no usage summed had one (see
+/// [`crate::format::Format::records_cost`]), never a false 0.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+#[allow(missing_docs)]
+pub struct UsageLine {
+    pub input: u64,
+    pub output: u64,
+    pub cache_read: u64,
+    pub cache_write: u64,
+    pub total_tokens: u64,
+    pub cost: Option<f64>,
+}
+
+impl UsageLine {
+    /// `u`, its cost known when `priced` (an agent that records costs
+    /// counted here) or when it is not 0 (one that records them at times).
+    pub fn of(u: &Usage, priced: bool) -> Self {
+        UsageLine {
+            input: u.input,
+            output: u.output,
+            cache_read: u.cache_read,
+            cache_write: u.cache_write,
+            total_tokens: u.total_tokens,
+            cost: known_cost(u.cost, priced),
+        }
+    }
+}
+
+/// A cost summed: known when `priced` or when not 0.
+pub(crate) fn known_cost(cost: f64, priced: bool) -> Option<f64> {
+    (priced || cost != 0.0).then_some(cost)
+}
+
 /// Usage of one provider and model.
 #[derive(Debug, Clone, Serialize)]
 #[allow(missing_docs)]
@@ -42,7 +76,7 @@ pub struct ModelLine {
     pub model: String,
     pub messages: u64,
     #[serde(flatten)]
-    pub usage: Usage,
+    pub usage: UsageLine,
 }
 
 /// One project: its sessions, records, tokens and cost.
@@ -54,7 +88,8 @@ pub struct ProjectLine {
     pub sessions: u64,
     pub records: u64,
     pub total_tokens: u64,
-    pub cost: f64,
+    /// None (`null`) where unknown (see [`UsageLine`]).
+    pub cost: Option<f64>,
 }
 
 /// A file or PATH that failed, with why.
@@ -121,8 +156,9 @@ pub struct SourceStats {
     pub pending: u64,
     pub roles: Roles,
     pub entries: BTreeMap<String, u64>,
-    /// pi's usage summed: its field names are the schema's.
-    pub usage: Usage,
+    /// The usage summed: its field names are the schema's; the cost null
+    /// where unknown (see [`UsageLine`]).
+    pub usage: UsageLine,
     pub by_model: Vec<ModelLine>,
     pub by_project: Vec<ProjectLine>,
 }

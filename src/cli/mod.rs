@@ -6,7 +6,7 @@ mod output;
 use std::io::{self, IsTerminal, Write};
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use clap::{Args, Parser, Subcommand};
@@ -16,11 +16,11 @@ use mem_ingest::dataset::{ParquetDataset, Shard};
 use mem_ingest::format::{Claude, Codex, Format, Pi};
 use mem_ingest::sink::{NdjsonFile, NdjsonStdout};
 use mem_ingest::store::{Search, SqliteStore};
-use mem_ingest::{parse_iso_millis, Error, Role};
+use mem_ingest::{parse_iso_millis, Error, ErrorKind, Role};
 
-/// Reads pi coding-agent session archives into normalised records.
+/// Reads the session archives of coding agents (pi, Claude Code, Codex) into normalised records.
 #[derive(Parser, Debug)]
-#[command(name = "mem-ingest", version, about)]
+#[command(name = "mem-ingest", version)]
 pub struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -70,15 +70,20 @@ struct Common {
     /// first.
     #[arg(long)]
     no_dedupe: bool,
-    /// Read only this agent's sessions (repeatable): pi, claude, codex. Default:
-    /// every agent's (with PATHs, each file's agent is detected from its
-    /// first lines; a file none claims is read as pi's). A --state or
-    /// --db records the agents it reads, and a later run without --source
-    /// reads the same (one saved before they were recorded: the agents of
-    /// the files it holds, pi when none); with another --source it is
-    /// refused (exit 2).
-    #[arg(long = "source", value_enum, value_name = "AGENT")]
-    sources: Vec<Source>,
+    /// Read only this agent's sessions (repeatable): pi, claude (Claude
+    /// Code), codex (Codex). Default: every agent's (with PATHs, each
+    /// file's agent is detected from its first lines; a file none claims
+    /// is read as pi's). A --state or --db records the agents it reads,
+    /// and a later run without --agent reads the same (one saved before
+    /// they were recorded: the agents of the files it holds, pi when
+    /// none); with another --agent it is refused (exit 2).
+    #[arg(
+        long = "agent",
+        visible_alias = "source",
+        value_enum,
+        value_name = "AGENT"
+    )]
+    agents: Vec<Agent>,
     /// Milliseconds between checkpoints of the state (tests set it low).
     /// (Default 5000; with --parquet 60000: each checkpoint closes the
     /// parts being written.)
@@ -155,8 +160,10 @@ struct BackfillArgs {
     #[arg(long, value_name = "BYTES")]
     max_text: Option<usize>,
     /// Keep running (needs --state or --db): emit each new complete line
-    /// of any session under the PATHs as pi writes it, pick up new session
-    /// files, and stop cleanly on SIGINT or SIGTERM with the state saved.
+    /// of any session under the PATHs as its agent writes it (pi, Claude
+    /// Code, Codex), pick up new session files, and stop cleanly on SIGINT
+    /// or SIGTERM with the state saved. On a terminal, stderr shows the
+    /// files followed and the records written so far.
     #[arg(long)]
     follow: bool,
 }
@@ -195,9 +202,10 @@ struct SearchArgs {
     /// Only records of this session.
     #[arg(long, value_name = "ID")]
     session: Option<String>,
-    /// Only records of this format (pi).
-    #[arg(long, value_name = "FORMAT")]
-    format: Option<String>,
+    /// Only records of this agent: pi, claude or codex (the `format`
+    /// column).
+    #[arg(long, visible_alias = "format", value_enum, value_name = "AGENT")]
+    agent: Option<Agent>,
     /// At most N hits.
     #[arg(long, default_value_t = 20, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=100_000))]
     limit: u32,
@@ -233,7 +241,7 @@ fn parse_time(s: &str) -> Result<i64, String> {
 
 /// An agent whose sessions are read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-enum Source {
+enum Agent {
     /// The pi coding agent.
     Pi,
     /// Claude Code.
@@ -242,25 +250,27 @@ enum Source {
     Codex,
 }
 
-/// The formats `--source` names, pi's first (a file no format claims is
+impl Agent {
+    /// Its format.
+    fn format(self) -> Arc<dyn Format> {
+        match self {
+            Agent::Pi => Arc::new(Pi),
+            Agent::Claude => Arc::new(Claude),
+            Agent::Codex => Arc::new(Codex),
+        }
+    }
+}
+
+/// The formats `--agent` names, pi's first (a file no format claims is
 /// the first's).
 fn formats(c: &Common) -> Vec<Arc<dyn Format>> {
-    let mut sources = match &c.sources[..] {
-        [] => vec![Source::Pi, Source::Claude, Source::Codex],
+    let mut agents = match &c.agents[..] {
+        [] => vec![Agent::Pi, Agent::Claude, Agent::Codex],
         s => s.to_vec(),
     };
-    sources.sort_by_key(|s| *s as u8);
-    sources.dedup();
-    sources
-        .into_iter()
-        .map(|s| -> Arc<dyn Format> {
-            match s {
-                Source::Pi => Arc::new(Pi),
-                Source::Claude => Arc::new(Claude),
-                Source::Codex => Arc::new(Codex),
-            }
-        })
-        .collect()
+    agents.sort_by_key(|s| *s as u8);
+    agents.dedup();
+    agents.into_iter().map(Agent::format).collect()
 }
 
 /// Runs the command line; returns the exit code.
@@ -281,7 +291,7 @@ fn builder(c: &Common, db: bool, parquet: bool) -> Result<ArchiveBuilder, i32> {
     let mut b = Archive::builder()
         .paths(c.paths.iter().cloned())
         .formats(formats(c))
-        .formats_from_checkpoint(c.sources.is_empty())
+        .formats_from_checkpoint(c.agents.is_empty())
         .dedupe(!c.no_dedupe)
         .checkpoint_every(std::time::Duration::from_millis(every))
         .poll_only(c.follow_poll);
@@ -310,13 +320,24 @@ fn builder(c: &Common, db: bool, parquet: bool) -> Result<ArchiveBuilder, i32> {
         b = b.checkpoint_every(std::time::Duration::from_millis(every.min(1000)));
     }
     if !c.quiet && io::stderr().is_terminal() {
-        b = b.progress(Arc::new(Bar(ProgressBar::hidden())));
+        b = b.progress(Arc::new(Bar(ProgressBar::hidden(), Mutex::new(None))));
     }
     Ok(b)
 }
 
-/// The progress bar on stderr.
-struct Bar(ProgressBar);
+/// The progress bar on stderr; following, a line that says what is
+/// followed, redrawn when that changes (the files and records it said
+/// last).
+struct Bar(ProgressBar, Mutex<Option<(u64, u64)>>);
+
+/// What a `--follow` run shows on a terminal after each pass.
+fn follow_line(files: u64, written: u64) -> String {
+    format!(
+        "following {} files: {} records written so far",
+        output::count(files),
+        output::count(written)
+    )
+}
 
 impl Progress for Bar {
     fn start(&self, total: u64) {
@@ -337,6 +358,19 @@ impl Progress for Bar {
 
     fn finish(&self) {
         self.0.finish_and_clear();
+    }
+
+    fn following(&self, files: u64, written: u64) {
+        let mut said = self.1.lock().unwrap_or_else(|e| e.into_inner());
+        if said.is_none() {
+            self.0.set_draw_target(ProgressDrawTarget::stderr());
+            self.0
+                .set_style(ProgressStyle::with_template("{msg}").expect("valid template"));
+        }
+        if *said != Some((files, written)) {
+            *said = Some((files, written));
+            self.0.set_message(follow_line(files, written));
+        }
     }
 }
 
@@ -384,6 +418,11 @@ fn backfill(a: BackfillArgs) -> i32 {
         b = b.max_text(m);
     }
     let archive = b.build();
+    // Before an output, a state or a store is made: a run that finds no
+    // archive leaves nothing behind.
+    if let Err(e) = archive.check_archive() {
+        return fail(&e);
+    }
     let started = Instant::now();
     let result = match (&a.output, &a.common.state) {
         _ if a.parquet.is_some() => {
@@ -432,12 +471,17 @@ fn search(a: SearchArgs) -> i32 {
         since: a.since,
         until: a.until,
         session: a.session,
-        format: a.format,
+        format: a.agent.map(|x| x.format().name().to_owned()),
         limit: a.limit as usize,
         rank_all: a.rank_all,
     };
     let hits = match mem_ingest::store::search(&a.db, &query) {
         Ok(h) => h,
+        Err(e) if is_not_found(&e) && e.path() == a.db => {
+            let db = a.db.display();
+            eprintln!("error: {db}: no such store (`mem-ingest backfill --db {db}` creates one)");
+            return 1;
+        }
         Err(e) => return fail(&e),
     };
     let mut out = io::stdout().lock();
@@ -480,6 +524,11 @@ fn search(a: SearchArgs) -> i32 {
     0
 }
 
+/// The error is a file that does not exist.
+fn is_not_found(e: &Error) -> bool {
+    matches!(e.kind(), ErrorKind::Io(io) if io.kind() == io::ErrorKind::NotFound)
+}
+
 fn send<S: mem_ingest::sink::Sink>(
     archive: &Archive,
     follow: bool,
@@ -506,16 +555,24 @@ fn stats(a: StatsArgs) -> i32 {
         Ok(b) => b.build(),
         Err(code) => return code,
     };
+    if let Err(e) = archive.check_archive() {
+        return fail(&e);
+    }
     let t = match archive.stats() {
         Ok(t) => t,
         Err(e) => return fail(&e),
     };
     let s = t.to_stats();
     let mut out = io::stdout().lock();
+    // Every file and PATH failed: no table of zeros, the errors say it
+    // (the JSON, which lists them, is still written).
+    let nothing_read = t.files_failed > 0 && t.files == t.files_failed;
     let printed = if a.json {
         serde_json::to_writer(&mut out, &s)
             .map_err(io::Error::from)
             .and_then(|()| out.write_all(b"\n"))
+    } else if nothing_read {
+        Ok(())
     } else {
         output::write_table(&mut out, &s)
     };
@@ -544,19 +601,20 @@ fn summary(quiet: bool, t: &Summary, started: Instant, what: &str) {
     let secs = started.elapsed().as_secs_f64();
     let mb = t.read as f64 / 1e6;
     let r = &t.report;
-    for s in t.skips.iter().take(20) {
+    // A skip an earlier run reported (the checkpoint holds its line) is
+    // said once, by that run; the summary counts it.
+    let mut shown = 0;
+    for s in t.skips.iter().filter(|s| !s.reported).take(20) {
         let _ = writeln!(
             err,
             "warning: {}:{}:{}: skipped: {}",
             s.path, s.line, s.byte, s.reason
         );
+        shown += 1;
     }
-    if r.skipped > 20 {
-        let _ = writeln!(
-            err,
-            "warning: ... and {} more skipped lines",
-            r.skipped - 20
-        );
+    let new = r.skipped.saturating_sub(t.reported_skips);
+    if new > shown {
+        let _ = writeln!(err, "warning: ... and {} more skipped lines", new - shown);
     }
     if t.reread > 0 {
         let _ = writeln!(
@@ -589,4 +647,19 @@ fn summary(quiet: bool, t: &Summary, started: Instant, what: &str) {
         secs,
         if secs > 0.0 { mb / secs } else { 0.0 },
     );
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn follow_line_exact() {
+        assert_eq!(
+            super::follow_line(3, 1_234_567),
+            "following 3 files: 1,234,567 records written so far"
+        );
+        assert_eq!(
+            super::follow_line(0, 0),
+            "following 0 files: 0 records written so far"
+        );
+    }
 }
