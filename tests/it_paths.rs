@@ -263,3 +263,97 @@ fn a_schema_3_store_is_respelled() {
     assert_eq!(n, 6);
     fs::remove_dir_all(d).unwrap();
 }
+
+/// Waits until `cond` holds, at most 20 s.
+fn wait_until(what: &str, cond: impl Fn() -> bool) {
+    let t = std::time::Instant::now();
+    while !cond() {
+        assert!(t.elapsed() < std::time::Duration::from_secs(20), "{what}");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// The writer's lock is the file's, not the name's: a second writer that
+/// names the store through a symbolic link is refused while the first
+/// runs (before, `alias.db.lock` let it in beside `two.db.lock`).
+#[test]
+fn a_store_named_through_a_link_is_locked_as_itself() {
+    let d = tmpdir("paths", "store-link");
+    let (arch, _, _) = archive(&d);
+    let db = d.join("two.db");
+    let alias = d.join("alias.db");
+    std::os::unix::fs::symlink("two.db", &alias).unwrap();
+    let mut first = common::cli()
+        .args(["backfill", "-q", "--follow", "--db"])
+        .arg(&db)
+        .arg(&arch)
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_until("the first writer's rows", || {
+        rusqlite::Connection::open_with_flags(&db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .and_then(|c| c.query_row("SELECT count(*) FROM records", [], |r| r.get::<_, i64>(0)))
+            .is_ok_and(|n| n == 4)
+    });
+    let second = run(&[&"backfill", &"-q", &"--db", &alias, &arch]);
+    let _ = first.kill();
+    let _ = first.wait();
+    let err = String::from_utf8_lossy(&second.stderr);
+    assert_eq!(second.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(&format!(
+            "another mem-ingest run is using the store {}",
+            alias.display()
+        )),
+        "{err}"
+    );
+    assert!(!d.join("alias.db.lock").exists());
+    fs::remove_dir_all(d).unwrap();
+}
+
+/// A state named through a symbolic link is saved through it: the link
+/// stays a link and its target holds the state, so a run that names the
+/// target sees what the other saved (before, the link was replaced by a
+/// regular file and the target went stale).
+#[test]
+fn a_state_named_through_a_link_is_saved_through_it() {
+    let d = tmpdir("paths", "state-link");
+    let (arch, ff, _) = archive(&d);
+    let (real, alias, out) = (
+        d.join("real.state"),
+        d.join("alias.state"),
+        d.join("out.ndjson"),
+    );
+    std::os::unix::fs::symlink("real.state", &alias).unwrap();
+    let backfill = |st: &Path| {
+        let o = run(&[&"backfill", &"--state", &st, &"-o", &out, &arch]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8_lossy(&o.stderr).into_owned()
+    };
+    backfill(&alias);
+    assert!(fs::symlink_metadata(&alias)
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    assert!(real.is_file());
+    assert_eq!(records(&fs::read(&out).unwrap()).len(), 4);
+    common::append(&ff, &user_line("sess-ff-2", "one more"));
+    // Through the target: the link's run is known, one record is new.
+    let err = backfill(&real);
+    assert!(
+        err.contains(
+            "2 files (0 failed, 0 empty, 1 unchanged, 1 resumed, 0 re-read), 5 records (1 written)"
+        ),
+        "{err}"
+    );
+    assert_eq!(records(&fs::read(&out).unwrap()).len(), 5);
+    // And through the link again.
+    let err = backfill(&alias);
+    assert!(err.contains("2 unchanged"), "{err}");
+    assert!(fs::symlink_metadata(&alias)
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    assert!(!d.join("alias.state.lock").exists());
+    fs::remove_dir_all(d).unwrap();
+}
