@@ -109,6 +109,15 @@ impl Error {
         }
     }
 
+    /// The same error, naming `path`: the name the user gave a file that
+    /// was read through another (a symbolic link's target).
+    pub(crate) fn naming(self, path: &Path) -> Self {
+        Error {
+            path: path.to_path_buf(),
+            kind: self.kind,
+        }
+    }
+
     pub(crate) fn io(path: &Path, e: io::Error) -> Self {
         Error::new(path, ErrorKind::Io(e))
     }

@@ -521,7 +521,10 @@ impl SqliteStore {
         let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
             | OpenFlags::SQLITE_OPEN_CREATE
             | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-        let conn = Connection::open_with_flags(&path, flags).map_err(|e| failed(&path, e))?;
+        // The file the name stands for: its `-wal` and `-shm` beside it, as
+        // any other name for it finds them.
+        let real = crate::archive::real_path(&path);
+        let conn = Connection::open_with_flags(&real, flags).map_err(|e| failed(&path, e))?;
         let version: i64 = conn
             .pragma_query_value(None, "user_version", |r| r.get(0))
             .map_err(|e| refused(&path, format!("is not a readable SQLite database ({e})")))?;

@@ -75,8 +75,8 @@ pub use run::{SkipAt, Summary};
 pub use shard::{fnv1a, shard_of, Shard};
 pub(crate) use state::respell_keys;
 pub use state::{
-    lock_file, response_rows, Checkpoint, CheckpointStore, FileState, Identity, LineageState, Lock,
-    OutputOptions, OutputState, State, StateFile, RECORD_FORMAT, STATE_VERSION,
+    lock_file, real_path, response_rows, Checkpoint, CheckpointStore, FileState, Identity,
+    LineageState, Lock, OutputOptions, OutputState, State, StateFile, RECORD_FORMAT, STATE_VERSION,
 };
 pub use stats::{
     FailureLine, ModelLine, ProjectLine, Roles, SkipLine, SourceStats, Stats, UsageLine,

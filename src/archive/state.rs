@@ -692,7 +692,9 @@ pub fn lock(state: &Path) -> Result<Lock, Error> {
 /// # Errors
 /// `Locked` when another run holds it; I/O errors naming the lock file.
 pub fn lock_file(path: &Path, what: &'static str) -> Result<Lock, Error> {
-    let lock = sibling(path, ".lock");
+    // The file's lock, not the name's: a second name for it through a
+    // symbolic link takes the same lock.
+    let lock = sibling(&real_path(path), ".lock");
     let file = OpenOptions::new()
         .create(true)
         .truncate(false)
@@ -706,6 +708,28 @@ pub fn lock_file(path: &Path, what: &'static str) -> Result<Lock, Error> {
         }
         Err(fs::TryLockError::Error(e)) => Err(Error::io(&lock, e)),
     }
+}
+
+/// The file `path` names: the symbolic links of its last component
+/// followed (a chain of them, relative ones from their own folder), whether
+/// the file they end at exists yet or not; `path` itself when it is no
+/// link. A folder of the path that is a link needs nothing: the names
+/// below it are the same files.
+pub fn real_path(path: &Path) -> PathBuf {
+    let mut p = path.to_path_buf();
+    // As the kernel does, at most 40 links in a chain.
+    for _ in 0..40 {
+        match fs::read_link(&p) {
+            Ok(target) => {
+                p = match p.parent() {
+                    Some(dir) => dir.join(target),
+                    None => target,
+                }
+            }
+            Err(_) => break,
+        }
+    }
+    p
 }
 
 fn sibling(path: &Path, suffix: &str) -> PathBuf {
@@ -918,7 +942,11 @@ pub trait CheckpointStore {
 /// at each checkpoint, with a lock beside it held while the store lives.
 #[derive(Debug)]
 pub struct StateFile {
+    /// As named, for messages.
     path: PathBuf,
+    /// The file it names ([`real_path`]): read, and written whole in place
+    /// of, so that a link to it stays a link.
+    real: PathBuf,
     _lock: Lock,
 }
 
@@ -931,7 +959,12 @@ impl StateFile {
     pub fn open(path: impl Into<PathBuf>) -> Result<StateFile, Error> {
         let path = path.into();
         let lock = lock(&path)?;
-        Ok(StateFile { path, _lock: lock })
+        let real = real_path(&path);
+        Ok(StateFile {
+            path,
+            real,
+            _lock: lock,
+        })
     }
 
     /// The state file's path.
@@ -942,18 +975,18 @@ impl StateFile {
 
 impl CheckpointStore for StateFile {
     fn load(&mut self) -> Result<Option<State>, Error> {
-        load(&self.path)
+        load(&self.real).map_err(|e| e.naming(&self.path))
     }
 
     fn save(&mut self, checkpoint: &mut Checkpoint<'_>) -> Result<(), Error> {
         let lineages = checkpoint.encoded_lineages();
         let responses = checkpoint.encoded_responses();
-        save_with(&self.path, checkpoint.state, &lineages, &responses)
+        save_with(&self.real, checkpoint.state, &lineages, &responses)
             .map_err(|e| Error::io(&self.path, e))
     }
 
     fn abandon_new(&mut self) {
-        let _ = fs::remove_file(&self.path);
+        let _ = fs::remove_file(&self.real);
     }
 
     fn describe(&self) -> (&'static str, &Path) {
