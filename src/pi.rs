@@ -123,6 +123,13 @@ pub(crate) trait MapLine {
     /// The file's identity.
     fn header(&self) -> &Header;
 
+    /// What a later read from the place after the lines mapped so far
+    /// needs of them (see [`crate::RecordSource::running_context`]); empty
+    /// by default.
+    fn running_context(&self) -> Vec<u8> {
+        Vec::new()
+    }
+
     /// Maps one parsed line: counts it in `report` (its entry type, record
     /// or not, its role) and returns the entry, `None` for a line that is
     /// not an entry (counted as skipped). `raw` is the line as read.
