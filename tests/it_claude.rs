@@ -785,3 +785,88 @@ fn the_cwd_in_force_across_parts_jobs_and_resumed_runs() {
     }
     std::fs::remove_dir_all(&d).unwrap();
 }
+
+// ---------------------------------------------------------------------------
+// API error stand-ins: the error is the text a user searches for
+
+/// Assistant lines Claude Code wrote in the model's place
+/// (`isApiErrorMessage`), with an `error` string, an `error` object, none;
+/// then a line that is no stand-in (its `error` is not read).
+const API_ERRORS: &str = concat!(
+    r#"{"type":"assistant","uuid":"e1","sessionId":"s","cwd":"/w","isApiErrorMessage":true,"error":"rate_limit","apiErrorStatus":429,"message":{"id":"x1","role":"assistant","model":"<synthetic>","stop_reason":"stop_sequence","content":[{"type":"text","text":"API Error: 429 \"rate limited\""}]}}"#,
+    "\n",
+    r#"{"type":"assistant","uuid":"e2","sessionId":"s","cwd":"/w","isApiErrorMessage":true,"error":{"status":529,"message":"Overloaded \u00e9"},"message":{"id":"x2","role":"assistant","model":"<synthetic>","content":[]}}"#,
+    "\n",
+    r#"{"type":"assistant","uuid":"e3","sessionId":"s","cwd":"/w","isApiErrorMessage":true,"message":{"id":"x3","role":"assistant","model":"<synthetic>","content":[{"type":"text","text":"API Error: Connection closed"}]}}"#,
+    "\n",
+    r#"{"type":"assistant","uuid":"e4","sessionId":"s","cwd":"/w","error":"ignored","message":{"id":"x4","role":"assistant","model":"m","stop_reason":"end_turn","content":[{"type":"text","text":"fine"}]}}"#,
+    "\n",
+);
+
+/// `(text, kinds)` of each record of [`API_ERRORS`].
+fn api_errors_want() -> Vec<(String, Vec<String>)> {
+    let k = |v: &[&str]| v.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+    vec![
+        (
+            "API Error: 429 \"rate limited\"\nrate_limit".into(),
+            k(&["text", "error"]),
+        ),
+        ("Overloaded é".into(), k(&["error"])),
+        ("API Error: Connection closed".into(), k(&["text", "error"])),
+        ("fine".into(), k(&["text"])),
+    ]
+}
+
+#[test]
+fn an_api_error_stand_in_is_its_content_then_its_error() {
+    // The library, in memory and streamed.
+    let (entries, _) = lines(API_ERRORS);
+    let got: Vec<(String, Vec<String>)> = entries
+        .iter()
+        .map(|(_, r)| {
+            let r = r.as_ref().unwrap();
+            (r.text.clone(), r.kinds.clone())
+        })
+        .collect();
+    assert_eq!(got, api_errors_want());
+    // The command line: to a file and to stdout.
+    let d = tmpdir("api-errors");
+    let file = d.join("projects/-w/s.jsonl");
+    std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+    std::fs::write(&file, API_ERRORS).unwrap();
+    let out = d.join("out.ndjson");
+    let to_file = bin(&d)
+        .args(["backfill", "-q", "-o"])
+        .arg(&out)
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert_eq!(to_file.status.code(), Some(0));
+    let stdout = bin(&d)
+        .args(["backfill", "-q"])
+        .arg(&file)
+        .output()
+        .unwrap()
+        .stdout;
+    let written = std::fs::read(&out).unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&written),
+        String::from_utf8_lossy(&stdout)
+    );
+    let got: Vec<(String, Vec<String>)> = std::str::from_utf8(&written)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            let kinds = v["kinds"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|k| k.as_str().unwrap().to_owned())
+                .collect();
+            (v["text"].as_str().unwrap().to_owned(), kinds)
+        })
+        .collect();
+    assert_eq!(got, api_errors_want());
+    std::fs::remove_dir_all(&d).unwrap();
+}
