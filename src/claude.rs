@@ -544,6 +544,11 @@ struct LineFields<'t, 'a> {
     content: Option<&'t [Node<'a>]>,
     is_meta: bool,
     is_compact_summary: bool,
+    /// `isApiErrorMessage`: Claude Code wrote the line in the model's
+    /// place, for an API error.
+    is_api_error: bool,
+    /// `error`, read on such a line only.
+    error: Option<&'t [Node<'a>]>,
     cost_usd: Option<f64>,
 }
 
@@ -578,6 +583,8 @@ fn line_fields<'t, 'a>(nodes: &'t [Node<'a>]) -> LineFields<'t, 'a> {
             "content" => l.content = Some(v),
             "isMeta" => l.is_meta = as_bool(v) == Some(true),
             "isCompactSummary" => l.is_compact_summary = as_bool(v) == Some(true),
+            "isApiErrorMessage" => l.is_api_error = as_bool(v) == Some(true),
+            "error" => l.error = Some(v),
             "costUSD" => l.cost_usd = as_f64(v),
             _ => {}
         }
@@ -758,6 +765,14 @@ impl MapLine for ClaudeContext {
         };
         let (mut tool_call_id, mut is_error) = (None, None);
         blocks(&mut text, content, &mut tool_call_id, &mut is_error);
+        if l.is_api_error && shape == Shape::Assistant {
+            // Its message: `error` as a string (`rate_limit`), or an
+            // object's `message`.
+            let message = l
+                .error
+                .and_then(|v| as_str(v).or_else(|| Fields::of(v).str("message")));
+            text.error(message);
+        }
         let (text, kinds) = text.finish();
         let session = l.session_id.unwrap_or(&self.header.id);
         let key = match l.uuid {

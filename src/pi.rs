@@ -608,7 +608,9 @@ fn map_entry<'a>(
 }
 
 /// The text of an entry's record, and its content block kinds (see the
-/// crate docs for the rules).
+/// crate docs for the rules). A message that ended in an error
+/// (`stopReason: "error"`) adds its `errorMessage` after the content's
+/// text, and the kind `error`.
 fn record_text<'a>(
     ty: &str,
     e: &EntryFields<'_, 'a>,
@@ -626,6 +628,11 @@ fn record_text<'a>(
         },
         "compaction" | "branch_summary" => text.push(e.summary.unwrap_or("")),
         _ => text.content(e.content),
+    }
+    if m.stop_reason == Some("error") {
+        // Looked up only here: no other turn pays for the key.
+        let message = e.message.and_then(|v| Fields::of(v).text("errorMessage"));
+        text.error(message);
     }
     text.finish()
 }
@@ -748,6 +755,21 @@ impl<'a> Text<'a> {
         } else {
             self.first = Some(piece);
         }
+    }
+
+    /// A turn that ended in an error: the kind `error`, and its message
+    /// (read with [`crate::json::as_text`]; none or empty adds no text) as
+    /// a piece after the content's text, or alone when that is empty.
+    pub(crate) fn error(&mut self, message: Option<&'a str>) {
+        self.kind("error");
+        let Some(message) = message.filter(|m| !m.is_empty()) else {
+            return;
+        };
+        if self.first == Some("") {
+            // Empty content text: no newline before the message.
+            self.first = None;
+        }
+        self.push(message);
     }
 
     /// Flattens a `content` value: a string as is; an array of blocks in
