@@ -683,6 +683,15 @@ fn long_transcript(
 
 /// `(key, project)` of every record a backfill of `root` writes.
 fn key_projects(root: &Path, jobs: usize, state: Option<&Path>) -> Vec<(String, String)> {
+    key_projects_and_summary(root, jobs, state).0
+}
+
+/// [`key_projects`], and the run's summary.
+fn key_projects_and_summary(
+    root: &Path,
+    jobs: usize,
+    state: Option<&Path>,
+) -> (Vec<(String, String)>, mem_ingest::archive::Summary) {
     let mut got = Vec::new();
     let mut b = mem_ingest::archive::Archive::builder()
         .path(root)
@@ -698,7 +707,7 @@ fn key_projects(root: &Path, jobs: usize, state: Option<&Path>) -> Vec<(String, 
         }))
         .unwrap();
     assert_eq!(summary.files_failed, 0);
-    got
+    (got, summary)
 }
 
 /// A record's `(key, project)`.
@@ -775,7 +784,9 @@ fn the_cwd_in_force_across_parts_jobs_and_resumed_runs() {
         let more = [steer("after 1"), steer("after 2")].concat();
         let (blocks, block_want) = long_transcript(3, 5, 7);
         common::append(&file, &(more + &blocks));
-        let second = key_projects(&root, jobs, Some(&state));
+        let (second, summary) = key_projects_and_summary(&root, jobs, Some(&state));
+        // Read on from the checkpoint (its header unchanged), in two parts.
+        assert_eq!((summary.resumed, summary.reread), (1, 0), "--jobs {jobs}");
         let mut expect_second = vec![
             ("s:s:L6".to_owned(), "/dir1".to_owned()),
             ("s:s:L7".to_owned(), "/dir1".to_owned()),
