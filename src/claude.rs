@@ -377,10 +377,11 @@ fn line_cwd<'a>(nodes: &[Node<'a>]) -> Option<&'a str> {
 }
 
 /// The first look back from a place in a file reads this much before it
-/// (bytes), each next one twice as much (up to [`LOOK_BACK_MAX`]): a
-/// Claude Code line is a few KB, and nearly every one has a `cwd`.
+/// (bytes), each next one twice as much (so that a line of any length,
+/// or a long run of lines without a `cwd`, costs reads and copies of
+/// about twice its bytes): a Claude Code line is a few KB, and nearly
+/// every one has a `cwd`.
 const LOOK_BACK_FIRST: usize = 16 << 10;
-const LOOK_BACK_MAX: usize = 4 << 20;
 
 /// The `cwd` of the last line before `byte` (the start of a line) that
 /// has one, as a read of the file from its start would have seen it
@@ -408,7 +409,7 @@ fn cwd_before(file: &std::fs::File, byte: u64, max_line: usize) -> std::io::Resu
                 more[n..].copy_from_slice(&buf);
                 buf = more;
                 lo -= n as u64;
-                chunk = (chunk * 2).min(LOOK_BACK_MAX);
+                chunk = chunk.saturating_mul(2);
                 continue;
             }
         };
