@@ -8,6 +8,7 @@
 //! pi's sources use (the line reader or in-place splitting, the arena, the
 //! line parser); only the mapping of a parsed line is this module's.
 
+use std::cell::RefCell;
 use std::path::{Path, PathBuf};
 
 use bumpalo::Bump;
@@ -36,13 +37,18 @@ pub(crate) const PREFIX: usize = 64 << 10;
 /// Claude's config folders, one JSON object a line and no header line.
 ///
 /// - The file's [`Header`]: `id` is the `sessionId` of the first line
-///   within the first 64 KiB that has one, `cwd` and `timestamp` that
-///   line's own (`""` and none when absent, as on a `queue-operation`); a
-///   file without such a line takes its id from its path (the session
-///   folder of a `subagents/` file, else the file stem). The header is
-///   fixed once that line is written, so a growing file keeps it.
-/// - Records carry their own line's `cwd` and `sessionId` (the header's
-///   when the line has none); keys are `<sessionId>:<uuid>`.
+///   within the first 64 KiB that has one, `timestamp` that line's own
+///   (none when absent, as on a `queue-operation`), `cwd` the first any
+///   line of those 64 KiB has (`""` when none has one); a file without a
+///   `sessionId` takes its id from its path (the session folder of a
+///   `subagents/` file, else the file stem). The header is fixed once
+///   those lines are written, so a growing file keeps it.
+/// - Records carry their own line's `sessionId` (the header's when the
+///   line has none) and `cwd`; a line without one takes the cwd in force
+///   (the last a line before it had, else the header's): the running
+///   context, saved in the checkpoint, and found by reading back from the
+///   start of a part ([`Format::context_before`]), so that parts are
+///   still read in parallel. Keys are `<sessionId>:<uuid>`.
 /// - Every Claude Code session is of one lineage (see [`Format::parent`]
 ///   below): a line is emitted once by its `uuid` across the archive, the
 ///   first copy in path order kept.
@@ -152,14 +158,29 @@ impl Format for Claude {
         input: Input<'d>,
         path: &Path,
         header: &Header,
-        _context: &[u8],
+        context: &[u8],
         byte: u64,
         lines_before: u64,
         opts: &SourceOptions,
     ) -> BoxedSource<'d> {
-        let ctx = ClaudeContext::new(header.clone(), path);
+        let ctx = ClaudeContext::new(header.clone(), path, decode_cwd(context));
         let session = resume_headerless(input, path, ctx, byte, lines_before, opts);
         Box::new(ClaudeSource(session.counting(opts)))
+    }
+
+    /// The cwd in force at `byte`: the last line before it with a `cwd`
+    /// (found by reading back from there), else the header's. A part of a
+    /// large file is read in parallel with the parts before it, and finds
+    /// the cwd so; a part read on from a checkpoint has it saved.
+    fn context_before(
+        &self,
+        file: &std::fs::File,
+        header: &Header,
+        byte: u64,
+        opts: &SourceOptions,
+    ) -> std::io::Result<Vec<u8>> {
+        let cwd = cwd_before(file, byte, opts.max_line_len())?;
+        Ok(encode_cwd(cwd.as_deref().unwrap_or(&header.cwd)))
     }
 
     /// Every session joins one lineage: a resumed session replays lines of
@@ -234,7 +255,7 @@ fn context(prefix: &[u8], whole: bool, path: &Path) -> Option<ClaudeContext> {
     {
         return None;
     }
-    Some(ClaudeContext::new(header_of(body, whole, path), path))
+    Some(ClaudeContext::new(header_of(body, whole, path), path, None))
 }
 
 /// [`Format::detect`] for Claude Code (see there), with a kept parser.
@@ -298,37 +319,119 @@ fn header_with(
     whole: bool,
     path: &Path,
 ) -> Header {
+    let mut found: Option<Header> = None;
+    let mut first_cwd: Option<String> = None;
     for (_, line) in PrefixLines::new(prefix, whole) {
-        if is_blank(line) || !may_name(line, b"\"sessionId\"") {
+        if is_blank(line) {
+            continue;
+        }
+        let want_id = found.is_none() && may_name(line, b"\"sessionId\"");
+        let want_cwd = first_cwd.is_none() && may_name(line, b"\"cwd\"");
+        if !want_id && !want_cwd {
             continue;
         }
         arena.reset();
-        let found = json.parse(line, arena, |parsed| {
-            let (nodes, _) = parsed.ok()?;
+        json.parse(line, arena, |parsed| {
+            let Ok((nodes, _)) = parsed else { return };
+            if first_cwd.is_none() {
+                first_cwd = line_cwd(nodes).map(str::to_owned);
+            }
             let f = Fields::of(nodes);
-            let id = f.str("sessionId").filter(|s| !s.is_empty())?;
-            let ts = f.str("timestamp");
-            Some(Header {
-                fingerprint: file_fingerprint(path),
-                id: id.to_owned(),
-                cwd: f.str("cwd").unwrap_or("").to_owned(),
-                version: 0,
-                timestamp: ts.and_then(parse_iso_millis),
-                parent_session: None,
-            })
+            if let Some(id) = f.str("sessionId").filter(|s| !s.is_empty()) {
+                found.get_or_insert_with(|| Header {
+                    fingerprint: file_fingerprint(path),
+                    id: id.to_owned(),
+                    cwd: String::new(),
+                    version: 0,
+                    timestamp: f.str("timestamp").and_then(parse_iso_millis),
+                    parent_session: None,
+                });
+            }
         });
-        if let Some(h) = found {
-            return h;
+        if found.is_some() && first_cwd.is_some() {
+            break;
         }
     }
-    Header {
+    let mut header = found.unwrap_or_else(|| Header {
         fingerprint: file_fingerprint(path),
         id: session_of_path(path),
         cwd: String::new(),
         version: 0,
         timestamp: None,
         parent_session: None,
+    });
+    header.cwd = first_cwd.unwrap_or_default();
+    header
+}
+
+/// A parsed line's `cwd` as the mapping reads it (the last `cwd` key, when
+/// a string).
+fn line_cwd<'a>(nodes: &[Node<'a>]) -> Option<&'a str> {
+    let mut cwd = None;
+    for (k, v) in Fields::of(nodes).iter() {
+        if k == "cwd" {
+            cwd = as_str(v);
+        }
     }
+    cwd
+}
+
+/// The first look back from a place in a file reads this much before it
+/// (bytes), each next one twice as much (so that a line of any length,
+/// or a long run of lines without a `cwd`, costs reads and copies of
+/// about twice its bytes): a Claude Code line is a few KB, and nearly
+/// every one has a `cwd`.
+const LOOK_BACK_FIRST: usize = 16 << 10;
+
+/// The `cwd` of the last line before `byte` (the start of a line) that
+/// has one, as a read of the file from its start would have seen it
+/// (lines that parse, the first one after its byte-order mark, lines
+/// longer than `max_line` not read): read backwards from `byte`, in
+/// chunks, parsing only lines whose bytes may name a `cwd`. `None` when
+/// no line before `byte` has one.
+fn cwd_before(file: &std::fs::File, byte: u64, max_line: usize) -> std::io::Result<Option<String>> {
+    use std::os::unix::fs::FileExt;
+    // The bytes `lo..lo + buf.len()` of the file not looked at yet: they
+    // end where a line ends (at `byte`, or after a `\n`).
+    let mut buf: Vec<u8> = Vec::new();
+    let mut lo = byte;
+    let mut chunk = LOOK_BACK_FIRST;
+    crate::json::with_scratch(|json, arena| loop {
+        let body = buf.strip_suffix(b"\n").unwrap_or(&buf);
+        let (line, first) = match memchr::memrchr(b'\n', body) {
+            Some(i) => (&body[i + 1..], false),
+            None if lo == 0 => (&body[bom_len(body)..], true),
+            None => {
+                // The line starts before `lo`: read more.
+                let n = chunk.min(usize::try_from(lo).unwrap_or(usize::MAX));
+                let mut more = vec![0u8; n + buf.len()];
+                file.read_exact_at(&mut more[..n], lo - n as u64)?;
+                more[n..].copy_from_slice(&buf);
+                buf = more;
+                lo -= n as u64;
+                chunk = chunk.saturating_mul(2);
+                continue;
+            }
+        };
+        if line.len() <= max_line && !is_blank(line) && may_name(line, b"\"cwd\"") {
+            arena.reset();
+            let cwd = json.parse(line, arena, |parsed| {
+                parsed
+                    .ok()
+                    .and_then(|(nodes, _)| line_cwd(nodes))
+                    .map(str::to_owned)
+            });
+            if cwd.is_some() {
+                return Ok(cwd);
+            }
+        }
+        if first {
+            return Ok(None);
+        }
+        // Down to the `\n` that ends the line before.
+        let keep = body.len() - line.len();
+        buf.truncate(keep);
+    })
 }
 
 /// A header's fingerprint: the file's own (no line of the file is the
@@ -368,20 +471,57 @@ pub(crate) struct ClaudeContext {
     /// The session its path names, for usage lines without a `sessionId`
     /// (as ccusage names it: see [`path_session`]).
     path_session: String,
+    /// The cwd in force after the lines mapped so far: the last one a line
+    /// had, else the header's (the first of the file's prefix). The running
+    /// context, as [`encode_cwd`] writes it.
+    cwd: RefCell<String>,
 }
 
 impl ClaudeContext {
-    fn new(header: Header, path: &Path) -> Self {
+    /// The context of a file read from its start, or from a place where
+    /// the cwd in force is `cwd` (else the header's).
+    fn new(header: Header, path: &Path, cwd: Option<&str>) -> Self {
         let stem = path
             .file_stem()
             .map(|s| s.to_string_lossy().into_owned())
             .unwrap_or_default();
+        let cwd = RefCell::new(cwd.unwrap_or(&header.cwd).to_owned());
         ClaudeContext {
             header,
             source: format!("claude:{stem}"),
             stem,
             path_session: path_session(path),
+            cwd,
         }
+    }
+
+    /// A line's own `cwd`, now in force.
+    fn saw_cwd(&self, cwd: &str) {
+        let mut run = self.cwd.borrow_mut();
+        if *run != cwd {
+            run.clear();
+            run.push_str(cwd);
+        }
+    }
+}
+
+/// The version byte of the running context: the cwd in force follows, as
+/// UTF-8.
+const CONTEXT_VERSION: u8 = 1;
+
+fn encode_cwd(cwd: &str) -> Vec<u8> {
+    let mut out = Vec::with_capacity(1 + cwd.len());
+    out.push(CONTEXT_VERSION);
+    out.extend_from_slice(cwd.as_bytes());
+    out
+}
+
+/// The cwd a running context holds; `None` for an empty one (a state
+/// saved before Claude Code had one) or one of another version.
+fn decode_cwd(context: &[u8]) -> Option<&str> {
+    match context.split_first() {
+        Some((&CONTEXT_VERSION, cwd)) => std::str::from_utf8(cwd).ok(),
+        _ => None,
     }
 }
 
@@ -405,6 +545,11 @@ struct LineFields<'t, 'a> {
     content: Option<&'t [Node<'a>]>,
     is_meta: bool,
     is_compact_summary: bool,
+    /// `isApiErrorMessage`: Claude Code wrote the line in the model's
+    /// place, for an API error.
+    is_api_error: bool,
+    /// `error`, read on such a line only.
+    error: Option<&'t [Node<'a>]>,
     cost_usd: Option<f64>,
 }
 
@@ -439,6 +584,8 @@ fn line_fields<'t, 'a>(nodes: &'t [Node<'a>]) -> LineFields<'t, 'a> {
             "content" => l.content = Some(v),
             "isMeta" => l.is_meta = as_bool(v) == Some(true),
             "isCompactSummary" => l.is_compact_summary = as_bool(v) == Some(true),
+            "isApiErrorMessage" => l.is_api_error = as_bool(v) == Some(true),
+            "error" => l.error = Some(v),
             "costUSD" => l.cost_usd = as_f64(v),
             _ => {}
         }
@@ -558,6 +705,10 @@ impl MapLine for ClaudeContext {
         &self.header
     }
 
+    fn running_context(&self) -> Vec<u8> {
+        encode_cwd(&self.cwd.borrow())
+    }
+
     fn map<'a>(
         &'a self,
         nodes: &[Node<'a>],
@@ -572,6 +723,9 @@ impl MapLine for ClaudeContext {
             report.responses.push(r);
         }
         let l = line_fields(nodes);
+        if let Some(cwd) = l.cwd {
+            self.saw_cwd(cwd);
+        }
         let m = l.message.map(message_fields).unwrap_or_default();
         // ccusage's own fixtures write assistant lines without a `type`.
         let ty = match l.ty {
@@ -612,6 +766,14 @@ impl MapLine for ClaudeContext {
         };
         let (mut tool_call_id, mut is_error) = (None, None);
         blocks(&mut text, content, &mut tool_call_id, &mut is_error);
+        if l.is_api_error && shape == Shape::Assistant {
+            // Its message: `error` as a string (`rate_limit`), or an
+            // object's `message`.
+            let message = l
+                .error
+                .and_then(|v| as_str(v).or_else(|| Fields::of(v).str("message")));
+            text.error(message);
+        }
         let (text, kinds) = text.finish();
         let session = l.session_id.unwrap_or(&self.header.id);
         let key = match l.uuid {
@@ -622,7 +784,11 @@ impl MapLine for ClaudeContext {
         entry(Some(Record {
             role,
             text,
-            project: l.cwd.unwrap_or(&self.header.cwd),
+            // A line without its own: the one in force.
+            project: match l.cwd {
+                Some(cwd) => cwd,
+                None => arena.alloc_str(&self.cwd.borrow()),
+            },
             session,
             key: key.into_bump_str(),
             source: &self.source,
@@ -990,5 +1156,109 @@ impl ClaudeContext {
             })
         };
         read(e)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The cwd in force at byte `at` (a line start) of `text`, as a naive
+    /// reading says: the last line before it that is an object with a
+    /// string `cwd` (serde_json: the last of duplicate keys), the first
+    /// line after its byte-order mark; else `fallback`.
+    fn naive(text: &[u8], at: usize, fallback: &str) -> String {
+        let mut cwd = None;
+        for (i, line) in text[..at].split(|b| *b == b'\n').enumerate() {
+            let line = if i == 0 {
+                line.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(line)
+            } else {
+                line
+            };
+            if let Ok(serde_json::Value::Object(o)) = serde_json::from_slice(line) {
+                if let Some(serde_json::Value::String(s)) = o.get("cwd") {
+                    cwd = Some(s.clone());
+                }
+            }
+        }
+        cwd.unwrap_or_else(|| fallback.to_owned())
+    }
+
+    /// At every line start, [`Format::context_before`] (reading back, in
+    /// chunks a long line spans) and the running context of a source that
+    /// read the file from its start to there say what the naive reading
+    /// says: a byte-order mark, blank lines, a damaged line naming a cwd,
+    /// a cwd only inside a nested object, an escaped cwd, a cwd change.
+    #[test]
+    fn looking_back_finds_what_a_read_from_the_start_saw() {
+        let long = "l".repeat(3 * LOOK_BACK_FIRST);
+        let text = [
+            "\u{feff}{\"type\":\"queue-operation\",\"operation\":\"remove\",\"sessionId\":\"s\",\"content\":\"q0\"}".to_owned(),
+            r#"{"type":"user","uuid":"u1","sessionId":"s","cwd":"/a","message":{"role":"user","content":"x"}}"#.to_owned(),
+            String::new(),
+            r#"{"type":"user","uuid":"u2","cwd":"/damaged","#.to_owned(),
+            r#"{"type":"queue-operation","operation":"remove","sessionId":"s","content":"q1"}"#.to_owned(),
+            r#"{"type":"assistant","uuid":"a1","message":{"role":"assistant","content":[{"type":"tool_use","name":"Bash","input":{"cwd":"/nested"}}]}}"#.to_owned(),
+            r#"{"type":"user","uuid":"u3","cwd":"/caf\u00e9","message":{"role":"user","content":"y"}}"#.to_owned(),
+            format!(r#"{{"type":"user","uuid":"u4","cwd":"/b","message":{{"role":"user","content":"{long}"}}}}"#),
+            format!(r#"{{"type":"queue-operation","operation":"remove","sessionId":"s","content":"{long}"}}"#),
+            r#"{"type":"queue-operation","operation":"remove","sessionId":"s","content":"q2"}"#.to_owned(),
+        ]
+        .join("\n")
+            + "\n";
+        let bytes = text.as_bytes();
+        let dir =
+            std::env::temp_dir().join(format!("mem-ingest-claude-look-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("s.jsonl");
+        std::fs::write(&path, bytes).unwrap();
+        let file = std::fs::File::open(&path).unwrap();
+        let opts = SourceOptions::new();
+        let mut src = Claude.open(Input::Bytes(bytes), &path, &opts).unwrap();
+        let header = src.header().unwrap().clone();
+        assert_eq!(header.cwd, "/a");
+        let mut starts = vec![0];
+        starts.extend(memchr::memchr_iter(b'\n', bytes).map(|i| i + 1));
+        for &at in &starts[..starts.len() - 1] {
+            let want = naive(bytes, at, &header.cwd);
+            let found = Claude
+                .context_before(&file, &header, at as u64, &opts)
+                .unwrap();
+            assert_eq!(
+                decode_cwd(&found),
+                Some(want.as_str()),
+                "looking back from {at}"
+            );
+        }
+        // Read from the start: after each entry, the context at its end.
+        let mut seen = 0;
+        while src.next_entry().unwrap().is_some() {
+            let at = src.position().byte as usize;
+            let want = naive(bytes, at, &header.cwd);
+            assert_eq!(
+                decode_cwd(&src.running_context()),
+                Some(want.as_str()),
+                "read to {at}"
+            );
+            seen += 1;
+        }
+        assert_eq!(seen, 8);
+        // Resumed with a context, a line without a cwd takes it; with none
+        // (a state saved before there was one), the header's.
+        let last = starts[starts.len() - 2];
+        for (context, want) in [(encode_cwd("/saved"), "/saved"), (Vec::new(), "/a")] {
+            let mut src = Claude.resume(
+                Input::Bytes(&bytes[last..]),
+                &path,
+                &header,
+                &context,
+                last as u64,
+                9,
+                &opts,
+            );
+            let r = src.next_record().unwrap().unwrap();
+            assert_eq!((r.line, r.text, r.project), (10, "q2", want));
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -14,7 +14,10 @@
 //!   file's checkpoint and gives it back to [`Format::resume`]; such a
 //!   format says [`Format::needs_running_context`], and its files are then
 //!   read in order, one part after the other, never in parallel parts whose
-//!   start the context of the part before would be unknown to;
+//!   start the context of the part before would be unknown to; unless it
+//!   can find the context at a place from the lines before it
+//!   ([`Format::context_before`]: Claude Code's cwd in force), so that
+//!   parts stay parallel;
 //! - lineage ids are namespaced by format ([`Format::lineage`]), so sessions
 //!   of two agents never meet in deduplication.
 
@@ -197,6 +200,29 @@ pub trait Format: Send + Sync {
     /// parallel).
     fn needs_running_context(&self) -> bool {
         false
+    }
+
+    /// The running context at `byte` of `file` (the start of a line after
+    /// the file's identity `header`), for a read that starts there with
+    /// none saved: a part of a large file (read in parallel with the parts
+    /// before it, which need not say [`Format::needs_running_context`]),
+    /// or a file resumed from a checkpoint that saved none. Found from the
+    /// lines before `byte`; it is what [`RecordSource::running_context`]
+    /// would say there after a read from the start. Default: empty (a
+    /// format whose context only a read in order knows says
+    /// [`Format::needs_running_context`] instead).
+    ///
+    /// # Errors
+    /// Reading the file failed.
+    fn context_before(
+        &self,
+        file: &std::fs::File,
+        header: &Header,
+        byte: u64,
+        opts: &SourceOptions,
+    ) -> std::io::Result<Vec<u8>> {
+        let _ = (file, header, byte, opts);
+        Ok(Vec::new())
     }
 
     /// Whether the [`Header`] is a line of the file counted as an entry

@@ -7,7 +7,9 @@
 //! `text` as its text; `thinking` as its text (nothing when redacted);
 //! `toolCall` as `<name> <arguments as compact JSON>`; `image` as
 //! `[image <mime type>, <decoded size> bytes]`; bash as `$ <command>`, `"\n"`,
-//! then the output; compaction and branch summaries as their summary.
+//! then the output; compaction and branch summaries as their summary; a
+//! turn that ended in an error adds its error message after the content's
+//! text (alone when that is empty), and the kind `error`.
 #![deny(unsafe_code)]
 #![deny(missing_docs)]
 

@@ -123,6 +123,13 @@ pub(crate) trait MapLine {
     /// The file's identity.
     fn header(&self) -> &Header;
 
+    /// What a later read from the place after the lines mapped so far
+    /// needs of them (see [`crate::RecordSource::running_context`]); empty
+    /// by default.
+    fn running_context(&self) -> Vec<u8> {
+        Vec::new()
+    }
+
     /// Maps one parsed line: counts it in `report` (its entry type, record
     /// or not, its role) and returns the entry, `None` for a line that is
     /// not an entry (counted as skipped). `raw` is the line as read.
@@ -601,7 +608,9 @@ fn map_entry<'a>(
 }
 
 /// The text of an entry's record, and its content block kinds (see the
-/// crate docs for the rules).
+/// crate docs for the rules). A message that ended in an error
+/// (`stopReason: "error"`) adds its `errorMessage` after the content's
+/// text, and the kind `error`.
 fn record_text<'a>(
     ty: &str,
     e: &EntryFields<'_, 'a>,
@@ -619,6 +628,11 @@ fn record_text<'a>(
         },
         "compaction" | "branch_summary" => text.push(e.summary.unwrap_or("")),
         _ => text.content(e.content),
+    }
+    if m.stop_reason == Some("error") {
+        // Looked up only here: no other turn pays for the key.
+        let message = e.message.and_then(|v| Fields::of(v).text("errorMessage"));
+        text.error(message);
     }
     text.finish()
 }
@@ -741,6 +755,21 @@ impl<'a> Text<'a> {
         } else {
             self.first = Some(piece);
         }
+    }
+
+    /// A turn that ended in an error: the kind `error`, and its message
+    /// (read with [`crate::json::as_text`]; none or empty adds no text) as
+    /// a piece after the content's text, or alone when that is empty.
+    pub(crate) fn error(&mut self, message: Option<&'a str>) {
+        self.kind("error");
+        let Some(message) = message.filter(|m| !m.is_empty()) else {
+            return;
+        };
+        if self.first == Some("") {
+            // Empty content text: no newline before the message.
+            self.first = None;
+        }
+        self.push(message);
     }
 
     /// Flattens a `content` value: a string as is; an array of blocks in

@@ -139,7 +139,8 @@ pub struct Record<'a> {
     /// `message` entries.
     pub message_role: Option<&'a str>,
     /// The content block kinds present, distinct, in order of first
-    /// appearance: `["text"]` for string content, `[]` for none.
+    /// appearance: `["text"]` for string content, `[]` for none; then
+    /// `error` for a turn that ended in an error.
     pub kinds: &'a [&'a str],
     /// Unix milliseconds: the message's `timestamp` (a number, or an ISO
     /// string), else the entry's ISO `timestamp`.

@@ -848,6 +848,14 @@ macro_rules! record_source {
                 self.0.position()
             }
 
+            fn running_context(&self) -> Vec<u8> {
+                self.0
+                    .ctx
+                    .as_ref()
+                    .map(crate::pi::MapLine::running_context)
+                    .unwrap_or_default()
+            }
+
             fn entry_counts(&self) -> Option<&crate::LineCounts> {
                 self.0.entry_counts()
             }

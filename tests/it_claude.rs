@@ -360,8 +360,9 @@ fn tool_results_with_text_beside_them() {
     assert_eq!(a.kinds, ["thinking", "toolCall"]);
     assert_eq!(a.text, "Bash {\"command\":\"ls\"}");
     assert!(a.provisional);
-    // No line with a cwd before: the header's (the first line's) cwd.
-    assert_eq!(a.project, "/a");
+    // No cwd of its own: the last one seen before it (the isMeta line's,
+    // which gives no record).
+    assert_eq!(a.project, "/b");
     let u = a.usage.unwrap();
     assert_eq!((u.cache_write, u.total_tokens), (9, 16));
     assert!(entries[3].1.is_none() && entries[4].1.is_none());
@@ -562,4 +563,321 @@ fn paths_detected_by_content() {
     );
     assert_eq!(code, Some(1));
     std::fs::remove_dir_all(home).unwrap();
+}
+
+// ---------------------------------------------------------------------------
+// The cwd in force: a line without `cwd` (a `queue-operation`) takes the
+// last one seen before it, else the first within the header prefix
+
+/// A `queue-operation` `remove` (steering input: a record, no `cwd`) of
+/// session `s`, its content `text`.
+fn steer(text: &str) -> String {
+    format!(
+        r#"{{"type":"queue-operation","operation":"remove","timestamp":"2026-01-01T00:00:00Z","sessionId":"s","content":"{text}"}}"#
+    ) + "\n"
+}
+
+/// A user line of session `s` with its own `cwd`.
+fn user_in(uuid: &str, cwd: &str, text: &str) -> String {
+    format!(
+        r#"{{"type":"user","uuid":"{uuid}","sessionId":"s","cwd":"{cwd}","timestamp":"2026-01-01T00:00:01Z","message":{{"role":"user","content":"{text}"}}}}"#
+    ) + "\n"
+}
+
+/// `(line, project)` of each record.
+fn projects(entries: &[(u64, Option<OwnedRecord>)]) -> Vec<(u64, String)> {
+    entries
+        .iter()
+        .filter_map(|(l, r)| r.as_ref().map(|r| (*l, r.project.clone())))
+        .collect()
+}
+
+#[test]
+fn a_line_without_cwd_takes_the_cwd_in_force() {
+    // Line 1 is a queue-operation: before any cwd, the first cwd of the
+    // header prefix ("/first", line 3's); after a line with a cwd, that
+    // one; a cwd change mid-file holds from its line on.
+    let text = [
+        r#"{"type":"queue-operation","operation":"enqueue","timestamp":"2026-01-01T00:00:00Z","sessionId":"s","content":"steer 1"}"#.to_owned() + "\n",
+        steer("steer 1"),
+        user_in("u1", "/first", "one"),
+        steer("steer 2"),
+        user_in("u2", "/second", "two"),
+        steer("steer 3"),
+        r#"{"type":"assistant","uuid":"a1","sessionId":"s","message":{"id":"m","role":"assistant","model":"x","stop_reason":"end_turn","content":[{"type":"text","text":"ok"}]}}"#.to_owned() + "\n",
+    ]
+    .concat();
+    let (entries, report) = lines(&text);
+    assert_eq!((entries.len(), report.records), (7, 6));
+    let want = [
+        (2, "/first"),
+        (3, "/first"),
+        (4, "/first"),
+        (5, "/second"),
+        (6, "/second"),
+        (7, "/second"),
+    ]
+    .map(|(l, p)| (l, p.to_owned()));
+    assert_eq!(projects(&entries), want);
+    let p = Path::new("/x/projects/-p/s.jsonl");
+    let src = Claude
+        .open(Input::Bytes(text.as_bytes()), p, &SourceOptions::new())
+        .unwrap();
+    assert_eq!(src.header().unwrap().cwd, "/first");
+
+    // The first cwd 70 KB in, past the header prefix: the lines before it
+    // have none in force (""), the lines after it have it.
+    let snapshot = format!(
+        r#"{{"type":"file-history-snapshot","messageId":"m","snapshot":{{"pad":"{}"}},"isSnapshotUpdate":false}}"#,
+        "p".repeat(70_000)
+    ) + "\n";
+    let late = [
+        steer("early"),
+        snapshot,
+        user_in("u1", "/late", "one"),
+        steer("after"),
+    ]
+    .concat();
+    let (entries, _) = lines(&late);
+    let want = [(1, ""), (3, "/late"), (4, "/late")].map(|(l, p)| (l, p.to_owned()));
+    assert_eq!(projects(&entries), want);
+
+    // No cwd on any line: "".
+    let none = [steer("a"), steer("b")].concat();
+    let (entries, _) = lines(&none);
+    assert_eq!(projects(&entries), [(1, String::new()), (2, String::new())]);
+}
+
+/// A Claude Code transcript of about 20 MiB (three parts): line 1 a
+/// queue-operation, then blocks of about 3 MiB, each a user line with its
+/// own cwd (`/dir<k>`) followed by steering lines without one, so that
+/// every part after the first starts in a run of lines without a cwd. The
+/// text, and `(key, project)` of each record as the rule gives it, its
+/// lines numbered after `lines_before` lines.
+fn long_transcript(
+    blocks: usize,
+    from: usize,
+    lines_before: usize,
+) -> (String, Vec<(String, String)>) {
+    let filler = "f".repeat(1000);
+    let mut text = String::new();
+    let mut want = Vec::new();
+    for k in from..from + blocks {
+        let cwd = format!("/dir{k}");
+        let block_start = text.len();
+        text.push_str(&user_in(&format!("u{k}"), &cwd, "here"));
+        want.push((format!("s:u{k}"), cwd.clone()));
+        let mut i = 0;
+        while text.len() - block_start < 3 << 20 {
+            text.push_str(&steer(&format!("b{k} s{i} {filler}")));
+            i += 1;
+        }
+        // Keys of lines without a uuid: `<session>:<stem>:L<line>`.
+        let first_line = lines_before + text[..block_start].matches('\n').count() + 2;
+        for l in first_line..first_line + i {
+            want.push((format!("s:s:L{l}"), cwd.clone()));
+        }
+    }
+    (text, want)
+}
+
+/// `(key, project)` of every record a backfill of `root` writes.
+fn key_projects(root: &Path, jobs: usize, state: Option<&Path>) -> Vec<(String, String)> {
+    key_projects_and_summary(root, jobs, state).0
+}
+
+/// [`key_projects`], and the run's summary.
+fn key_projects_and_summary(
+    root: &Path,
+    jobs: usize,
+    state: Option<&Path>,
+) -> (Vec<(String, String)>, mem_ingest::archive::Summary) {
+    let mut got = Vec::new();
+    let mut b = mem_ingest::archive::Archive::builder()
+        .path(root)
+        .format(std::sync::Arc::new(Claude))
+        .jobs(jobs);
+    if let Some(s) = state {
+        b = b.state(s);
+    }
+    let summary = b
+        .build()
+        .backfill(&mut mem_ingest::sink::ForEach(|r: OwnedRecord| {
+            got.push((r.key, r.project))
+        }))
+        .unwrap();
+    assert_eq!(summary.files_failed, 0);
+    (got, summary)
+}
+
+/// A record's `(key, project)`.
+type KeyProject = (String, String);
+
+/// `got` is `want`, record by record; else how many differ and where.
+fn same(got: &[KeyProject], want: &[KeyProject], what: &str) {
+    let wrong: Vec<(usize, &KeyProject, &KeyProject)> = got
+        .iter()
+        .zip(want)
+        .enumerate()
+        .filter(|(_, (g, w))| g != w)
+        .map(|(i, (g, w))| (i, g, w))
+        .collect();
+    assert!(
+        got.len() == want.len() && wrong.is_empty(),
+        "{what}: {} records for {}, {} differ; the first (index, got, want): {:?}",
+        got.len(),
+        want.len(),
+        wrong.len(),
+        &wrong[..wrong.len().min(3)]
+    );
+}
+
+#[test]
+fn the_cwd_in_force_across_parts_jobs_and_resumed_runs() {
+    let d = tmpdir("cwd-parts");
+    let root = d.join("projects/-p");
+    std::fs::create_dir_all(&root).unwrap();
+    let file = root.join("s.jsonl");
+    // Line 1 without a cwd: the header prefix's first ("/dir0").
+    let head = steer("first of all");
+    let (body, mut want) = long_transcript(7, 0, 1);
+    want.insert(0, ("s:s:L1".to_owned(), "/dir0".to_owned()));
+    let text = head.clone() + &body;
+    assert!(text.len() as u64 > 2 * mem_ingest::archive::PART_BYTES);
+    std::fs::write(&file, &text).unwrap();
+    for jobs in [1, 2] {
+        same(
+            &key_projects(&root, jobs, None),
+            &want,
+            &format!("--jobs {jobs}"),
+        );
+    }
+
+    // Resumed: the first run reads up to a cwd change ("/dir1") and the
+    // lines without a cwd after it; the lines appended take "/dir1" (then
+    // their own blocks' cwds), in parts again.
+    for jobs in [1, 2] {
+        let state = d.join(format!("state-{jobs}"));
+        let _ = std::fs::remove_file(&state);
+        let small = [
+            steer("first of all"),
+            user_in("v0", "/dir0", "here"),
+            steer("v s0"),
+            user_in("v1", "/dir1", "here"),
+            steer("v s1"),
+        ]
+        .concat();
+        std::fs::write(&file, &small).unwrap();
+        let first = key_projects(&root, jobs, Some(&state));
+        let expect_first: Vec<(String, String)> = [
+            ("s:s:L1", "/dir0"),
+            ("s:v0", "/dir0"),
+            ("s:s:L3", "/dir0"),
+            ("s:v1", "/dir1"),
+            ("s:s:L5", "/dir1"),
+        ]
+        .iter()
+        .map(|(k, p)| ((*k).to_owned(), (*p).to_owned()))
+        .collect();
+        assert_eq!(first, expect_first, "--jobs {jobs}");
+        // Appended: lines without a cwd, then blocks of their own.
+        let more = [steer("after 1"), steer("after 2")].concat();
+        let (blocks, block_want) = long_transcript(3, 5, 7);
+        common::append(&file, &(more + &blocks));
+        let (second, summary) = key_projects_and_summary(&root, jobs, Some(&state));
+        // Read on from the checkpoint (its header unchanged), in two parts.
+        assert_eq!((summary.resumed, summary.reread), (1, 0), "--jobs {jobs}");
+        let mut expect_second = vec![
+            ("s:s:L6".to_owned(), "/dir1".to_owned()),
+            ("s:s:L7".to_owned(), "/dir1".to_owned()),
+        ];
+        expect_second.extend(block_want);
+        same(&second, &expect_second, &format!("--jobs {jobs}, resumed"));
+    }
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+// ---------------------------------------------------------------------------
+// API error stand-ins: the error is the text a user searches for
+
+/// Assistant lines Claude Code wrote in the model's place
+/// (`isApiErrorMessage`), with an `error` string, an `error` object, none;
+/// then a line that is no stand-in (its `error` is not read).
+const API_ERRORS: &str = concat!(
+    r#"{"type":"assistant","uuid":"e1","sessionId":"s","cwd":"/w","isApiErrorMessage":true,"error":"rate_limit","apiErrorStatus":429,"message":{"id":"x1","role":"assistant","model":"<synthetic>","stop_reason":"stop_sequence","content":[{"type":"text","text":"API Error: 429 \"rate limited\""}]}}"#,
+    "\n",
+    r#"{"type":"assistant","uuid":"e2","sessionId":"s","cwd":"/w","isApiErrorMessage":true,"error":{"status":529,"message":"Overloaded \u00e9"},"message":{"id":"x2","role":"assistant","model":"<synthetic>","content":[]}}"#,
+    "\n",
+    r#"{"type":"assistant","uuid":"e3","sessionId":"s","cwd":"/w","isApiErrorMessage":true,"message":{"id":"x3","role":"assistant","model":"<synthetic>","content":[{"type":"text","text":"API Error: Connection closed"}]}}"#,
+    "\n",
+    r#"{"type":"assistant","uuid":"e4","sessionId":"s","cwd":"/w","error":"ignored","message":{"id":"x4","role":"assistant","model":"m","stop_reason":"end_turn","content":[{"type":"text","text":"fine"}]}}"#,
+    "\n",
+);
+
+/// `(text, kinds)` of each record of [`API_ERRORS`].
+fn api_errors_want() -> Vec<(String, Vec<String>)> {
+    let k = |v: &[&str]| v.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+    vec![
+        (
+            "API Error: 429 \"rate limited\"\nrate_limit".into(),
+            k(&["text", "error"]),
+        ),
+        ("Overloaded é".into(), k(&["error"])),
+        ("API Error: Connection closed".into(), k(&["text", "error"])),
+        ("fine".into(), k(&["text"])),
+    ]
+}
+
+#[test]
+fn an_api_error_stand_in_is_its_content_then_its_error() {
+    // The library, in memory and streamed.
+    let (entries, _) = lines(API_ERRORS);
+    let got: Vec<(String, Vec<String>)> = entries
+        .iter()
+        .map(|(_, r)| {
+            let r = r.as_ref().unwrap();
+            (r.text.clone(), r.kinds.clone())
+        })
+        .collect();
+    assert_eq!(got, api_errors_want());
+    // The command line: to a file and to stdout.
+    let d = tmpdir("api-errors");
+    let file = d.join("projects/-w/s.jsonl");
+    std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+    std::fs::write(&file, API_ERRORS).unwrap();
+    let out = d.join("out.ndjson");
+    let to_file = bin(&d)
+        .args(["backfill", "-q", "-o"])
+        .arg(&out)
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert_eq!(to_file.status.code(), Some(0));
+    let stdout = bin(&d)
+        .args(["backfill", "-q"])
+        .arg(&file)
+        .output()
+        .unwrap()
+        .stdout;
+    let written = std::fs::read(&out).unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&written),
+        String::from_utf8_lossy(&stdout)
+    );
+    let got: Vec<(String, Vec<String>)> = std::str::from_utf8(&written)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            let kinds = v["kinds"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|k| k.as_str().unwrap().to_owned())
+                .collect();
+            (v["text"].as_str().unwrap().to_owned(), kinds)
+        })
+        .collect();
+    assert_eq!(got, api_errors_want());
+    std::fs::remove_dir_all(&d).unwrap();
 }

@@ -887,3 +887,110 @@ fn descriptions_name_every_agent() {
     let readme = include_str!("../README.md");
     assert!(!readme.contains("state.json"));
 }
+
+/// A pi session whose assistant turns ended in an error (`stopReason`
+/// `"error"`), with and without content, with and without a message; the
+/// last turn did not fail.
+const ERROR_TURNS: &str = concat!(
+    r#"{"type":"session","version":3,"id":"err","timestamp":"2026-01-15T10:00:00.000Z","cwd":"/tmp/err"}"#,
+    "\n",
+    r#"{"type":"message","id":"e1","parentId":null,"timestamp":"2026-01-15T10:00:01.000Z","message":{"role":"user","content":"go"}}"#,
+    "\n",
+    r#"{"type":"message","id":"e2","parentId":"e1","timestamp":"2026-01-15T10:00:02.000Z","message":{"role":"assistant","content":[],"provider":"anthropic","model":"m","stopReason":"error","errorMessage":"429 {\"type\":\"error\",\"error\":{\"type\":\"rate_limit_error\",\"message\":\"Rate limited\"}}"}}"#,
+    "\n",
+    r#"{"type":"message","id":"e3","parentId":"e2","timestamp":"2026-01-15T10:00:03.000Z","message":{"role":"assistant","content":[{"type":"thinking","thinking":"hm"},{"type":"text","text":"partial \u00e9"}],"stopReason":"error","errorMessage":"500 overloaded\n\tcaf\u00e9 \/ done"}}"#,
+    "\n",
+    r#"{"type":"message","id":"e4","parentId":"e3","timestamp":"2026-01-15T10:00:04.000Z","message":{"role":"assistant","content":[{"type":"text","text":""}],"stopReason":"error","errorMessage":"terminated"}}"#,
+    "\n",
+    r#"{"type":"message","id":"e5","parentId":"e4","timestamp":"2026-01-15T10:00:05.000Z","message":{"role":"assistant","content":[{"type":"text","text":"cut"}],"stopReason":"error"}}"#,
+    "\n",
+    r#"{"type":"message","id":"e6","parentId":"e5","timestamp":"2026-01-15T10:00:06.000Z","message":{"role":"assistant","content":[{"type":"text","text":"fine"}],"stopReason":"stop","errorMessage":"not an error"}}"#,
+    "\n",
+);
+
+/// `(text, kinds)` of each record of [`ERROR_TURNS`].
+fn error_turns_want() -> Vec<(String, Vec<String>)> {
+    let k = |v: &[&str]| v.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+    vec![
+        ("go".into(), k(&["text"])),
+        (
+            r#"429 {"type":"error","error":{"type":"rate_limit_error","message":"Rate limited"}}"#
+                .into(),
+            k(&["error"]),
+        ),
+        (
+            "hm\npartial é\n500 overloaded\n\tcafé / done".into(),
+            k(&["thinking", "text", "error"]),
+        ),
+        ("terminated".into(), k(&["text", "error"])),
+        ("cut".into(), k(&["text", "error"])),
+        ("fine".into(), k(&["text"])),
+    ]
+}
+
+#[test]
+fn an_error_turn_is_its_content_then_its_error_message_on_every_output() {
+    // pi: `stopReason: "error"`: the content's text, "\n", `errorMessage`
+    // (alone when the content has no text); kind `error` last. The same
+    // from `-o` (text built escaped), stdout and `--max-text` (decoded),
+    // and from the library.
+    let dir = tmpdir("error-turns");
+    let file = dir.join("err.jsonl");
+    std::fs::write(&file, ERROR_TURNS).unwrap();
+    let out_file = dir.join("out.ndjson");
+    let f = file.to_str().unwrap();
+    let to_file = run(&["backfill", "-q", "-o", out_file.to_str().unwrap(), f]);
+    assert_eq!(to_file.status.code(), Some(0));
+    let raw = std::fs::read(&out_file).unwrap();
+    let stdout = run(&["backfill", "-q", f]).stdout;
+    let decoded = run(&["backfill", "-q", "--max-text", "1000000000", f]).stdout;
+    assert_eq!(
+        String::from_utf8_lossy(&raw),
+        String::from_utf8_lossy(&decoded)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&stdout),
+        String::from_utf8_lossy(&decoded)
+    );
+    let got: Vec<(String, Vec<String>)> = std::str::from_utf8(&raw)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let v: Value = serde_json::from_str(l).unwrap();
+            let kinds = v["kinds"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|k| k.as_str().unwrap().to_owned())
+                .collect();
+            (v["text"].as_str().unwrap().to_owned(), kinds)
+        })
+        .collect();
+    assert_eq!(got, error_turns_want());
+    let mut src = mem_ingest::PiSessionSource::from_reader(ERROR_TURNS.as_bytes(), f).unwrap();
+    let mut lib = Vec::new();
+    while let Some(r) = mem_ingest::RecordSource::next_record(&mut src).unwrap() {
+        let kinds = r.kinds.iter().map(|k| (*k).to_owned()).collect();
+        lib.push((r.text.to_owned(), kinds));
+    }
+    assert_eq!(lib, error_turns_want());
+    assert_eq!(mem_ingest::raw_text_agrees(ERROR_TURNS.as_bytes()), Ok(6));
+    // The store: a phrase of an error message finds its turn.
+    let db = dir.join("err.db");
+    let db = db.to_str().unwrap();
+    assert!(run(&["backfill", "-q", "--db", db, f]).status.success());
+    let found = run(&["search", "--json", "--db", db, "\"rate limited\""]);
+    assert!(found.status.success());
+    let keys: Vec<String> = std::str::from_utf8(&found.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["key"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(keys, ["err:e2"]);
+    std::fs::remove_dir_all(&dir).unwrap();
+}

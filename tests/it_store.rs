@@ -752,7 +752,7 @@ print(hits[0][0], usage > 0, ",".join(sorted(kinds)))
     );
     assert_eq!(
         String::from_utf8_lossy(&py.stdout).trim(),
-        "search-s:m1 True image,text,thinking,toolCall"
+        "search-s:m1 True error,image,text,thinking,toolCall"
     );
     fs::remove_dir_all(d).unwrap();
 }

@@ -1192,6 +1192,19 @@ fn read_task<E: Encoder>(
     };
     let result = (|| -> Result<(), String> {
         let mut f = File::open(path).map_err(|e| e.to_string())?;
+        // A part after the first, or a file resumed from a checkpoint
+        // that saved no context: the format finds it from the lines
+        // before (pi has none).
+        let found;
+        let context: &[u8] = match &task.header {
+            Some(h) if task.start > 0 && task.context.is_empty() => {
+                found = format
+                    .context_before(&f, h, task.start, opts)
+                    .map_err(|e| e.to_string())?;
+                &found
+            }
+            _ => &task.context,
+        };
         if task.start > 0 {
             f.seek(SeekFrom::Start(task.start))
                 .map_err(|e| e.to_string())?;
@@ -1211,9 +1224,15 @@ fn read_task<E: Encoder>(
                 }
                 _ => opts,
             };
-            let src = open(format, Input::Reader(Box::new(f)), task, path, opts, || {
-                before
-            })?;
+            let src = open(
+                format,
+                Input::Reader(Box::new(f)),
+                task,
+                context,
+                path,
+                opts,
+                || before,
+            )?;
             let drained = drain(src, format, &mut res, cfg, encoder, &file);
             // The part's newlines, for the parts after it (one job: they
             // wait for it anyway).
@@ -1244,6 +1263,7 @@ fn read_task<E: Encoder>(
                 format,
                 Input::Bytes(&data[..filled]),
                 task,
+                context,
                 path,
                 opts,
                 lines,
@@ -1311,18 +1331,19 @@ fn read_whole(
 const COUNT_CHUNK: u64 = 256 << 10;
 
 /// A source over a task's `input`: from the start of its file, or resumed
-/// after a header read before.
+/// after a header read before, in the running `context` there.
 fn open<'d>(
     format: &dyn Format,
     input: Input<'d>,
     task: &Task,
+    context: &[u8],
     path: &Path,
     opts: &SourceOptions,
     lines: impl FnOnce() -> u64,
 ) -> Result<BoxedSource<'d>, String> {
     let at = At {
         header: task.header.as_ref(),
-        context: &task.context,
+        context,
         byte: task.start,
         lines_before: if task.header.is_some() { lines() } else { 0 },
     };
