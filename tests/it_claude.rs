@@ -881,3 +881,56 @@ fn an_api_error_stand_in_is_its_content_then_its_error() {
     assert_eq!(got, api_errors_want());
     std::fs::remove_dir_all(&d).unwrap();
 }
+
+/// A live session read before its first `cwd` was written (only steering
+/// input so far): when the cwd comes, the file is read on from its
+/// checkpoint, not again from the start (its header's cwd was unknown,
+/// not another), so nothing is emitted twice even without deduplication;
+/// the lines read on take the cwd as a read from the start gives it.
+#[test]
+fn a_cwd_written_after_the_first_run_reads_on() {
+    let d = tmpdir("cwd-late");
+    let root = d.join("projects/-p");
+    std::fs::create_dir_all(&root).unwrap();
+    let file = root.join("s.jsonl");
+    std::fs::write(&file, [steer("early 1"), steer("early 2")].concat()).unwrap();
+    let state = d.join("state");
+    let run = |jobs: usize| {
+        let mut got = Vec::new();
+        let summary = mem_ingest::archive::Archive::builder()
+            .path(&root)
+            .format(std::sync::Arc::new(Claude))
+            .jobs(jobs)
+            .dedupe(false)
+            .state(&state)
+            .build()
+            .backfill(&mut mem_ingest::sink::ForEach(|r: OwnedRecord| {
+                got.push((r.key, r.project))
+            }))
+            .unwrap();
+        (got, summary)
+    };
+    let (first, _) = run(1);
+    let pairs = |v: &[(&str, &str)]| -> Vec<KeyProject> {
+        v.iter()
+            .map(|(k, p)| ((*k).to_owned(), (*p).to_owned()))
+            .collect()
+    };
+    assert_eq!(first, pairs(&[("s:s:L1", ""), ("s:s:L2", "")]));
+    common::append(
+        &file,
+        &[
+            steer("late 1"),
+            user_in("u1", "/now", "here"),
+            steer("late 2"),
+        ]
+        .concat(),
+    );
+    let (second, summary) = run(1);
+    assert_eq!((summary.resumed, summary.reread), (1, 0));
+    assert_eq!(
+        second,
+        pairs(&[("s:s:L3", "/now"), ("s:u1", "/now"), ("s:s:L5", "/now")])
+    );
+    std::fs::remove_dir_all(d).unwrap();
+}
