@@ -485,7 +485,13 @@ impl ClaudeContext {
             .file_stem()
             .map(|s| s.to_string_lossy().into_owned())
             .unwrap_or_default();
-        let cwd = RefCell::new(cwd.unwrap_or(&header.cwd).to_owned());
+        // An empty cwd saved: none was known then, not even the header's
+        // (the first line with one was not yet written); the header's now.
+        let cwd = RefCell::new(
+            cwd.filter(|c| !c.is_empty())
+                .unwrap_or(&header.cwd)
+                .to_owned(),
+        );
         ClaudeContext {
             header,
             source: format!("claude:{stem}"),

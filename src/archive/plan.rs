@@ -162,6 +162,20 @@ pub fn header_digest(h: &Header) -> u64 {
     ])
 }
 
+/// The header differs from the one saved only by a cwd that was unknown
+/// then: a format that finds the cwd in the file's first lines (Claude
+/// Code's, whose first lines may be steering input without one) read the
+/// file before the first line with a cwd was written. The file grew; it
+/// was not rewritten, and is read on.
+fn cwd_now_known(h: &Header, p: &FileState) -> bool {
+    p.header.cwd.is_empty()
+        && !h.cwd.is_empty()
+        && header_digest(&Header {
+            cwd: String::new(),
+            ..h.clone()
+        }) == p.header_digest
+}
+
 /// Where the new bytes of a file start.
 struct Region {
     start: u64,
@@ -233,7 +247,7 @@ fn region(
     // same too, or it was rewritten in place.
     let header = read_header(path, opts, format);
     match header {
-        Some(h) if header_digest(&h) == p.header_digest => {
+        Some(h) if header_digest(&h) == p.header_digest || cwd_now_known(&h, p) => {
             let mut start = p.offset;
             if p.open_line {
                 // The line consumed last had no "\n": one that follows
