@@ -425,13 +425,14 @@ fn a_sink_keeps_its_own_checkpoint_from_what_changed() {
 /// the lines appended.
 #[test]
 fn the_checked_in_state_of_this_release() {
-    checked_in_state("state-v8.state", mem_ingest::archive::STATE_VERSION);
+    checked_in_state("state-v9.state", mem_ingest::archive::STATE_VERSION);
 }
 
-/// The states of the releases before (layout versions 7, 6, 5, 4 and 3)
-/// are upgraded: the same as this release's.
+/// The states of the releases before (layout versions 8, 7, 6, 5, 4 and
+/// 3) are upgraded: the same as this release's.
 #[test]
 fn the_checked_in_states_of_the_releases_before() {
+    checked_in_state("state-v8.state", 8);
     checked_in_state("state-v7.state", 7);
     checked_in_state("state-v6.state", 6);
     checked_in_state("state-v5.state", 5);

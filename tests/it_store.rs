@@ -764,7 +764,7 @@ print(hits[0][0], usage > 0, ",".join(sorted(kinds)))
 /// nothing; appended lines add exactly their rows.
 #[test]
 fn the_checked_in_stores_are_migrated_and_go_on() {
-    for version in 1..=3 {
+    for version in 1..=SCHEMA {
         let d = tmpdir(&format!("migrate-{version}"));
         let db = d.join("store.db");
         fs::copy(fixtures().join(format!("store-v{version}.sqlite")), &db).unwrap();
