@@ -746,6 +746,30 @@ fn a_snippet_is_cut_from_a_window_at_the_first_match() {
     fs::remove_dir_all(d).unwrap();
 }
 
+/// A NUL in a text is a character like any other: FTS5's `snippet()`
+/// joined its pieces as C strings, so that the text from a NUL to the
+/// match was dropped, and everything after a NUL past it (issue 42).
+#[test]
+fn a_snippet_keeps_the_text_after_a_nul() {
+    let d = tmpdir("snippet-nul");
+    let s = texts_session(
+        &d,
+        "nul",
+        "/work/proj",
+        &[r"before\u0000after the needle, then\u0000the end"],
+    );
+    let db = d.join("n.db");
+    assert!(backfill_db(&db, &[&s]).status.success());
+    assert_eq!(
+        snippets(&db, "needle"),
+        [(
+            "nul:m0".to_owned(),
+            "before\0after the «needle», then\0the end".to_owned()
+        )]
+    );
+    fs::remove_dir_all(d).unwrap();
+}
+
 #[test]
 fn real_clients_read_the_documented_schema() {
     let d = tmpdir("clients");
