@@ -770,6 +770,39 @@ fn a_snippet_keeps_the_text_after_a_nul() {
     fs::remove_dir_all(d).unwrap();
 }
 
+/// The text output is for a terminal: what a transcript holds (a tool's
+/// colours, a title sequence in a path, a bell, a bidi override) is
+/// printed escaped, never as the control characters themselves (issue
+/// 42); a newline of a snippet is a space, as it was.
+#[test]
+fn search_prints_control_characters_escaped() {
+    let d = tmpdir("search-controls");
+    let s = texts_session(
+        &d,
+        "ctl",
+        r"/work/\u001b]0;pwned\u0007proj",
+        &[
+            r"bell\u0007 esc\u001b[31mred\u001b[0m needle\ttab\r\nnext del\u007f c1\u0085 bidi\u202eend",
+        ],
+    );
+    let db = d.join("c.db");
+    assert!(backfill_db(&db, &[&s]).status.success());
+    let out = bin()
+        .args(["search", "--db"])
+        .arg(&db)
+        .arg("needle")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert_eq!(
+        String::from_utf8(out.stdout).unwrap(),
+        "2026-02-01T00:00:00.000Z  user  /work/\\u{1b}]0;pwned\\u{7}proj  ctl  ctl:m0\n    \
+         bell\\u{7} esc\\u{1b}[31mred\\u{1b}[0m «needle»\\ttab\\r next del\\u{7f} c1\\u{85} \
+         bidi\\u{202e}end\n"
+    );
+    fs::remove_dir_all(d).unwrap();
+}
+
 #[test]
 fn real_clients_read_the_documented_schema() {
     let d = tmpdir("clients");
