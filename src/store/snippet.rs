@@ -474,6 +474,16 @@ mod tests {
         )
         .unwrap();
         register(&conn).unwrap();
+        // Matches that overlap (coalesced into one mark), a phrase longer
+        // than a snippet, a text of whitespace and punctuation around.
+        for t in [
+            "a b a b a b a x1 a b a",
+            "x1 a b a b a. alpha beta gamma: a b a",
+            "  \n a b a a b a b a b.  ",
+        ] {
+            conn.execute("INSERT INTO t (text) VALUES (?1)", [t])
+                .unwrap();
+        }
         let mut seed = 0x9e37_79b9_7f4a_7c15u64;
         for len in (1..=100).chain([3, 5, 8, 15, 16, 17, 31, 33]) {
             for _ in 0..6 {
