@@ -1,9 +1,11 @@
 //! Search latency on a record that repeats its word: a store of one
 //! session whose one record holds `WORD` N times (default `word`, 100,000
 //! times: 500 KB of text; another record holds it once), built through
-//! the library in a temporary folder, then `store::search` for that word timed REPS times (default
-//! 5) after one untimed run. Prints the build, the median and the longest
-//! search, and the first hit's snippet.
+//! the library in a temporary folder, then `store::search` for that word
+//! timed REPS times (default 5) after one untimed run. `BEFORE=M` puts M
+//! other words (`filler`) before them: a first match that far into the
+//! text. Prints the build, the median and the longest search, and the
+//! first hit's snippet.
 //!
 //! ```sh
 //! cargo run --release --example search_repeated -- [N [WORD]]
@@ -32,7 +34,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let dir = std::env::temp_dir().join(format!("search-repeated-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
     let session = dir.join("2026-01-01T00-00-00-000Z_repeated.jsonl");
-    let text = vec![word.as_str(); n].join(" ");
+    let before: usize = std::env::var("BEFORE")
+        .ok()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(0);
+    let text = "filler ".repeat(before) + &vec![word.as_str(); n].join(" ");
     let line = |id: &str, text: &str| {
         format!(
             r#"{{"type":"message","id":"{id}","parentId":null,"timestamp":"2026-02-01T00:00:00.000Z","message":{{"role":"user","content":"{text}","timestamp":1769904000000}}}}"#
@@ -54,7 +60,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .backfill(&mut store)?;
     drop(store);
     println!(
-        "store of one record holding {word:?} {n} times ({} bytes): {:.2} s",
+        "store of one record holding {word:?} {n} times after {before} other words \
+         ({} bytes): {:.2} s",
         text.len(),
         t.elapsed().as_secs_f64()
     );
