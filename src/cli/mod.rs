@@ -2,6 +2,7 @@
 //! user of the library's [`mem_ingest::archive`] engine.
 
 mod output;
+mod safe;
 
 use std::io::{self, IsTerminal, Write};
 use std::path::PathBuf;
@@ -502,11 +503,11 @@ fn search(a: SearchArgs) -> i32 {
             writeln!(
                 out,
                 "{time}  {}  {}  {}  {}\n    {}",
-                h.role,
-                h.project,
-                h.session,
-                h.key,
-                h.snippet.replace('\n', " ")
+                safe::printable(&h.role),
+                safe::printable(&h.project),
+                safe::printable(&h.session),
+                safe::printable(&h.key),
+                safe::printable(&h.snippet.replace('\n', " "))
             )
         };
     }

@@ -27,7 +27,7 @@
 //! The caller checks `PRAGMA data_version` before and after, so that every
 //! connection read the same store.
 
-use std::ffi::{c_int, c_void};
+use std::ffi::{c_int, c_void, CStr};
 use std::path::Path;
 use std::ptr;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -186,6 +186,16 @@ pub(super) fn on_threads<T: Sync, R: Send>(
 
 /// Registers `mi_bm25_parts` with the FTS5 of `conn`.
 pub(super) fn register(conn: &Connection) -> rusqlite::Result<()> {
+    create_function(conn, c"mi_bm25_parts", Some(bm25_parts))
+}
+
+/// Registers the FTS5 auxiliary function `f` as `name` with the FTS5 of
+/// `conn`.
+pub(super) fn create_function(
+    conn: &Connection,
+    name: &CStr,
+    f: ffi::fts5_extension_function,
+) -> rusqlite::Result<()> {
     let failed = |rc: c_int, what: &str| {
         rusqlite::Error::SqliteFailure(ffi::Error::new(rc), Some(what.to_owned()))
     };
@@ -229,15 +239,9 @@ pub(super) fn register(conn: &Connection) -> rusqlite::Result<()> {
         let Some(create) = (*api).xCreateFunction else {
             return Err(failed(ffi::SQLITE_ERROR, "no FTS5 xCreateFunction"));
         };
-        let rc = create(
-            api,
-            c"mi_bm25_parts".as_ptr(),
-            ptr::null_mut(),
-            Some(bm25_parts),
-            None,
-        );
+        let rc = create(api, name.as_ptr(), ptr::null_mut(), f, None);
         if rc != ffi::SQLITE_OK {
-            return Err(failed(rc, "registering mi_bm25_parts"));
+            return Err(failed(rc, "registering an FTS5 function"));
         }
     }
     Ok(())
