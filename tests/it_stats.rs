@@ -519,3 +519,39 @@ fn unknown_costs_are_null_and_dashes() {
     assert!(!out.contains("0.0000"), "{out}");
     std::fs::remove_dir_all(d).unwrap();
 }
+
+/// Issue 42: the human table prints a name from a transcript (a project's
+/// cwd, a model) with its control characters escaped, as search does: an
+/// escape sequence in a cwd is never sent to the terminal.
+#[test]
+fn table_names_have_their_control_characters_escaped() {
+    let d = tmpdir("stats", "control-names");
+    let s = d.join("s.jsonl");
+    std::fs::write(
+        &s,
+        concat!(
+            r#"{"type":"session","version":3,"id":"ctl","timestamp":"2026-01-15T10:00:00.000Z","cwd":"/work/\u001b]0;pwned\u0007proj"}"#,
+            "\n",
+            r#"{"type":"message","id":"m1","parentId":null,"timestamp":"2026-01-15T10:00:01.000Z","message":{"role":"user","content":"hi","timestamp":1768471201000}}"#,
+            "\n",
+        ),
+    )
+    .unwrap();
+    let out = run(&[&"stats", &"-q", &s]);
+    assert!(out.status.success());
+    let table = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        !table.contains('\u{1b}') && !table.contains('\u{7}'),
+        "{table:?}"
+    );
+    let row = table
+        .lines()
+        .find(|l| l.contains("pwned"))
+        .unwrap_or_else(|| panic!("{table}"));
+    assert!(
+        row.trim_start()
+            .starts_with("/work/\\u{1b}]0;pwned\\u{7}proj "),
+        "{row:?}"
+    );
+    std::fs::remove_dir_all(d).unwrap();
+}
