@@ -20,7 +20,8 @@ pub enum Cell<'a> {
     Count(u64),
     /// A cost in dollars to four places: `13.5625`; `-` when unknown.
     Cost(Option<f64>),
-    /// A name (a project, a model): `(unknown)` when empty.
+    /// A name (a project, a model): `(unknown)` when empty, its control
+    /// characters escaped (`super::safe::printable`).
     Name(&'a str),
 }
 
@@ -40,7 +41,7 @@ impl fmt::Display for Cell<'_> {
             Cell::Cost(Some(c)) => write!(f, "{c:.4}"),
             Cell::Cost(None) => f.write_str("-"),
             Cell::Name("") => f.write_str("(unknown)"),
-            Cell::Name(n) => f.write_str(n),
+            Cell::Name(n) => f.write_str(&super::safe::printable(n)),
         }
     }
 }
