@@ -1060,7 +1060,10 @@ fn read_task<E: Encoder>(
     // ahead of it: every task is streamed through the chunked reader, whose
     // buffer stays in cache (reading 8 MiB first and passing over it twice
     // more cost a tenth of a one-thread run).
-    let in_memory = cfg.jobs > 1 && (task.end.is_some() || size <= 2 * plan::PART_BYTES);
+    // A part is cut at the first newline after its size: one that holds a
+    // long line is streamed too (read whole, a part of a line of 600 MB
+    // of zeros was held whole), and its parts after it wait for it.
+    let in_memory = cfg.jobs > 1 && size <= 2 * plan::PART_BYTES;
     let published = std::cell::Cell::new(false);
     let publish = |n: u64| {
         if task.end.is_some() && !published.replace(true) {
@@ -1068,7 +1071,10 @@ fn read_task<E: Encoder>(
         }
     };
     let result = (|| -> Result<(), String> {
-        let mut f = File::open(path).map_err(|e| e.to_string())?;
+        let handle = Arc::new(File::open(path).map_err(|e| e.to_string())?);
+        // A long line is read again from the file, not held.
+        let opts = &opts.clone().read_again_from(&handle);
+        let mut f = &*handle;
         if task.start > 0 {
             f.seek(SeekFrom::Start(task.start))
                 .map_err(|e| e.to_string())?;
@@ -2067,7 +2073,10 @@ impl ParentsAhead<'_> {
         // read (line numbers do not enter fingerprints).
         let parent_format = &*cfg.formats[f.format];
         if let Some(t) = plan.tasks.iter().find(|t| t.file == j) {
-            if let Ok(mut fh) = File::open(&f.path) {
+            if let Ok(fh) = File::open(&f.path) {
+                let fh = Arc::new(fh);
+                let opts = &opts.clone().read_again_from(&fh);
+                let mut fh = &*fh;
                 let at = At {
                     header: t.header.as_ref(),
                     context: &t.context,
