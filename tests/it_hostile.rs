@@ -306,6 +306,77 @@ fn cli_skips_non_jsonl_and_survives_symlink_loops() {
     std::fs::remove_dir_all(d).unwrap();
 }
 
+/// Keys of the records `backfill` writes with `args`, and its stderr.
+fn backfill_keys(args: &[&dyn AsRef<std::ffi::OsStr>]) -> (Vec<String>, String) {
+    let out = common::cli()
+        .args(["backfill", "-q"])
+        .args(args.iter().map(|a| a.as_ref()))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    let keys = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<serde_json::Value>(l).unwrap()["key"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    (keys, err)
+}
+
+/// Links met while walking a folder lead out of it: they are not followed
+/// unless `--follow-links` (`-L`) says so (ripgrep's convention); a PATH
+/// named on the command line is followed, link or not.
+#[test]
+fn cli_does_not_follow_links_found_while_walking() {
+    let d = tmpdir("cli-links");
+    let (archive, outside) = (d.join("archive"), d.join("outside"));
+    std::fs::create_dir_all(&archive).unwrap();
+    std::fs::create_dir_all(outside.join("dir")).unwrap();
+    let session = |id: &str, entry: &str, text: &str| {
+        format!(
+            "{}\n{}\n",
+            HEADER.replace("\"id\":\"s1\"", &format!("\"id\":\"{id}\"")),
+            user(entry, text)
+        )
+    };
+    std::fs::write(archive.join("in.jsonl"), session("s1", "a", "inside")).unwrap();
+    std::fs::write(
+        outside.join("secret.jsonl"),
+        session("s2", "b", "a file elsewhere"),
+    )
+    .unwrap();
+    std::fs::write(
+        outside.join("dir/deep.jsonl"),
+        session("s3", "c", "a folder elsewhere"),
+    )
+    .unwrap();
+    std::os::unix::fs::symlink(outside.join("secret.jsonl"), archive.join("passwd.jsonl")).unwrap();
+    std::os::unix::fs::symlink(outside.join("dir"), archive.join("linked")).unwrap();
+
+    let (keys, _) = backfill_keys(&[&archive]);
+    assert_eq!(keys, ["s1:a"]);
+    let (s, out) = stats(&[&archive]);
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(
+        (s["files"].as_u64(), s["records"].as_u64()),
+        (Some(1), Some(1))
+    );
+    // Followed when asked, in path order.
+    for flag in ["--follow-links", "-L"] {
+        let (keys, _) = backfill_keys(&[&flag, &archive]);
+        assert_eq!(keys, ["s1:a", "s3:c", "s2:b"], "{flag}");
+    }
+    // Links named as PATHs are followed.
+    let (keys, _) = backfill_keys(&[&archive.join("passwd.jsonl"), &archive.join("linked")]);
+    assert_eq!(keys, ["s2:b", "s3:c"]);
+    std::fs::remove_dir_all(d).unwrap();
+}
+
 #[test]
 fn cli_file_without_read_permission_fails_alone() {
     let d = tmpdir("cli-perm");
