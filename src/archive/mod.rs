@@ -70,6 +70,7 @@ use crate::sink::{Discard, Sink};
 use crate::source::SourceOptions;
 
 pub use dedupe::session_of_path;
+pub use discover::Links;
 pub use plan::PART_BYTES;
 pub use run::{SkipAt, Summary};
 pub use shard::{fnv1a, shard_of, Shard};
@@ -115,6 +116,8 @@ pub(crate) struct Config {
     /// [`ArchiveBuilder::formats_from_checkpoint`]).
     pub formats_from_checkpoint: bool,
     pub paths: Vec<PathBuf>,
+    /// Links met while walking a folder.
+    pub links: Links,
     pub jobs: usize,
     pub state: Option<PathBuf>,
     pub dedupe: bool,
@@ -146,6 +149,7 @@ impl Default for ArchiveBuilder {
                 formats: vec![Arc::new(Pi)],
                 formats_from_checkpoint: false,
                 paths: Vec::new(),
+                links: Links::Skip,
                 jobs: std::thread::available_parallelism().map_or(1, |n| n.get()),
                 state: None,
                 dedupe: true,
@@ -171,7 +175,8 @@ impl ArchiveBuilder {
     }
 
     /// Adds a PATH: a session file, or a folder searched recursively for
-    /// `*.jsonl` (symlinks followed, loops survived, a file reached twice
+    /// `*.jsonl` (a PATH that is a link followed; links inside it as
+    /// [`ArchiveBuilder::links`] says, loops survived, a file reached twice
     /// read once). Default: none, which reads pi's own archive
     /// (`$PI_CODING_AGENT_SESSION_DIR`, else `$PI_CODING_AGENT_DIR/sessions`,
     /// else `~/.pi/agent/sessions`).
@@ -183,6 +188,14 @@ impl ArchiveBuilder {
     /// Adds PATHs (see [`ArchiveBuilder::path`]).
     pub fn paths<P: Into<PathBuf>>(mut self, paths: impl IntoIterator<Item = P>) -> Self {
         self.cfg.paths.extend(paths.into_iter().map(Into::into));
+        self
+    }
+
+    /// What a walk does with a link it meets in a folder (default
+    /// [`Links::Skip`]: not followed). PATHs, and the agents' default
+    /// archives, are followed whatever this says.
+    pub fn links(mut self, links: Links) -> Self {
+        self.cfg.links = links;
         self
     }
 

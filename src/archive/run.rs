@@ -1370,7 +1370,7 @@ fn find_files(cfg: &Config) -> Listing {
     let wanted: discover::Wanted =
         Arc::new(move |p: &Path| formats.iter().any(|f| f.is_session_file(p)));
     let paths: Vec<PathBuf> = roots.iter().map(|(p, _)| p.clone()).collect();
-    let mut found = discover::discover(&paths, cfg.jobs, &wanted);
+    let mut found = discover::discover(&paths, cfg.jobs, &wanted, cfg.links);
     let files = std::mem::take(&mut found.files)
         .into_iter()
         .filter_map(|(path, id)| {

@@ -11,7 +11,7 @@ use std::time::Instant;
 
 use clap::{Args, Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use mem_ingest::archive::{Archive, ArchiveBuilder, Progress, Summary};
+use mem_ingest::archive::{Archive, ArchiveBuilder, Links, Progress, Summary};
 use mem_ingest::dataset::{ParquetDataset, Shard};
 use mem_ingest::format::{Claude, Codex, Format, Pi};
 use mem_ingest::sink::{NdjsonFile, NdjsonStdout};
@@ -47,6 +47,12 @@ struct Common {
     /// ~/.claude) and Codex's (sessions/ and archived_sessions/ of
     /// $CODEX_HOME, else ~/.codex).
     paths: Vec<PathBuf>,
+    /// Follow symbolic links met while walking a folder (to files and
+    /// folders). By default they are not followed: a link inside an
+    /// archive may lead out of it. PATHs named here, and the default
+    /// archives, are followed either way.
+    #[arg(long, short = 'L')]
+    follow_links: bool,
     /// Worker threads (default: the number of cores). The output does not
     /// depend on it.
     #[arg(long, short = 'j', value_parser = clap::value_parser!(u32).range(1..=1024))]
@@ -283,6 +289,11 @@ fn builder(c: &Common, db: bool, parquet: bool) -> Result<ArchiveBuilder, i32> {
         .formats(formats(c))
         .formats_from_checkpoint(c.sources.is_empty())
         .dedupe(!c.no_dedupe)
+        .links(if c.follow_links {
+            Links::Follow
+        } else {
+            Links::Skip
+        })
         .checkpoint_every(std::time::Duration::from_millis(every))
         .poll_only(c.follow_poll);
     if let Some(j) = c.jobs {
