@@ -699,7 +699,8 @@ fn cli_refuses_a_pipe_with_a_checkpoint_and_a_device() {
             s["files_failed"].as_u64(),
             s["records"].as_u64()
         ),
-        (Some(0), Some(1), Some(0))
+        // A failed PATH counts among the files, as a missing one does.
+        (Some(1), Some(1), Some(0))
     );
     assert_eq!(
         s["failures"][0],

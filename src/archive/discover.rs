@@ -6,7 +6,7 @@
 use std::collections::HashSet;
 use std::fs;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::MetadataExt;
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -65,6 +65,16 @@ pub fn discover(paths: &[PathBuf], threads: usize, wanted: &Wanted, links: Links
                 unreadable.append(&mut w.failures);
                 found.dirs.extend(seen);
             }
+            Ok(m) if m.file_type().is_char_device() || m.file_type().is_block_device() => {
+                // `/dev/zero` has no end: it is never opened.
+                let kind = if m.file_type().is_char_device() {
+                    "character"
+                } else {
+                    "block"
+                };
+                let why = format!("a {kind} device, not a session file or folder");
+                found.failures.push((p.clone(), why));
+            }
             Ok(m) => candidates.push((p.clone(), Identity::of(&m))),
         }
     }
@@ -89,6 +99,29 @@ pub fn discover(paths: &[PathBuf], threads: usize, wanted: &Wanted, links: Links
     }
     found.failures.sort();
     found
+}
+
+/// Whether `path` is a pipe (a FIFO, `/dev/stdin` or `<(...)` fed by one,
+/// a socket): read once, as a stream, never in parts, never again.
+pub fn is_stream(path: &Path) -> bool {
+    fs::metadata(path).is_ok_and(|m| {
+        let t = m.file_type();
+        t.is_fifo() || t.is_socket()
+    })
+}
+
+/// Refuses the first PATH that is a pipe ([`is_stream`]), for a run that
+/// keeps a checkpoint or follows the archive: a stream has no offsets to
+/// resume from and cannot be read again. Nothing is opened.
+///
+/// # Errors
+/// [`ErrorKind::StreamNotResumable`](crate::ErrorKind::StreamNotResumable),
+/// naming the PATH as given.
+pub fn refuse_streams(paths: &[PathBuf]) -> Result<(), crate::Error> {
+    match paths.iter().find(|p| is_stream(p)) {
+        Some(p) => Err(crate::Error::new(p, crate::ErrorKind::StreamNotResumable)),
+        None => Ok(()),
+    }
 }
 
 /// Path order (component by component): byte order with the separator

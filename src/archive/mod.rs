@@ -70,7 +70,7 @@ use crate::sink::{Discard, Sink};
 use crate::source::SourceOptions;
 
 pub use dedupe::session_of_path;
-pub use discover::Links;
+pub use discover::{refuse_streams, Links};
 pub use plan::PART_BYTES;
 pub use run::{SkipAt, Summary};
 pub use shard::{fnv1a, shard_of, Shard};
@@ -132,7 +132,14 @@ pub(crate) struct Config {
     pub poll_only: bool,
     /// The share of the archive read (None: all of it).
     pub shard: Option<Shard>,
+    /// Pipes named as PATHs that format detection opened and read the
+    /// first bytes of: the reading task takes each (a pipe is opened and
+    /// read once).
+    pub streams: Arc<Streams>,
 }
+
+/// Pipes opened, each with the bytes already read from it, by path.
+pub(crate) type Streams = std::sync::Mutex<Vec<(PathBuf, std::fs::File, Vec<u8>)>>;
 
 /// Builds an [`Archive`]: what to read and how. Every setter documents its
 /// default.
@@ -162,6 +169,7 @@ impl Default for ArchiveBuilder {
                 progress: None,
                 poll_only: false,
                 shard: None,
+                streams: Arc::default(),
             },
             roles: Vec::new(),
         }

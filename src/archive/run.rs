@@ -21,6 +21,7 @@ use crate::counts::{LineCounts, Removal};
 use crate::error::{Error, ErrorKind};
 use crate::format::{open_at, At, BoxedSource, Format, Input};
 use crate::json::LineHash;
+use crate::line_reader::FileAt;
 use crate::ndjson::cut_text;
 use crate::pi::{Header, RoleFilter};
 use crate::report::Report;
@@ -513,6 +514,13 @@ impl<S: Sink> Ctx<'_, S> {
 /// Runs `command`; an error when the run cannot start or its sink or
 /// checkpoint fails.
 pub(crate) fn run<S: Sink>(cfg: &Config, command: Command, sink: &mut S) -> Result<Summary, Error> {
+    if cfg.state.is_some() || cfg.follow || sink.checkpoints().is_some() {
+        discover::refuse_streams(&cfg.paths)?;
+    }
+    cfg.streams
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .clear();
     if cfg.state.is_some() && sink.checkpoints().is_some() {
         return Err(Error::new(
             cfg.state.as_deref().unwrap_or(Path::new("")),
@@ -771,7 +779,7 @@ fn detect_formats(
             None => todo.push(f),
         }
     }
-    let detect = |f: &mut &mut FoundFile| f.2 = crate::format::detect_format(&cfg.formats, &f.0);
+    let detect = |f: &mut &mut FoundFile| f.2 = detect_format(cfg, &f.0);
     let pool = (cfg.jobs > 1 && todo.len() > 1)
         .then(|| {
             rayon::ThreadPoolBuilder::new()
@@ -788,6 +796,31 @@ fn detect_formats(
         None => todo.iter_mut().for_each(detect),
     }
     files
+}
+
+/// [`crate::format::detect_format`], but a pipe's first bytes, read once,
+/// are kept with it for the task that reads it ([`super::Streams`]).
+fn detect_format(cfg: &Config, path: &Path) -> usize {
+    use crate::format::{detect_in, detect_prefix};
+    let Ok(mut f) = File::open(path) else {
+        return crate::format::detect_format(&cfg.formats, path);
+    };
+    let (prefix, whole) = detect_prefix(&mut f);
+    let format = detect_in(&cfg.formats, &prefix, whole, path);
+    if !f.metadata().is_ok_and(|m| m.is_file()) {
+        let mut streams = cfg.streams.lock().unwrap_or_else(|e| e.into_inner());
+        streams.push((path.to_path_buf(), f, prefix));
+    }
+    format
+}
+
+/// The pipe `path` as format detection left it (opened, its first bytes
+/// read), when it did.
+fn take_stream(cfg: &Config, path: &Path) -> Option<(File, Vec<u8>)> {
+    let mut streams = cfg.streams.lock().unwrap_or_else(|e| e.into_inner());
+    let i = streams.iter().position(|(p, ..)| p == path)?;
+    let (_, f, prefix) = streams.swap_remove(i);
+    Some((f, prefix))
 }
 
 /// The passes of a run: one, or when following one after each change until
@@ -1071,9 +1104,18 @@ fn read_task<E: Encoder>(
         }
     };
     let result = (|| -> Result<(), String> {
-        let handle = Arc::new(File::open(path).map_err(|e| e.to_string())?);
-        // A long line is read again from the file, not held.
-        let opts = &opts.clone().read_again_from(&handle);
+        // A pipe that format detection opened goes on after what it read.
+        let (handle, prefix) = match take_stream(cfg, path) {
+            Some(stream) => stream,
+            None => (File::open(path).map_err(|e| e.to_string())?, Vec::new()),
+        };
+        let handle = Arc::new(handle);
+        // A long line of a regular file is read again from it, not held.
+        // Anything else is a pipe: read once, as a stream, never into
+        // memory by its size (which says nothing).
+        let again = FileAt::of(Arc::clone(&handle));
+        let stream = again.is_none();
+        let opts = &opts.clone().read_again(again);
         let mut f = &*handle;
         if task.start > 0 {
             f.seek(SeekFrom::Start(task.start))
@@ -1081,22 +1123,25 @@ fn read_task<E: Encoder>(
         }
         let mut f = f.take(len);
         let lines = || task.lines.unwrap_or_else(|| bases.lines_before(plan, i));
-        if !in_memory {
+        if !in_memory || stream {
             let before = if task.header.is_some() { lines() } else { 0 };
             // A file smaller than the reader's buffer gets a buffer of its
             // size (it grows for a line longer): a one-job run over
             // thousands of small files zeroed 256 KiB for each.
             let small;
             let opts = match usize::try_from(size) {
-                Ok(s) if s < opts.buffer_bytes() => {
+                Ok(s) if s < opts.buffer_bytes() && !stream => {
                     small = opts.clone().buffer_capacity((s + 1).max(4096));
                     &small
                 }
                 _ => opts,
             };
-            let src = open(format, Input::Reader(Box::new(f)), task, path, opts, || {
-                before
-            })?;
+            let input: Box<dyn Read + Send> = if prefix.is_empty() {
+                Box::new(f)
+            } else {
+                Box::new(std::io::Cursor::new(prefix).chain(f))
+            };
+            let src = open(format, Input::Reader(input), task, path, opts, || before)?;
             let drained = drain(src, format, &mut res, cfg, encoder, &file);
             // The part's newlines, for the parts after it (one job: they
             // wait for it anyway).

@@ -11,7 +11,7 @@ use std::time::Instant;
 
 use clap::{Args, Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use mem_ingest::archive::{Archive, ArchiveBuilder, Links, Progress, Summary};
+use mem_ingest::archive::{refuse_streams, Archive, ArchiveBuilder, Links, Progress, Summary};
 use mem_ingest::dataset::{ParquetDataset, Shard};
 use mem_ingest::format::{Claude, Codex, Format, Pi};
 use mem_ingest::sink::{NdjsonFile, NdjsonStdout};
@@ -378,6 +378,13 @@ fn backfill(a: BackfillArgs) -> i32 {
     if a.shard.is_some() && a.output.is_none() && a.parquet.is_none() {
         eprintln!("error: --shard needs -o FILE or --parquet DIR");
         return 2;
+    }
+    if a.common.state.is_some() || a.db.is_some() || a.parquet.is_some() || a.follow {
+        // A pipe among the PATHs: refused before the store or the dataset
+        // is made.
+        if let Err(e) = refuse_streams(&a.common.paths) {
+            return fail(&e);
+        }
     }
     let shard = a.shard.unwrap_or(Shard::ALL);
     let mut b = match builder(&a.common, a.db.is_some(), a.parquet.is_some()) {
