@@ -232,7 +232,9 @@ impl SourceOptions {
         self
     }
 
-    /// See [`SourceOptions::read_again`].
+    /// See [`SourceOptions::read_again`] (a compressed rollout's source
+    /// reads its file again by decoding it).
+    #[cfg(feature = "zstd")]
     pub(crate) fn reading_again(&self) -> Option<&Arc<dyn ReadAt>> {
         self.again.as_ref()
     }
