@@ -279,6 +279,7 @@ mod zst {
     use crate::counts::LineCounts;
     use crate::error::Error;
     use crate::format::{BoxedSource, Input};
+    use crate::line_reader::ReadAt;
     use crate::pi::{Entry, Header};
     use crate::record::Record;
     use crate::report::Report;
@@ -332,9 +333,73 @@ mod zst {
     }
 
     /// A compressed file is never appended to line by line: a last line
-    /// without `\n` is what it holds, not a line being written.
-    fn options(opts: &SourceOptions) -> SourceOptions {
-        opts.clone().hold_partial_tail(false)
+    /// without `\n` is what it holds, not a line being written. Its lines
+    /// are read again by decoding the file again, from `from` compressed
+    /// bytes (where the stream read starts).
+    fn options(opts: &SourceOptions, from: u64) -> SourceOptions {
+        let again = opts.reading_again().map(|file| {
+            Arc::new(Decoded {
+                file: Arc::clone(file),
+                from,
+            }) as Arc<dyn ReadAt>
+        });
+        opts.clone().hold_partial_tail(false).read_again(again)
+    }
+
+    /// The longest decompressed line held while its end is looked for: a
+    /// longer one is looked at without being held, and decoded again when
+    /// it is within the maximum line length (from the start of the stream:
+    /// a cost paid only for lines this long).
+    const HOLD: usize = 16 << 20;
+
+    /// The decompressed stream, decoded again to read a long line.
+    #[derive(Debug)]
+    struct Decoded {
+        /// The compressed file, by its offsets.
+        file: Arc<dyn ReadAt>,
+        /// Where the stream starts in it.
+        from: u64,
+    }
+
+    /// The compressed bytes from an offset, as a reader.
+    struct From<'a> {
+        file: &'a dyn ReadAt,
+        at: u64,
+    }
+
+    impl Read for From<'_> {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            let n = self.file.read_at(buf, self.at)?;
+            self.at += n as u64;
+            Ok(n)
+        }
+    }
+
+    impl ReadAt for Decoded {
+        fn read_at(&self, buf: &mut [u8], at: u64) -> std::io::Result<usize> {
+            let from = From {
+                file: &*self.file,
+                at: self.from,
+            };
+            let mut d = zstd::stream::read::Decoder::new(from)?;
+            d.window_log_max(WINDOW_LOG_MAX)?;
+            let skipped = std::io::copy(&mut (&mut d).take(at), &mut std::io::sink())?;
+            if skipped < at {
+                return Ok(0);
+            }
+            let mut n = 0;
+            while n < buf.len() {
+                match d.read(&mut buf[n..])? {
+                    0 => break,
+                    k => n += k,
+                }
+            }
+            Ok(n)
+        }
+
+        fn hold(&self) -> usize {
+            HOLD
+        }
     }
 
     pub(super) fn open<'d>(
@@ -342,7 +407,7 @@ mod zst {
         path: &Path,
         opts: &SourceOptions,
     ) -> Result<BoxedSource<'d>, Error> {
-        let opts = options(opts);
+        let opts = options(opts, 0);
         let (input, read) = decoder(input, path)?;
         let session = open_headerless(input, path, &opts, PREFIX, |prefix, whole| {
             context(prefix, whole, path, opts.line_hash_scheme())
@@ -363,7 +428,7 @@ mod zst {
         lines_before: u64,
         opts: &SourceOptions,
     ) -> BoxedSource<'d> {
-        let opts = options(opts);
+        let opts = options(opts, byte);
         match decoder(input, path) {
             Ok((input, read)) => {
                 let session = resume_headerless(input, path, ctx, 0, lines_before, &opts);

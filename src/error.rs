@@ -98,6 +98,10 @@ pub enum ErrorKind {
     NoArchive(String),
     /// The run could not start (a signal handler, a thread): why.
     Setup(String),
+    /// A pipe named as a PATH (read once, as a stream) in a run that keeps
+    /// a checkpoint or follows the archive, neither of which a stream
+    /// allows.
+    StreamNotResumable,
 }
 
 impl Error {
@@ -146,6 +150,7 @@ impl Error {
                 | ErrorKind::StoreRefused(_)
                 | ErrorKind::DatasetRefused(_)
                 | ErrorKind::BadQuery(_)
+                | ErrorKind::StreamNotResumable
         )
     }
 
@@ -204,6 +209,10 @@ impl Error {
             ),
             ErrorKind::OutputIsInput => "is one of the input files".to_owned(),
             ErrorKind::NoArchive(why) | ErrorKind::Setup(why) => why.clone(),
+            ErrorKind::StreamNotResumable => "a pipe is read once, as a stream (no parts, no \
+                 resume): it cannot be read with a checkpoint (--state, --db, --parquet) or \
+                 --follow; save it to a file and name that"
+                .to_owned(),
         }
     }
 }

@@ -40,28 +40,49 @@ pub const DETECT_BYTES: usize = 64 << 10;
 /// the file is not opened.
 pub(crate) fn detect_format(formats: &[std::sync::Arc<dyn Format>], path: &Path) -> usize {
     if formats.len() > 1 {
-        if let Ok(f) = std::fs::File::open(path) {
-            // A small read first: most files have a short first line.
-            let mut prefix = Vec::new();
-            let mut f = f.take(DETECT_BYTES as u64);
-            let mut whole = false;
-            for want in [4096, DETECT_BYTES] {
-                let mut chunk = (&mut f).take((want - prefix.len()) as u64);
-                match chunk.read_to_end(&mut prefix) {
-                    Ok(_) if prefix.len() < want => {
-                        whole = true;
-                        break;
-                    }
-                    Ok(_) if memchr::memchr(b'\n', &prefix).is_some() => break,
-                    Ok(_) => {}
-                    Err(_) => break,
-                }
-            }
-            if let Some(i) = formats.iter().position(|x| x.detect(&prefix, whole)) {
-                return i;
-            }
+        if let Ok(mut f) = std::fs::File::open(path) {
+            let (prefix, whole) = detect_prefix(&mut f);
+            return detect_in(formats, &prefix, whole, path);
         }
     }
+    by_name(formats, path)
+}
+
+/// The first bytes of `r` that detection is shown (at most
+/// [`DETECT_BYTES`]: a small read first, most files have a short first
+/// line), and whether they are all of it. A stream's bytes are read once:
+/// the caller keeps them for the source.
+pub(crate) fn detect_prefix(r: &mut impl Read) -> (Vec<u8>, bool) {
+    let mut prefix = Vec::new();
+    let mut f = r.take(DETECT_BYTES as u64);
+    for want in [4096, DETECT_BYTES] {
+        let mut chunk = (&mut f).take((want - prefix.len()) as u64);
+        match chunk.read_to_end(&mut prefix) {
+            Ok(_) if prefix.len() < want => return (prefix, true),
+            Ok(_) if memchr::memchr(b'\n', &prefix).is_some() => break,
+            Ok(_) => {}
+            Err(_) => break,
+        }
+    }
+    (prefix, false)
+}
+
+/// [`detect_format`] from a file's first bytes (`whole`: they are all of
+/// it).
+pub(crate) fn detect_in(
+    formats: &[std::sync::Arc<dyn Format>],
+    prefix: &[u8],
+    whole: bool,
+    path: &Path,
+) -> usize {
+    match formats.iter().position(|x| x.detect(prefix, whole)) {
+        Some(i) => i,
+        None => by_name(formats, path),
+    }
+}
+
+/// The first format that claims `path` by its name, else the first.
+fn by_name(formats: &[std::sync::Arc<dyn Format>], path: &Path) -> usize {
     formats
         .iter()
         .position(|f| f.is_session_file(path))

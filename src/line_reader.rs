@@ -9,14 +9,75 @@
 //! 1-based and count every line, blank or not, including a line skipped for
 //! being too long. Lines are split on `\n` only; the `\n` is not part of the
 //! line (a `\r` before it is, and left to the parser).
+//!
+//! Long lines: the buffer grows for a line longer than it, up to the
+//! maximum line length, and a line longer than that is skipped. A reader
+//! that can read its input's bytes again (`ReadAt`, crate-internal: a
+//! regular file, or a compressed file decoded again) holds a pending line
+//! only up to `ReadAt::hold`: past it, the line is looked at in the fixed buffer
+//! until its end is found, without being held; a line over the maximum is
+//! then skipped having cost nothing, and one within it is read again, whole,
+//! into a buffer of its length.
 
+use std::fmt;
 use std::io::{self, Read};
+use std::sync::Arc;
 
 /// Default buffer capacity: 256 KiB.
 pub const DEFAULT_BUFFER_CAPACITY: usize = 256 * 1024;
 /// Default maximum line length: 512 MiB (pi writes single lines of several
 /// MB for inline images; a 4 MB limit is known to break viewers).
 pub const DEFAULT_MAX_LINE: usize = 512 * 1024 * 1024;
+
+/// The bytes a line reader reads, read again by absolute offset: what lets
+/// the reader look for the end of a long line without holding it.
+pub(crate) trait ReadAt: fmt::Debug + Send + Sync {
+    /// Reads the bytes at absolute offset `at` into `buf`: all of `buf`
+    /// unless the input ends first (the count read is returned).
+    ///
+    /// # Errors
+    /// An I/O error of the input.
+    fn read_at(&self, buf: &mut [u8], at: u64) -> io::Result<usize>;
+
+    /// The longest a pending line is held (the buffer grows up to this for
+    /// it) before it is looked at without being held; 0: never grow the
+    /// buffer for a line not known to be within the maximum (reading
+    /// again costs a copy).
+    fn hold(&self) -> usize;
+}
+
+/// A regular file, read again with `pread`; nothing is held.
+#[derive(Debug)]
+pub(crate) struct FileAt(pub(crate) Arc<std::fs::File>);
+
+impl FileAt {
+    /// `file` when it is a regular file (a pipe or a device cannot be read
+    /// again).
+    pub(crate) fn of(file: Arc<std::fs::File>) -> Option<Arc<dyn ReadAt>> {
+        let regular = file.metadata().is_ok_and(|m| m.is_file());
+        regular.then(|| Arc::new(FileAt(file)) as Arc<dyn ReadAt>)
+    }
+}
+
+impl ReadAt for FileAt {
+    fn read_at(&self, buf: &mut [u8], at: u64) -> io::Result<usize> {
+        use std::os::unix::fs::FileExt;
+        let mut n = 0;
+        while n < buf.len() {
+            match self.0.read_at(&mut buf[n..], at + n as u64) {
+                Ok(0) => break,
+                Ok(k) => n += k,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(n)
+    }
+
+    fn hold(&self) -> usize {
+        0
+    }
+}
 
 /// The buffer of a dropped reader, kept per thread for the next reader on
 /// that thread: a run over thousands of files then faults in no fresh pages
@@ -123,8 +184,9 @@ pub enum LineEvent {
     /// A complete line, in `buffer()[start..end]`.
     Line(Line),
     /// A line longer than the maximum line length. Its bytes were read and
-    /// discarded without being held in memory; the reader resumed after its
-    /// `\n` (or at the end of the input).
+    /// discarded (held up to the maximum, unless the reader reads its input
+    /// again); the reader resumed after its `\n` (or at the end of the
+    /// input).
     TooLong {
         /// Absolute offset of the line's first byte (0-based).
         byte: u64,
@@ -169,7 +231,10 @@ impl Line {
 /// a line longer than it, up to the maximum line length.
 ///
 /// Memory use is the buffer capacity, or the longest line (up to the
-/// maximum line length) when that is longer; never the file size.
+/// maximum line length) when that is longer; never the file size. A line
+/// over the maximum is held up to the maximum before it is skipped, unless
+/// the reader can read its input again (a crate-internal setting: the
+/// engine's files), which holds it not at all.
 #[derive(Debug)]
 pub struct LineReader<R> {
     rdr: R,
@@ -191,6 +256,8 @@ pub struct LineReader<R> {
     lines: u64,
     eof: bool,
     max_line: usize,
+    /// The input, read again by offset: a long line is then not held.
+    again: Option<Arc<dyn ReadAt>>,
 }
 
 impl<R: Read> LineReader<R> {
@@ -225,7 +292,16 @@ impl<R: Read> LineReader<R> {
             lines,
             eof: false,
             max_line,
+            again: None,
         }
+    }
+
+    /// The reader, reading a long line's bytes again from `again` (the
+    /// same bytes as the reader's, at the same absolute offsets) instead
+    /// of holding it while its end is looked for.
+    pub(crate) fn read_again(mut self, again: Option<Arc<dyn ReadAt>>) -> Self {
+        self.again = again;
+        self
     }
 
     /// The buffer that [`Line`] ranges index into.
@@ -273,7 +349,7 @@ impl<R: Read> LineReader<R> {
             }
             self.scan = self.end;
             if self.end - self.pos > self.max_line {
-                return self.skip_long_line().map(Some);
+                return self.long_line().map(Some);
             }
             if self.eof {
                 if self.pos < self.end {
@@ -281,6 +357,12 @@ impl<R: Read> LineReader<R> {
                     return Ok(Some(self.take_line(end, false)));
                 }
                 return Ok(None);
+            }
+            if self.end - self.pos == self.cap
+                && self.again.as_ref().is_some_and(|a| self.cap >= a.hold())
+            {
+                // The buffer is full of one line, and holds no more of it.
+                return self.long_line().map(Some);
             }
             self.fill()?;
         }
@@ -324,9 +406,7 @@ impl<R: Read> LineReader<R> {
             // the maximum line length (so that a too-long line is seen).
             let limit = self.max_line.saturating_add(1);
             self.cap = self.cap.saturating_mul(2).min(limit).max(self.end + 1);
-            if self.buf.len() < self.cap {
-                self.buf.resize(self.cap, 0);
-            }
+            self.grow_to(self.cap);
         }
         loop {
             match self.rdr.read(&mut self.buf[self.end..self.cap]) {
@@ -344,40 +424,86 @@ impl<R: Read> LineReader<R> {
         }
     }
 
-    /// Discards the pending over-long line up to and including its `\n`,
-    /// reading through the buffer without growing it.
-    fn skip_long_line(&mut self) -> io::Result<LineEvent> {
-        self.lines += 1;
+    /// Makes the buffer at least `len` bytes long (exactly `len` when it
+    /// grows: a doubling `Vec` made a 64 MiB buffer 128 MiB for one byte).
+    fn grow_to(&mut self, len: usize) {
+        if self.buf.len() < len {
+            self.buf.reserve_exact(len - self.buf.len());
+            self.buf.resize(len, 0);
+        }
+    }
+
+    /// The pending line, longer than the buffer holds: looked at through
+    /// the buffer, without growing it, up to its `\n` (or the end of the
+    /// input). A line over the maximum is skipped; one within it (only
+    /// when the reader can read its input again) is read again, whole.
+    fn long_line(&mut self) -> io::Result<LineEvent> {
         let byte = self.base + self.pos as u64;
-        let number = self.lines;
         let mut len = 0u64;
-        loop {
+        let terminated = loop {
             if let Some(i) = memchr::memchr(b'\n', &self.buf[self.pos..self.end]) {
                 len += i as u64;
                 self.pos += i + 1;
-                self.scan = self.pos;
-                return Ok(LineEvent::TooLong {
-                    byte,
-                    number,
-                    len,
-                    terminated: true,
-                });
+                break true;
             }
             len += (self.end - self.pos) as u64;
             self.base += self.end as u64;
             self.pos = 0;
             self.end = 0;
-            self.scan = 0;
             if self.eof {
-                return Ok(LineEvent::TooLong {
-                    byte,
-                    number,
-                    len,
-                    terminated: false,
-                });
+                break false;
             }
             self.fill()?;
+        };
+        self.scan = self.pos;
+        match &self.again {
+            Some(again) if len <= self.max_line as u64 => {
+                let again = Arc::clone(again);
+                self.line_again(&*again, byte, len as usize, terminated)
+            }
+            _ => {
+                // Without a reader again, only a line over the maximum
+                // comes here.
+                self.lines += 1;
+                Ok(LineEvent::TooLong {
+                    byte,
+                    number: self.lines,
+                    len,
+                    terminated,
+                })
+            }
         }
+    }
+
+    /// The line of `len` bytes at `byte`, read again into the buffer's
+    /// start, before the bytes read after it.
+    fn line_again(
+        &mut self,
+        again: &dyn ReadAt,
+        byte: u64,
+        len: usize,
+        terminated: bool,
+    ) -> io::Result<LineEvent> {
+        let after = self.end - self.pos;
+        let line_end = len + usize::from(terminated);
+        if line_end + after > self.cap {
+            self.cap = line_end + after;
+            self.grow_to(self.cap);
+        }
+        self.buf.copy_within(self.pos..self.end, line_end);
+        if again.read_at(&mut self.buf[..len], byte)? < len {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                format!("the input shrank while the line at byte {byte} was read"),
+            ));
+        }
+        if terminated {
+            self.buf[len] = b'\n';
+        }
+        self.base = byte;
+        self.pos = 0;
+        self.end = line_end + after;
+        Ok(self.take_line(len, terminated))
     }
 }
 
@@ -556,5 +682,121 @@ mod tests {
             })
         ));
         assert_eq!(r.next_line().unwrap(), None);
+    }
+
+    /// A slice read again, holding up to `1`.
+    #[derive(Debug)]
+    struct SliceAt(Vec<u8>, usize);
+    impl ReadAt for SliceAt {
+        fn read_at(&self, buf: &mut [u8], at: u64) -> io::Result<usize> {
+            let rest = self.0.get(at as usize..).unwrap_or_default();
+            let n = rest.len().min(buf.len());
+            buf[..n].copy_from_slice(&rest[..n]);
+            Ok(n)
+        }
+
+        fn hold(&self) -> usize {
+            self.1
+        }
+    }
+
+    /// Every event, with a line's bytes, and the buffer length after it
+    /// and the line's length (0 for a skip).
+    fn events<R: Read>(mut r: LineReader<R>) -> Vec<(String, usize, usize)> {
+        let mut out = Vec::new();
+        while let Some(ev) = r.next_line().unwrap() {
+            let len = match &ev {
+                LineEvent::Line(l) => l.len(),
+                LineEvent::TooLong { .. } => 0,
+            };
+            let text = match ev {
+                LineEvent::Line(l) => format!(
+                    "line {} @{} {:?} {}",
+                    l.number,
+                    l.byte,
+                    String::from_utf8_lossy(&r.buffer()[l.start..l.end]),
+                    l.terminated
+                ),
+                LineEvent::TooLong {
+                    byte,
+                    number,
+                    len,
+                    terminated,
+                } => format!("long {number} @{byte} len {len} {terminated}"),
+            };
+            out.push((text, r.buffer().len(), len));
+        }
+        out
+    }
+
+    /// A reader that reads again holds no line over the maximum and no
+    /// line longer than its hold but what it hands out: the same lines
+    /// and skips as the reader that holds, for every capacity, hold and
+    /// read size; its buffer never longer than its capacity or hold (twice:
+    /// it doubles), or the longest line handed out, its `\n` and what was
+    /// read after it.
+    #[test]
+    fn reading_again_gives_the_same_lines_without_holding_a_long_one() {
+        let mut input = b"short\n".to_vec();
+        input.extend(std::iter::repeat_n(b'x', 10_000));
+        input.extend_from_slice(b"\nafter\n");
+        input.extend(std::iter::repeat_n(b'z', 40));
+        input.extend_from_slice(b"\n\n");
+        input.extend(std::iter::repeat_n(b'y', 30));
+        for max_line in [50, 20_000] {
+            let want: Vec<String> = events(LineReader::with_capacity(&input[..], 4, max_line))
+                .into_iter()
+                .map(|(e, _, _)| e)
+                .collect();
+            for cap in [1, 3, 8, 64, 20_000] {
+                for hold in [0, 1, 16, 100] {
+                    for step in [1, 7, 4096] {
+                        let again: Arc<dyn ReadAt> = Arc::new(SliceAt(input.clone(), hold));
+                        let r = LineReader::with_capacity(Trickle(&input, step), cap, max_line)
+                            .read_again(Some(again));
+                        let got = events(r);
+                        let what = format!("max {max_line} cap {cap} hold {hold} step {step}");
+                        let texts: Vec<&String> = got.iter().map(|(e, _, _)| e).collect();
+                        assert!(texts == want.iter().collect::<Vec<_>>(), "{what}");
+                        let mut longest = 0;
+                        for (e, buffer, len) in &got {
+                            longest = longest.max(*len);
+                            let bound = longest + 1 + cap.max(2 * hold);
+                            assert!(*buffer <= bound, "{what}: {:.40} {buffer}", e);
+                        }
+                    }
+                }
+            }
+        }
+        // The lines, with a maximum of 50: the long line skipped.
+        let r = LineReader::with_capacity(&input[..], 8, 50)
+            .read_again(Some(Arc::new(SliceAt(input.clone(), 0))));
+        let got: Vec<String> = events(r).into_iter().map(|(e, _, _)| e).collect();
+        assert_eq!(
+            got,
+            [
+                "line 1 @0 \"short\" true",
+                "long 2 @6 len 10000 true",
+                "line 3 @10007 \"after\" true",
+                &format!("line 4 @10013 {:?} true", "z".repeat(40)),
+                "line 5 @10054 \"\" true",
+                &format!("line 6 @10055 {:?} false", "y".repeat(30)),
+            ]
+        );
+    }
+
+    /// A line that reading again finds shorter than it was: an error, not
+    /// a line of stale bytes.
+    #[test]
+    fn input_shrunk_before_reading_again_is_an_error() {
+        let input = b"0123456789abcdef\n".to_vec();
+        let again: Arc<dyn ReadAt> = Arc::new(SliceAt(input[..8].to_vec(), 0));
+        let mut r = LineReader::with_capacity(&input[..], 4, 100).read_again(Some(again));
+        let e = r.next_line().unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::UnexpectedEof);
+        assert_eq!(
+            e.to_string(),
+            "the input shrank while the line at byte 0 was read"
+        );
     }
 }

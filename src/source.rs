@@ -3,6 +3,7 @@
 use std::fs::File;
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use bumpalo::Bump;
 
@@ -10,7 +11,7 @@ use crate::counts::{LineCounts, Tracker};
 use crate::error::{Error, ErrorKind};
 use crate::json::{is_blank, LineHash, ParsedLine};
 use crate::line_reader::{
-    LineEvent, LineReader, Pooled, DEFAULT_BUFFER_CAPACITY, DEFAULT_MAX_LINE,
+    FileAt, LineEvent, LineReader, Pooled, ReadAt, DEFAULT_BUFFER_CAPACITY, DEFAULT_MAX_LINE,
 };
 use crate::pi::{Context, Entry, Header, LineParser, LinePos, MapLine, RoleFilter};
 use crate::record::Record;
@@ -112,6 +113,10 @@ pub struct SourceOptions {
     count_entries: bool,
     line_hash: LineHash,
     raw_text: bool,
+    /// The input's bytes, read again by offset: a line longer than the
+    /// buffer is then looked at without being held (set per file by the
+    /// engine and by [`PiSessionSource::open_with`]).
+    again: Option<Arc<dyn ReadAt>>,
 }
 
 impl Default for SourceOptions {
@@ -125,6 +130,7 @@ impl Default for SourceOptions {
             count_entries: false,
             line_hash: LineHash::default(),
             raw_text: false,
+            again: None,
         }
     }
 }
@@ -143,7 +149,10 @@ impl SourceOptions {
     }
 
     /// Maximum line length in bytes (default 512 MiB). A longer line is
-    /// skipped (reason `TooLong`) without being held in memory.
+    /// skipped (reason `TooLong`). A source over a file
+    /// ([`PiSessionSource::open_with`], the archive engine's) looks for its
+    /// end without holding it; one over any other reader holds up to the
+    /// maximum before it can tell.
     pub fn max_line(mut self, bytes: usize) -> Self {
         self.max_line = bytes;
         self
@@ -212,6 +221,28 @@ impl SourceOptions {
     pub(crate) fn raw_text(mut self, on: bool) -> Self {
         self.raw_text = on;
         self
+    }
+
+    /// Where a source reads its input's bytes again (the input read from
+    /// its start, or from where a part starts, at the same offsets), so
+    /// that a long line is looked at without being held; `None` (the
+    /// default): a line is held up to the maximum line length.
+    pub(crate) fn read_again(mut self, again: Option<Arc<dyn ReadAt>>) -> Self {
+        self.again = again;
+        self
+    }
+
+    /// See [`SourceOptions::read_again`] (a compressed rollout's source
+    /// reads its file again by decoding it).
+    #[cfg(feature = "zstd")]
+    pub(crate) fn reading_again(&self) -> Option<&Arc<dyn ReadAt>> {
+        self.again.as_ref()
+    }
+
+    /// [`SourceOptions::read_again`] from `file`, when it is a regular
+    /// file.
+    pub(crate) fn read_again_from(self, file: &Arc<File>) -> Self {
+        self.read_again(FileAt::of(Arc::clone(file)))
     }
 
     fn report(&self) -> Report {
@@ -380,13 +411,10 @@ pub(crate) fn open_headerless<'d, C: MapLine>(
                 FileLines::Owned(SliceLines::starting_at(prefix, max_line, bom as u64, 0))
             } else {
                 let rdr: Chained<'d> = io::Cursor::new(prefix).chain(r);
-                FileLines::Reader(LineReader::starting_at(
-                    rdr,
-                    opts.buffer_bytes(),
-                    max_line,
-                    bom as u64,
-                    0,
-                ))
+                FileLines::Reader(
+                    LineReader::starting_at(rdr, opts.buffer_bytes(), max_line, bom as u64, 0)
+                        .read_again(opts.again.clone()),
+                )
             };
             (lines, ctx)
         }
@@ -412,13 +440,10 @@ pub(crate) fn resume_headerless<'d, C: MapLine>(
         }
         Input::Reader(r) => {
             let rdr: Chained<'d> = io::Cursor::new(Pooled::default()).chain(r);
-            FileLines::Reader(LineReader::starting_at(
-                rdr,
-                opts.buffer_bytes(),
-                max_line,
-                byte,
-                lines_before,
-            ))
+            FileLines::Reader(
+                LineReader::starting_at(rdr, opts.buffer_bytes(), max_line, byte, lines_before)
+                    .read_again(opts.again.clone()),
+            )
         }
     };
     Session::with_context(lines, path, Some(ctx), byte, opts)
@@ -908,7 +933,14 @@ impl PiSessionSource<File> {
     pub fn open_with(path: impl AsRef<Path>, opts: &SourceOptions) -> Result<Self, Error> {
         let path = path.as_ref();
         let file = File::open(path).map_err(|e| Error::io(path, e))?;
-        Self::from_reader_with(file, path, opts)
+        // A second handle reads a long line again (`pread`: the first
+        // one's offset is not moved).
+        let again = file
+            .try_clone()
+            .map(Arc::new)
+            .map_err(|e| Error::io(path, e))?;
+        let opts = opts.clone().read_again_from(&again);
+        Self::from_reader_with(file, path, &opts)
     }
 }
 
@@ -931,13 +963,16 @@ impl<R: Read> PiSessionSource<R> {
         path: impl AsRef<Path>,
         opts: &SourceOptions,
     ) -> Result<Self, Error> {
-        let lines = LineReader::with_capacity(rdr, opts.buffer_capacity, opts.max_line);
+        let lines = LineReader::with_capacity(rdr, opts.buffer_capacity, opts.max_line)
+            .read_again(opts.again.clone());
         Session::open(lines, path.as_ref(), opts).map(PiSessionSource)
     }
 
     /// The current length of the line buffer in bytes: the configured
     /// capacity, or the longest line read so far (up to the maximum line
-    /// length plus one) when that is longer. Never the file size.
+    /// length plus one; a source over a file: the longest line handed out,
+    /// and what was read after it) when that is longer. Never the file
+    /// size.
     pub fn buffer_len(&self) -> usize {
         self.0.lines.buffer().len()
     }
@@ -955,7 +990,8 @@ impl<R: Read> PiSessionSource<R> {
         opts: &SourceOptions,
     ) -> Self {
         let lines =
-            LineReader::starting_at(rdr, opts.buffer_capacity, opts.max_line, byte, lines_before);
+            LineReader::starting_at(rdr, opts.buffer_capacity, opts.max_line, byte, lines_before)
+                .read_again(opts.again.clone());
         PiSessionSource(Session::resume(lines, path.as_ref(), header, opts))
     }
 }

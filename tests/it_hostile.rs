@@ -306,6 +306,77 @@ fn cli_skips_non_jsonl_and_survives_symlink_loops() {
     std::fs::remove_dir_all(d).unwrap();
 }
 
+/// Keys of the records `backfill` writes with `args`, and its stderr.
+fn backfill_keys(args: &[&dyn AsRef<std::ffi::OsStr>]) -> (Vec<String>, String) {
+    let out = common::cli()
+        .args(["backfill", "-q"])
+        .args(args.iter().map(|a| a.as_ref()))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    let keys = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<serde_json::Value>(l).unwrap()["key"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    (keys, err)
+}
+
+/// Links met while walking a folder lead out of it: they are not followed
+/// unless `--follow-links` (`-L`) says so (ripgrep's convention); a PATH
+/// named on the command line is followed, link or not.
+#[test]
+fn cli_does_not_follow_links_found_while_walking() {
+    let d = tmpdir("cli-links");
+    let (archive, outside) = (d.join("archive"), d.join("outside"));
+    std::fs::create_dir_all(&archive).unwrap();
+    std::fs::create_dir_all(outside.join("dir")).unwrap();
+    let session = |id: &str, entry: &str, text: &str| {
+        format!(
+            "{}\n{}\n",
+            HEADER.replace("\"id\":\"s1\"", &format!("\"id\":\"{id}\"")),
+            user(entry, text)
+        )
+    };
+    std::fs::write(archive.join("in.jsonl"), session("s1", "a", "inside")).unwrap();
+    std::fs::write(
+        outside.join("secret.jsonl"),
+        session("s2", "b", "a file elsewhere"),
+    )
+    .unwrap();
+    std::fs::write(
+        outside.join("dir/deep.jsonl"),
+        session("s3", "c", "a folder elsewhere"),
+    )
+    .unwrap();
+    std::os::unix::fs::symlink(outside.join("secret.jsonl"), archive.join("passwd.jsonl")).unwrap();
+    std::os::unix::fs::symlink(outside.join("dir"), archive.join("linked")).unwrap();
+
+    let (keys, _) = backfill_keys(&[&archive]);
+    assert_eq!(keys, ["s1:a"]);
+    let (s, out) = stats(&[&archive]);
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(
+        (s["files"].as_u64(), s["records"].as_u64()),
+        (Some(1), Some(1))
+    );
+    // Followed when asked, in path order.
+    for flag in ["--follow-links", "-L"] {
+        let (keys, _) = backfill_keys(&[&flag, &archive]);
+        assert_eq!(keys, ["s1:a", "s3:c", "s2:b"], "{flag}");
+    }
+    // Links named as PATHs are followed (files in path order).
+    let (keys, _) = backfill_keys(&[&archive.join("passwd.jsonl"), &archive.join("linked")]);
+    assert_eq!(keys, ["s3:c", "s2:b"]);
+    std::fs::remove_dir_all(d).unwrap();
+}
+
 #[test]
 fn cli_file_without_read_permission_fails_alone() {
     let d = tmpdir("cli-perm");
@@ -427,4 +498,213 @@ fn record_text_built_escaped_writes_what_decoded_text_writes_on_the_real_session
         raw_text_agrees_on_every_file_of(&[common::shared::real_dir()]),
         (2, 1906)
     );
+}
+
+/// A pi session of `n` user messages (about 190 bytes each): more than a
+/// pipe holds, and more than a file's first 64 KiB that detection reads.
+fn long_session(n: usize) -> String {
+    let mut s = format!("{HEADER}\n");
+    for i in 0..n {
+        s.push_str(&user(&format!("m{i}"), &format!("message {i}")));
+        s.push('\n');
+    }
+    s
+}
+
+/// `backfill` with `args` reading `input` on its stdin: its records (file,
+/// session, key), stderr and exit code.
+fn backfill_stdin(
+    args: &[&dyn AsRef<std::ffi::OsStr>],
+    input: &str,
+) -> (Vec<(String, String, String)>, String, Option<i32>) {
+    let mut child = common::cli()
+        .arg("backfill")
+        .args(args.iter().map(|a| a.as_ref()))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let input = input.to_owned();
+    // A run that refuses never reads it: the write may fail.
+    let writer = std::thread::spawn(move || {
+        let _ = stdin.write_all(input.as_bytes());
+    });
+    let out = child.wait_with_output().unwrap();
+    writer.join().unwrap();
+    let records = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            let s = |k: &str| v[k].as_str().unwrap().to_owned();
+            (s("file"), s("session"), s("key"))
+        })
+        .collect();
+    (
+        records,
+        String::from_utf8(out.stderr).unwrap(),
+        out.status.code(),
+    )
+}
+
+/// The summary line of a run's stderr, from its files count to its
+/// records count.
+fn files_and_records(err: &str) -> &str {
+    let line = err
+        .lines()
+        .find(|l| l.starts_with("mem-ingest: "))
+        .unwrap_or(err);
+    let end = line
+        .find(" records")
+        .map_or(line.len(), |i| i + " records".len());
+    &line[..end]
+}
+
+/// A pipe named as a PATH (`/dev/stdin`, `<(...)`, a FIFO) is read as a
+/// stream: every record, its `file` the path as given, its session from
+/// its content, whether its format is detected from its first bytes
+/// (every agent) or not (`--source pi`).
+#[test]
+fn cli_reads_a_pipe_named_as_a_path_as_a_stream() {
+    let n = 2000;
+    let text = long_session(n);
+    assert!(text.len() > 256 << 10);
+    for source in [&[][..], &["--source", "pi"][..]] {
+        let mut args: Vec<&dyn AsRef<std::ffi::OsStr>> = source.iter().map(|s| s as _).collect();
+        args.push(&"/dev/stdin");
+        let (records, err, code) = backfill_stdin(&args, &text);
+        assert_eq!(code, Some(0), "{err}");
+        assert_eq!(
+            files_and_records(&err),
+            format!("mem-ingest: 1 files (0 failed, 0 empty), {n} records"),
+            "{source:?}"
+        );
+        assert_eq!(records.len(), n);
+        assert_eq!(
+            records[0],
+            ("/dev/stdin".to_owned(), "s1".to_owned(), "s1:m0".to_owned())
+        );
+        assert_eq!(records[n - 1].2, format!("s1:m{}", n - 1));
+    }
+
+    // A FIFO, a child writing into it.
+    let d = tmpdir("fifo");
+    let fifo = d.join("s.jsonl");
+    let made = Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(made.success());
+    let writer = {
+        let (fifo, text) = (fifo.clone(), text.clone());
+        std::thread::spawn(move || {
+            let mut f = OpenOptions::new().write(true).open(&fifo).unwrap();
+            f.write_all(text.as_bytes()).unwrap();
+        })
+    };
+    let out = common::cli()
+        .args(["backfill", "-q"])
+        .arg(&fifo)
+        .output()
+        .unwrap();
+    writer.join().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines: Vec<serde_json::Value> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), n);
+    assert_eq!(lines[5]["file"], fifo.to_str().unwrap());
+    assert_eq!(lines[5]["key"], "s1:m5");
+    std::fs::remove_dir_all(d).unwrap();
+}
+
+/// A pipe has no parts and cannot be read again: a run that keeps a
+/// checkpoint or follows is refused (exit 2, naming the path) before it
+/// reads it; a character device named as a PATH fails at once.
+#[test]
+fn cli_refuses_a_pipe_with_a_checkpoint_and_a_device() {
+    let d = tmpdir("pipe-refused");
+    let state = d.join("state");
+    let db = d.join("s.db");
+    let parquet = d.join("parquet");
+    let why = "a pipe is read once, as a stream (no parts, no resume): it cannot be read with a \
+               checkpoint (--state, --db, --parquet) or --follow; save it to a file and name that";
+    let cases: [&[&dyn AsRef<std::ffi::OsStr>]; 4] = [
+        &[&"--state", &state],
+        &[&"--db", &db],
+        &[&"--parquet", &parquet],
+        &[&"--db", &db, &"--follow"],
+    ];
+    for case in cases {
+        let mut args = case.to_vec();
+        args.push(&"/dev/stdin");
+        let (records, err, code) = backfill_stdin(&args, &long_session(10));
+        assert_eq!(
+            (code, err.as_str(), records.len()),
+            (Some(2), format!("error: /dev/stdin: {why}\n").as_str(), 0)
+        );
+    }
+    assert!(!state.exists() && !db.exists() && !parquet.exists());
+    // A FIFO no one writes to: refused without being opened (an open would
+    // wait for a writer).
+    let fifo = d.join("s.jsonl");
+    assert!(Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    let out = common::cli()
+        .args(["backfill", "--state"])
+        .arg(&state)
+        .arg(&fifo)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        String::from_utf8(out.stderr).unwrap(),
+        format!("error: {}: {why}\n", fifo.display())
+    );
+    // /dev/zero: at once, in bounded memory (a limit of 3 GB on the
+    // process: it grew to 14 GB).
+    let mut child = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "ulimit -v 3000000; exec {} stats --json -q --jobs 2 /dev/zero",
+            env!("CARGO_BIN_EXE_mem-ingest")
+        ))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if started.elapsed() > std::time::Duration::from_secs(30) {
+            child.kill().unwrap();
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    let s: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        (
+            s["files"].as_u64(),
+            s["files_failed"].as_u64(),
+            s["records"].as_u64()
+        ),
+        // A failed PATH counts among the files, as a missing one does.
+        (Some(1), Some(1), Some(0))
+    );
+    assert_eq!(
+        s["failures"][0],
+        serde_json::json!({"path": "/dev/zero", "error": "a character device, not a session file or folder"})
+    );
+    std::fs::remove_dir_all(d).unwrap();
 }

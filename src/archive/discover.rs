@@ -1,10 +1,12 @@
 //! Finding session files: PATHs, folders searched recursively for the
-//! files a format claims by name (pi: `*.jsonl`).
+//! files a format claims by name (pi: `*.jsonl`). A PATH is followed when
+//! it is a link; a link met while walking a folder is followed only when
+//! [`Links::Follow`] says so (ripgrep's convention).
 
 use std::collections::HashSet;
 use std::fs;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::MetadataExt;
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -28,9 +30,22 @@ pub struct Found {
 /// Whether a file met in a folder is a session file (by its name).
 pub type Wanted = Arc<dyn Fn(&Path) -> bool + Send + Sync>;
 
+/// What a walk does with a symbolic link it meets in a folder. A PATH
+/// itself (one named, or an agent's default archive) is always followed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Links {
+    /// Left alone (the default): a link inside an archive that leads out
+    /// of it (`passwd.jsonl -> /etc/passwd`) is not read.
+    #[default]
+    Skip,
+    /// Followed, to a file or a folder (`--follow-links`); loops are
+    /// survived and a file reached twice is read once.
+    Follow,
+}
+
 /// Finds the session files under `paths`, the folders of a PATH walked on
-/// up to `threads` threads.
-pub fn discover(paths: &[PathBuf], threads: usize, wanted: &Wanted) -> Found {
+/// up to `threads` threads, links met in them treated as `links` says.
+pub fn discover(paths: &[PathBuf], threads: usize, wanted: &Wanted, links: Links) -> Found {
     let mut found = Found::default();
     let mut candidates = Vec::new();
     let mut unreadable = Vec::new();
@@ -41,7 +56,7 @@ pub fn discover(paths: &[PathBuf], threads: usize, wanted: &Wanted) -> Found {
                 // Each PATH is walked on its own: with overlapping PATHs,
                 // what each finds does not depend on their order (the sort
                 // below keeps a file's first path).
-                let mut w = Walk::new(wanted);
+                let mut w = Walk::new(wanted, links);
                 let mut seen = Seen::new();
                 if let Some(items) = w.list(p, &m, &mut seen) {
                     w.items(items, &mut seen, threads);
@@ -49,6 +64,16 @@ pub fn discover(paths: &[PathBuf], threads: usize, wanted: &Wanted) -> Found {
                 candidates.append(&mut w.files);
                 unreadable.append(&mut w.failures);
                 found.dirs.extend(seen);
+            }
+            Ok(m) if m.file_type().is_char_device() || m.file_type().is_block_device() => {
+                // `/dev/zero` has no end: it is never opened.
+                let kind = if m.file_type().is_char_device() {
+                    "character"
+                } else {
+                    "block"
+                };
+                let why = format!("a {kind} device, not a session file or folder");
+                found.failures.push((p.clone(), why));
             }
             Ok(m) => candidates.push((p.clone(), Identity::of(&m))),
         }
@@ -76,6 +101,29 @@ pub fn discover(paths: &[PathBuf], threads: usize, wanted: &Wanted) -> Found {
     found
 }
 
+/// Whether `path` is a pipe (a FIFO, `/dev/stdin` or `<(...)` fed by one,
+/// a socket): read once, as a stream, never in parts, never again.
+pub fn is_stream(path: &Path) -> bool {
+    fs::metadata(path).is_ok_and(|m| {
+        let t = m.file_type();
+        t.is_fifo() || t.is_socket()
+    })
+}
+
+/// Refuses the first PATH that is a pipe ([`is_stream`]), for a run that
+/// keeps a checkpoint or follows the archive: a stream has no offsets to
+/// resume from and cannot be read again. Nothing is opened.
+///
+/// # Errors
+/// [`ErrorKind::StreamNotResumable`](crate::ErrorKind::StreamNotResumable),
+/// naming the PATH as given.
+pub fn refuse_streams(paths: &[PathBuf]) -> Result<(), crate::Error> {
+    match paths.iter().find(|p| is_stream(p)) {
+        Some(p) => Err(crate::Error::new(p, crate::ErrorKind::StreamNotResumable)),
+        None => Ok(()),
+    }
+}
+
 /// Path order (component by component): byte order with the separator
 /// below every other byte.
 fn path_order(a: &Path, b: &Path) -> std::cmp::Ordering {
@@ -90,6 +138,7 @@ pub type Seen = HashSet<(u64, u64)>;
 /// What a walk found.
 struct Walk {
     wanted: Wanted,
+    links: Links,
     files: Vec<(PathBuf, Identity)>,
     /// Folders that could not be read, with their identity.
     failures: Vec<(PathBuf, String, (u64, u64))>,
@@ -102,9 +151,10 @@ enum Item {
 }
 
 impl Walk {
-    fn new(wanted: &Wanted) -> Walk {
+    fn new(wanted: &Wanted, links: Links) -> Walk {
         Walk {
             wanted: wanted.clone(),
+            links,
             files: Vec::new(),
             failures: Vec::new(),
         }
@@ -151,13 +201,14 @@ impl Walk {
         wanted.sort_unstable_by(|a, b| a.1.as_os_str().as_bytes().cmp(b.1.as_os_str().as_bytes()));
         let mut items = Vec::new();
         for (entry, path, jsonl, symlink) in wanted {
-            // Follow symlinks (a dangling one is not a session file);
+            // Follow symlinks when asked (a dangling one is not a session
+            // file; one not followed is neither a file nor a folder);
             // anything else is looked up from its folder, not by its whole
             // path.
-            let m = if symlink {
-                fs::metadata(&path)
-            } else {
-                entry.metadata()
+            let m = match (symlink, self.links) {
+                (true, Links::Follow) => fs::metadata(&path),
+                (true, Links::Skip) => fs::symlink_metadata(&path),
+                (false, _) => entry.metadata(),
             };
             let Ok(m) = m else { continue };
             if m.is_dir() {
@@ -210,7 +261,7 @@ impl Walk {
                 let i = next.fetch_add(1, Ordering::Relaxed);
                 let Some(item) = items.get(i) else { return };
                 if let Item::Dir(path, m) = item {
-                    let mut w = Walk::new(&self.wanted);
+                    let mut w = Walk::new(&self.wanted, self.links);
                     let mut own = start.clone();
                     if let Some(below) = w.list(path, m, &mut own) {
                         w.walk(below, &mut own);
@@ -287,7 +338,7 @@ mod tests {
         // Path order puts a folder's files before its subfolders' ("a/1"
         // before "a/x/2": the separator sorts first); the folder reached
         // again through d/a-again, the loop and the link to b/3 add nothing.
-        let one = discover(std::slice::from_ref(&d), 1, &jsonl());
+        let one = discover(std::slice::from_ref(&d), 1, &jsonl(), Links::Follow);
         assert_eq!(
             rel(&one),
             [
@@ -302,11 +353,11 @@ mod tests {
         assert!(one.failures.is_empty(), "{:?}", one.failures);
         // Several PATHs, overlapping, listed first: the same files, each
         // still under its first path.
-        let both = discover(&[d.join("e"), d.clone()], 2, &jsonl());
+        let both = discover(&[d.join("e"), d.clone()], 2, &jsonl(), Links::Follow);
         assert_eq!(rel(&both), rel(&one));
         // A link that sorts before the folder it names: its path is first.
         symlink(d.join("c"), d.join("0-c")).unwrap();
-        let one = discover(std::slice::from_ref(&d), 1, &jsonl());
+        let one = discover(std::slice::from_ref(&d), 1, &jsonl(), Links::Follow);
         assert_eq!(
             rel(&one),
             [
@@ -314,6 +365,20 @@ mod tests {
                 "a/1.jsonl",
                 "a/x/2.jsonl",
                 "b/3.jsonl",
+                "e/5.jsonl",
+                "top.jsonl"
+            ]
+        );
+        // Links not followed: each folder under its own path only, the
+        // link to a file and the dangling one not read.
+        let skip = discover(std::slice::from_ref(&d), 1, &jsonl(), Links::Skip);
+        assert_eq!(
+            rel(&skip),
+            [
+                "a/1.jsonl",
+                "a/x/2.jsonl",
+                "b/3.jsonl",
+                "c/y/z/4.jsonl",
                 "e/5.jsonl",
                 "top.jsonl"
             ]
@@ -327,7 +392,7 @@ mod tests {
         }
         fs::write(d.join("f/sub/s.jsonl"), "{}\n").unwrap();
         symlink(d.join("f/sub"), d.join("f/000-sub")).unwrap();
-        let one = discover(std::slice::from_ref(&d), 1, &jsonl());
+        let one = discover(std::slice::from_ref(&d), 1, &jsonl(), Links::Follow);
         let f: Vec<String> = rel(&one)
             .into_iter()
             .filter(|p| p.starts_with("f/") || p.starts_with("0-c/"))
@@ -346,7 +411,7 @@ mod tests {
         // On several threads: the same, though folders reached from two
         // subfolders are walked by each.
         for threads in [2, 3, 8] {
-            let many = discover(std::slice::from_ref(&d), threads, &jsonl());
+            let many = discover(std::slice::from_ref(&d), threads, &jsonl(), Links::Follow);
             assert_eq!(rel(&many), rel(&one), "{threads} threads");
             assert_eq!(
                 many.files.iter().map(|(_, id)| *id).collect::<Vec<_>>(),
@@ -354,8 +419,8 @@ mod tests {
             );
         }
         // Overlapping PATHs in either order: the same listing.
-        let ab = discover(&[d.join("a"), d.clone()], 2, &jsonl());
-        let ba = discover(&[d.clone(), d.join("a")], 2, &jsonl());
+        let ab = discover(&[d.join("a"), d.clone()], 2, &jsonl(), Links::Follow);
+        let ba = discover(&[d.clone(), d.join("a")], 2, &jsonl(), Links::Follow);
         assert_eq!(rel(&ab), rel(&one));
         assert_eq!(rel(&ba), rel(&one));
         fs::remove_dir_all(&d).unwrap();
@@ -374,15 +439,30 @@ mod tests {
         let rel = |f: &Found| relative(&d, f);
         for threads in [1, 2] {
             assert_eq!(
-                rel(&discover(std::slice::from_ref(&d), threads, &jsonl())),
+                rel(&discover(
+                    std::slice::from_ref(&d),
+                    threads,
+                    &jsonl(),
+                    Links::Follow
+                )),
                 ["a/3.jsonl"]
             );
             assert_eq!(
-                rel(&discover(&[d.join("b"), d.clone()], threads, &jsonl())),
+                rel(&discover(
+                    &[d.join("b"), d.clone()],
+                    threads,
+                    &jsonl(),
+                    Links::Follow
+                )),
                 ["a/3.jsonl"]
             );
             assert_eq!(
-                rel(&discover(&[d.clone(), d.join("b")], threads, &jsonl())),
+                rel(&discover(
+                    &[d.clone(), d.join("b")],
+                    threads,
+                    &jsonl(),
+                    Links::Follow
+                )),
                 ["a/3.jsonl"]
             );
         }
@@ -407,7 +487,7 @@ mod tests {
             let paths = [d.clone()];
             let found = std::thread::Builder::new()
                 .stack_size(64 << 10)
-                .spawn(move || discover(&paths, threads, &jsonl()))
+                .spawn(move || discover(&paths, threads, &jsonl(), Links::Follow))
                 .unwrap()
                 .join()
                 .unwrap();

@@ -70,6 +70,7 @@ use crate::sink::{Discard, Sink};
 use crate::source::SourceOptions;
 
 pub use dedupe::session_of_path;
+pub use discover::{refuse_streams, Links};
 pub use plan::PART_BYTES;
 pub use run::{SkipAt, Summary};
 pub use shard::{fnv1a, shard_of, Shard};
@@ -124,6 +125,8 @@ pub(crate) struct Config {
     /// [`ArchiveBuilder::formats_from_checkpoint`]).
     pub formats_from_checkpoint: bool,
     pub paths: Vec<PathBuf>,
+    /// Links met while walking a folder.
+    pub links: Links,
     pub jobs: usize,
     pub state: Option<PathBuf>,
     pub dedupe: bool,
@@ -138,7 +141,14 @@ pub(crate) struct Config {
     pub poll_only: bool,
     /// The share of the archive read (None: all of it).
     pub shard: Option<Shard>,
+    /// Pipes named as PATHs that format detection opened and read the
+    /// first bytes of: the reading task takes each (a pipe is opened and
+    /// read once).
+    pub streams: Arc<Streams>,
 }
+
+/// Pipes opened, each with the bytes already read from it, by path.
+pub(crate) type Streams = std::sync::Mutex<Vec<(PathBuf, std::fs::File, Vec<u8>)>>;
 
 /// Builds an [`Archive`]: what to read and how. Every setter documents its
 /// default.
@@ -155,6 +165,7 @@ impl Default for ArchiveBuilder {
                 formats: vec![Arc::new(Pi)],
                 formats_from_checkpoint: false,
                 paths: Vec::new(),
+                links: Links::Skip,
                 jobs: std::thread::available_parallelism().map_or(1, |n| n.get()),
                 state: None,
                 dedupe: true,
@@ -167,6 +178,7 @@ impl Default for ArchiveBuilder {
                 progress: None,
                 poll_only: false,
                 shard: None,
+                streams: Arc::default(),
             },
             roles: Vec::new(),
         }
@@ -180,7 +192,8 @@ impl ArchiveBuilder {
     }
 
     /// Adds a PATH: a session file, or a folder searched recursively for
-    /// `*.jsonl` (symlinks followed, loops survived, a file reached twice
+    /// `*.jsonl` (a PATH that is a link followed; links inside it as
+    /// [`ArchiveBuilder::links`] says, loops survived, a file reached twice
     /// read once). Default: none, which reads pi's own archive
     /// (`$PI_CODING_AGENT_SESSION_DIR`, else `$PI_CODING_AGENT_DIR/sessions`,
     /// else `~/.pi/agent/sessions`).
@@ -192,6 +205,14 @@ impl ArchiveBuilder {
     /// Adds PATHs (see [`ArchiveBuilder::path`]).
     pub fn paths<P: Into<PathBuf>>(mut self, paths: impl IntoIterator<Item = P>) -> Self {
         self.cfg.paths.extend(paths.into_iter().map(Into::into));
+        self
+    }
+
+    /// What a walk does with a link it meets in a folder (default
+    /// [`Links::Skip`]: not followed). PATHs, and the agents' default
+    /// archives, are followed whatever this says.
+    pub fn links(mut self, links: Links) -> Self {
+        self.cfg.links = links;
         self
     }
 

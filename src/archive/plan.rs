@@ -28,15 +28,16 @@ pub(super) fn read_header(
     opts: &SourceOptions,
     format: &dyn Format,
 ) -> Option<Header> {
-    let opts = opts.clone().buffer_capacity(4096);
-    let file = File::open(path).ok()?;
+    let file = Arc::new(File::open(path).ok()?);
+    // A long line before the header is read again, not held.
+    let opts = opts.clone().buffer_capacity(4096).read_again_from(&file);
     let at = At {
         header: None,
         context: &[],
         byte: 0,
         lines_before: 0,
     };
-    open_at(format, Input::Reader(Box::new(file)), path, at, &opts)
+    open_at(format, Input::Reader(Box::new(&*file)), path, at, &opts)
         .ok()
         .and_then(|s| s.header().cloned())
 }

@@ -23,6 +23,7 @@ use crate::counts::{LineCounts, Removal};
 use crate::error::{Error, ErrorKind};
 use crate::format::{open_at, At, BoxedSource, Format, Input};
 use crate::json::LineHash;
+use crate::line_reader::FileAt;
 use crate::ndjson::cut_text;
 use crate::pi::{Header, RoleFilter};
 use crate::report::Report;
@@ -602,6 +603,13 @@ impl<S: Sink> Ctx<'_, S> {
 /// Runs `command`; an error when the run cannot start or its sink or
 /// checkpoint fails.
 pub(crate) fn run<S: Sink>(cfg: &Config, command: Command, sink: &mut S) -> Result<Summary, Error> {
+    if cfg.state.is_some() || cfg.follow || sink.checkpoints().is_some() {
+        discover::refuse_streams(&cfg.paths)?;
+    }
+    cfg.streams
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .clear();
     if cfg.state.is_some() && sink.checkpoints().is_some() {
         return Err(Error::new(
             cfg.state.as_deref().unwrap_or(Path::new("")),
@@ -878,7 +886,7 @@ fn detect_formats(
             None => todo.push(f),
         }
     }
-    let detect = |f: &mut &mut FoundFile| f.2 = crate::format::detect_format(&cfg.formats, &f.0);
+    let detect = |f: &mut &mut FoundFile| f.2 = detect_format(cfg, &f.0);
     let pool = (cfg.jobs > 1 && todo.len() > 1)
         .then(|| {
             rayon::ThreadPoolBuilder::new()
@@ -895,6 +903,31 @@ fn detect_formats(
         None => todo.iter_mut().for_each(detect),
     }
     files
+}
+
+/// [`crate::format::detect_format`], but a pipe's first bytes, read once,
+/// are kept with it for the task that reads it ([`super::Streams`]).
+fn detect_format(cfg: &Config, path: &Path) -> usize {
+    use crate::format::{detect_in, detect_prefix};
+    let Ok(mut f) = File::open(path) else {
+        return crate::format::detect_format(&cfg.formats, path);
+    };
+    let (prefix, whole) = detect_prefix(&mut f);
+    let format = detect_in(&cfg.formats, &prefix, whole, path);
+    if !f.metadata().is_ok_and(|m| m.is_file()) {
+        let mut streams = cfg.streams.lock().unwrap_or_else(|e| e.into_inner());
+        streams.push((path.to_path_buf(), f, prefix));
+    }
+    format
+}
+
+/// The pipe `path` as format detection left it (opened, its first bytes
+/// read), when it did.
+fn take_stream(cfg: &Config, path: &Path) -> Option<(File, Vec<u8>)> {
+    let mut streams = cfg.streams.lock().unwrap_or_else(|e| e.into_inner());
+    let i = streams.iter().position(|(p, ..)| p == path)?;
+    let (_, f, prefix) = streams.swap_remove(i);
+    Some((f, prefix))
 }
 
 /// The passes of a run: one, or when following one after each change until
@@ -1183,7 +1216,10 @@ fn read_task<E: Encoder>(
     // ahead of it: every task is streamed through the chunked reader, whose
     // buffer stays in cache (reading 8 MiB first and passing over it twice
     // more cost a tenth of a one-thread run).
-    let in_memory = cfg.jobs > 1 && (task.end.is_some() || size <= 2 * plan::PART_BYTES);
+    // A part is cut at the first newline after its size: one that holds a
+    // long line is streamed too (read whole, a part of a line of 600 MB
+    // of zeros was held whole), and its parts after it wait for it.
+    let in_memory = cfg.jobs > 1 && size <= 2 * plan::PART_BYTES;
     let published = std::cell::Cell::new(false);
     let publish = |n: u64| {
         if task.end.is_some() && !published.replace(true) {
@@ -1191,7 +1227,18 @@ fn read_task<E: Encoder>(
         }
     };
     let result = (|| -> Result<(), String> {
-        let mut f = File::open(path).map_err(|e| e.to_string())?;
+        // A pipe that format detection opened goes on after what it read.
+        let (handle, prefix) = match take_stream(cfg, path) {
+            Some(stream) => stream,
+            None => (File::open(path).map_err(|e| e.to_string())?, Vec::new()),
+        };
+        let handle = Arc::new(handle);
+        // A long line of a regular file is read again from it, not held.
+        // Anything else is a pipe: read once, as a stream, never into
+        // memory by its size (which says nothing).
+        let again = FileAt::of(Arc::clone(&handle));
+        let stream = again.is_none();
+        let opts = &opts.clone().read_again(again);
         // A part after the first, or a file resumed from a checkpoint
         // that saved no context: the format finds it from the lines
         // before (pi has none).
@@ -1199,34 +1246,40 @@ fn read_task<E: Encoder>(
         let context: &[u8] = match &task.header {
             Some(h) if task.start > 0 && task.context.is_empty() => {
                 found = format
-                    .context_before(&f, h, task.start, opts)
+                    .context_before(&handle, h, task.start, opts)
                     .map_err(|e| e.to_string())?;
                 &found
             }
             _ => &task.context,
         };
+        let mut f = &*handle;
         if task.start > 0 {
             f.seek(SeekFrom::Start(task.start))
                 .map_err(|e| e.to_string())?;
         }
         let mut f = f.take(len);
         let lines = || task.lines.unwrap_or_else(|| bases.lines_before(plan, i));
-        if !in_memory {
+        if !in_memory || stream {
             let before = if task.header.is_some() { lines() } else { 0 };
             // A file smaller than the reader's buffer gets a buffer of its
             // size (it grows for a line longer): a one-job run over
             // thousands of small files zeroed 256 KiB for each.
             let small;
             let opts = match usize::try_from(size) {
-                Ok(s) if s < opts.buffer_bytes() => {
+                Ok(s) if s < opts.buffer_bytes() && !stream => {
                     small = opts.clone().buffer_capacity((s + 1).max(4096));
                     &small
                 }
                 _ => opts,
             };
+            let input: Box<dyn Read + Send> = if prefix.is_empty() {
+                Box::new(f)
+            } else {
+                Box::new(std::io::Cursor::new(prefix).chain(f))
+            };
             let src = open(
                 format,
-                Input::Reader(Box::new(f)),
+                Input::Reader(input),
                 task,
                 context,
                 path,
@@ -1508,7 +1561,7 @@ fn find_files(cfg: &Config) -> Listing {
     let wanted: discover::Wanted =
         Arc::new(move |p: &Path| formats.iter().any(|f| f.is_session_file(p)));
     let paths: Vec<PathBuf> = roots.iter().map(|(p, _)| p.clone()).collect();
-    let mut found = discover::discover(&paths, cfg.jobs, &wanted);
+    let mut found = discover::discover(&paths, cfg.jobs, &wanted, cfg.links);
     let files = std::mem::take(&mut found.files)
         .into_iter()
         .filter_map(|(path, id)| {
@@ -2237,7 +2290,10 @@ impl ParentsAhead<'_> {
         // read (line numbers do not enter fingerprints).
         let parent_format = &*cfg.formats[f.format];
         if let Some(t) = plan.tasks.iter().find(|t| t.file == j) {
-            if let Ok(mut fh) = File::open(&f.path) {
+            if let Ok(fh) = File::open(&f.path) {
+                let fh = Arc::new(fh);
+                let opts = &opts.clone().read_again_from(&fh);
+                let mut fh = &*fh;
                 let at = At {
                     header: t.header.as_ref(),
                     context: &t.context,

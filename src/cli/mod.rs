@@ -12,7 +12,7 @@ use std::time::Instant;
 
 use clap::{Args, Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use mem_ingest::archive::{Archive, ArchiveBuilder, Progress, Summary};
+use mem_ingest::archive::{refuse_streams, Archive, ArchiveBuilder, Links, Progress, Summary};
 use mem_ingest::dataset::{ParquetDataset, Shard};
 use mem_ingest::format::{Claude, Codex, Format, Pi};
 use mem_ingest::sink::{NdjsonFile, NdjsonStdout};
@@ -48,6 +48,12 @@ struct Common {
     /// ~/.claude) and Codex's (sessions/ and archived_sessions/ of
     /// $CODEX_HOME, else ~/.codex).
     paths: Vec<PathBuf>,
+    /// Follow symbolic links met while walking a folder (to files and
+    /// folders). By default they are not followed: a link inside an
+    /// archive may lead out of it. PATHs named here, and the default
+    /// archives, are followed either way.
+    #[arg(long, short = 'L')]
+    follow_links: bool,
     /// Worker threads (default: the number of cores). The output does not
     /// depend on it.
     #[arg(long, short = 'j', value_parser = clap::value_parser!(u32).range(1..=1024))]
@@ -294,6 +300,11 @@ fn builder(c: &Common, db: bool, parquet: bool) -> Result<ArchiveBuilder, i32> {
         .formats(formats(c))
         .formats_from_checkpoint(c.agents.is_empty())
         .dedupe(!c.no_dedupe)
+        .links(if c.follow_links {
+            Links::Follow
+        } else {
+            Links::Skip
+        })
         .checkpoint_every(std::time::Duration::from_millis(every))
         .poll_only(c.follow_poll);
     if let Some(j) = c.jobs {
@@ -402,6 +413,13 @@ fn backfill(a: BackfillArgs) -> i32 {
     if a.shard.is_some() && a.output.is_none() && a.parquet.is_none() {
         eprintln!("error: --shard needs -o FILE or --parquet DIR");
         return 2;
+    }
+    if a.common.state.is_some() || a.db.is_some() || a.parquet.is_some() || a.follow {
+        // A pipe among the PATHs: refused before the store or the dataset
+        // is made.
+        if let Err(e) = refuse_streams(&a.common.paths) {
+            return fail(&e);
+        }
     }
     let shard = a.shard.unwrap_or(Shard::ALL);
     let mut b = match builder(&a.common, a.db.is_some(), a.parquet.is_some()) {
