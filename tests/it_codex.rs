@@ -1276,3 +1276,29 @@ fn a_long_item_known_by_its_bytes_counts_as_parsing_it_would() {
     assert_eq!(all.entries, report.entries);
     assert_eq!(all.roles, report.roles);
 }
+
+/// Issue 42: a `.zst` rollout whose compressed bytes are damaged fails
+/// with an error that says it is a damaged zstd file and what to do, not
+/// the decoder's bare words ("Unknown frame descriptor").
+#[test]
+fn a_damaged_zst_rollout_says_so() {
+    let d = std::env::temp_dir().join(format!("mem-ingest-codex-zst-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    let dir = d.join("sessions/2026/01/01");
+    std::fs::create_dir_all(&dir).unwrap();
+    let f = dir.join("rollout-2026-01-01T00-00-00-0199a213-81c0-7800-8aa1-bbab2a035a53.jsonl.zst");
+    // zstd's magic number, then a frame header no decoder accepts.
+    std::fs::write(&f, b"\x28\xb5\x2f\xfd\xff\xff\xff\xff\xff\xff\xff\xff").unwrap();
+    let out = common::run(&[&"stats", &"-q", &"--agent", &"codex", &d.join("sessions")]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        err.lines().next().unwrap(),
+        format!(
+            "error: {}: a zstd file that is damaged (incomplete frame): restore it, or \
+             decompress what is left of it (`zstd -d`) and read that",
+            f.display()
+        )
+    );
+    std::fs::remove_dir_all(d).unwrap();
+}

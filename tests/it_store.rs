@@ -1431,3 +1431,41 @@ fn missing_folders_stores_and_archives_create_nothing() {
     assert_eq!(left, ["home"]);
     fs::remove_dir_all(d).unwrap();
 }
+
+/// Issue 42: a store whose pages are damaged (as a `-wal` deleted after a
+/// kill leaves it) is an error that says so and what to do, for backfill
+/// and search alike, and the file is left as it is.
+#[test]
+fn a_damaged_store_says_what_happened_and_what_to_do() {
+    let d = tmpdir("damaged");
+    let db = d.join("m.db");
+    let s = d.join("s.jsonl");
+    fs::copy(fixtures().join("hand-built.jsonl"), &s).unwrap();
+    assert!(backfill_db(&db, &[&s]).status.success());
+    // Every page but the first (the header and the schema) overwritten.
+    let mut bytes = fs::read(&db).unwrap();
+    assert!(bytes.len() > 3 * 4096);
+    for b in &mut bytes[4096..] {
+        *b = 0xA5;
+    }
+    fs::write(&db, &bytes).unwrap();
+    let before = sha256(&db);
+    let says = format!(
+        "the store {} is damaged (database disk image is malformed): a -wal file deleted after \
+         a crash or kill, or a failing disk, does this; restore it from a backup, or move it \
+         aside and run backfill --db again to read the archive anew (`sqlite3 FILE .recover` \
+         saves what is left of it)",
+        db.display()
+    );
+    append(&s, &user_line("after-1", "after the damage"));
+    let out = backfill_db(&db, &[&s]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains(&says), "{err}");
+    let out = run(&[&"search", &"green", &"--db", &db]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains(&says), "{err}");
+    assert_eq!(sha256(&db), before);
+    fs::remove_dir_all(d).unwrap();
+}
