@@ -329,7 +329,7 @@ mod zst {
             zstd::stream::read::Decoder::with_buffer(counted).map_err(|e| Error::io(path, e))?;
         d.window_log_max(WINDOW_LOG_MAX)
             .map_err(|e| Error::io(path, e))?;
-        Ok((Input::Reader(Box::new(d)), read))
+        Ok((Input::Reader(Box::new(super::Damaged(d))), read))
     }
 
     /// A compressed file is never appended to line by line: a last line
@@ -1977,5 +1977,32 @@ fn output<'a>(text: &mut Text<'a>, v: Option<&[Node<'a>]>, is_error: &mut Option
         }
         Some(Node::Static(StaticNode::Null)) | None => {}
         _ => content(text, Some(v)),
+    }
+}
+
+/// A zstd stream whose decoding errors say that the file is a damaged
+/// zstd file and what to do, not the decoder's bare words ("Unknown frame
+/// descriptor", "incomplete frame"). Errors of the file itself (the
+/// system's) pass as they are.
+#[cfg(feature = "zstd")]
+struct Damaged<R>(R);
+
+#[cfg(feature = "zstd")]
+impl<R: std::io::Read> std::io::Read for Damaged<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        self.0.read(buf).map_err(|e| {
+            use std::io::ErrorKind::{Other, UnexpectedEof};
+            if e.raw_os_error().is_none() && matches!(e.kind(), Other | UnexpectedEof) {
+                std::io::Error::new(
+                    e.kind(),
+                    format!(
+                        "a zstd file that is damaged ({e}): restore it, or decompress what \
+                         is left of it (`zstd -d`) and read that"
+                    ),
+                )
+            } else {
+                e
+            }
+        })
     }
 }

@@ -67,6 +67,10 @@ pub enum ErrorKind {
     /// The store failed while a run wrote it (a full disk): SQLite's
     /// message. What was committed before stays, consistent.
     Store(String),
+    /// The store's pages are damaged (SQLite's `SQLITE_CORRUPT`: a `-wal`
+    /// deleted after a crash or a kill, a failing disk): SQLite's message.
+    /// The file is left as it is.
+    StoreDamaged(String),
     /// The output holds bytes that the state does not cover: it is not
     /// this run's to cut, replace or append to.
     OutputNotCovered {
@@ -179,6 +183,12 @@ impl Error {
             ErrorKind::StoreRefused(why) => why.clone(),
             ErrorKind::DatasetRefused(why) => why.clone(),
             ErrorKind::Store(why) => format!("store failed: {why}"),
+            ErrorKind::StoreDamaged(why) => format!(
+                "is damaged ({why}): a -wal file deleted after a crash or kill, or a failing \
+                 disk, does this; restore it from a backup, or move it aside and run backfill \
+                 --db again to read the archive anew (`sqlite3 FILE .recover` saves what is \
+                 left of it)"
+            ),
             ErrorKind::BadQuery(why) => why.clone(),
             ErrorKind::OutputNotCovered {
                 output,
@@ -233,6 +243,7 @@ impl fmt::Display for Error {
                 lock.display()
             ),
             ErrorKind::StoreRefused(why) => write!(f, "the store {path} {why}"),
+            ErrorKind::StoreDamaged(_) => write!(f, "the store {path} {}", self.cause()),
             ErrorKind::DatasetRefused(why) => write!(f, "the dataset {path} {why}"),
             ErrorKind::OutputIsInput => write!(f, "the output {path} {}", self.cause()),
             ErrorKind::OutputShorter { .. } => write!(f, "{path} {}", self.cause()),

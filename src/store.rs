@@ -460,6 +460,9 @@ fn refused(path: &Path, why: impl Into<String>) -> Error {
 }
 
 fn failed(path: &Path, e: rusqlite::Error) -> Error {
+    if e.sqlite_error_code() == Some(rusqlite::ErrorCode::DatabaseCorrupt) {
+        return Error::new(path, ErrorKind::StoreDamaged(e.to_string()));
+    }
     Error::new(path, ErrorKind::Store(e.to_string()))
 }
 
