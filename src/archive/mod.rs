@@ -74,6 +74,7 @@ pub use discover::{refuse_streams, Links};
 pub use plan::PART_BYTES;
 pub use run::{SkipAt, Summary};
 pub use shard::{fnv1a, shard_of, Shard};
+#[cfg(feature = "sqlite")]
 pub(crate) use state::respell_keys;
 pub use state::{
     lock_file, real_path, response_rows, Checkpoint, CheckpointStore, FileState, Identity,
