@@ -1475,3 +1475,67 @@ fn a_damaged_store_says_what_happened_and_what_to_do() {
     assert_eq!(sha256(&db), before);
     fs::remove_dir_all(d).unwrap();
 }
+
+/// Issue 42: `search` by a user who cannot write the store's folder (WAL
+/// mode wants its `-shm` beside the store): with no `-wal` holding rows
+/// (none after a run that ended), the store is read as immutable and the
+/// search answers; with one, the error says why and what to do. Runs the
+/// search as `nobody` (setpriv), which needs root.
+#[test]
+#[ignore = "needs root, to search as another user (setpriv); .ci/run runs it"]
+fn search_in_a_folder_the_user_cannot_write() {
+    let d = tmpdir("read-only");
+    let dir = d.join("ro");
+    fs::create_dir_all(&dir).unwrap();
+    let db = dir.join("m.db");
+    let s = d.join("s.jsonl");
+    fs::copy(fixtures().join("hand-built.jsonl"), &s).unwrap();
+    assert!(backfill_db(&db, &[&s]).status.success());
+    assert!(!dir.join("m.db-wal").exists());
+    let search = || {
+        Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .arg(env!("CARGO_BIN_EXE_mem-ingest"))
+            .args(["search", "--json", "build is green", "--db"])
+            .arg(&db)
+            .output()
+            .expect("setpriv")
+    };
+    use std::os::unix::fs::PermissionsExt;
+    let mode = |p: &Path, m: u32| fs::set_permissions(p, fs::Permissions::from_mode(m)).unwrap();
+    mode(&d, 0o755);
+    mode(&dir, 0o555);
+    let out = search();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let keys: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["key"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(keys, ["hand-built-0001:c0de000d"]);
+    assert!(!dir.join("m.db-shm").exists());
+    // A -wal that holds rows: they cannot be read without a -shm.
+    mode(&dir, 0o755);
+    fs::write(dir.join("m.db-wal"), [0u8; 32]).unwrap();
+    mode(&dir, 0o555);
+    let out = search();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(
+        err.trim_end(),
+        format!(
+            "error: the store {} cannot be searched by this user: its folder cannot be written \
+             and its -wal holds rows not yet in it, which SQLite reads only with a -shm file \
+             beside it; search as a user who can write the folder, or let one run a backfill \
+             --db (or `sqlite3 FILE 'PRAGMA wal_checkpoint(TRUNCATE)'`) first",
+            db.display()
+        )
+    );
+    mode(&dir, 0o755);
+    fs::remove_dir_all(d).unwrap();
+}
