@@ -455,6 +455,22 @@ impl std::fmt::Debug for SqliteStore {
     }
 }
 
+/// `file:` URI of `path` opened immutable (SQLite takes no lock and makes
+/// no `-shm`): every byte but the unreserved ones and `/` percent-encoded.
+fn immutable_uri(path: &Path) -> String {
+    use std::os::unix::ffi::OsStrExt;
+    let mut uri = String::from("file:");
+    for &b in path.as_os_str().as_bytes() {
+        if b.is_ascii_alphanumeric() || b"/-._~".contains(&b) {
+            uri.push(char::from(b));
+        } else {
+            uri.push_str(&format!("%{b:02X}"));
+        }
+    }
+    uri.push_str("?immutable=1");
+    uri
+}
+
 fn refused(path: &Path, why: impl Into<String>) -> Error {
     Error::new(path, ErrorKind::StoreRefused(why.into()))
 }
@@ -1160,14 +1176,46 @@ pub fn search(path: &Path, s: &Search) -> Result<Vec<Hit>, Error> {
         Ok(_) => return Err(refused(path, "is not a store (empty, or not a file)")),
         Err(e) => return Err(Error::io(path, e)),
     }
-    let conn = Connection::open_with_flags(
-        path,
-        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-    )
-    .map_err(|e| failed(path, e))?;
-    let version: i64 = conn
-        .pragma_query_value(None, "user_version", |r| r.get(0))
-        .map_err(|e| refused(path, format!("is not a readable SQLite database ({e})")))?;
+    let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let mut conn = Connection::open_with_flags(path, flags).map_err(|e| failed(path, e))?;
+    let version = |c: &Connection| c.pragma_query_value(None, "user_version", |r| r.get(0));
+    let not_readable = |e| refused(path, format!("is not a readable SQLite database ({e})"));
+    let version: i64 = match version(&conn) {
+        Ok(v) => v,
+        // A store in WAL mode is read with a `-shm` beside it, which a
+        // user who cannot write the folder cannot make. With no `-wal`
+        // holding rows (none after a backfill that ended), the file holds
+        // every row: read it as immutable (no lock, no -shm).
+        Err(e)
+            if matches!(
+                e.sqlite_error_code(),
+                Some(rusqlite::ErrorCode::ReadOnly | rusqlite::ErrorCode::CannotOpen)
+            ) =>
+        {
+            let mut wal_name = crate::archive::real_path(path).into_os_string();
+            wal_name.push("-wal");
+            if std::fs::metadata(&wal_name).is_ok_and(|m| m.len() > 0) {
+                return Err(Error::new(
+                    path,
+                    ErrorKind::Setup(format!(
+                        "the store {} cannot be searched by this user: its folder cannot be \
+                         written and its -wal holds rows not yet in it, which SQLite reads only \
+                         with a -shm file beside it; search as a user who can write the folder, \
+                         or let one run a backfill --db (or `sqlite3 FILE 'PRAGMA \
+                         wal_checkpoint(TRUNCATE)'`) first",
+                        path.display()
+                    )),
+                ));
+            }
+            conn = Connection::open_with_flags(
+                immutable_uri(path),
+                flags | OpenFlags::SQLITE_OPEN_URI,
+            )
+            .map_err(|e| failed(path, e))?;
+            version(&conn).map_err(not_readable)?
+        }
+        Err(e) => return Err(not_readable(e)),
+    };
     // Versions 1 and 2 differ in the checkpoint's tables only.
     if !(1..=SCHEMA_VERSION).contains(&version) {
         return Err(refused(
