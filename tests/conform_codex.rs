@@ -13,6 +13,11 @@ use serde_json::Value;
 #[path = "common/shared.rs"]
 mod shared;
 
+#[path = "common/codex.rs"]
+mod rollouts;
+
+use rollouts::{write_family, ParentFile};
+
 fn ccusage() -> PathBuf {
     let p = std::env::var_os("CCUSAGE")
         .map(PathBuf::from)
@@ -213,4 +218,22 @@ fn token_count_shapes_equal_ccusage() {
     let (a, b) = (ours(&home), theirs(&home));
     assert_eq!(a, b);
     std::fs::remove_dir_all(home).unwrap();
+}
+
+/// A subagent that replays its parent's history with the timestamps
+/// rewritten into the spawn's second (issue 41,
+/// [`rollouts::same_second_family`]): the parent's file before the
+/// child's, after it, or absent (ccusage then skips the replayed counts by
+/// their shared second).
+#[test]
+#[ignore = "needs ccusage; run by .ci/run with --include-ignored"]
+fn same_second_subagents_equal_ccusage() {
+    for parent in [ParentFile::Before, ParentFile::After, ParentFile::Absent] {
+        let home = tmpdir(&format!("same-second-{parent:?}"));
+        write_family(&home, parent);
+        let (a, b) = (ours(&home), theirs(&home));
+        assert!(!b.is_empty());
+        assert_eq!(a, b, "{parent:?}");
+        std::fs::remove_dir_all(home).unwrap();
+    }
 }
