@@ -1003,7 +1003,10 @@ fn fork_sorting_before_its_parent() {
     std::fs::remove_file(&zst_path).unwrap();
     std::fs::write(&parent_path, &parent).unwrap();
     // The fork first, alone; its parent in the next run: still once (the
-    // fork's copies kept, read first).
+    // fork's copies kept, read first). Alone, the fork's first two counts
+    // with usage (the parent's 110 and its repeat, 100 ms apart) lead a run
+    // ccusage leaves to the absent parent: not counted, not recorded, so
+    // the parent's own copies count them in the next run.
     std::fs::remove_file(&parent_path).unwrap();
     let state = home.join("state");
     let run = || {
@@ -1016,7 +1019,7 @@ fn fork_sorting_before_its_parent() {
     let (_, v, err) = run();
     assert_eq!(
         totals(&v),
-        (Some(1), Some(3 + 1), Some(0), Some(330 + 105)),
+        (Some(1), Some(3 + 1), Some(2), Some(330 - 110 + 105)),
         "{err}"
     );
     std::fs::write(&parent_path, &parent).unwrap();
@@ -1280,18 +1283,26 @@ fn a_long_item_known_by_its_bytes_counts_as_parsing_it_would() {
 // ---------------------------------------------------------------------------
 // A subagent replaying its parent in the spawn's second (issue 41)
 
+/// Total tokens by model.
+type ByModel = Vec<(String, u64)>;
+
 /// `stats --json` of the Codex home `home/codex`: `(files, records,
 /// deduplicated, total tokens)`, and the total tokens by model.
-fn family_stats(home: &Path, jobs: &str) -> ((u64, u64, u64, u64), Vec<(String, u64)>) {
+fn family_stats(home: &Path, jobs: &str) -> ((u64, u64, u64, u64), ByModel) {
     let (code, v, err) =
         stats(bin(home).args(["stats", "--json", "-q", "--source", "codex", "--jobs", jobs]));
     assert_eq!(code, Some(0), "{err}");
     let n = |v: &serde_json::Value| v.as_u64().unwrap_or(u64::MAX);
-    let mut models: Vec<(String, u64)> = v["by_model"]
+    let mut models: ByModel = v["by_model"]
         .as_array()
         .unwrap()
         .iter()
-        .map(|m| (m["model"].as_str().unwrap().to_owned(), n(&m["total_tokens"])))
+        .map(|m| {
+            (
+                m["model"].as_str().unwrap().to_owned(),
+                n(&m["total_tokens"]),
+            )
+        })
         .collect();
     models.sort();
     (
@@ -1348,7 +1359,11 @@ fn same_second_subagent_with_its_parent() {
                 ],
                 "{parent:?}, --jobs {jobs}"
             );
-            assert_eq!(family_keys(&home, jobs), FAMILY_KEYS, "{parent:?}, --jobs {jobs}");
+            assert_eq!(
+                family_keys(&home, jobs),
+                FAMILY_KEYS,
+                "{parent:?}, --jobs {jobs}"
+            );
         }
         std::fs::remove_dir_all(home).unwrap();
     }
@@ -1356,10 +1371,10 @@ fn same_second_subagent_with_its_parent() {
 
 /// The same subagent with its parent's rollout absent: the replay's six
 /// records are the child's (their text is nowhere else in the archive),
-/// and its token counts are not counted (ccusage's same-second rule: the
-/// file's first two counts share a second, so the leading counts of that
-/// second, four with the `info: null` one, are the parent's): the child's
-/// own 540 tokens only.
+/// and its token counts are not counted (ccusage's rule for a child its
+/// parent does not match: the file's first two counts with usage are at
+/// most a second apart, so the leading run of such counts, three, are
+/// the parent's): the child's own 540 tokens only.
 #[test]
 fn same_second_subagent_without_its_parent() {
     use common::codex::{write_family, ParentFile};
@@ -1367,7 +1382,7 @@ fn same_second_subagent_without_its_parent() {
     write_family(&home.join("codex"), ParentFile::Absent);
     for jobs in ["1", "2"] {
         let (totals, models) = family_stats(&home, jobs);
-        assert_eq!(totals, (1, 8, 4, 540), "--jobs {jobs}");
+        assert_eq!(totals, (1, 8, 3, 540), "--jobs {jobs}");
         assert_eq!(models, [("gpt-5-mini".to_owned(), 540)], "--jobs {jobs}");
         assert_eq!(
             family_keys(&home, jobs),
@@ -1439,11 +1454,7 @@ fn a_state_saved_before_same_second_matching_gains_no_duplicate() {
     let home = tmpdir("same-second-old-state");
     let old = home.join("old.state");
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    std::fs::copy(
-        root.join("fixtures/state-v8-codex-same-second.state"),
-        &old,
-    )
-    .unwrap();
+    std::fs::copy(root.join("fixtures/state-v8-codex-same-second.state"), &old).unwrap();
     for (parent, lines) in [
         (ParentFile::Before, 16 + 19),
         (ParentFile::After, 16 + 19),

@@ -116,9 +116,8 @@ pub fn same_second_family() -> (String, String) {
     parent.push('\n');
     parent.push_str(&after.join("\n"));
     parent.push('\n');
-    let source = format!(
-        r#"{{"subagent":{{"thread_spawn":{{"parent_thread_id":"{PARENT}","depth":1}}}}}}"#
-    );
+    let source =
+        format!(r#"{{"subagent":{{"thread_spawn":{{"parent_thread_id":"{PARENT}","depth":1}}}}}}"#);
     let mut child = vec![meta("2026-01-01T10:01:00.000Z", CHILD, &source)];
     for (i, l) in before.iter().enumerate() {
         let rest = &l[l.find("Z\",").expect("a timestamp") + 1..];
