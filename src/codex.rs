@@ -31,6 +31,8 @@ use crate::source::{
 };
 use crate::time::parse_iso_millis;
 
+mod replay;
+
 /// How much of a file's start its [`Header`] is looked for in (bytes):
 /// a `session_meta` line holds the base instructions, tens of KiB.
 pub(crate) const PREFIX: usize = 1 << 20;
@@ -253,6 +255,22 @@ impl Format for Codex {
         } else {
             rest
         }
+    }
+
+    /// A subagent that replays its parent with the timestamps rewritten
+    /// into the spawn's second: its replayed lines are the parent's lines
+    /// they match by content, and, where none of its counts match (its
+    /// parent absent), the leading counts of one second are left to the
+    /// parent, as ccusage 20.0.24 counts them (see [`replay`]). With the
+    /// parent absent, the replay's records are the child's.
+    fn parent_copies(
+        &self,
+        child: &Path,
+        header: &Header,
+        parent: Option<&Path>,
+        opts: &SourceOptions,
+    ) -> crate::format::ParentCopies {
+        replay::parent_copies(child, header, parent, opts.line_hash_scheme())
     }
 }
 

@@ -279,6 +279,46 @@ pub trait Format: Send + Sync {
     fn parent_lookup_name<'n>(&self, file_name: &'n str) -> &'n str {
         file_name
     }
+
+    /// The lines of a child's file (one that names a [`Format::parent`])
+    /// that are its parent's though their bytes differ from the parent's
+    /// (a Codex subagent replays its parent's history with the timestamps
+    /// rewritten): `parent` is the parent's file when the archive holds
+    /// it. The engine asks when it delivers a part read from the file's
+    /// start with deduplication, so the answer may read both files
+    /// (default: none, nothing read).
+    fn parent_copies(
+        &self,
+        child: &Path,
+        header: &Header,
+        parent: Option<&Path>,
+        opts: &SourceOptions,
+    ) -> ParentCopies {
+        let _ = (child, header, parent, opts);
+        ParentCopies::default()
+    }
+}
+
+/// What [`Format::parent_copies`] found in a child's file: line numbers
+/// (1-based), ascending.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ParentCopies {
+    /// Lines that replay a line of the parent's file, with the fingerprint
+    /// the entry of that line has there: such a line's entry is a copy
+    /// when its lineage holds that fingerprint (or the parent's file,
+    /// later in the archive, is read ahead), else an entry of its own.
+    pub replayed: Vec<(u64, u64)>,
+    /// Lines whose entries are left to the parent though its file is not
+    /// found (or does not hold them): copies, their fingerprints not
+    /// recorded in the lineage.
+    pub left_to_parent: Vec<u64>,
+}
+
+impl ParentCopies {
+    /// Neither lines replayed nor left to the parent.
+    pub fn is_empty(&self) -> bool {
+        self.replayed.is_empty() && self.left_to_parent.is_empty()
+    }
 }
 
 /// The pi coding agent's session files: `*.jsonl` under

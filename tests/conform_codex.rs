@@ -13,6 +13,11 @@ use serde_json::Value;
 #[path = "common/shared.rs"]
 mod shared;
 
+#[path = "common/codex.rs"]
+mod rollouts;
+
+use rollouts::{write_family, ParentFile};
+
 fn ccusage() -> PathBuf {
     let p = std::env::var_os("CCUSAGE")
         .map(PathBuf::from)
@@ -213,4 +218,117 @@ fn token_count_shapes_equal_ccusage() {
     let (a, b) = (ours(&home), theirs(&home));
     assert_eq!(a, b);
     std::fs::remove_dir_all(home).unwrap();
+}
+
+/// A subagent that replays its parent's history with the timestamps
+/// rewritten into the spawn's second (issue 41,
+/// [`rollouts::same_second_family`]): the parent's file before the
+/// child's, after it, or absent (ccusage then skips the replayed counts by
+/// their shared second).
+#[test]
+#[ignore = "needs ccusage; run by .ci/run with --include-ignored"]
+fn same_second_subagents_equal_ccusage() {
+    for parent in [ParentFile::Before, ParentFile::After, ParentFile::Absent] {
+        let home = tmpdir(&format!("same-second-{parent:?}"));
+        write_family(&home, parent);
+        let (a, b) = (ours(&home), theirs(&home));
+        assert!(!b.is_empty());
+        assert_eq!(a, b, "{parent:?}");
+        std::fs::remove_dir_all(home).unwrap();
+    }
+}
+
+/// Rollouts with a parent (a subagent, a fork) whose counts ccusage's
+/// two rules decide: the subagent's own count in the spawn's second (its
+/// parent present: counted; absent: left to the parent with the replay's);
+/// a subagent that replays nothing, its first two counts in one second,
+/// its parent present; a fork replaying its parent verbatim, the parent's
+/// first two counts in one second, the parent absent.
+#[test]
+#[ignore = "needs ccusage; run by .ci/run with --include-ignored"]
+fn counts_of_children_equal_ccusage() {
+    let (parent, child) = rollouts::same_second_family();
+    let own_in_spawn_second = child.replace("10:01:05.000Z", "10:01:00.900Z");
+    let day = "sessions/2026/01/01";
+    let parent_file = format!("{day}/rollout-2026-01-01T10-00-00-p1.jsonl");
+    let child_file = format!("{day}/rollout-2026-01-01T10-01-00-c1.jsonl");
+    let spawned = |id: &str, ts: &str| {
+        format!(
+            r#"{{"timestamp":"{ts}","type":"session_meta","payload":{{"id":"{id}","timestamp":"{ts}","cwd":"/w","source":{{"subagent":{{"thread_spawn":{{"parent_thread_id":"p1","depth":1}}}}}}}}}}"#
+        )
+    };
+    let turn = r#"{"timestamp":"2026-01-01T10:05:00.100Z","type":"turn_context","payload":{"cwd":"/w","model":"gpt-5"}}"#;
+    let no_replay = [
+        spawned("c2", "2026-01-01T10:05:00.000Z"),
+        turn.to_owned(),
+        count(
+            "2026-01-01T10:05:03.100Z",
+            [100, 0, 10, 0, 110],
+            Some([100, 0, 10, 0, 110]),
+        ),
+        count(
+            "2026-01-01T10:05:03.600Z",
+            [300, 0, 30, 0, 330],
+            Some([200, 0, 20, 0, 220]),
+        ),
+        count(
+            "2026-01-01T10:05:09.000Z",
+            [700, 0, 70, 0, 770],
+            Some([400, 0, 40, 0, 440]),
+        ),
+    ]
+    .join("\n")
+        + "\n";
+    // A parent whose first two counts share a second, and its fork.
+    let early = parent.replace("10:00:07.000Z", "10:00:06.800Z");
+    let fork_meta = r#"{"timestamp":"2026-01-01T10:09:00.000Z","type":"session_meta","payload":{"id":"f1","timestamp":"2026-01-01T10:09:00.000Z","cwd":"/w","forked_from_id":"p1"}}"#;
+    let fork = format!(
+        "{fork_meta}\n{early}{}\n",
+        count(
+            "2026-01-01T10:09:05.000Z",
+            [4500, 1500, 160, 20, 4660],
+            Some([500, 0, 10, 0, 510])
+        )
+    );
+    let cases: [(&str, Vec<(String, &str)>); 4] = [
+        (
+            "own count in the spawn's second",
+            vec![
+                (parent_file.clone(), &parent),
+                (child_file.clone(), &own_in_spawn_second),
+            ],
+        ),
+        (
+            "own count in the spawn's second, parent absent",
+            vec![(child_file.clone(), &own_in_spawn_second)],
+        ),
+        (
+            "no replay, parent present",
+            vec![
+                (parent_file.clone(), &parent),
+                (
+                    format!("{day}/rollout-2026-01-01T10-05-00-c2.jsonl"),
+                    &no_replay,
+                ),
+            ],
+        ),
+        (
+            "verbatim fork, parent absent",
+            vec![(format!("{day}/rollout-2026-01-01T10-09-00-f1.jsonl"), &fork)],
+        ),
+    ];
+    for (i, (name, files)) in cases.iter().enumerate() {
+        let home = tmpdir(&format!("children-{i}"));
+        for (rel, text) in files {
+            let p = home.join(rel);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, text).unwrap();
+        }
+        let (a, b) = (ours(&home), theirs(&home));
+        // With its parent absent, all of that subagent's counts are left
+        // to the parent: none.
+        assert_eq!(b.is_empty(), i == 1, "{name}");
+        assert_eq!(a, b, "{name}");
+        std::fs::remove_dir_all(home).unwrap();
+    }
 }

@@ -1003,7 +1003,10 @@ fn fork_sorting_before_its_parent() {
     std::fs::remove_file(&zst_path).unwrap();
     std::fs::write(&parent_path, &parent).unwrap();
     // The fork first, alone; its parent in the next run: still once (the
-    // fork's copies kept, read first).
+    // fork's copies kept, read first). Alone, the fork's first two counts
+    // with usage (the parent's 110 and its repeat, 100 ms apart) lead a run
+    // ccusage leaves to the absent parent: not counted, not recorded, so
+    // the parent's own copies count them in the next run.
     std::fs::remove_file(&parent_path).unwrap();
     let state = home.join("state");
     let run = || {
@@ -1016,7 +1019,7 @@ fn fork_sorting_before_its_parent() {
     let (_, v, err) = run();
     assert_eq!(
         totals(&v),
-        (Some(1), Some(3 + 1), Some(0), Some(330 + 105)),
+        (Some(1), Some(3 + 1), Some(2), Some(330 - 110 + 105)),
         "{err}"
     );
     std::fs::write(&parent_path, &parent).unwrap();
@@ -1301,4 +1304,201 @@ fn a_damaged_zst_rollout_says_so() {
         )
     );
     std::fs::remove_dir_all(d).unwrap();
+}
+
+// ---------------------------------------------------------------------------
+// A subagent replaying its parent in the spawn's second (issue 41)
+
+/// Total tokens by model.
+type ByModel = Vec<(String, u64)>;
+
+/// `stats --json` of the Codex home `home/codex`: `(files, records,
+/// deduplicated, total tokens)`, and the total tokens by model.
+fn family_stats(home: &Path, jobs: &str) -> ((u64, u64, u64, u64), ByModel) {
+    let (code, v, err) =
+        stats(bin(home).args(["stats", "--json", "-q", "--source", "codex", "--jobs", jobs]));
+    assert_eq!(code, Some(0), "{err}");
+    let n = |v: &serde_json::Value| v.as_u64().unwrap_or(u64::MAX);
+    let mut models: ByModel = v["by_model"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            (
+                m["model"].as_str().unwrap().to_owned(),
+                n(&m["total_tokens"]),
+            )
+        })
+        .collect();
+    models.sort();
+    (
+        (
+            n(&v["files"]),
+            n(&v["records"]),
+            n(&v["deduplicated"]),
+            n(&v["usage"]["total_tokens"]),
+        ),
+        models,
+    )
+}
+
+/// The keys of the records `backfill` writes, sorted.
+fn family_keys(home: &Path, jobs: &str) -> Vec<String> {
+    let (recs, _) =
+        json_lines(bin(home).args(["backfill", "-q", "--source", "codex", "--jobs", jobs]));
+    let mut keys: Vec<String> = recs
+        .iter()
+        .map(|r| r["key"].as_str().unwrap().to_owned())
+        .collect();
+    keys.sort();
+    keys
+}
+
+/// The parent's seven records, and the subagent's own two.
+const FAMILY_KEYS: [&str; 9] = [
+    "c1:L17", "c1:L18", "p1:L12", "p1:L14", "p1:L15", "p1:L3", "p1:L5", "p1:L6", "p1:L7",
+];
+
+/// A subagent whose line 2 is its parent's `session_meta`, then the
+/// parent's history with the timestamps rewritten into the spawn's second
+/// ([`common::codex::same_second_family`]), with the parent's rollout in
+/// the archive, sorting before the child's or after it: the replayed lines
+/// are copies of the parent's (14 deduplicated), so the records are the
+/// parent's seven and the child's own two, and the tokens the parent's
+/// 4150 and the child's own 540, as ccusage counts them (its parent-match
+/// rule; `conform_codex.rs` compares), with one job or two.
+#[test]
+fn same_second_subagent_with_its_parent() {
+    use common::codex::{write_family, ParentFile};
+    for parent in [ParentFile::Before, ParentFile::After] {
+        let home = tmpdir(&format!("same-second-{parent:?}"));
+        write_family(&home.join("codex"), parent);
+        for jobs in ["1", "2"] {
+            let (totals, models) = family_stats(&home, jobs);
+            assert_eq!(totals, (2, 9, 14, 4150 + 540), "{parent:?}, --jobs {jobs}");
+            assert_eq!(
+                models,
+                [
+                    ("gpt-5".to_owned(), 1050),
+                    ("gpt-5-codex".to_owned(), 3100),
+                    ("gpt-5-mini".to_owned(), 540)
+                ],
+                "{parent:?}, --jobs {jobs}"
+            );
+            assert_eq!(
+                family_keys(&home, jobs),
+                FAMILY_KEYS,
+                "{parent:?}, --jobs {jobs}"
+            );
+        }
+        std::fs::remove_dir_all(home).unwrap();
+    }
+}
+
+/// The same subagent with its parent's rollout absent: the replay's six
+/// records are the child's (their text is nowhere else in the archive),
+/// and its token counts are not counted (ccusage's rule for a child its
+/// parent does not match: the file's first two counts with usage are at
+/// most a second apart, so the leading run of such counts, three, are
+/// the parent's): the child's own 540 tokens only.
+#[test]
+fn same_second_subagent_without_its_parent() {
+    use common::codex::{write_family, ParentFile};
+    let home = tmpdir("same-second-absent");
+    write_family(&home.join("codex"), ParentFile::Absent);
+    for jobs in ["1", "2"] {
+        let (totals, models) = family_stats(&home, jobs);
+        assert_eq!(totals, (1, 8, 3, 540), "--jobs {jobs}");
+        assert_eq!(models, [("gpt-5-mini".to_owned(), 540)], "--jobs {jobs}");
+        assert_eq!(
+            family_keys(&home, jobs),
+            ["c1:L13", "c1:L15", "c1:L17", "c1:L18", "c1:L4", "c1:L6", "c1:L7", "c1:L8"],
+            "--jobs {jobs}"
+        );
+    }
+    std::fs::remove_dir_all(home).unwrap();
+}
+
+/// Across runs with a state: the parent first, its subagent in the next
+/// run (the replay copies of what the state's lineage holds); and the
+/// subagent first, alone, its parent in the next run (the replay's
+/// records were the child's, and stay so: the parent's lines are then
+/// records of their own, as said in the README; the tokens are
+/// ccusage's either way).
+#[test]
+fn same_second_subagent_across_runs() {
+    use common::codex::{write_family, ParentFile};
+    let home = tmpdir("same-second-runs");
+    let codex = home.join("codex");
+    let (parent, child) = write_family(&codex, ParentFile::Before);
+    let parent = parent.unwrap();
+    let (parent_text, child_text) = common::codex::same_second_family();
+    let state = home.join("state");
+    let run = || {
+        let (recs, err) = json_lines(
+            bin(&home)
+                .args(["backfill", "-q", "--source", "codex", "--state"])
+                .arg(&state),
+        );
+        let (code, v, e) = stats(
+            bin(&home)
+                .args(["stats", "--json", "-q", "--source", "codex", "--state"])
+                .arg(home.join("stats.state")),
+        );
+        assert_eq!(code, Some(0), "{e}");
+        (recs.len(), v["usage"]["total_tokens"].as_u64(), err)
+    };
+    std::fs::remove_file(&child).unwrap();
+    assert_eq!(run().0, 7);
+    std::fs::write(&child, &child_text).unwrap();
+    let (written, tokens, err) = run();
+    assert_eq!((written, tokens), (2, Some(4150 + 540)), "{err}");
+    // The subagent first.
+    std::fs::remove_dir_all(&home).unwrap();
+    std::fs::create_dir_all(child.parent().unwrap()).unwrap();
+    std::fs::write(&child, &child_text).unwrap();
+    assert_eq!(run().0, 8);
+    std::fs::write(&parent, &parent_text).unwrap();
+    let (written, tokens, err) = run();
+    assert_eq!((written, tokens), (7, Some(4150 + 540)), "{err}");
+    std::fs::remove_dir_all(home).unwrap();
+}
+
+/// A state saved before same-second replays were matched with their
+/// parent (`fixtures/state-v8-codex-same-second.state`: `backfill
+/// --source codex --state` of [`common::codex::same_second_family`], the
+/// parent's file before the child's, by the release before, which wrote
+/// the replay's six records twice, 15 in all). Copies of the files (new to
+/// the state by their inodes, read whole) are then every line a copy its
+/// lineage holds, whichever file sorts first and with the parent absent:
+/// no record is written again. Matching a replay with its parent changes
+/// no line's fingerprint, only which lines are compared, so the state's
+/// fingerprints are those this release makes.
+#[test]
+fn a_state_saved_before_same_second_matching_gains_no_duplicate() {
+    use common::codex::{write_family, ParentFile};
+    let home = tmpdir("same-second-old-state");
+    let old = home.join("old.state");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    std::fs::copy(root.join("fixtures/state-v8-codex-same-second.state"), &old).unwrap();
+    for (parent, lines) in [
+        (ParentFile::Before, 16 + 19),
+        (ParentFile::After, 16 + 19),
+        (ParentFile::Absent, 19),
+    ] {
+        let codex = home.join(format!("{parent:?}"));
+        write_family(&codex, parent);
+        let (records, err) = json_lines(
+            bin(&home)
+                .args(["backfill", "--source", "codex", "--state"])
+                .arg(&old)
+                .arg(&codex),
+        );
+        assert_eq!(records.len(), 0, "{parent:?}: {err}");
+        assert!(
+            err.contains(&format!("0 records (0 written), {lines} deduplicated")),
+            "{parent:?}: {err}"
+        );
+    }
+    std::fs::remove_dir_all(home).unwrap();
 }

@@ -219,6 +219,11 @@ impl Emitter<'_> {
         true
     }
 
+    /// Whether `fp` was emitted in the session's lineage (nothing recorded).
+    pub fn contains(&mut self, fp: u64) -> bool {
+        self.set().contains(fp)
+    }
+
     /// Says that about `n` fingerprints are to be inserted: room is made
     /// for them in the lineage's set at the first insert, at once (up to
     /// its next merge). A part's fingerprints, inserted one by one into a

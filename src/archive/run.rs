@@ -21,7 +21,7 @@ use super::stats::{
 use super::{discover, exec, Command, Config};
 use crate::counts::{LineCounts, Removal};
 use crate::error::{Error, ErrorKind};
-use crate::format::{open_at, At, BoxedSource, Format, Input};
+use crate::format::{open_at, At, BoxedSource, Format, Input, ParentCopies};
 use crate::json::LineHash;
 use crate::line_reader::FileAt;
 use crate::ndjson::cut_text;
@@ -158,11 +158,14 @@ fn add_responses_to_project<'u>(
     }
 }
 
-/// The models of a report, sorted by provider and model.
+/// The models of a report, sorted by provider and model; a model whose
+/// every message was a copy taken back out (a subagent's replay of its
+/// parent) is not one.
 fn model_lines(r: &Report, priced: &Priced) -> Vec<ModelLine> {
     let mut by_model: Vec<ModelLine> = r
         .by_model
         .iter()
+        .filter(|m| m.messages > 0 || m.usage != crate::record::Usage::default())
         .map(|m| ModelLine {
             provider: m.provider.clone(),
             model: m.model.clone(),
@@ -1951,6 +1954,16 @@ fn deliver<S: Sink>(
                     .map_err(|e| Error::new(&state_path, ErrorKind::StateDamaged(e)))?;
                 let format = &*ctx.cfg.formats[f.format];
                 ahead.read(plan, task.file, format, &h, ctx.cfg, opts);
+                // A child read from its start: its lines that are its
+                // parent's under other bytes.
+                let copies = match format.parent(&h) {
+                    Some(_) if task.start == 0 => {
+                        let parent = ahead.file_of(plan, task.file, format, &h, ctx.cfg);
+                        let parent = parent.map(|j| plan.files[j].path.as_path());
+                        format.parent_copies(&f.path, &h, parent, opts)
+                    }
+                    _ => ParentCopies::default(),
+                };
                 let part = Delivered {
                     format,
                     path: &f.path,
@@ -1958,6 +1971,7 @@ fn deliver<S: Sink>(
                     task,
                     res: &mut res,
                     opts,
+                    copies: &copies,
                 };
                 dedupe(l, ahead.sets, part)
             }
@@ -2098,6 +2112,8 @@ struct Delivered<'a, B> {
     task: &'a Task,
     res: &'a mut PartResult<B>,
     opts: &'a SourceOptions,
+    /// Its lines that are its parent's under other bytes.
+    copies: &'a ParentCopies,
 }
 
 /// Decides which of a part's entries are copies: returns the indices of
@@ -2157,14 +2173,20 @@ fn decide_copies<B>(
         task,
         res,
         opts,
+        copies,
     } = part;
     emitted.expect(res.notes.len());
-    let mut dup = |fp: u64| {
+    // Whether `fp` was emitted in the lineage (or is a read-ahead
+    // parent's); when not and `record`, it is now.
+    let mut seen = |fp: u64, record: bool| {
         if let Some((parent, _)) = earlier.iter().find(|(_, s)| s.contains(fp)) {
             if !relied.iter().any(|r| r == parent) {
                 relied.push((*parent).to_owned());
             }
             return true;
+        }
+        if !record {
+            return emitted.contains(fp);
         }
         let new = emitted.insert(fp);
         if new {
@@ -2175,7 +2197,7 @@ fn decide_copies<B>(
     if format.header_is_entry()
         && task.header.is_none()
         && res.header.is_some()
-        && dup(header.fingerprint)
+        && seen(header.fingerprint, true)
     {
         // A second file of the same session (a history written twice).
         let mut h = Report::default();
@@ -2201,8 +2223,28 @@ fn decide_copies<B>(
     };
     // Copies whose counts their source kept, taken out at once at the end.
     let mut removal = Removal::default();
+    // The parent's lines (ascending, as the notes are).
+    let (mut replayed, mut left) = (
+        copies.replayed.iter().peekable(),
+        copies.left_to_parent.iter().peekable(),
+    );
     for note in &res.notes {
-        if !dup(note.fingerprint) {
+        let copy = if copies.is_empty() {
+            seen(note.fingerprint, true)
+        } else {
+            while replayed.next_if(|(l, _)| *l < note.line).is_some() {}
+            while left.next_if(|l| **l < note.line).is_some() {}
+            if left.next_if(|l| **l == note.line).is_some() {
+                true
+            } else {
+                match replayed.next_if(|(l, _)| *l == note.line) {
+                    // A copy of the parent's line, when that one is known.
+                    Some(&(_, parent)) => seen(parent, false) || seen(note.fingerprint, true),
+                    None => seen(note.fingerprint, true),
+                }
+            }
+        };
+        if !copy {
             flush(&mut run, &mut res.report);
             continue;
         }
@@ -2252,21 +2294,17 @@ struct ParentsAhead<'p> {
 }
 
 impl ParentsAhead<'_> {
-    /// When `header` names a parent whose file comes later in the plan,
-    /// reads that file's fingerprints now.
-    fn read(
-        &mut self,
+    /// The plan's index of the file of the parent `header` names, when the
+    /// plan holds it (another file than `file`, of the same format).
+    fn file_of(
+        &self,
         plan: &Plan,
         file: usize,
         format: &dyn Format,
         header: &Header,
         cfg: &Config,
-        opts: &SourceOptions,
-    ) {
-        let (Some(session), Some(name)) = (format.parent(header), format.parent_file_name(header))
-        else {
-            return;
-        };
+    ) -> Option<usize> {
+        let name = format.parent_file_name(header)?;
         let by_name = self.by_name.get_or_init(|| {
             let mut by_name = HashMap::new();
             for (i, f) in plan.files.iter().enumerate() {
@@ -2278,7 +2316,24 @@ impl ParentsAhead<'_> {
             by_name
         });
         let key = (plan.files[file].format, name.to_owned());
-        let Some(&j) = by_name.get(&key) else {
+        by_name.get(&key).copied().filter(|&j| j != file)
+    }
+
+    /// When `header` names a parent whose file comes later in the plan,
+    /// reads that file's fingerprints now.
+    fn read(
+        &mut self,
+        plan: &Plan,
+        file: usize,
+        format: &dyn Format,
+        header: &Header,
+        cfg: &Config,
+        opts: &SourceOptions,
+    ) {
+        let Some(session) = format.parent(header) else {
+            return;
+        };
+        let Some(j) = self.file_of(plan, file, format, header, cfg) else {
             return;
         };
         if j <= file || plan.files[j].tasks == 0 || self.sets.contains_key(&session) {
