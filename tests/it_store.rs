@@ -337,6 +337,10 @@ fn files_that_are_not_our_store_are_refused_untouched() {
     // Not SQLite at all.
     let text = d.join("notes.db");
     fs::write(&text, "these are my notes, not a database\n").unwrap();
+    // Shorter than SQLite's 16-byte header (issue 42: it said "cannot be
+    // read (failed to fill whole buffer)").
+    let short = d.join("short.db");
+    fs::write(&short, "hello").unwrap();
     // SQLite of someone else's schema.
     let other = d.join("other.db");
     sqlite3(
@@ -349,6 +353,7 @@ fn files_that_are_not_our_store_are_refused_untouched() {
     sqlite3(&newer, "PRAGMA user_version = 99");
     for (db, says) in [
         (&text, "is not a SQLite database"),
+        (&short, "is not a SQLite database (5 bytes, shorter than its header)"),
         (&other, "is a SQLite database of another schema"),
         (&newer, "has schema version 99; this mem-ingest writes 4"),
     ] {
