@@ -526,10 +526,24 @@ impl SqliteStore {
         }
         if existing {
             let mut magic = [0u8; 16];
-            let read = File::open(&path)
-                .and_then(|mut f| f.read_exact(&mut magic))
-                .map_err(|e| refused(&path, format!("cannot be read ({e})")));
-            read?;
+            let mut f =
+                File::open(&path).map_err(|e| refused(&path, format!("cannot be read ({e})")))?;
+            let mut got = 0;
+            while got < magic.len() {
+                match f.read(&mut magic[got..]) {
+                    Ok(0) => {
+                        return Err(refused(
+                            &path,
+                            format!(
+                                "is not a SQLite database ({got} bytes, shorter than its header)"
+                            ),
+                        ))
+                    }
+                    Ok(n) => got += n,
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(e) => return Err(refused(&path, format!("cannot be read ({e})"))),
+                }
+            }
             if &magic != b"SQLite format 3\0" {
                 return Err(refused(&path, "is not a SQLite database"));
             }

@@ -353,7 +353,10 @@ fn files_that_are_not_our_store_are_refused_untouched() {
     sqlite3(&newer, "PRAGMA user_version = 99");
     for (db, says) in [
         (&text, "is not a SQLite database"),
-        (&short, "is not a SQLite database (5 bytes, shorter than its header)"),
+        (
+            &short,
+            "is not a SQLite database (5 bytes, shorter than its header)",
+        ),
         (&other, "is a SQLite database of another schema"),
         (&newer, "has schema version 99; this mem-ingest writes 4"),
     ] {
