@@ -25,7 +25,8 @@
 # dir; archives already there are reused), ROUNDS (default 3), CCUSAGE
 # (default /tmp/ccusage-reference/node_modules/.bin/ccusage), SHAPE (a
 # `gen-corpus --shape` for the generated archive, e.g. `held-out` for
-# Codex: issue 41's held-out home).
+# Codex: issue 41's held-out home), BIN (a mem-ingest binary to measure;
+# none built then).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 AGENT=${1:?usage: agent-ratios.sh claude|codex|pi [TOTAL_MB | ARCHIVE_DIR]}
@@ -33,8 +34,10 @@ TARGET=${CARGO_TARGET_DIR:-target}
 export CARGO_TARGET_DIR=$TARGET
 CCUSAGE=${CCUSAGE:-/tmp/ccusage-reference/node_modules/.bin/ccusage}
 ROUNDS=${ROUNDS:-3}
-cargo build --release --bin mem-ingest --bin gen-corpus
-BIN=$TARGET/release/mem-ingest
+if [ -z "${BIN:-}" ]; then
+    cargo build --release --bin mem-ingest --bin gen-corpus
+    BIN=$TARGET/release/mem-ingest
+fi
 WORK=${WORK:-$(mktemp -d)}
 if [ -d "${2:-}" ]; then
     ARCH=$(cd "$2" && pwd)
