@@ -879,8 +879,17 @@ fn plan_sizes_of(rng: &mut Rng, total: u64, files: usize, overshoot: u64) -> Vec
         .collect();
     let rest = (total - sizes.iter().sum::<u64>()).saturating_sub(overshoot * files as u64);
     let cap = (total / 25).max(4096);
-    let size = |d: f64, scale: f64| ((d * scale) as u64).clamp(4096, cap);
-    // The scale at which the clamped sizes fill the rest, by bisection.
+    sizes.extend(scaled_to_fill(&draws, rest, 4096, cap));
+    for i in (1..sizes.len()).rev() {
+        sizes.swap(i, rng.below(i as u64 + 1) as usize);
+    }
+    sizes
+}
+
+/// Sizes proportional to `draws`, each clamped to `min..=max`, at the
+/// scale (found by bisection) at which they fill `rest` bytes.
+fn scaled_to_fill(draws: &[f64], rest: u64, min: u64, max: u64) -> Vec<u64> {
+    let size = |d: f64, scale: f64| ((d * scale) as u64).clamp(min, max);
     let (mut lo, mut hi) = (0.0f64, rest as f64);
     for _ in 0..100 {
         let mid = (lo + hi) / 2.0;
@@ -890,11 +899,7 @@ fn plan_sizes_of(rng: &mut Rng, total: u64, files: usize, overshoot: u64) -> Vec
             hi = mid;
         }
     }
-    sizes.extend(draws.iter().map(|&d| size(d, lo)));
-    for i in (1..sizes.len()).rev() {
-        sizes.swap(i, rng.below(i as u64 + 1) as usize);
-    }
-    sizes
+    draws.iter().map(|&d| size(d, lo)).collect()
 }
 
 fn write_archive(

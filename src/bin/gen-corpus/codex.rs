@@ -652,19 +652,8 @@ pub(crate) fn write_held_out(dir: &Path, total_mb: f64, seed: u64) -> io::Result
     let draws: Vec<f64> = (1..THREADS)
         .map(|_| (1.0 - rng.unit()).powf(-1.0 / 0.7))
         .collect();
-    let rest = own - largest;
-    let size = |d: f64, scale: f64| ((d * scale) as u64).clamp(5_000, largest);
-    let (mut lo, mut hi) = (0.0f64, rest as f64);
-    for _ in 0..100 {
-        let mid = (lo + hi) / 2.0;
-        if draws.iter().map(|&d| size(d, mid)).sum::<u64>() < rest {
-            lo = mid;
-        } else {
-            hi = mid;
-        }
-    }
     let mut sizes: Vec<u64> = std::iter::once(largest)
-        .chain(draws.iter().map(|&d| size(d, lo)))
+        .chain(super::scaled_to_fill(&draws, own - largest, 5_000, largest))
         .collect();
     for i in (1..sizes.len()).rev() {
         sizes.swap(i, rng.below(i as u64 + 1) as usize);
