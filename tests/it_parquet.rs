@@ -433,7 +433,7 @@ fn shards_together_are_one_run_whatever_the_path_spelling() {
 fn shards_together_are_one_run_with_every_agents_samples() {
     let d = tmpdir("shards-samples");
     let mut ins = inputs(&d);
-    ins.push(common::shared::samples());
+    ins.extend(common::shared::samples_read());
     shards_together_are_one_run(&d, ins);
 }
 
@@ -815,7 +815,7 @@ fn stats(paths: &[PathBuf]) -> Value {
 fn duckdb_counts_what_stats_counts() {
     let d = tmpdir("duck-stats");
     let mut ins = inputs(&d);
-    ins.push(common::shared::samples());
+    ins.extend(common::shared::samples_read());
     let ds = d.join("ds");
     let o = backfill(&["--parquet", ds.to_str().unwrap()], &ins);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
@@ -926,7 +926,7 @@ fn duckdb_reads_only_the_partition_a_date_filter_names() {
 fn duckdb_reads_four_shards_as_one_run() {
     let d = tmpdir("duck-shards");
     let mut ins = inputs(&d);
-    ins.push(common::shared::samples());
+    ins.extend(common::shared::samples_read());
     let one = d.join("one");
     let four = d.join("four");
     assert!(backfill(&["--parquet", one.to_str().unwrap()], &ins)

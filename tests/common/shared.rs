@@ -59,6 +59,18 @@ pub fn samples() -> PathBuf {
     shared("samples")
 }
 
+/// The sample folders of the agents this release reads (Claude Code's and
+/// Codex's, and the single-message samples of both): the samples of the
+/// agents still to come sit beside them and are not session files of
+/// these.
+pub fn samples_read() -> Vec<PathBuf> {
+    let s = samples();
+    ["claude-code", "claude-code-log-messages", "codex"]
+        .iter()
+        .map(|a| s.join(a))
+        .collect()
+}
+
 /// pi's real sessions: `MEM_INGEST_REAL_DIR`, else `real/` of the shared
 /// folder; checked as [`shared`] is.
 pub fn real_dir() -> PathBuf {
