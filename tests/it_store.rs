@@ -1500,10 +1500,14 @@ fn search_in_a_folder_the_user_cannot_write() {
     fs::copy(fixtures().join("hand-built.jsonl"), &s).unwrap();
     assert!(backfill_db(&db, &[&s]).status.success());
     assert!(!dir.join("m.db-wal").exists());
+    // A copy of the binary where `nobody` can run it, whatever folder the
+    // build is in.
+    let bin = d.join("mem-ingest");
+    fs::copy(env!("CARGO_BIN_EXE_mem-ingest"), &bin).unwrap();
     let search = || {
         Command::new("setpriv")
             .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
-            .arg(env!("CARGO_BIN_EXE_mem-ingest"))
+            .arg(&bin)
             .args(["search", "--json", "build is green", "--db"])
             .arg(&db)
             .output()
