@@ -284,9 +284,9 @@ pub trait Format: Send + Sync {
     /// that are its parent's though their bytes differ from the parent's
     /// (a Codex subagent replays its parent's history with the timestamps
     /// rewritten): `parent` is the parent's file when the archive holds
-    /// it. The engine asks when it delivers a part read from the file's
-    /// start with deduplication, so the answer may read both files
-    /// (default: none, nothing read).
+    /// it. The engine asks, with deduplication, on the thread that read a
+    /// part from the file's start, after it; the answer may read both
+    /// files (default: none, nothing read).
     fn parent_copies(
         &self,
         child: &Path,

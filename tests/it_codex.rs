@@ -1366,13 +1366,27 @@ const FAMILY_KEYS: [&str; 9] = [
 /// are copies of the parent's (14 deduplicated), so the records are the
 /// parent's seven and the child's own two, and the tokens the parent's
 /// 4150 and the child's own 540, as ccusage counts them (its parent-match
-/// rule; `conform_codex.rs` compares), with one job or two.
+/// rule; `conform_codex.rs` compares), with one job or two, the files
+/// compressed or not.
 #[test]
 fn same_second_subagent_with_its_parent() {
     use common::codex::{write_family, ParentFile};
-    for parent in [ParentFile::Before, ParentFile::After] {
-        let home = tmpdir(&format!("same-second-{parent:?}"));
-        write_family(&home.join("codex"), parent);
+    // The two files as written, then compressed (`.jsonl.zst`).
+    for (parent, zst) in [
+        (ParentFile::Before, false),
+        (ParentFile::After, false),
+        (ParentFile::Before, true),
+    ] {
+        let home = tmpdir(&format!("same-second-{parent:?}-{zst}"));
+        let (p, c) = write_family(&home.join("codex"), parent);
+        if zst {
+            for f in [p.unwrap(), c] {
+                let text = std::fs::read(&f).unwrap();
+                let to = f.with_extension("jsonl.zst");
+                std::fs::write(to, zstd::encode_all(&text[..], 3).unwrap()).unwrap();
+                std::fs::remove_file(f).unwrap();
+            }
+        }
         for jobs in ["1", "2"] {
             let (totals, models) = family_stats(&home, jobs);
             assert_eq!(totals, (2, 9, 14, 4150 + 540), "{parent:?}, --jobs {jobs}");

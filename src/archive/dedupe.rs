@@ -232,7 +232,10 @@ impl Emitter<'_> {
         self.expected = n;
     }
 
-    /// The lineage's set, looked up at the first call.
+    /// The lineage's set, looked up at the first call. Inlined into
+    /// [`Emitter::insert`], once per entry delivered, as when it was its
+    /// only caller (a call there cost 2% of a Codex `stats`).
+    #[inline(always)]
     fn set(&mut self) -> &mut FpSet {
         if let At::Unresolved(_) = self.at {
             let At::Unresolved(l) = std::mem::replace(&mut self.at, At::Moving) else {

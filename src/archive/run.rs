@@ -492,6 +492,9 @@ struct PartResult<B> {
     /// The running context at `position`.
     context: Vec<u8>,
     notes: Vec<EntryNote>,
+    /// A child's lines that are its parent's under other bytes (read
+    /// here, in parallel, for delivery to decide on).
+    copies: ParentCopies,
 }
 
 impl<B> Default for PartResult<B> {
@@ -505,8 +508,39 @@ impl<B> Default for PartResult<B> {
             position: None,
             context: Vec::new(),
             notes: Vec::new(),
+            copies: ParentCopies::default(),
         }
     }
+}
+
+/// The run's files by format and the name a parent is found by
+/// (`Format::parent_lookup_name`), built when a child first asks for its
+/// parent, on any thread.
+type ByName = std::sync::OnceLock<HashMap<(usize, String), usize>>;
+
+/// The plan's index of the file of the parent `header` names (a file of
+/// `file`'s format, not `file`), when the plan holds it.
+fn parent_file_of(
+    plan: &Plan,
+    by_name: &ByName,
+    file: usize,
+    header: &Header,
+    formats: &[Arc<dyn Format>],
+) -> Option<usize> {
+    let format = &*formats[plan.files[file].format];
+    let name = format.parent_file_name(header)?;
+    let by_name = by_name.get_or_init(|| {
+        let mut by_name = HashMap::new();
+        for (i, f) in plan.files.iter().enumerate() {
+            let name = f.path.file_name().unwrap_or_default().to_string_lossy();
+            let format = &*formats[f.format];
+            let key = (f.format, format.parent_lookup_name(&name).to_owned());
+            by_name.entry(key).or_insert(i);
+        }
+        by_name
+    });
+    let key = (plan.files[file].format, name.to_owned());
+    by_name.get(&key).copied().filter(|&j| j != file)
 }
 
 /// The deduplication lineages, restored from the state when a file is
@@ -1163,8 +1197,10 @@ fn run_task<E: Encoder>(
     opts: &SourceOptions,
     encoder: &E,
     bases: &PartLines,
+    by_name: &ByName,
 ) -> PartResult<E::Batch> {
-    let read = std::panic::AssertUnwindSafe(|| read_task(plan, i, cfg, opts, encoder, bases));
+    let read =
+        std::panic::AssertUnwindSafe(|| read_task(plan, i, cfg, opts, encoder, bases, by_name));
     std::panic::catch_unwind(read).unwrap_or_else(|panic| {
         // Parts after this one must not wait for it.
         bases.publish(i, 0);
@@ -1193,6 +1229,7 @@ fn read_task<E: Encoder>(
     opts: &SourceOptions,
     encoder: &E,
     bases: &PartLines,
+    by_name: &ByName,
 ) -> PartResult<E::Batch> {
     let task = &plan.tasks[i];
     let path = &plan.files[task.file].path;
@@ -1337,6 +1374,15 @@ fn read_task<E: Encoder>(
         // Parts after a failed one must not wait for it: the file fails.
         publish(0);
         res.error = Some(e);
+    }
+    // A child read from its start: its lines that are its parent's under
+    // other bytes.
+    if let (true, 0, None, Some(h)) = (cfg.dedupe, task.start, &res.error, &res.header) {
+        if format.parent(h).is_some() {
+            let parent = parent_file_of(plan, by_name, task.file, h, &cfg.formats);
+            let parent = parent.map(|j| plan.files[j].path.as_path());
+            res.copies = format.parent_copies(path, h, parent, opts);
+        }
     }
     res
 }
@@ -1667,8 +1713,8 @@ fn pass<S: Sink>(ctx: &mut Ctx<'_, S>) -> Result<Summary, Error> {
         }
     }
     sweep_gone(ctx, &plan);
-    // Files by name, built when a fork first asks for its parent.
-    let by_name = std::cell::OnceCell::new();
+    // Files by name, built when a child first asks for its parent.
+    let by_name = ByName::new();
     let mut reserved: HashMap<String, FpSet> = HashMap::new();
     let mut parent_file = HashMap::new();
     let progress = ctx.cfg.progress.as_deref().filter(|_| !ctx.cfg.follow);
@@ -1687,7 +1733,7 @@ fn pass<S: Sink>(ctx: &mut Ctx<'_, S>) -> Result<Summary, Error> {
     // context.
     let encoder = ctx.sink.encoder();
     let work = |i: usize| {
-        let r = run_task(&plan, i, cfg, &opts, &encoder, &bases);
+        let r = run_task(&plan, i, cfg, &opts, &encoder, &bases, &by_name);
         if let Some(p) = progress {
             p.advance(task_bytes(&plan, &plan.tasks[i]));
         }
@@ -1954,16 +2000,7 @@ fn deliver<S: Sink>(
                     .map_err(|e| Error::new(&state_path, ErrorKind::StateDamaged(e)))?;
                 let format = &*ctx.cfg.formats[f.format];
                 ahead.read(plan, task.file, format, &h, ctx.cfg, opts);
-                // A child read from its start: its lines that are its
-                // parent's under other bytes.
-                let copies = match format.parent(&h) {
-                    Some(_) if task.start == 0 => {
-                        let parent = ahead.file_of(plan, task.file, format, &h, ctx.cfg);
-                        let parent = parent.map(|j| plan.files[j].path.as_path());
-                        format.parent_copies(&f.path, &h, parent, opts)
-                    }
-                    _ => ParentCopies::default(),
-                };
+                let copies = std::mem::take(&mut res.copies);
                 let part = Delivered {
                     format,
                     path: &f.path,
@@ -2288,37 +2325,11 @@ struct ParentsAhead<'p> {
     sets: &'p mut HashMap<String, FpSet>,
     /// Each read-ahead set's parent, by its plan file index.
     parent_file: &'p mut HashMap<String, usize>,
-    /// Files of the plan by format and the name a parent is found by
-    /// (`Format::parent_lookup_name`), built on first use.
-    by_name: &'p std::cell::OnceCell<HashMap<(usize, String), usize>>,
+    /// Files of the plan by the name a parent is found by.
+    by_name: &'p ByName,
 }
 
 impl ParentsAhead<'_> {
-    /// The plan's index of the file of the parent `header` names, when the
-    /// plan holds it (another file than `file`, of the same format).
-    fn file_of(
-        &self,
-        plan: &Plan,
-        file: usize,
-        format: &dyn Format,
-        header: &Header,
-        cfg: &Config,
-    ) -> Option<usize> {
-        let name = format.parent_file_name(header)?;
-        let by_name = self.by_name.get_or_init(|| {
-            let mut by_name = HashMap::new();
-            for (i, f) in plan.files.iter().enumerate() {
-                let name = f.path.file_name().unwrap_or_default().to_string_lossy();
-                let format = &*cfg.formats[f.format];
-                let key = (f.format, format.parent_lookup_name(&name).to_owned());
-                by_name.entry(key).or_insert(i);
-            }
-            by_name
-        });
-        let key = (plan.files[file].format, name.to_owned());
-        by_name.get(&key).copied().filter(|&j| j != file)
-    }
-
     /// When `header` names a parent whose file comes later in the plan,
     /// reads that file's fingerprints now.
     fn read(
@@ -2333,7 +2344,7 @@ impl ParentsAhead<'_> {
         let Some(session) = format.parent(header) else {
             return;
         };
-        let Some(j) = self.file_of(plan, file, format, header, cfg) else {
+        let Some(j) = parent_file_of(plan, self.by_name, file, header, &cfg.formats) else {
             return;
         };
         if j <= file || plan.files[j].tasks == 0 || self.sets.contains_key(&session) {
@@ -2681,10 +2692,18 @@ mod tests {
         std::fs::remove_file(d.join("b.jsonl")).unwrap();
         let mut current = None;
         let mut sets = HashMap::new();
-        let by_name = std::cell::OnceCell::new();
+        let by_name = ByName::new();
         let encoder = ctx.sink.encoder();
         for (i, task) in plan.tasks.iter().enumerate() {
-            let res = run_task(&plan, i, ctx.cfg, &opts, &encoder, &PartLines::default());
+            let res = run_task(
+                &plan,
+                i,
+                ctx.cfg,
+                &opts,
+                &encoder,
+                &PartLines::default(),
+                &by_name,
+            );
             deliver(
                 &mut ctx,
                 &plan,

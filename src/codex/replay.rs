@@ -32,12 +32,16 @@
 //! So with the parent's rollout in the archive the replay is emitted and
 //! counted once, as the parent's; without it, the replay's records are the
 //! child's (their text is nowhere else) and its usage is not counted, as
-//! ccusage does. Only files with a parent are read here, once more, up to
-//! the end of the burst and of the leading counts; their parent up to the
-//! burst's end, only when rule 1 applies.
+//! ccusage does.
+//!
+//! Only files with a parent are read here, once more, by the worker that
+//! read them: a verbatim replay whose parent is in the archive up to its
+//! line 2 (the lineage's fingerprints find its copies, its leading counts
+//! among them), any other up to the end of its burst and of its leading
+//! counts; the parent up to the burst's end, only when rule 1 applies.
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader};
+use std::io::Read;
 use std::path::Path;
 
 use simd_json::Node;
@@ -66,7 +70,7 @@ pub(crate) fn parent_copies(
     let Some(lines) = Lines::open(child) else {
         return ParentCopies::default();
     };
-    let scan = scan_child(lines, parent_id, hash);
+    let scan = scan_child(lines, parent_id, parent.is_some(), hash);
     let mut out = ParentCopies::default();
     let mut counts_found = false;
     if let (Some(last), Some(parent)) = (scan.burst_last, parent) {
@@ -115,7 +119,12 @@ fn follows(prev: i64, ms: i64) -> bool {
     (0..=BURST_MS).contains(&(ms - prev))
 }
 
-fn scan_child(mut lines: Lines, parent_id: &str, hash: LineHash) -> ChildScan {
+/// One pass over a child's lines, up to the end of its burst and of its
+/// leading counts. A child whose line 2 is an older `session_meta` (a
+/// verbatim replay) with its parent in the archive is left at line 2:
+/// the lineage's fingerprints find its copies, its leading counts among
+/// them.
+fn scan_child(mut lines: Lines, parent_id: &str, parent_found: bool, hash: LineHash) -> ChildScan {
     let mut scan = ChildScan::default();
     let mut leading = Leading::Looking(None);
     let mut child_start = None;
@@ -125,19 +134,28 @@ fn scan_child(mut lines: Lines, parent_id: &str, hash: LineHash) -> ChildScan {
     while let Some(raw) = lines.next() {
         n += 1;
         let raw = if n == 1 { &raw[bom_len(raw)..] } else { raw };
-        let count = is_token_count(raw);
-        // The timestamp, only where it is needed.
-        let stamp = (n <= 2 || burst_open || count.is_some())
-            .then(|| Stamp::of(raw))
-            .flatten();
-        let ms = stamp.as_ref().and_then(|s| s.ms);
-        if n == 1 {
-            child_start = ms;
-        } else if n == 2 {
-            if let (Some(start), Some(ms)) = (child_start, ms) {
-                burst_open = ms >= start - BURST_MS && is_meta_of(raw, parent_id);
+        let mut stamp = None;
+        if n <= 2 {
+            stamp = Stamp::of(raw);
+            let ms = stamp.as_ref().and_then(|s| s.ms);
+            if n == 1 {
+                child_start = ms;
+            } else if is_session_meta(raw, stamp.as_ref()) {
+                match (child_start, ms) {
+                    (Some(start), Some(ms)) if ms >= start - BURST_MS => {
+                        burst_open = is_meta_of(raw, parent_id);
+                    }
+                    _ if parent_found => return scan,
+                    _ => {}
+                }
             }
         }
+        let count = is_token_count(raw);
+        // The timestamp, only where it is needed.
+        if n > 2 && (burst_open || count.is_some()) {
+            stamp = Stamp::of(raw);
+        }
+        let ms = stamp.as_ref().and_then(|s| s.ms);
         if burst_open {
             match (ms, scan.burst_last) {
                 (Some(ms), last) if last.is_none_or(|l| (ms - l).abs() <= BURST_MS) => {
@@ -216,9 +234,9 @@ fn parent_keys(parent: &Path, end: i64, hash: LineHash) -> HashMap<u64, u64> {
 /// A line's envelope timestamp.
 struct Stamp {
     ms: Option<i64>,
-    /// Where the line goes on after the timestamp's value, when it starts
-    /// with it (`{"timestamp":"..."`, as Codex writes every line) and has
-    /// no `ordinal`: its content key and fingerprint are then of bytes.
+    /// Where the line goes on after the timestamp's value (its closing
+    /// quote), when it starts with it (`{"timestamp":"..."`, as Codex
+    /// writes every line).
     rest: Option<usize>,
 }
 
@@ -232,7 +250,7 @@ impl Stamp {
         };
         if let Some(after) = raw.strip_prefix(LEAD) {
             if let Some(q) = memchr::memchr2(b'"', b'\\', after) {
-                if after[q] == b'"' && memchr::memmem::find(raw, br#""ordinal":"#).is_none() {
+                if after[q] == b'"' {
                     let ts = std::str::from_utf8(&after[..q]).ok()?;
                     return Some(from_str(ts, Some(LEAD.len() + q)));
                 }
@@ -246,13 +264,39 @@ impl Stamp {
             })
         })
     }
+
+    /// [`Stamp::rest`] when the line has no `ordinal` (a key of a JSON
+    /// object: in a string, its quotes would be escaped): its content key
+    /// and fingerprint are then of its bytes.
+    fn bytes_rest(&self, raw: &[u8]) -> Option<usize> {
+        self.rest
+            .filter(|_| memchr::memmem::find(raw, br#""ordinal":"#).is_none())
+    }
+}
+
+/// Whether a line is a `session_meta` (by its bytes after the timestamp,
+/// else parsed).
+fn is_session_meta(raw: &[u8], stamp: Option<&Stamp>) -> bool {
+    if let Some(rest) = stamp.and_then(|s| s.rest) {
+        if raw[rest..].starts_with(br#"","type":""#) {
+            return raw[rest..].starts_with(br#"","type":"session_meta""#);
+        }
+    }
+    crate::json::with_scratch(|json, arena| {
+        json.parse(raw, arena, |parsed| {
+            parsed
+                .ok()
+                .and_then(|(nodes, _)| envelope(nodes))
+                .is_some_and(|e| e.ty == "session_meta")
+        })
+    })
 }
 
 /// A line's content less its timestamp (and `ordinal`): a hash of the
 /// rest of its bytes, or of its fields as parsed (keys of one run, never
 /// saved).
 fn content_key(raw: &[u8], stamp: Option<&Stamp>, hash: LineHash) -> u64 {
-    if let Some(rest) = stamp.and_then(|s| s.rest) {
+    if let Some(rest) = stamp.and_then(|s| s.bytes_rest(raw)) {
         return hash.of(&raw[rest..]);
     }
     crate::json::with_scratch(|json, arena| {
@@ -277,7 +321,7 @@ fn content_key(raw: &[u8], stamp: Option<&Stamp>, hash: LineHash) -> u64 {
 /// The fingerprint a Codex source gives the entry of the parent's line
 /// `raw` (line `n`), as `line_fingerprint`.
 fn parent_fingerprint(raw: &[u8], n: u64, stamp: &Stamp, hash: LineHash) -> u64 {
-    if stamp.rest.is_some() {
+    if stamp.bytes_rest(raw).is_some() {
         return hash.of(raw);
     }
     crate::json::with_scratch(|json, arena| {
@@ -326,42 +370,98 @@ fn is_token_count(raw: &[u8]) -> Option<bool> {
     })
 }
 
-/// A file's lines, without their `\n` (a compressed rollout decompressed).
+thread_local! {
+    /// The buffer of the [`Lines`] this thread read last.
+    static SPARE: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+impl Drop for Lines {
+    /// Its buffer to [`SPARE`], unless it grew past 1 MiB.
+    fn drop(&mut self) {
+        if self.buf.len() <= 1 << 20 {
+            let buf = std::mem::take(&mut self.buf);
+            let _ = SPARE.try_with(|s| *s.borrow_mut() = buf);
+        }
+    }
+}
+
+/// A file's lines, without their `\n` (a compressed rollout decompressed),
+/// read into one buffer that rolls forward (a line is handed out where it
+/// was read), a read at a time: doubled when a line does not fit.
 struct Lines {
-    reader: Box<dyn BufRead>,
+    reader: Box<dyn Read>,
     buf: Vec<u8>,
+    /// The bytes read and not handed out are `buf[at..end]`; of them,
+    /// `buf[at..scanned]` hold no `\n`.
+    at: usize,
+    scanned: usize,
+    end: usize,
+    eof: bool,
 }
 
 impl Lines {
     fn open(path: &Path) -> Option<Lines> {
         let file = std::fs::File::open(path).ok()?;
-        let reader: Box<dyn BufRead> = if super::compressed(path) {
+        let reader: Box<dyn Read> = if super::compressed(path) {
             #[cfg(feature = "zstd")]
             {
                 let mut d = zstd::stream::read::Decoder::new(file).ok()?;
                 d.window_log_max(super::zst::WINDOW_LOG_MAX).ok()?;
-                Box::new(BufReader::new(d))
+                Box::new(d)
             }
             #[cfg(not(feature = "zstd"))]
             return None;
         } else {
-            Box::new(BufReader::with_capacity(64 << 10, file))
+            Box::new(file)
         };
-        Some(Lines {
+        Some(Lines::new(reader, 64 << 10))
+    }
+
+    /// Lines of `reader`, in a buffer of `capacity` bytes at first: this
+    /// thread's, kept from the file before (zeroing 64 KiB for each child
+    /// was a third of this module's time).
+    fn new(reader: Box<dyn Read>, capacity: usize) -> Lines {
+        let mut buf = SPARE.with_borrow_mut(std::mem::take);
+        buf.resize(capacity.max(1), 0);
+        Lines {
             reader,
-            buf: Vec::new(),
-        })
+            buf,
+            at: 0,
+            scanned: 0,
+            end: 0,
+            eof: false,
+        }
     }
 
     fn next(&mut self) -> Option<&[u8]> {
-        self.buf.clear();
-        match self.reader.read_until(b'\n', &mut self.buf) {
-            Ok(0) | Err(_) => None,
-            Ok(_) => {
-                if self.buf.last() == Some(&b'\n') {
-                    self.buf.pop();
+        loop {
+            if let Some(i) = memchr::memchr(b'\n', &self.buf[self.scanned..self.end]) {
+                let line = self.at..self.scanned + i;
+                self.at = self.scanned + i + 1;
+                self.scanned = self.at;
+                return Some(&self.buf[line]);
+            }
+            self.scanned = self.end;
+            if self.eof {
+                if self.at == self.end {
+                    return None;
                 }
-                Some(&self.buf)
+                let line = self.at..self.end;
+                self.at = self.end;
+                return Some(&self.buf[line]);
+            }
+            // The partial line to the front, room after it.
+            self.buf.copy_within(self.at..self.end, 0);
+            (self.end, self.scanned) = (self.end - self.at, self.scanned - self.at);
+            self.at = 0;
+            if self.end == self.buf.len() {
+                self.buf.resize(self.buf.len() * 2, 0);
+            }
+            match self.reader.read(&mut self.buf[self.end..]) {
+                Ok(0) => self.eof = true,
+                Ok(n) => self.end += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(_) => self.eof = true,
             }
         }
     }
@@ -370,6 +470,35 @@ impl Lines {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The lines handed out are those of splitting on `\n` (a last line
+    /// without one included, an empty last piece not), whatever the
+    /// buffer's first size.
+    #[test]
+    fn lines_are_the_pieces_between_newlines() {
+        let texts: [&[u8]; 6] = [
+            b"",
+            b"\n",
+            b"a\nbb\n\nccc",
+            b"one line without end",
+            b"x\ny\n",
+            &[b'z'; 300],
+        ];
+        for text in texts {
+            let mut want: Vec<&[u8]> = text.split(|b| *b == b'\n').collect();
+            if want.last() == Some(&&b""[..]) {
+                want.pop();
+            }
+            for capacity in [1, 2, 3, 7, 64, 1 << 16] {
+                let mut lines = Lines::new(Box::new(std::io::Cursor::new(text.to_vec())), capacity);
+                let mut got = Vec::new();
+                while let Some(l) = lines.next() {
+                    got.push(l.to_vec());
+                }
+                assert_eq!(got, want, "{text:?}, capacity {capacity}");
+            }
+        }
+    }
 
     /// The leading run's lines for counts with usage at these times (ms
     /// after some second): each case checked against ccusage 20.0.24
@@ -414,14 +543,14 @@ mod tests {
         let key = |raw: &[u8]| content_key(raw, Stamp::of(raw).as_ref(), h);
         let sa = Stamp::of(a).unwrap();
         assert_eq!(sa.ms, parse_iso_millis("2026-01-01T10:00:07.000Z"));
-        assert!(sa.rest.is_some());
+        assert!(sa.bytes_rest(a).is_some());
         assert_eq!(key(a), key(b));
         assert_ne!(key(b), key(c));
         assert_eq!(parent_fingerprint(a, 3, &sa, h), h.of(a));
         let o1 = br#"{"timestamp":"2026-01-01T10:00:07.000Z","ordinal":4,"type":"event_msg","payload":{"type":"agent_message","message":"x"}}"#;
         let o2 = br#"{"timestamp":"2026-01-01T10:01:00.001Z","ordinal":9,"type":"event_msg","payload":{"type":"agent_message","message":"x"}}"#;
         let so = Stamp::of(o1).unwrap();
-        assert!(so.rest.is_none());
+        assert!(so.rest.is_some() && so.bytes_rest(o1).is_none());
         assert_eq!(so.ms, sa.ms);
         assert_eq!(key(o1), key(o2));
         assert_ne!(key(o1), key(a));
