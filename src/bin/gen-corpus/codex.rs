@@ -517,6 +517,59 @@ fn write_child(
     )
 }
 
+/// A subagent of thread `id` spawned now: its parent's lines so far
+/// replayed, then 1-2 turns of its own.
+fn write_subagent(
+    dir: &Path,
+    parent: &Thread,
+    id: &str,
+    same_second: bool,
+    rng: &mut Rng,
+    stats: &mut Stats,
+) -> io::Result<()> {
+    stats.subagents += 1;
+    let src =
+        format!(r#"{{"subagent":{{"thread_spawn":{{"parent_thread_id":"{id}","depth":1}}}}}}"#);
+    let turns = rng.range(1, 3);
+    let upto = parent.lines.len();
+    write_child(
+        dir,
+        parent,
+        upto,
+        &src,
+        None,
+        turns,
+        same_second,
+        rng,
+        stats,
+    )
+}
+
+/// A fork of thread `id`: the whole parent replayed, then 1-3 turns of its
+/// own.
+fn write_fork(
+    dir: &Path,
+    parent: &Thread,
+    id: &str,
+    rng: &mut Rng,
+    stats: &mut Stats,
+) -> io::Result<()> {
+    stats.forks += 1;
+    let turns = rng.range(1, 4);
+    let all = parent.lines.len();
+    write_child(
+        dir,
+        parent,
+        all,
+        r#""cli""#,
+        Some(id),
+        turns,
+        false,
+        rng,
+        stats,
+    )
+}
+
 fn write_legacy(
     dir: &Path,
     target: u64,
@@ -579,15 +632,7 @@ pub(crate) fn write_archive(dir: &Path, total_mb: f64, seed: u64) -> io::Result<
         while t.bytes < size {
             let spawn = (i == 1 && n == 1) || rng.pct(5);
             if let Some(_call) = t.turn(&mut rng, &mut stats, n == 0, spawn) {
-                stats.subagents += 1;
-                let upto = t.lines.len();
-                let src = format!(
-                    r#"{{"subagent":{{"thread_spawn":{{"parent_thread_id":"{id}","depth":1}}}}}}"#
-                );
-                let turns = rng.range(1, 3);
-                write_child(
-                    dir, &t, upto, &src, None, turns, false, &mut rng, &mut stats,
-                )?;
+                write_subagent(dir, &t, &id, false, &mut rng, &mut stats)?;
             }
             n += 1;
             if (n > 5 && rng.pct(2)) || (i == 2 && n == 1) {
@@ -612,20 +657,7 @@ pub(crate) fn write_archive(dir: &Path, total_mb: f64, seed: u64) -> io::Result<
             &mut stats,
         )?;
         if i == 0 || rng.pct(5) {
-            stats.forks += 1;
-            let turns = rng.range(1, 4);
-            let all = t.lines.len();
-            write_child(
-                dir,
-                &t,
-                all,
-                r#""cli""#,
-                Some(&id),
-                turns,
-                false,
-                &mut rng,
-                &mut stats,
-            )?;
+            write_fork(dir, &t, &id, &mut rng, &mut stats)?;
         }
     }
     Ok(stats)
@@ -711,24 +743,8 @@ pub(crate) fn write_held_out(dir: &Path, total_mb: f64, seed: u64) -> io::Result
             let spawn = spawn_at.is_some() && !spawned && n >= 1;
             if let Some(_call) = t.turn(&mut rng, &mut stats, n == 0, spawn) {
                 spawned = true;
-                stats.subagents += 1;
-                let upto = t.lines.len();
-                let src = format!(
-                    r#"{{"subagent":{{"thread_spawn":{{"parent_thread_id":"{id}","depth":1}}}}}}"#
-                );
-                let turns = rng.range(1, 3);
                 let same_second = spawn_at.is_some_and(|k| k % 2 == 0);
-                write_child(
-                    dir,
-                    &t,
-                    upto,
-                    &src,
-                    None,
-                    turns,
-                    same_second,
-                    &mut rng,
-                    &mut stats,
-                )?;
+                write_subagent(dir, &t, &id, same_second, &mut rng, &mut stats)?;
             }
             n += 1;
             if n > 5 && rng.pct(2) {
@@ -755,20 +771,7 @@ pub(crate) fn write_held_out(dir: &Path, total_mb: f64, seed: u64) -> io::Result
             &mut stats,
         )?;
         if forked.contains(&i) {
-            stats.forks += 1;
-            let turns = rng.range(1, 4);
-            let all = t.lines.len();
-            write_child(
-                dir,
-                &t,
-                all,
-                r#""cli""#,
-                Some(&id),
-                turns,
-                false,
-                &mut rng,
-                &mut stats,
-            )?;
+            write_fork(dir, &t, &id, &mut rng, &mut stats)?;
         }
     }
     Ok(stats)
