@@ -12,7 +12,6 @@
 //! but every path, is its own spelling, borrowed.
 
 use std::borrow::Cow;
-use std::ffi::OsStr;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
 
@@ -99,14 +98,10 @@ pub fn respell_legacy(key: &str) -> Option<Cow<'_, str>> {
     }
 }
 
-/// `OsStr` bytes, for callers that hold one.
-pub fn spell_os(s: &OsStr) -> Cow<'_, str> {
-    spell_bytes(s.as_bytes())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::ffi::OsStr;
 
     fn p(b: &[u8]) -> PathBuf {
         PathBuf::from(OsStr::from_bytes(b))
