@@ -9,10 +9,8 @@
 //! Its own test binary: the allocator counts the whole process, so the
 //! runs are one test, one after the other.
 
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::io::Write;
 use std::path::Path;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use mem_ingest::archive::Archive;
@@ -21,50 +19,8 @@ use mem_ingest::sink::ForEach;
 use mem_ingest::{OwnedRecord, SourceOptions};
 
 mod common;
-
-struct Peak;
-
-static LIVE: AtomicUsize = AtomicUsize::new(0);
-static PEAK: AtomicUsize = AtomicUsize::new(0);
-
-fn grew(by: usize) {
-    let now = LIVE.fetch_add(by, Ordering::Relaxed) + by;
-    PEAK.fetch_max(now, Ordering::Relaxed);
-}
-
-// SAFETY: forwards to the system allocator, counting bytes.
-#[allow(unsafe_code)]
-unsafe impl GlobalAlloc for Peak {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        grew(layout.size());
-        // SAFETY: same contract as ours.
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        grew(layout.size());
-        // SAFETY: same contract as ours.
-        unsafe { System.alloc_zeroed(layout) }
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        // Old and new are both live while the bytes are copied.
-        grew(new_size);
-        // SAFETY: same contract as ours.
-        let p = unsafe { System.realloc(ptr, layout, new_size) };
-        LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
-        p
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
-        // SAFETY: same contract as ours.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-}
-
-#[global_allocator]
-static GLOBAL: Peak = Peak;
+#[path = "common/peak.rs"]
+mod peak;
 
 /// The maximum line length of the runs, and the long line: 64 MiB and
 /// 80 MiB of NUL bytes (the default limit, 512 MiB, would need a 600 MB
@@ -112,14 +68,13 @@ fn backfill(
         .source_options(SourceOptions::new().max_line(MAX_LINE))
         .build();
     let mut keys = Vec::new();
-    PEAK.store(LIVE.load(Ordering::Relaxed), Ordering::Relaxed);
-    let before = LIVE.load(Ordering::Relaxed);
-    let summary = archive
-        .backfill(&mut ForEach(|r: OwnedRecord| {
-            keys.push(format!("{} {}", r.key, r.text))
-        }))
-        .unwrap();
-    let peak = PEAK.load(Ordering::Relaxed) - before;
+    let (summary, peak) = peak::peak_of(|| {
+        archive
+            .backfill(&mut ForEach(|r: OwnedRecord| {
+                keys.push(format!("{} {}", r.key, r.text))
+            }))
+            .unwrap()
+    });
     let skips = summary
         .skips
         .iter()
