@@ -177,10 +177,12 @@ impl Format for Claude {
         file: &std::fs::File,
         header: &Header,
         byte: u64,
+        _reach: Option<u64>,
         opts: &SourceOptions,
-    ) -> std::io::Result<Vec<u8>> {
+    ) -> std::io::Result<Option<Vec<u8>>> {
+        // Nearly every line names one: no reach.
         let cwd = cwd_before(file, byte, opts.max_line_len())?;
-        Ok(encode_cwd(cwd.as_deref().unwrap_or(&header.cwd)))
+        Ok(Some(encode_cwd(cwd.as_deref().unwrap_or(&header.cwd))))
     }
 
     /// Every session joins one lineage: a resumed session replays lines of
@@ -390,48 +392,22 @@ const LOOK_BACK_FIRST: usize = 16 << 10;
 /// chunks, parsing only lines whose bytes may name a `cwd`. `None` when
 /// no line before `byte` has one.
 fn cwd_before(file: &std::fs::File, byte: u64, max_line: usize) -> std::io::Result<Option<String>> {
-    use std::os::unix::fs::FileExt;
-    // The bytes `lo..lo + buf.len()` of the file not looked at yet: they
-    // end where a line ends (at `byte`, or after a `\n`).
-    let mut buf: Vec<u8> = Vec::new();
-    let mut lo = byte;
-    let mut chunk = LOOK_BACK_FIRST;
-    crate::json::with_scratch(|json, arena| loop {
-        let body = buf.strip_suffix(b"\n").unwrap_or(&buf);
-        let (line, first) = match memchr::memrchr(b'\n', body) {
-            Some(i) => (&body[i + 1..], false),
-            None if lo == 0 => (&body[bom_len(body)..], true),
-            None => {
-                // The line starts before `lo`: read more.
-                let n = chunk.min(usize::try_from(lo).unwrap_or(usize::MAX));
-                let mut more = vec![0u8; n + buf.len()];
-                file.read_exact_at(&mut more[..n], lo - n as u64)?;
-                more[n..].copy_from_slice(&buf);
-                buf = more;
-                lo -= n as u64;
-                chunk = chunk.saturating_mul(2);
-                continue;
+    let mut cwd = None;
+    crate::json::with_scratch(|json, arena| {
+        crate::line_reader::lines_back(file, byte, LOOK_BACK_FIRST, max_line, None, |line| {
+            if !is_blank(line) && may_name(line, b"\"cwd\"") {
+                arena.reset();
+                cwd = json.parse(line, arena, |parsed| {
+                    parsed
+                        .ok()
+                        .and_then(|(nodes, _)| line_cwd(nodes))
+                        .map(str::to_owned)
+                });
             }
-        };
-        if line.len() <= max_line && !is_blank(line) && may_name(line, b"\"cwd\"") {
-            arena.reset();
-            let cwd = json.parse(line, arena, |parsed| {
-                parsed
-                    .ok()
-                    .and_then(|(nodes, _)| line_cwd(nodes))
-                    .map(str::to_owned)
-            });
-            if cwd.is_some() {
-                return Ok(cwd);
-            }
-        }
-        if first {
-            return Ok(None);
-        }
-        // Down to the `\n` that ends the line before.
-        let keep = body.len() - line.len();
-        buf.truncate(keep);
-    })
+            cwd.is_some()
+        })
+    })?;
+    Ok(cwd)
 }
 
 /// A header's fingerprint: the file's own (no line of the file is the
@@ -1228,7 +1204,8 @@ mod tests {
         for &at in &starts[..starts.len() - 1] {
             let want = naive(bytes, at, &header.cwd);
             let found = Claude
-                .context_before(&file, &header, at as u64, &opts)
+                .context_before(&file, &header, at as u64, None, &opts)
+                .unwrap()
                 .unwrap();
             assert_eq!(
                 decode_cwd(&found),

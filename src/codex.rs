@@ -216,6 +216,36 @@ impl Format for Codex {
         true
     }
 
+    /// A plain rollout is cut into parts, each finding its context from
+    /// the lines before it; a compressed one is a stream.
+    fn splits(&self, path: &Path) -> bool {
+        !compressed(path)
+    }
+
+    /// The running context at `byte`: the session's provider (from the
+    /// file's first `session_meta`), the model and cwd of the last
+    /// `turn_context` that names them, the cumulative total of the last
+    /// token count that has one, and the visible messages waiting for their
+    /// twin since the last `task_started` (which empties them), found by
+    /// reading back from `byte` until each is known (or the file's start,
+    /// where none is); `None` when the lines within `reach` do not say them
+    /// all.
+    fn context_before(
+        &self,
+        file: &std::fs::File,
+        _header: &Header,
+        byte: u64,
+        reach: Option<u64>,
+        opts: &SourceOptions,
+    ) -> std::io::Result<Option<Vec<u8>>> {
+        let hash = opts.line_hash_scheme();
+        let Some(mut run) = running_before(file, byte, opts.max_line_len(), hash, reach)? else {
+            return Ok(None);
+        };
+        run.provider = provider_of(file, hash)?;
+        Ok(Some(run.encode()))
+    }
+
     /// A fork (`forked_from_id`) or a subagent (`parent_thread_id`) is of
     /// its parent's lineage.
     fn parent(&self, header: &Header) -> Option<String> {
@@ -510,6 +540,10 @@ mod zst {
         fn take_report(&mut self) -> Report {
             self.inner.take_report()
         }
+
+        fn take_report_so_far(&mut self) -> Option<Report> {
+            self.inner.take_report_so_far()
+        }
     }
 
     /// A decoder that could not be made: the error, at the first read.
@@ -693,7 +727,11 @@ impl RecordSource for CodexSource<'_> {
     }
 
     fn take_report(&mut self) -> Report {
-        std::mem::take(&mut self.0.report)
+        self.0.take_report()
+    }
+
+    fn take_report_so_far(&mut self) -> Option<Report> {
+        Some(self.0.take_report())
     }
 }
 
@@ -979,6 +1017,125 @@ impl Running {
             twins,
         })
     }
+}
+
+/// The first look back from a place in a rollout reads this much before
+/// it (bytes), each next one twice as much: a turn's lines hold its
+/// `task_started`, `turn_context` and token counts, a few KB apart.
+const LOOK_BACK_FIRST: usize = 16 << 10;
+
+/// Whether a line may change the running context: it names one of the
+/// envelope types that do, or spells a name with an escape.
+fn may_change_context(line: &[u8]) -> bool {
+    use memchr::memmem::find;
+    [
+        &b"turn_context"[..],
+        b"token_count",
+        b"task_started",
+        b"message",
+        b"\\u",
+    ]
+    .iter()
+    .any(|n| find(line, n).is_some())
+}
+
+/// The running context at `byte` (the start of a line) but the provider,
+/// as a read of the file from its start has it there (lines that parse,
+/// lines longer than `max_line` not read): read back from `byte` until
+/// the model, cwd and total are found and a `task_started` is passed (the
+/// messages waiting for their twin are those after it), or the file's
+/// start; `None` when the lines within `reach` do not say them all.
+fn running_before(
+    file: &std::fs::File,
+    byte: u64,
+    max_line: usize,
+    hash: LineHash,
+    reach: Option<u64>,
+) -> std::io::Result<Option<Running>> {
+    use crate::line_reader::{lines_back, Back};
+    let (mut model, mut cwd, mut total) = (None, None, None);
+    let mut started = false;
+    // The twins' fingerprints since the last task start, the last first.
+    let mut fps = Vec::new();
+    let back = crate::json::with_scratch(|json, arena| {
+        lines_back(file, byte, LOOK_BACK_FIRST, max_line, reach, |line| {
+            if is_blank(line) || !may_change_context(line) {
+                return false;
+            }
+            arena.reset();
+            let arena = &*arena;
+            json.parse(line, arena, |parsed| {
+                let Some(e) = parsed.ok().and_then(|(nodes, _)| envelope(nodes)) else {
+                    return;
+                };
+                let p = e.payload;
+                match (e.ty, e.item) {
+                    ("turn_context", _) => {
+                        let (m, c) = turn_context_of(p);
+                        if model.is_none() {
+                            model = m.map(str::to_owned);
+                        }
+                        if cwd.is_none() {
+                            cwd = c.map(str::to_owned);
+                        }
+                    }
+                    ("event_msg", Some("token_count")) if total.is_none() => {
+                        total = totals(Fields::of(p.get("info").unwrap_or(&[]))).0;
+                    }
+                    ("event_msg", Some("task_started")) => started = true,
+                    ("event_msg", Some(item @ ("user_message" | "agent_message"))) if !started => {
+                        let text = p.str("message").unwrap_or("");
+                        fps.push(twin_fp(hash, item == "agent_message", text, true));
+                    }
+                    ("response_item", Some("message")) if !started => {
+                        if let Some(role @ ("user" | "assistant")) = p.str("role") {
+                            let text = visible_text(p.get("content"), arena);
+                            fps.push(twin_fp(hash, role == "assistant", text, false));
+                        }
+                    }
+                    _ => {}
+                }
+            });
+            model.is_some() && cwd.is_some() && total.is_some() && started
+        })
+    })?;
+    if back == Back::Reach {
+        return Ok(None);
+    }
+    let mut twins = Twins::default();
+    for fp in fps.iter().rev() {
+        twins.meet(*fp);
+    }
+    Ok(Some(Running {
+        provider: None,
+        model,
+        cwd,
+        total,
+        twins,
+    }))
+}
+
+/// The session's provider, as the file's first bytes name it (see
+/// [`context`]): looked for in its first 64 KiB, then in its [`PREFIX`].
+fn provider_of(file: &std::fs::File, hash: LineHash) -> std::io::Result<Option<String>> {
+    use std::os::unix::fs::FileExt;
+    for limit in [64 << 10, PREFIX] {
+        let mut prefix = vec![0u8; limit];
+        let mut n = 0;
+        while n < limit {
+            match file.read_at(&mut prefix[n..], n as u64)? {
+                0 => break,
+                k => n += k,
+            }
+        }
+        let whole = n < limit;
+        let body = &prefix[bom_len(&prefix[..n])..n];
+        let (_, provider, meta) = header_of(body, whole, Path::new(""), hash);
+        if meta.is_some() || whole {
+            return Ok(provider);
+        }
+    }
+    Ok(None)
 }
 
 /// What the records of one file share, and the running context.
@@ -1483,12 +1640,7 @@ fn usage_of(d: Tokens) -> Usage {
 /// when it has no usage; else `last_token_usage`, else the delta of the
 /// cumulative totals (field by field, at least 0); all zero: none.
 fn token_delta(info: Fields<'_, '_>, last_total: &mut Option<Tokens>) -> Option<Tokens> {
-    let [total, last] = info.first_of::<2>(|k| match k {
-        "total_token_usage" => Some(0),
-        "last_token_usage" => Some(1),
-        _ => None,
-    });
-    let (total, last) = (tokens(total), tokens(last));
+    let (total, last) = totals(info);
     let prev = *last_total;
     if total.is_some() {
         *last_total = total;
@@ -1503,6 +1655,28 @@ fn token_delta(info: Fields<'_, '_>, last_total: &mut Option<Tokens>) -> Option<
         (None, None) => return None,
     };
     (d != [0; 5]).then_some(d)
+}
+
+/// A token count's cumulative `total_token_usage` and its
+/// `last_token_usage` (of its `info`).
+fn totals(info: Fields<'_, '_>) -> (Option<Tokens>, Option<Tokens>) {
+    let [total, last] = info.first_of::<2>(|k| match k {
+        "total_token_usage" => Some(0),
+        "last_token_usage" => Some(1),
+        _ => None,
+    });
+    (tokens(total), tokens(last))
+}
+
+/// A `turn_context`'s model (its own, else its collaboration mode's) and
+/// cwd.
+fn turn_context_of<'a>(p: Fields<'_, 'a>) -> (Option<&'a str>, Option<&'a str>) {
+    let settings = Fields::of(p.get("collaboration_mode").unwrap_or(&[]));
+    let settings = Fields::of(settings.get("settings").unwrap_or(&[]));
+    (
+        p.str("model").or_else(|| settings.str("model")),
+        p.str("cwd"),
+    )
 }
 
 /// The model a token count names itself (`model`, `model_name`,
@@ -1725,14 +1899,13 @@ impl MapLine for CodexContext {
         let mut twin = None;
         let shape = match (e.ty, e.item) {
             ("turn_context", _) => {
-                let settings = Fields::of(p.get("collaboration_mode").unwrap_or(&[]));
-                let settings = Fields::of(settings.get("settings").unwrap_or(&[]));
-                if let Some(m) = p.str("model").or_else(|| settings.str("model")) {
+                let (model, cwd) = turn_context_of(p);
+                if let Some(m) = model {
                     if run.model.as_deref() != Some(m) {
                         run.model = Some(m.to_owned());
                     }
                 }
-                if let Some(c) = p.str("cwd") {
+                if let Some(c) = cwd {
                     if run.cwd.as_deref() != Some(c) {
                         run.cwd = Some(c.to_owned());
                     }

@@ -11,13 +11,13 @@
 //! - a per-file running context that a later line needs from an earlier one
 //!   (the current model, a cumulative token total): the source hands it out
 //!   with [`RecordSource::running_context`], the engine saves it with the
-//!   file's checkpoint and gives it back to [`Format::resume`]; such a
-//!   format says [`Format::needs_running_context`], and its files are then
-//!   read in order, one part after the other, never in parallel parts whose
-//!   start the context of the part before would be unknown to; unless it
-//!   can find the context at a place from the lines before it
-//!   ([`Format::context_before`]: Claude Code's cwd in force), so that
-//!   parts stay parallel;
+//!   file's checkpoint and gives it back to [`Format::resume`]; a part of
+//!   a large file finds it from the lines before it
+//!   ([`Format::context_before`]: Claude Code's cwd in force, Codex's
+//!   model, token total and messages waiting for their twin), so that
+//!   parts are read in parallel; a format that cannot says
+//!   [`Format::needs_running_context`], and its files are read in one
+//!   task;
 //! - lineage ids are namespaced by format ([`Format::lineage`]), so sessions
 //!   of two agents never meet in deduplication.
 
@@ -218,20 +218,31 @@ pub trait Format: Send + Sync {
 
     /// Whether a part of a file needs the running context of the lines
     /// before it (default false: parts of a large file are read in
-    /// parallel).
+    /// parallel, each finding what it needs with
+    /// [`Format::context_before`]).
     fn needs_running_context(&self) -> bool {
         false
+    }
+
+    /// Whether a large region of the file at `path` is cut into parts read
+    /// in parallel, each finding the running context where it starts with
+    /// [`Format::context_before`] (default: unless the format
+    /// [`Format::needs_running_context`]; a compressed file is a stream,
+    /// never cut).
+    fn splits(&self, path: &Path) -> bool {
+        let _ = path;
+        !self.needs_running_context()
     }
 
     /// The running context at `byte` of `file` (the start of a line after
     /// the file's identity `header`), for a read that starts there with
     /// none saved: a part of a large file (read in parallel with the parts
-    /// before it, which need not say [`Format::needs_running_context`]),
-    /// or a file resumed from a checkpoint that saved none. Found from the
-    /// lines before `byte`; it is what [`RecordSource::running_context`]
-    /// would say there after a read from the start. Default: empty (a
-    /// format whose context only a read in order knows says
-    /// [`Format::needs_running_context`] instead).
+    /// before it), or a file resumed from a checkpoint that saved none.
+    /// Found from the lines before `byte`; it is what
+    /// [`RecordSource::running_context`] would say there after a read from
+    /// the start. `None` when it is not found within `reach` bytes before
+    /// `byte` (`None`: no limit, always found): the engine then waits for
+    /// the part before to say it. Default: empty (pi has none).
     ///
     /// # Errors
     /// Reading the file failed.
@@ -240,10 +251,11 @@ pub trait Format: Send + Sync {
         file: &std::fs::File,
         header: &Header,
         byte: u64,
+        reach: Option<u64>,
         opts: &SourceOptions,
-    ) -> std::io::Result<Vec<u8>> {
-        let _ = (file, header, byte, opts);
-        Ok(Vec::new())
+    ) -> std::io::Result<Option<Vec<u8>>> {
+        let _ = (file, header, byte, reach, opts);
+        Ok(Some(Vec::new()))
     }
 
     /// Whether the [`Header`] is a line of the file counted as an entry

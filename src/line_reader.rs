@@ -507,6 +507,102 @@ impl<R: Read> LineReader<R> {
     }
 }
 
+/// Where [`lines_back`] stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Back {
+    /// Its callback said so.
+    Stopped,
+    /// Every line before the offset was looked at.
+    Start,
+    /// The lines before the offset looked at span its reach.
+    Reach,
+}
+
+/// The bytes a line longer than the maximum is looked at in, from its end
+/// back to its start, without being held.
+const BACK_CHUNK: usize = 64 << 10;
+
+/// Calls `each` with the lines of `file` before `byte` (the start of a
+/// line), the last one first, until it returns true, every line was
+/// passed, or the lines looked at span more than `reach` bytes (`None`:
+/// no limit). Lines are read back in chunks, the first of `first` bytes,
+/// each next one twice as large, so that a line of any length costs reads
+/// and copies of about twice its bytes; a line longer than `max_line` is
+/// not passed, and its start is found without holding it (it is not a
+/// line a read of the file parses either). A line is passed without its
+/// `\n`; the file's first line without its byte-order mark.
+///
+/// # Errors
+/// Reading the file failed.
+pub(crate) fn lines_back(
+    file: &std::fs::File,
+    byte: u64,
+    first: usize,
+    max_line: usize,
+    reach: Option<u64>,
+    mut each: impl FnMut(&[u8]) -> bool,
+) -> io::Result<Back> {
+    use std::os::unix::fs::FileExt;
+    let beyond = |lo: u64| reach.is_some_and(|r| byte - lo >= r);
+    // The bytes `lo..lo + buf.len()` not looked at yet: they end where a
+    // line ends (at `byte`, or after a `\n`).
+    let mut buf: Vec<u8> = Vec::new();
+    let mut lo = byte;
+    let mut chunk = first.max(1);
+    loop {
+        let body = buf.strip_suffix(b"\n").unwrap_or(&buf);
+        let line = match memchr::memrchr(b'\n', body) {
+            Some(i) => &body[i + 1..],
+            None if lo == 0 => {
+                let line = &body[crate::source::bom_len(body)..];
+                let stopped = line.len() <= max_line && each(line);
+                return Ok(if stopped { Back::Stopped } else { Back::Start });
+            }
+            None if beyond(lo) => return Ok(Back::Reach),
+            None if body.len() > max_line => {
+                // Too long to be a line read: find where it starts, in
+                // chunks looked at and let go.
+                let mut window = vec![0u8; BACK_CHUNK];
+                loop {
+                    if lo == 0 {
+                        return Ok(Back::Start);
+                    }
+                    if beyond(lo) {
+                        return Ok(Back::Reach);
+                    }
+                    let n = BACK_CHUNK.min(usize::try_from(lo).unwrap_or(usize::MAX));
+                    file.read_exact_at(&mut window[..n], lo - n as u64)?;
+                    lo -= n as u64;
+                    if let Some(i) = memchr::memrchr(b'\n', &window[..n]) {
+                        // The lines before it, to the `\n` that ends them.
+                        buf.clear();
+                        buf.extend_from_slice(&window[..=i]);
+                        break;
+                    }
+                }
+                continue;
+            }
+            None => {
+                // The line starts before `lo`: read more.
+                let n = chunk.min(usize::try_from(lo).unwrap_or(usize::MAX));
+                let mut more = vec![0u8; n + buf.len()];
+                file.read_exact_at(&mut more[..n], lo - n as u64)?;
+                more[n..].copy_from_slice(&buf);
+                buf = more;
+                lo -= n as u64;
+                chunk = chunk.saturating_mul(2);
+                continue;
+            }
+        };
+        if line.len() <= max_line && each(line) {
+            return Ok(Back::Stopped);
+        }
+        // Down to the `\n` that ends the line before.
+        let keep = body.len() - line.len();
+        buf.truncate(keep);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

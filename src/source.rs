@@ -88,6 +88,14 @@ pub trait RecordSource {
     fn take_report(&mut self) -> Report {
         self.report().clone()
     }
+
+    /// The report so far, leaving a fresh one that counts what is read
+    /// after it: a long read is handed over in parts, each with its own
+    /// report. `None` when the source cannot (the default: its read is
+    /// handed over whole, at its end).
+    fn take_report_so_far(&mut self) -> Option<Report> {
+        None
+    }
 }
 
 /// A place in a session file, after a whole number of lines.
@@ -696,6 +704,23 @@ impl<L: Lines, C: MapLine> Session<L, C> {
         }
     }
 
+    /// The report so far, leaving a fresh one for what is read from here
+    /// on (a read handed over in parts): its bytes counted from here, its
+    /// skips kept up to the same limit, each entry's counts tracked
+    /// against it.
+    pub(crate) fn take_report(&mut self) -> Report {
+        let fresh = Report {
+            max_skips: self.report.max_skips,
+            ..Report::default()
+        };
+        let taken = std::mem::replace(&mut self.report, fresh);
+        self.start += taken.bytes;
+        if let Some(t) = self.counts.as_mut() {
+            *t = Tracker::new(&self.report);
+        }
+        taken
+    }
+
     /// Keeps each entry's counts ([`RecordSource::entry_counts`]) when
     /// `opts` asks for them.
     pub(crate) fn counting(mut self, opts: &SourceOptions) -> Self {
@@ -886,7 +911,11 @@ macro_rules! record_source {
             }
 
             fn take_report(&mut self) -> Report {
-                std::mem::take(&mut self.0.report)
+                self.0.take_report()
+            }
+
+            fn take_report_so_far(&mut self) -> Option<Report> {
+                Some(self.0.take_report())
             }
         }
     };

@@ -1516,3 +1516,106 @@ fn a_state_saved_before_same_second_matching_gains_no_duplicate() {
     }
     std::fs::remove_dir_all(home).unwrap();
 }
+
+/// The running context of a read of `text` from its start up to `at`.
+fn context_read_to(path: &Path, text: &[u8], at: usize, opts: &SourceOptions) -> Vec<u8> {
+    let mut src = Codex.open(Input::Bytes(&text[..at]), path, opts).unwrap();
+    while src.next_entry().unwrap().is_some() {}
+    src.running_context()
+}
+
+/// At every line start, [`Format::context_before`] (reading back from
+/// there) says what a source that read the file from its start says there:
+/// the provider of the first `session_meta` (not a replayed parent's), the
+/// model and cwd of the last `turn_context` naming them (a model only in
+/// the collaboration mode, a cwd alone), the last cumulative total (a count
+/// with no info, or only a last, leaves it), the messages waiting for
+/// their twin since the last `task_started` (more than the eight kept, in
+/// both orders), and no more than that: a damaged line, a line longer than
+/// the maximum, an escaped type, a byte-order mark, blank lines, long
+/// lines a look back reads in several chunks. Within a reach too short to
+/// find them all: `None` (the part before says it).
+#[test]
+fn looking_back_finds_the_context_a_read_from_the_start_has() {
+    let long = "l".repeat(40 << 10);
+    let over = "o".repeat(80 << 10);
+    let mut lines = vec![
+        "\u{feff}".to_owned()
+            + r#"{"timestamp":"2026-01-01T00:00:00.000Z","type":"session_meta","payload":{"id":"t1","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/a","model_provider":"azure"}}"#,
+        event_user("2026-01-01T00:00:00.500Z", "before any start"),
+        r#"{"timestamp":"2026-01-01T00:00:01.000Z","type":"event_msg","payload":{"type":"task_started"}}"#.to_owned(),
+        String::new(),
+        r#"{"timestamp":"2026-01-01T00:00:01.100Z","type":"turn_context","payload":{"collaboration_mode":{"settings":{"model":"m-collab"}}}}"#.to_owned(),
+        user("2026-01-01T00:00:02.000Z", "hello"),
+        r#"{"timestamp":"2026-01-01T00:00:02.500Z","type":"session_meta","payload":{"id":"p0","cwd":"/parent","model_provider":"other"}}"#.to_owned(),
+        event_user("2026-01-01T00:00:02.001Z", "hello"),
+        r#"{"timestamp":"2026-01-01T00:00:03.000Z","type":"event_msg","payload":{"type":"token_count","info":null}}"#.to_owned(),
+        count("2026-01-01T00:00:04.000Z", [100, 40, 10, 5, 110], None),
+        r#"{"timestamp":"2026-01-01T00:00:04.500Z","type":"event_msg","payload":{"type":"token_count","info":{"last_token_usage":{"input_tokens":1,"cached_input_tokens":0,"output_tokens":1,"reasoning_output_tokens":0,"total_tokens":2}}}}"#.to_owned(),
+        r#"{"timestamp":"2026-01-01T00:00:05.000Z","type":"turn_context","payload":{"cwd":"/only-cwd"}}"#.to_owned(),
+        r#"{"timestamp":"2026-01-01T00:00:05.500Z","type":"turn_context","payload":{"cwd":"/damaged","model":"#.to_owned(),
+        format!(r#"{{"timestamp":"2026-01-01T00:00:06.000Z","type":"turn_context","payload":{{"cwd":"/over","model":"m-over","x":"{over}"}}}}"#),
+        r#"{"timestamp":"2026-01-01T00:00:07.000Z","type":"\u0074urn_context","payload":{"cwd":"/esc","model":"m-\u00e9"}}"#.to_owned(),
+        format!(r#"{{"timestamp":"2026-01-01T00:00:08.000Z","type":"response_item","payload":{{"type":"function_call_output","call_id":"c","output":"{long}"}}}}"#),
+        r#"{"timestamp":"2026-01-01T00:00:09.000Z","type":"event_msg","payload":{"type":"task_started"}}"#.to_owned(),
+    ];
+    // Ten messages without their twins (two dropped), then some twins.
+    for k in 0..10 {
+        lines.push(agent(
+            &format!("2026-01-01T00:00:1{k}.000Z"),
+            &format!("a{k}"),
+        ));
+    }
+    lines.push(event_user("2026-01-01T00:00:20.000Z", "late"));
+    lines.push(user("2026-01-01T00:00:20.001Z", "late"));
+    lines.push(r#"{"timestamp":"2026-01-01T00:00:21.000Z","type":"event_msg","payload":{"type":"agent_message","message":"a9"}}"#.to_owned());
+    lines.push(r#"{"timestamp":"2026-01-01T00:00:21.500Z","type":"event_msg","payload":{"type":"agent_message","message":"a0"}}"#.to_owned());
+    lines.push(count(
+        "2026-01-01T00:00:22.000Z",
+        [300, 140, 30, 5, 330],
+        None,
+    ));
+    lines.push(turn("2026-01-01T00:00:23.000Z", "/z", "m-z"));
+    lines.push(format!(r#"{{"timestamp":"2026-01-01T00:00:24.000Z","type":"response_item","payload":{{"type":"function_call_output","call_id":"d","output":"{long}"}}}}"#));
+    lines.push(String::new());
+    let text = lines.join("\n");
+    let bytes = text.as_bytes();
+    let dir = common::tmpdir("codex", "look-back");
+    let path = dir.join("rollout-2026-01-01T00-00-00-t1.jsonl");
+    std::fs::write(&path, bytes).unwrap();
+    let file = std::fs::File::open(&path).unwrap();
+    let opts = SourceOptions::new().max_line(64 << 10);
+    let header = Codex
+        .open(Input::Bytes(bytes), &path, &opts)
+        .unwrap()
+        .header()
+        .unwrap()
+        .clone();
+    let starts: Vec<usize> = memchr::memchr_iter(b'\n', bytes).map(|i| i + 1).collect();
+    let mut distinct = std::collections::BTreeSet::new();
+    for &at in &starts[..starts.len() - 1] {
+        let want = context_read_to(&path, bytes, at, &opts);
+        let found = Codex
+            .context_before(&file, &header, at as u64, None, &opts)
+            .unwrap();
+        assert_eq!(found.as_ref(), Some(&want), "looking back from {at}");
+        distinct.insert(want);
+    }
+    // The contexts differ along the file: the test sees each change.
+    assert!(distinct.len() >= 15, "{} distinct contexts", distinct.len());
+
+    // At the end: the last task start is behind a 40 KiB output. A reach
+    // of 1 KiB ends inside it (found nothing); 64 KiB finds it.
+    let end = bytes.len();
+    let want = context_read_to(&path, bytes, end, &opts);
+    for (reach, found) in [(1 << 10, None), (64 << 10, Some(want))] {
+        assert_eq!(
+            Codex
+                .context_before(&file, &header, end as u64, Some(reach), &opts)
+                .unwrap(),
+            found,
+            "reach {reach}"
+        );
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -472,6 +472,11 @@ fn archive(dir: &Path) -> PathBuf {
         )
         .unwrap();
     }
+    // A compressed Codex rollout of 20 MB: one stream, its records handed
+    // over every 8 MiB of lines as it is read (with deduplication).
+    let codex = root.join("rollout-2026-01-06T00-00-00-kill-z.jsonl.zst");
+    let (text, _) = common::codex_rollout("kill-z", 20_000_000);
+    fs::write(&codex, zstd::encode_all(&text[..], 3).unwrap()).unwrap();
     root
 }
 
@@ -487,6 +492,13 @@ fn interrupted_at_any_moment_every_record_exactly_once() {
     // SIGINT and SIGTERM stop a run cleanly, state saved, also inside a
     // file. No deduplication to hide a double.
     killed_runs("interrupt", "--no-dedupe", true);
+}
+
+#[test]
+fn killed_while_deduplicating_every_record_exactly_once() {
+    // With deduplication, a compressed rollout hands its records over as it
+    // is read: no checkpoint may say they are written before its end.
+    killed_runs("kill-dedupe", "--jobs", false);
 }
 
 #[test]

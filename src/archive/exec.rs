@@ -26,6 +26,10 @@ const BATCH_BYTES: u64 = 4 << 20;
 struct Shared<T> {
     /// Results not yet delivered, by task.
     ready: BTreeMap<usize, T>,
+    /// A result of part of a task, handed over before its end (see
+    /// [`run_ordered`]), one a task at most: delivered before the task's
+    /// others.
+    partial: BTreeMap<usize, T>,
     /// Weight of `ready`.
     ready_weight: u64,
     /// The next task to deliver.
@@ -47,8 +51,11 @@ impl<T> Shared<T> {
     /// deliver, and the batch is full or a worker waits for it.
     fn worth_waking(&self) -> bool {
         self.sleeping
-            && self.ready.contains_key(&self.delivered)
-            && (self.ready.len() >= BATCH || self.ready_weight >= BATCH_BYTES || self.blocked > 0)
+            && (self.partial.contains_key(&self.delivered)
+                || self.ready.contains_key(&self.delivered)
+                    && (self.ready.len() >= BATCH
+                        || self.ready_weight >= BATCH_BYTES
+                        || self.blocked > 0))
     }
 }
 
@@ -104,11 +111,16 @@ impl<T> Drop for Stopping<'_, T> {
 /// thread of its own.
 pub fn run_inline<T>(
     n: usize,
-    work: impl Fn(usize) -> T,
+    work: impl Fn(usize, &mut dyn FnMut(T) -> bool) -> T,
     mut deliver: impl FnMut(usize, T) -> bool,
 ) {
     for i in 0..n {
-        if !deliver(i, work(i)) {
+        let mut going = true;
+        let r = work(i, &mut |part| {
+            going = going && deliver(i, part);
+            going
+        });
+        if !going || !deliver(i, r) {
             return;
         }
     }
@@ -120,12 +132,18 @@ pub fn run_inline<T>(
 /// to deliver, and the tasks ahead weigh (`weight`, in bytes) no more than
 /// `budget`, so memory stays bounded whatever the archive. When `deliver`
 /// returns false, the remaining tasks are not started.
+///
+/// A task may hand over results of its parts before it ends (`work`'s
+/// second argument: a long stream, whose records would otherwise all wait
+/// for its end): each is delivered before the task's later ones, once the
+/// tasks before it are delivered; the task waits while its last one is
+/// not (one at most waits), and learns whether to go on.
 pub fn run_ordered<T: Send>(
     n: usize,
     jobs: usize,
     weight: impl Fn(usize) -> u64 + Sync,
     budget: u64,
-    work: impl Fn(usize) -> T + Sync,
+    work: impl Fn(usize, &mut dyn FnMut(T) -> bool) -> T + Sync,
     mut deliver: impl FnMut(usize, T) -> bool,
 ) {
     let jobs = jobs.max(1);
@@ -134,6 +152,7 @@ pub fn run_ordered<T: Send>(
     let next = AtomicUsize::new(0);
     let shared = Mutex::new(Shared {
         ready: BTreeMap::new(),
+        partial: BTreeMap::new(),
         ready_weight: 0,
         delivered: 0,
         ahead: 0,
@@ -185,7 +204,28 @@ pub fn run_ordered<T: Send>(
                         }
                         g.ahead += w;
                     }
-                    let r = work(i);
+                    let r = work(i, &mut |part| {
+                        let mut g = lock(shared);
+                        // Its last part waits: so does the task.
+                        while g.partial.contains_key(&i) && !g.stop {
+                            g.blocked += 1;
+                            if g.worth_waking() {
+                                g.sleeping = false;
+                                filled.notify_one();
+                            }
+                            g = advanced.wait(g).unwrap_or_else(|e| e.into_inner());
+                            g.blocked -= 1;
+                        }
+                        if g.stop {
+                            return false;
+                        }
+                        g.partial.insert(i, part);
+                        if g.worth_waking() {
+                            g.sleeping = false;
+                            filled.notify_one();
+                        }
+                        true
+                    });
                     let mut g = lock(shared);
                     if g.stop {
                         return;
@@ -206,9 +246,28 @@ pub fn run_ordered<T: Send>(
                 // A worker panicked: the scope resumes its panic.
                 return;
             }
-            // The results ready in order, delivered without the lock.
+            // A part of the next task's result first, delivered without
+            // the lock; the task it waits for is told.
             let first = g.delivered;
-            while let Some(r) = g.ready.remove(&(first + batch.len())) {
+            if let Some(part) = g.partial.remove(&first) {
+                advanced.notify_all();
+                drop(g);
+                if !deliver(first, part) {
+                    let mut g = lock(&shared);
+                    g.stop = true;
+                    g.ready.clear();
+                    g.partial.clear();
+                    advanced.notify_all();
+                    return;
+                }
+                continue;
+            }
+            // The results ready in order, delivered without the lock; not
+            // past a task whose part waits (it goes before its end).
+            while !g.partial.contains_key(&(first + batch.len())) {
+                let Some(r) = g.ready.remove(&(first + batch.len())) else {
+                    break;
+                };
                 g.ready_weight -= weight(first + batch.len());
                 batch.push(r);
             }
@@ -234,6 +293,7 @@ pub fn run_ordered<T: Send>(
                     // Workers end after the task they are in.
                     g.stop = true;
                     g.ready.clear();
+                    g.partial.clear();
                     advanced.notify_all();
                     return;
                 }
@@ -258,7 +318,7 @@ mod tests {
                 jobs,
                 |_| 1,
                 10,
-                |i| {
+                |i, _| {
                     std::thread::sleep(std::time::Duration::from_micros((50 - i as u64) * 20));
                     i * 10
                 },
@@ -288,7 +348,7 @@ mod tests {
                 jobs,
                 weight,
                 6 << 20,
-                |i| {
+                |i, _| {
                     if i % 97 == 0 {
                         std::thread::sleep(std::time::Duration::from_micros(300));
                     }
@@ -316,7 +376,7 @@ mod tests {
                     2,
                     |_| 1,
                     u64::MAX,
-                    |i| {
+                    |i, _| {
                         assert_ne!(i, 40, "task 40 fails");
                         i
                     },
@@ -340,7 +400,7 @@ mod tests {
         let mut got = Vec::new();
         run_inline(
             10,
-            |i| {
+            |i, _| {
                 assert_eq!(std::thread::current().id(), caller);
                 started.set(started.get() + 1);
                 i * 3
@@ -363,7 +423,7 @@ mod tests {
             2,
             |_| 1,
             u64::MAX,
-            |_| started.fetch_add(1, Ordering::SeqCst),
+            |_, _| started.fetch_add(1, Ordering::SeqCst),
             |_, _| {
                 got += 1;
                 got < 3
@@ -386,7 +446,7 @@ mod tests {
             4,
             |_| 10,
             30,
-            |_| {
+            |_, _| {
                 let ahead =
                     started.fetch_add(1, Ordering::SeqCst) + 1 - delivered.load(Ordering::SeqCst);
                 most_ahead.fetch_max(ahead, Ordering::SeqCst);
@@ -427,7 +487,7 @@ mod tests {
                 2,
                 |_| 1,
                 budget,
-                |i| {
+                |i, _| {
                     assert_ne!(i, fails, "task {fails} fails");
                     i
                 },
@@ -456,7 +516,7 @@ mod tests {
                 2,
                 |_| 1,
                 u64::MAX,
-                |i| i,
+                |i, _| i,
                 |i, _| {
                     assert_ne!(i, 3, "delivery 3 fails");
                     true
@@ -480,7 +540,7 @@ mod tests {
                     jobs,
                     |_| w,
                     budget,
-                    |i| i,
+                    |i, _| i,
                     |i, r| {
                         assert_eq!(i, r);
                         got.push(i);
@@ -503,7 +563,7 @@ mod tests {
                     jobs,
                     |_| 1,
                     3,
-                    |i| i,
+                    |i, _| i,
                     |_, _| {
                         got += 1;
                         false
@@ -511,6 +571,93 @@ mod tests {
                 );
                 assert_eq!(got, 1);
             }
+        });
+        assert_eq!(r, Some(false), "None: a run hung");
+    }
+
+    /// Tasks that hand over parts of their results before their end: every
+    /// part delivered in order, before its task's end and after the tasks
+    /// before it, whatever the jobs; a task waits while its last part is
+    /// not delivered; a stop at a part ends the run.
+    #[test]
+    fn parts_of_a_task_arrive_in_order_before_its_end() {
+        let r = ends_within(30, || {
+            for jobs in [1, 2, 3] {
+                let mut got = Vec::new();
+                run_ordered(
+                    40,
+                    jobs,
+                    |_| 1,
+                    4,
+                    |i, part| {
+                        // Tasks 3, 4 and 17 in five parts, then their end.
+                        if matches!(i, 3 | 4 | 17) {
+                            for k in 0..5 {
+                                assert!(part((i, k)));
+                            }
+                        }
+                        if i % 7 == 0 {
+                            std::thread::sleep(std::time::Duration::from_micros(200));
+                        }
+                        (i, 99)
+                    },
+                    |i, r| {
+                        assert_eq!(i, r.0);
+                        got.push(r);
+                        true
+                    },
+                );
+                let mut want = Vec::new();
+                for i in 0..40 {
+                    if matches!(i, 3 | 4 | 17) {
+                        want.extend((0..5).map(|k| (i, k)));
+                    }
+                    want.push((i, 99));
+                }
+                assert_eq!(got, want, "jobs {jobs}");
+                let mut inline = Vec::new();
+                run_inline(
+                    6,
+                    |i, part| {
+                        if i == 2 {
+                            assert!(part((i, 0)));
+                            assert!(!part((i, 1)), "stopped at its second part");
+                        }
+                        (i, 99)
+                    },
+                    |i, r| {
+                        inline.push(r);
+                        !(i == 2 && r.1 == 1)
+                    },
+                );
+                assert_eq!(inline, [(0, 99), (1, 99), (2, 0), (2, 1)]);
+            }
+            // A stop at a part: nothing after it is delivered.
+            let mut got = Vec::new();
+            run_ordered(
+                20,
+                2,
+                |_| 1,
+                4,
+                |i, part| {
+                    if i == 5 {
+                        for k in 0..3 {
+                            if !part((i, k)) {
+                                break;
+                            }
+                        }
+                    }
+                    (i, 99)
+                },
+                |_, r| {
+                    got.push(r);
+                    r != (5, 1)
+                },
+            );
+            assert_eq!(
+                got,
+                [(0, 99), (1, 99), (2, 99), (3, 99), (4, 99), (5, 0), (5, 1)]
+            );
         });
         assert_eq!(r, Some(false), "None: a run hung");
     }

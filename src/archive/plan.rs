@@ -391,9 +391,9 @@ fn split(path: &Path, r: &Region, size: u64, opts: &SourceOptions, format: &dyn 
         cuts: vec![],
         header: r.header.clone(),
     };
-    // A part that needs the context of the lines before it waits for them:
-    // such a file is read in one task.
-    if size - r.start <= PART_BYTES || format.needs_running_context() {
+    // A file whose parts cannot find the context of the lines before them
+    // (a stream) is read in one task.
+    if size - r.start <= PART_BYTES || !format.splits(path) {
         return whole;
     }
     let header = match &r.header {

@@ -495,6 +495,9 @@ struct PartResult<B> {
     /// A child's lines that are its parent's under other bytes (read
     /// here, in parallel, for delivery to decide on).
     copies: ParentCopies,
+    /// A part of a task's read handed over before its end ([`Handing`]):
+    /// no position, and its file is not done with it.
+    partial: bool,
 }
 
 impl<B> Default for PartResult<B> {
@@ -509,8 +512,20 @@ impl<B> Default for PartResult<B> {
             context: Vec::new(),
             notes: Vec::new(),
             copies: ParentCopies::default(),
+            partial: false,
         }
     }
+}
+
+/// How a task that reads to its file's end hands its results over while
+/// it reads ([`exec::run_ordered`]), at every [`plan::PART_BYTES`] of lines:
+/// a stream (a compressed rollout, a pipe) or a region that grew is one
+/// task, whose records would otherwise all wait for its end.
+struct Handing<'h, B> {
+    emit: &'h mut dyn FnMut(PartResult<B>) -> bool,
+    /// A child's lines that are its parent's under other bytes, for the
+    /// first part handed over (read from the file's start).
+    copies: &'h dyn Fn(&Header) -> ParentCopies,
 }
 
 /// The run's files by format and the name a parent is found by
@@ -1151,6 +1166,12 @@ fn checkpoint<S: Sink>(
 pub(crate) struct PartLines {
     counts: Mutex<HashMap<usize, u64>>,
     published: Condvar,
+    /// The running context at the end of parts, published by each part
+    /// that ends before its file does, for a part after it whose start
+    /// the lines within a part's reach do not say it for (see
+    /// [`Format::context_before`]); taken by that part.
+    contexts: Mutex<HashMap<usize, Vec<u8>>>,
+    ended: Condvar,
 }
 
 impl PartLines {
@@ -1163,6 +1184,28 @@ impl PartLines {
             .entry(task)
             .or_insert(newlines);
         self.published.notify_all();
+    }
+
+    /// Publishes the running context at the end of part `task` (empty when
+    /// it failed: its file fails, and the parts after it must not wait).
+    fn publish_context(&self, task: usize, context: Vec<u8>) {
+        self.contexts
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(task)
+            .or_insert(context);
+        self.ended.notify_all();
+    }
+
+    /// The running context at the end of part `task`, once it is read.
+    fn context_after(&self, task: usize) -> Vec<u8> {
+        let mut contexts = self.contexts.lock().unwrap_or_else(|e| e.into_inner());
+        loop {
+            if let Some(c) = contexts.remove(&task) {
+                return c;
+            }
+            contexts = self.ended.wait(contexts).unwrap_or_else(|e| e.into_inner());
+        }
     }
 
     /// Lines before task `i`: its region's lines and the newlines of the
@@ -1190,6 +1233,7 @@ impl PartLines {
 /// the other files are read, and the failure is reported with the file's
 /// path. The file's records of the task are not written and its
 /// checkpoint does not move.
+#[allow(clippy::too_many_arguments)]
 fn run_task<E: Encoder>(
     plan: &Plan,
     i: usize,
@@ -1198,12 +1242,17 @@ fn run_task<E: Encoder>(
     encoder: &E,
     bases: &PartLines,
     by_name: &ByName,
+    emit: Option<&mut dyn FnMut(PartResult<E::Batch>) -> bool>,
 ) -> PartResult<E::Batch> {
-    let read =
-        std::panic::AssertUnwindSafe(|| read_task(plan, i, cfg, opts, encoder, bases, by_name));
+    let read = std::panic::AssertUnwindSafe(|| {
+        read_task(plan, i, cfg, opts, encoder, bases, by_name, emit)
+    });
     std::panic::catch_unwind(read).unwrap_or_else(|panic| {
         // Parts after this one must not wait for it.
         bases.publish(i, 0);
+        if plan.tasks[i].end.is_some() {
+            bases.publish_context(i, Vec::new());
+        }
         let why = panic
             .downcast_ref::<&str>()
             .map(|s| (*s).to_owned())
@@ -1221,7 +1270,9 @@ fn run_task<E: Encoder>(
 /// Reads one task. A part that ends before the file does is read into
 /// memory (about [`plan::PART_BYTES`]), counts its newlines for the parts
 /// after it, and is parsed from there; a region too large to hold is
-/// streamed through the chunked reader.
+/// streamed through the chunked reader; one that reads to its file's end
+/// hands its results over in parts as it reads ([`Handing`]).
+#[allow(clippy::too_many_arguments)]
 fn read_task<E: Encoder>(
     plan: &Plan,
     i: usize,
@@ -1230,12 +1281,24 @@ fn read_task<E: Encoder>(
     encoder: &E,
     bases: &PartLines,
     by_name: &ByName,
+    mut emit: Option<&mut dyn FnMut(PartResult<E::Batch>) -> bool>,
 ) -> PartResult<E::Batch> {
     let task = &plan.tasks[i];
     let path = &plan.files[task.file].path;
     let format = &*cfg.formats[plan.files[task.file].format];
     let file = crate::path_text::spell(path);
     let mut res = PartResult::default();
+    // A child read from its start: its lines that are its parent's under
+    // other bytes.
+    let copies_of = |h: &Header| {
+        if cfg.dedupe && task.start == 0 && format.parent(h).is_some() {
+            let parent = parent_file_of(plan, by_name, task.file, h, &cfg.formats);
+            let parent = parent.map(|j| plan.files[j].path.as_path());
+            format.parent_copies(path, h, parent, opts)
+        } else {
+            ParentCopies::default()
+        }
+    };
     let len = task.end.map_or(u64::MAX, |e| e - task.start);
     let size = plan.files[task.file]
         .size()
@@ -1281,13 +1344,21 @@ fn read_task<E: Encoder>(
         let opts = &opts.clone().read_again(again);
         // A part after the first, or a file resumed from a checkpoint
         // that saved no context: the format finds it from the lines
-        // before (pi has none).
+        // before (pi has none). A part after another of its region looks
+        // back a part's bytes at most, then waits for that one to say it
+        // (it started before this one, and waits for none after it).
         let found;
         let context: &[u8] = match &task.header {
             Some(h) if task.start > 0 && task.context.is_empty() => {
-                found = format
-                    .context_before(&handle, h, task.start, opts)
-                    .map_err(|e| e.to_string())?;
+                let after_part = task.first_task < i;
+                let reach = after_part.then_some(plan::PART_BYTES);
+                found = match format
+                    .context_before(&handle, h, task.start, reach, opts)
+                    .map_err(|e| e.to_string())?
+                {
+                    Some(c) => c,
+                    None => bases.context_after(i - 1),
+                };
                 &found
             }
             _ => &task.context,
@@ -1326,7 +1397,14 @@ fn read_task<E: Encoder>(
                 opts,
                 || before,
             )?;
-            let drained = drain(src, format, &mut res, cfg, encoder, &file);
+            let handing = emit
+                .as_mut()
+                .filter(|_| task.end.is_none())
+                .map(|emit| Handing {
+                    emit: &mut **emit,
+                    copies: &copies_of,
+                });
+            let drained = drain(src, format, &mut res, cfg, encoder, &file, handing);
             // The part's newlines, for the parts after it (one job: they
             // wait for it anyway).
             publish(res.position.map_or(0, |p| p.line.saturating_sub(before)));
@@ -1361,7 +1439,16 @@ fn read_task<E: Encoder>(
                 opts,
                 lines,
             );
-            let drained = src.and_then(|src| drain(src, format, &mut res, cfg, encoder, &file));
+            // A compressed file in memory is a stream of any length.
+            let handing = emit
+                .as_mut()
+                .filter(|_| task.end.is_none())
+                .map(|emit| Handing {
+                    emit: &mut **emit,
+                    copies: &copies_of,
+                });
+            let drained =
+                src.and_then(|src| drain(src, format, &mut res, cfg, encoder, &file, handing));
             if data.len() > 4 * plan::PART_BYTES as usize {
                 // Keep no more than about a part between tasks.
                 data.truncate(2 * plan::PART_BYTES as usize);
@@ -1375,14 +1462,12 @@ fn read_task<E: Encoder>(
         publish(0);
         res.error = Some(e);
     }
-    // A child read from its start: its lines that are its parent's under
-    // other bytes.
-    if let (true, 0, None, Some(h)) = (cfg.dedupe, task.start, &res.error, &res.header) {
-        if format.parent(h).is_some() {
-            let parent = parent_file_of(plan, by_name, task.file, h, &cfg.formats);
-            let parent = parent.map(|j| plan.files[j].path.as_path());
-            res.copies = format.parent_copies(path, h, parent, opts);
-        }
+    if task.end.is_some() {
+        bases.publish_context(i, res.context.clone());
+    }
+    // Read from its start, and no part handed over (which took them).
+    if let (None, Some(h)) = (&res.error, &res.header) {
+        res.copies = copies_of(h);
     }
     res
 }
@@ -1459,8 +1544,13 @@ fn drain<E: Encoder>(
     cfg: &Config,
     encoder: &E,
     file: &str,
+    mut handing: Option<Handing<'_, E::Batch>>,
 ) -> Result<(), String> {
     let keep = cfg.filter;
+    // The first line of the part being read (handing over), and whether a
+    // part was handed over.
+    let mut part_from: Option<u64> = None;
+    let mut handed = false;
     let needs_context = cfg.dedupe && format.needs_running_context();
     let parent = src.header().and_then(|h| format.parent(h));
     // The source keeps each entry's counts: no re-read, no context needed.
@@ -1515,8 +1605,42 @@ fn drain<E: Encoder>(
                 record,
             });
         }
+        if let Some(h) = handing.as_mut() {
+            let from = *part_from.get_or_insert(byte);
+            if byte - from >= plan::PART_BYTES {
+                let Some(report) = src.take_report_so_far() else {
+                    // A source that cannot: its read is handed over whole.
+                    handing = None;
+                    continue;
+                };
+                let mut part = PartResult {
+                    report,
+                    batch: res
+                        .batch
+                        .as_mut()
+                        .map(|b| std::mem::replace(b, encoder.batch(plan::PART_BYTES))),
+                    kept: std::mem::take(&mut res.kept),
+                    notes: std::mem::take(&mut res.notes),
+                    partial: true,
+                    ..PartResult::default()
+                };
+                if !handed {
+                    part.header = src.header().cloned();
+                    if let Some(header) = &part.header {
+                        part.copies = (h.copies)(header);
+                    }
+                }
+                handed = true;
+                part_from = None;
+                if !(h.emit)(part) {
+                    // The run stops.
+                    break Ok(());
+                }
+            }
+        }
     };
-    res.header = src.header().cloned();
+    // The header goes with the first part delivered.
+    res.header = if handed { None } else { src.header().cloned() };
     res.position = Some(src.position());
     res.context = src.running_context();
     // Last: the position reads the report's held tail.
@@ -1562,6 +1686,16 @@ struct Assembling {
     error: Option<String>,
     parts: usize,
     position: Option<Position>,
+    /// A child's lines that are its parent's under other bytes, found by
+    /// its first part, for every part.
+    copies: ParentCopies,
+    /// A task of it handed parts over ([`Handing`]).
+    handed: bool,
+}
+
+/// Whether the file being assembled had parts handed over.
+fn a_handed(current: &Option<Assembling>) -> bool {
+    current.as_ref().is_some_and(|a| a.handed)
 }
 
 /// What discovery found, or why it could not start.
@@ -1732,8 +1866,15 @@ fn pass<S: Sink>(ctx: &mut Ctx<'_, S>) -> Result<Summary, Error> {
     // The workers share an encoder of their own while delivery holds the
     // context.
     let encoder = ctx.sink.encoder();
-    let work = |i: usize| {
-        let r = run_task(&plan, i, cfg, &opts, &encoder, &bases, &by_name);
+    // Parts of a long read are handed over as it reads (bounded memory),
+    // except where a run stopped while it does would emit them again:
+    // with a checkpoint and no deduplication (the stop waits for its
+    // end; a run killed meanwhile cuts its output back to the last
+    // checkpoint, before them; a file failing after them is read again).
+    let hand_over = cfg.dedupe || ctx.state.is_none();
+    let work = |i: usize, emit: &mut dyn FnMut(PartResult<_>) -> bool| {
+        let emit = hand_over.then_some(emit);
+        let r = run_task(&plan, i, cfg, &opts, &encoder, &bases, &by_name, emit);
         if let Some(p) = progress {
             p.advance(task_bytes(&plan, &plan.tasks[i]));
         }
@@ -1765,7 +1906,8 @@ fn pass<S: Sink>(ctx: &mut Ctx<'_, S>) -> Result<Summary, Error> {
             &mut totals,
         );
         match going {
-            Ok(true) => !cfg.stop.load(Ordering::SeqCst),
+            // A stop waits for the end of a file handing its parts over.
+            Ok(true) => !cfg.stop.load(Ordering::SeqCst) || a_handed(&current),
             Ok(false) => false,
             Err(f) => {
                 failure = Some(f);
@@ -1982,8 +2124,17 @@ fn deliver<S: Sink>(
         error: None,
         parts: 0,
         position: None,
+        copies: ParentCopies::default(),
+        handed: false,
     });
-    a.parts += 1;
+    // A part handed over before its task's end is not one of the file's
+    // tasks.
+    let partial = res.partial;
+    if partial {
+        a.handed = true;
+    } else {
+        a.parts += 1;
+    }
     totals.read += res.report.bytes;
     if let Some(e) = res.error.take() {
         a.error.get_or_insert(e);
@@ -2000,7 +2151,10 @@ fn deliver<S: Sink>(
                     .map_err(|e| Error::new(&state_path, ErrorKind::StateDamaged(e)))?;
                 let format = &*ctx.cfg.formats[f.format];
                 ahead.read(plan, task.file, format, &h, ctx.cfg, opts);
-                let copies = std::mem::take(&mut res.copies);
+                if !res.copies.is_empty() {
+                    a.copies = std::mem::take(&mut res.copies);
+                }
+                let copies = std::mem::take(&mut a.copies);
                 let part = Delivered {
                     format,
                     path: &f.path,
@@ -2010,7 +2164,9 @@ fn deliver<S: Sink>(
                     opts,
                     copies: &copies,
                 };
-                dedupe(l, ahead.sets, part)
+                let dropped = dedupe(l, ahead.sets, part);
+                a.copies = copies;
+                dropped
             }
             _ => Ok((Vec::new(), Vec::new())),
         };
@@ -2050,8 +2206,10 @@ fn deliver<S: Sink>(
                     Some(r) => r.merge(&res.report),
                     None => a.report = Some(res.report),
                 }
-                a.position = res.position;
-                a.context = std::mem::take(&mut res.context);
+                if !partial {
+                    a.position = res.position;
+                    a.context = std::mem::take(&mut res.context);
+                }
             }
         }
     }
@@ -2061,7 +2219,10 @@ fn deliver<S: Sink>(
         if going && ctx.last_checkpoint.elapsed() >= ctx.cfg.checkpoint {
             checkpoint(ctx, None)?;
         }
-    } else if going && ctx.last_checkpoint.elapsed() >= ctx.cfg.checkpoint {
+    } else if going && !a_handed(current) && ctx.last_checkpoint.elapsed() >= ctx.cfg.checkpoint {
+        // Not while a task hands its parts over: what they wrote is after
+        // the position saved, and a run stopped now reads them again
+        // (the output cut back to the checkpoint's end).
         let format = &*ctx.cfg.formats[f.format];
         let fs = current.as_ref().and_then(|a| file_state(f, format, a));
         checkpoint(ctx, fs.map(|fs| (key_of(f), fs)))?;
@@ -2703,6 +2864,7 @@ mod tests {
                 &encoder,
                 &PartLines::default(),
                 &by_name,
+                None,
             );
             deliver(
                 &mut ctx,

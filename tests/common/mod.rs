@@ -119,3 +119,72 @@ pub fn unprivileged_cli() -> Command {
         Command::new(env!("CARGO_BIN_EXE_mem-ingest"))
     }
 }
+
+/// A tool output of about 3 KB, distinct for each turn.
+fn codex_output(turn: usize) -> String {
+    let mut s = format!("turn {turn}: ");
+    while s.len() < 3000 {
+        s.push_str("drwxr-xr-x  2 dev dev 4096 Jan  1 00:00 src\\n");
+    }
+    s
+}
+
+/// A Codex rollout of session `id` whose turns fill `size` bytes, and how
+/// many turns.
+/// Each turn: a task start, a turn context (the model changes every 100
+/// turns), a prompt and its event twin, a tool call, its output, a token
+/// count (cumulative total only: its delta needs the total before), an
+/// answer and its event twin. Four records a turn.
+pub fn codex_rollout(id: &str, size: usize) -> (Vec<u8>, usize) {
+    let mut out = Vec::with_capacity(size + (64 << 10));
+    out.extend_from_slice(format!(r#"{{"timestamp":"2026-01-01T00:00:00.000Z","type":"session_meta","payload":{{"id":"{id}","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/a","model_provider":"openai"}}}}"#).as_bytes());
+    out.push(b'\n');
+    let mut turn = 0;
+    while out.len() < size {
+        let ts = format!(
+            "2026-01-01T{:02}:{:02}:{:02}.000Z",
+            turn / 3600 % 24,
+            turn / 60 % 60,
+            turn % 60
+        );
+        let model = format!("gpt-{}", turn / 100);
+        let total = 1000 * (turn + 1);
+        let out_text = codex_output(turn);
+        let lines = [
+            format!(
+                r#"{{"timestamp":"{ts}","type":"event_msg","payload":{{"type":"task_started","turn_id":"{turn}"}}}}"#
+            ),
+            format!(
+                r#"{{"timestamp":"{ts}","type":"turn_context","payload":{{"cwd":"/a","model":"{model}"}}}}"#
+            ),
+            format!(
+                r#"{{"timestamp":"{ts}","type":"response_item","payload":{{"type":"message","role":"user","content":[{{"type":"input_text","text":"prompt {turn}"}}]}}}}"#
+            ),
+            format!(
+                r#"{{"timestamp":"{ts}","type":"event_msg","payload":{{"type":"user_message","message":"prompt {turn}"}}}}"#
+            ),
+            format!(
+                r#"{{"timestamp":"{ts}","type":"response_item","payload":{{"type":"function_call","name":"shell","arguments":"{{\"cmd\":\"ls {turn}\"}}","call_id":"c{turn}"}}}}"#
+            ),
+            format!(
+                r#"{{"timestamp":"{ts}","type":"response_item","payload":{{"type":"function_call_output","call_id":"c{turn}","output":"{out_text}"}}}}"#
+            ),
+            format!(
+                r#"{{"timestamp":"{ts}","type":"event_msg","payload":{{"type":"token_count","info":{{"total_token_usage":{{"input_tokens":{total},"cached_input_tokens":0,"output_tokens":{total},"reasoning_output_tokens":0,"total_tokens":{}}}}}}}}}"#,
+                2 * total
+            ),
+            format!(
+                r#"{{"timestamp":"{ts}","type":"response_item","payload":{{"type":"message","role":"assistant","content":[{{"type":"output_text","text":"answer {turn}"}}]}}}}"#
+            ),
+            format!(
+                r#"{{"timestamp":"{ts}","type":"event_msg","payload":{{"type":"agent_message","message":"answer {turn}"}}}}"#
+            ),
+        ];
+        for l in lines {
+            out.extend_from_slice(l.as_bytes());
+            out.push(b'\n');
+        }
+        turn += 1;
+    }
+    (out, turn)
+}
