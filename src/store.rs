@@ -27,7 +27,9 @@
 //!   usage-bearing response, by its index `seq`, see the `usage` module):
 //!   the engine's checkpoint as rows, appended or updated by each commit,
 //!   never one blob rewritten. `checkpoint_meta` holds, by `name`, the
-//!   options (`options`), `indexed_up_to`, `line_hash`, and while any fork
+//!   options (`options`, JSON by name: a key a release before did not
+//!   write reads back as what its runs did, `links` as `"follow"`, see
+//!   [`OutputOptions::links`]), `indexed_up_to`, `line_hash`, and while any fork
 //!   waits for a parent read ahead, those forks (`pending_forks`, JSON: the
 //!   forks' paths by the parent's), and with a shard (library use; the
 //!   command line has no `--shard` with `--db`) the roots it recorded

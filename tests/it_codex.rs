@@ -1118,8 +1118,9 @@ fn state_line_hash(state: &Path) -> (u32, u32) {
 /// fingerprints. A copy of the rollout (new to the state by its inode) is
 /// then every line a copy its lineage holds: no record, 26 deduplicated,
 /// because the run hashes as the state did, and still does once the state
-/// is saved in the new layout. A new state records the wide hash, and
-/// deduplicates a copy the same way.
+/// is saved in the new layout (with `-L`: it was saved when links were
+/// always followed). A new state records the wide hash, and deduplicates
+/// a copy the same way.
 #[test]
 fn checkpoints_keep_the_line_hash_they_were_made_with() {
     let home = tmpdir("line-hash");
@@ -1129,10 +1130,12 @@ fn checkpoints_keep_the_line_hash_they_were_made_with() {
         let dir = home.join(copy);
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::copy(root.join(REAL_EXEC), dir.join(name)).unwrap();
+        let old = state.ends_with("old.state");
         json_lines(
             bin(&home)
                 .args(["backfill", "--state"])
                 .arg(state)
+                .args(old.then_some("-L"))
                 .arg(dir.join(name)),
         )
     };
@@ -1487,7 +1490,8 @@ fn same_second_subagent_across_runs() {
 /// lineage holds, whichever file sorts first and with the parent absent:
 /// no record is written again. Matching a replay with its parent changes
 /// no line's fingerprint, only which lines are compared, so the state's
-/// fingerprints are those this release makes.
+/// fingerprints are those this release makes. (With `-L`: the state was
+/// saved when links were always followed.)
 #[test]
 fn a_state_saved_before_same_second_matching_gains_no_duplicate() {
     use common::codex::{write_family, ParentFile};
@@ -1504,7 +1508,7 @@ fn a_state_saved_before_same_second_matching_gains_no_duplicate() {
         write_family(&codex, parent);
         let (records, err) = json_lines(
             bin(&home)
-                .args(["backfill", "--source", "codex", "--state"])
+                .args(["backfill", "-L", "--source", "codex", "--state"])
                 .arg(&old)
                 .arg(&codex),
         );

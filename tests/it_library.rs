@@ -10,7 +10,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use mem_ingest::archive::{Archive, Checkpoint, CheckpointStore, FileState, LineageState, State};
+use mem_ingest::archive::{
+    Archive, Checkpoint, CheckpointStore, FileState, LineageState, Links, State,
+};
 use mem_ingest::sink::{Encoder, ForEach, Mark, OwnedEncoder, Place, Sink};
 use mem_ingest::{Error, OwnedRecord, Record};
 
@@ -417,30 +419,33 @@ fn a_sink_keeps_its_own_checkpoint_from_what_changed() {
     fs::remove_dir_all(d).unwrap();
 }
 
-/// The state file this release writes, checked in (`fixtures/state-v8.state`,
+/// The state file this release writes, checked in (`fixtures/state-v10.state`,
 /// written by the `library_backfill` example over `hand-built.jsonl` and
-/// `pi-classic.jsonl`). File identity includes device and inode, so copies
-/// of the two files here are new to it: every file is read again and
-/// every entry is a copy of one its lineages hold (records 0); then exactly
-/// the lines appended.
+/// `pi-classic.jsonl`, links not followed). File identity includes device
+/// and inode, so copies of the two files here are new to it: every file is
+/// read again and every entry is a copy of one its lineages hold (records
+/// 0); then exactly the lines appended.
 #[test]
 fn the_checked_in_state_of_this_release() {
-    checked_in_state("state-v9.state", mem_ingest::archive::STATE_VERSION);
+    checked_in_state(
+        "state-v10.state",
+        mem_ingest::archive::STATE_VERSION,
+        Links::Skip,
+    );
 }
 
-/// The states of the releases before (layout versions 8, 7, 6, 5, 4 and
-/// 3) are upgraded: the same as this release's.
+/// The states of the releases before (layout versions 9 to 3) are
+/// upgraded: the same as this release's. They were saved before links were
+/// recorded, by runs that followed every link met while walking: a run
+/// that does not is refused.
 #[test]
 fn the_checked_in_states_of_the_releases_before() {
-    checked_in_state("state-v8.state", 8);
-    checked_in_state("state-v7.state", 7);
-    checked_in_state("state-v6.state", 6);
-    checked_in_state("state-v5.state", 5);
-    checked_in_state("state-v4.state", 4);
-    checked_in_state("state-v3.state", 3);
+    for version in (3..=9).rev() {
+        checked_in_state(&format!("state-v{version}.state"), version, Links::Follow);
+    }
 }
 
-fn checked_in_state(name: &str, version: u32) {
+fn checked_in_state(name: &str, version: u32, links: Links) {
     let d = tmpdir(&format!("checked-in-{version}"));
     let arch = d.join("archive");
     fs::create_dir_all(&arch).unwrap();
@@ -452,11 +457,27 @@ fn checked_in_state(name: &str, version: u32) {
         fs::read(d.join("state")).unwrap()[8..12],
         version.to_le_bytes()
     );
-    let archive = Archive::builder()
-        .path(&arch)
-        .state(d.join("state"))
-        .build();
+    let builder = || Archive::builder().path(&arch).state(d.join("state"));
     let mut keys = Vec::new();
+    if links == Links::Follow {
+        let e = builder()
+            .build()
+            .backfill(&mut ForEach(|r: OwnedRecord| keys.push(r.key)))
+            .unwrap_err();
+        assert!(
+            e.to_string().contains(
+                "(--follow-links: state has links followed (given -L, or saved before -L \
+                 existed, when runs always followed them), this run links not followed: give \
+                 -L to go on)"
+            ),
+            "{e}"
+        );
+        assert_eq!(
+            fs::read(d.join("state")).unwrap(),
+            fs::read(fixtures().join(name)).unwrap()
+        );
+    }
+    let archive = builder().links(links).build();
     let first = archive
         .backfill(&mut ForEach(|r: OwnedRecord| keys.push(r.key)))
         .unwrap();

@@ -357,3 +357,204 @@ fn a_state_named_through_a_link_is_saved_through_it() {
     assert!(!d.join("alias.state.lock").exists());
     fs::remove_dir_all(d).unwrap();
 }
+
+/// An archive with a session of its own (`sess-in`, 2 lines) and a link to
+/// a session outside it (`sess-out`, 3 lines), as `link.jsonl`.
+fn linked_archive(d: &Path) -> PathBuf {
+    let (arch, outside) = (d.join("archive"), d.join("outside"));
+    fs::create_dir_all(&arch).unwrap();
+    fs::create_dir_all(&outside).unwrap();
+    session(&arch.join("in.jsonl"), "sess-in", 2);
+    session(&outside.join("out.jsonl"), "sess-out", 3);
+    std::os::unix::fs::symlink(outside.join("out.jsonl"), arch.join("link.jsonl")).unwrap();
+    arch
+}
+
+/// The keys of the records of an NDJSON output, in order.
+fn keys(out: &Path) -> Vec<String> {
+    records(&fs::read(out).unwrap())
+        .iter()
+        .map(|r| r["key"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// What the refusal of a checkpoint of links followed says to a run that
+/// does not follow them (`what`: `state`, `store`).
+fn followed_but_not_now(what: &str) -> String {
+    format!(
+        "--follow-links: {what} has links followed (given -L, or saved before -L existed, \
+         when runs always followed them), this run links not followed: give -L to go on"
+    )
+}
+
+/// Issue 42: whether links met while walking are followed (`-L`) is
+/// recorded in the state like the other options: a state of a run that did
+/// not follow them refuses a run that does (it would read the linked file
+/// into a checkpoint that says links are not followed), and the other way
+/// round; the output is left as it was.
+#[test]
+fn a_state_records_whether_links_are_followed() {
+    let d = tmpdir("paths", "state-links");
+    let arch = linked_archive(&d);
+    let inside = ["sess-in:sess-in-0", "sess-in:sess-in-1"];
+    let outside = [
+        "sess-out:sess-out-0",
+        "sess-out:sess-out-1",
+        "sess-out:sess-out-2",
+    ];
+    let backfill = |flags: &[&str], state: &Path, out: &Path| {
+        let mut args: Vec<&dyn AsRef<OsStr>> = vec![&"backfill", &"-q"];
+        args.extend(flags.iter().map(|f| f as &dyn AsRef<OsStr>));
+        args.extend([&"--state" as &dyn AsRef<OsStr>, &state, &"-o", &out, &arch]);
+        run(&args)
+    };
+    // Not followed: the link is not read, and -L is refused.
+    let (state, out) = (d.join("skip.state"), d.join("skip.ndjson"));
+    let o = backfill(&[], &state, &out);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(keys(&out), inside);
+    for flag in ["-L", "--follow-links"] {
+        let o = backfill(&[flag], &state, &out);
+        assert_eq!(o.status.code(), Some(2), "{flag}");
+        assert_eq!(
+            String::from_utf8_lossy(&o.stderr),
+            format!(
+                "error: the state {} was written with other options (--follow-links: state \
+                 has links not followed, this run links followed: leave out -L to go on); use \
+                 another state file\n",
+                state.display()
+            ),
+            "{flag}"
+        );
+        assert_eq!(keys(&out), inside, "{flag}");
+    }
+    // The state goes on without -L: a line appended inside is its one
+    // new record.
+    common::append(&arch.join("in.jsonl"), &user_line("sess-in-2", "new"));
+    let o = backfill(&[], &state, &out);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(keys(&out).len(), 3);
+    // Followed: the linked session is read, and a run without -L refused.
+    let (state, out) = (d.join("follow.state"), d.join("follow.ndjson"));
+    let o = backfill(&["-L"], &state, &out);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let mut want: Vec<&str> = vec![];
+    want.extend([
+        "sess-in:sess-in-0",
+        "sess-in:sess-in-1",
+        "sess-in:sess-in-2",
+    ]);
+    want.extend(outside);
+    assert_eq!(keys(&out), want);
+    let o = backfill(&[], &state, &out);
+    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(
+        String::from_utf8_lossy(&o.stderr),
+        format!(
+            "error: the state {} was written with other options ({}); use another state file\n",
+            state.display(),
+            followed_but_not_now("state")
+        )
+    );
+    assert_eq!(keys(&out), want);
+    // With -L again it goes on: the linked file, unchanged, is not read.
+    common::append(
+        &d.join("outside/out.jsonl"),
+        &user_line("sess-out-3", "new"),
+    );
+    let o = backfill(&["--follow-links"], &state, &out);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    want.push("sess-out:sess-out-3");
+    assert_eq!(keys(&out), want);
+    fs::remove_dir_all(d).unwrap();
+}
+
+/// The same for a store: its checkpoint records whether links were
+/// followed, and a run that differs is refused with no row added.
+#[test]
+fn a_store_records_whether_links_are_followed() {
+    let d = tmpdir("paths", "store-links");
+    let arch = linked_archive(&d);
+    let rows = |db: &Path| -> Vec<String> {
+        let c = rusqlite::Connection::open(db).unwrap();
+        let mut st = c.prepare("SELECT key FROM records ORDER BY key").unwrap();
+        st.query_map([], |r| r.get(0))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect()
+    };
+    let inside = ["sess-in:sess-in-0", "sess-in:sess-in-1"];
+    let all = [
+        "sess-in:sess-in-0",
+        "sess-in:sess-in-1",
+        "sess-out:sess-out-0",
+        "sess-out:sess-out-1",
+        "sess-out:sess-out-2",
+    ];
+    let skip = d.join("skip.db");
+    let o = run(&[&"backfill", &"-q", &"--db", &skip, &arch]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(rows(&skip), inside);
+    let o = run(&[&"backfill", &"-q", &"-L", &"--db", &skip, &arch]);
+    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(
+        String::from_utf8_lossy(&o.stderr),
+        format!(
+            "error: the store {} was written with other options (--follow-links: store has \
+             links not followed, this run links followed: leave out -L to go on); use another \
+             store\n",
+            skip.display()
+        )
+    );
+    assert_eq!(rows(&skip), inside);
+    let follow = d.join("follow.db");
+    let o = run(&[&"backfill", &"-q", &"-L", &"--db", &follow, &arch]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(rows(&follow), all);
+    let o = run(&[&"backfill", &"-q", &"--db", &follow, &arch]);
+    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(
+        String::from_utf8_lossy(&o.stderr),
+        format!(
+            "error: the store {} was written with other options ({}); use another store\n",
+            follow.display(),
+            followed_but_not_now("store")
+        )
+    );
+    assert_eq!(rows(&follow), all);
+    fs::remove_dir_all(d).unwrap();
+}
+
+/// A state saved before `-L` existed (the checked-in `state-v9.state`) was
+/// saved by runs that followed every link met while walking: it says so,
+/// and a run without `-L` is refused rather than silently dropping what
+/// it read through links; with `-L` it goes on (copies of its two files:
+/// every entry one it holds, no record).
+#[test]
+fn a_state_saved_before_links_were_recorded_followed_them() {
+    let d = tmpdir("paths", "state-v9-links");
+    let arch = d.join("archive");
+    fs::create_dir_all(&arch).unwrap();
+    for name in ["hand-built.jsonl", "pi-classic.jsonl"] {
+        fs::copy(common::fixtures().join(name), arch.join(name)).unwrap();
+    }
+    let (state, out) = (d.join("state"), d.join("out.ndjson"));
+    fs::copy(common::fixtures().join("state-v9.state"), &state).unwrap();
+    let o = run(&[&"backfill", &"-q", &"--state", &state, &"-o", &out, &arch]);
+    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(
+        String::from_utf8_lossy(&o.stderr),
+        format!(
+            "error: the state {} was written with other options ({}); use another state file\n",
+            state.display(),
+            followed_but_not_now("state")
+        )
+    );
+    assert!(!out.exists());
+    let o = run(&[&"backfill", &"-L", &"--state", &state, &"-o", &out, &arch]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert_eq!(fs::read(&out).unwrap(), b"");
+    assert!(err.contains("(0 written), 380 deduplicated"), "{err}");
+    fs::remove_dir_all(d).unwrap();
+}

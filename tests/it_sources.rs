@@ -64,12 +64,13 @@ fn a_state_saved_before_sources_were_recorded_stays_pis() {
     assert_eq!(fs::read(&state).unwrap()[8..12], 4u32.to_le_bytes());
     // The copies are new to the state (inode): every entry a copy. The
     // Claude Code file is read as pi's, as a run of pi alone always did:
-    // it fails, naming itself (exit 1), and adds nothing.
+    // it fails, naming itself (exit 1), and adds nothing. (-L: the state
+    // was saved when links were always followed.)
     let claude_fails = format!(
         "error: {}: 1:0: not a session header: first entry has type \"user\"\n",
         arch.join("claude-session.jsonl").display()
     );
-    let first = run(&[&"backfill", &"-q", &"--state", &state, &arch]);
+    let first = run(&[&"backfill", &"-q", &"-L", &"--state", &state, &arch]);
     let (out, err) = text(&first);
     assert_eq!(first.status.code(), Some(1), "{err}");
     assert_eq!(err, claude_fails);
@@ -82,7 +83,7 @@ fn a_state_saved_before_sources_were_recorded_stays_pis() {
         &arch.join("hand-built.jsonl"),
         &user_line("p-new", "pi again"),
     );
-    let second = run(&[&"backfill", &"-q", &"--state", &state, &arch]);
+    let second = run(&[&"backfill", &"-q", &"-L", &"--state", &state, &arch]);
     let (out, err) = text(&second);
     assert_eq!(second.status.code(), Some(1), "{err}");
     assert_eq!(err, claude_fails);
@@ -90,6 +91,7 @@ fn a_state_saved_before_sources_were_recorded_stays_pis() {
     let other = run(&[
         &"backfill",
         &"-q",
+        &"-L",
         &"--source",
         &"claude",
         &"--state",
@@ -180,8 +182,9 @@ fn a_state_keeps_the_agents_named_when_it_was_made() {
 
 /// The store of schema version 1 (pi's hand-built session, no sources in
 /// its options) covers pi alone: a Claude Code session beside the pi file
-/// is read as pi's and fails, naming itself, and adds no row; a new store
-/// reads both.
+/// is read as pi's and fails, naming itself, and adds no row (with `-L`:
+/// the store was saved when links were always followed); a new store reads
+/// both.
 #[test]
 fn a_store_saved_before_sources_were_recorded_stays_pis() {
     let d = tmpdir("sources", "legacy-store");
@@ -212,7 +215,7 @@ fn a_store_saved_before_sources_were_recorded_stays_pis() {
     };
     let old = d.join("old.db");
     fs::copy(fixtures().join("store-v1.sqlite"), &old).unwrap();
-    let o = run(&[&"backfill", &"-q", &"--db", &old, &arch]);
+    let o = run(&[&"backfill", &"-q", &"-L", &"--db", &old, &arch]);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o).1);
     assert!(
         text(&o)

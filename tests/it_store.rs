@@ -113,6 +113,15 @@ fn backfill_db(db: &Path, paths: &[&Path]) -> Output {
     c.output().unwrap()
 }
 
+/// [`backfill_db`] following links met while walking (`-L`), as every run
+/// did before the checkpoint recorded it: what a store saved then goes on
+/// with.
+fn backfill_db_following(db: &Path, paths: &[&Path]) -> Output {
+    let mut c = bin();
+    c.args(["backfill", "-q", "-L", "--db"]).arg(db).args(paths);
+    c.output().unwrap()
+}
+
 /// Rows by role as the store holds them.
 fn roles(db: &Path) -> Value {
     let text = sqlite3(db, "SELECT role, count(*) FROM records GROUP BY role");
@@ -892,7 +901,9 @@ print(hits[0][0], usage > 0, ",".join(sorted(kinds)))
 /// `fixtures/store-v2.sqlite`: `backfill --db` over
 /// `fixtures/hand-built.jsonl`): opened and brought to this version in
 /// place, its rows kept; a copy of the session is new to it and adds
-/// nothing; appended lines add exactly their rows.
+/// nothing; appended lines add exactly their rows. Each was saved before
+/// the checkpoint recorded whether links are followed, when every walk
+/// followed them: a run without `-L` is refused, one with it goes on.
 #[test]
 fn the_checked_in_stores_are_migrated_and_go_on() {
     for version in 1..=SCHEMA {
@@ -904,6 +915,18 @@ fn the_checked_in_stores_are_migrated_and_go_on() {
         let s = d.join("hand-built.jsonl");
         fs::copy(fixtures().join("hand-built.jsonl"), &s).unwrap();
         let out = backfill_db(&db, &[&s]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(
+            err.contains(
+                "(--follow-links: store has links followed (given -L, or saved before -L \
+                 existed, when runs always followed them), this run links not followed: give \
+                 -L to go on); use another store"
+            ),
+            "{err}"
+        );
+        assert_eq!(count(&db), 22);
+        let out = backfill_db_following(&db, &[&s]);
         assert!(
             out.status.success(),
             "{}",
@@ -912,7 +935,7 @@ fn the_checked_in_stores_are_migrated_and_go_on() {
         assert_eq!(sqlite3(&db, "PRAGMA user_version"), SCHEMA.to_string());
         assert_eq!(count(&db), 22);
         append(&s, &user_line("after-1", "after the migration"));
-        assert!(backfill_db(&db, &[&s]).status.success());
+        assert!(backfill_db_following(&db, &[&s]).status.success());
         assert_eq!(count(&db), 23);
         assert_eq!(sqlite3(&db, "PRAGMA integrity_check"), "ok");
         fs::remove_dir_all(d).unwrap();
@@ -928,7 +951,7 @@ const REAL_CODEX: &str = "tests/real/codex/codemie-exec-0.77.0/rollout-2026-01-0
 /// `backfill --db` of [`REAL_CODEX`]) holds the serial hash's
 /// fingerprints, and keeps it: migrated to version 3 with hash 1, a copy
 /// of the rollout (a new file to the store) adds nothing, its 26 lines
-/// deduplicated. A new store records the wide hash (2) and deduplicates a
+/// deduplicated (with `-L`: it was saved when links were always followed). A new store records the wide hash (2) and deduplicates a
 /// copy the same way. (Codex keys are per line, so a copy
 /// that deduplicated nothing would upsert the same 10 rows: the run's own
 /// count is what tells.)
@@ -946,6 +969,7 @@ fn a_store_keeps_the_line_hash_it_was_made_with() {
         let out = bin()
             .args(["backfill", "--db"])
             .arg(db)
+            .args(db.ends_with("old.db").then_some("-L"))
             .arg(path)
             .output()
             .unwrap();
@@ -1029,8 +1053,9 @@ const MSG_01C_AGAIN: &str = r#"{"parentUuid":"c7","isSidechain":false,"cwd":"/tm
 
 /// The store of schema version 1 that kept the usage responses as one
 /// value (`fixtures/store-v1-claude.sqlite`: the release before over
-/// `claude-usage.jsonl`): the backfill that migrates it moves them to one
-/// row each, drops the value, and sets version 2; a copy of the session
+/// `claude-usage.jsonl`): the backfill that migrates it (with `-L`: it was
+/// saved when links were always followed) moves them to one row each,
+/// drops the value, and sets version 2; a copy of the session
 /// adds nothing; a later copy of one response with more usage rewrites
 /// that response's row alone.
 #[test]
@@ -1043,7 +1068,7 @@ fn a_version_1_store_moves_its_responses_to_rows() {
     assert_eq!(sqlite3(&db, meta), "1");
     let s = d.join("claude-usage.jsonl");
     fs::copy(claude_usage(), &s).unwrap();
-    let out = backfill_db(&db, &[&s]);
+    let out = backfill_db_following(&db, &[&s]);
     assert!(
         out.status.success(),
         "{}",
@@ -1062,7 +1087,7 @@ fn a_version_1_store_moves_its_responses_to_rows() {
     let seqs: Vec<&str> = before.lines().map(|l| &l[..l.find('|').unwrap()]).collect();
     assert_eq!(seqs, ["0", "1", "2"]);
     append(&s, MSG_01C_AGAIN);
-    assert!(backfill_db(&db, &[&s]).status.success());
+    assert!(backfill_db_following(&db, &[&s]).status.success());
     assert_eq!(count(&db), 8);
     let after = rows();
     let (b, a): (Vec<&str>, Vec<&str>) = (before.lines().collect(), after.lines().collect());
@@ -1074,7 +1099,7 @@ fn a_version_1_store_moves_its_responses_to_rows() {
     // damaged, said so, and the store left as it is.
     sqlite3(&db, "DELETE FROM checkpoint_responses WHERE seq = 1");
     let hash = sha256(&db);
-    let out = backfill_db(&db, &[&s]);
+    let out = backfill_db_following(&db, &[&s]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(

@@ -32,7 +32,11 @@ pub type Wanted = Arc<dyn Fn(&Path) -> bool + Send + Sync>;
 
 /// What a walk does with a symbolic link it meets in a folder. A PATH
 /// itself (one named, or an agent's default archive) is always followed.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+/// A checkpoint records it ([`super::OutputOptions::links`]): a store's
+/// options as `"skip"` or `"follow"`, a state file through its layout's
+/// own mirror.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Links {
     /// Left alone (the default): a link inside an archive that leads out
     /// of it (`passwd.jsonl -> /etc/passwd`) is not read.

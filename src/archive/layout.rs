@@ -33,9 +33,18 @@
 //!   strings, then the forks waiting for a read-ahead parent
 //!   (`State::pending_forks`), a map of string to strings; versions 1 to 7
 //!   read back with none of either.
+//! - Version 9: version 8's encoding, its files keyed by their path's
+//!   spelling instead of the path made UTF-8 lossily (see
+//!   `state::respell_keys`).
+//! - Version 10: version 9, and the options record whether links met while
+//!   walking a folder are followed ([`OutputOptions::links`], through
+//!   [`OptionsV10`], a [`Links`] as its variant's index, [`LinksV10`]):
+//!   versions 1 to 9 read back as [`Links::Follow`], since every walk
+//!   followed them before `--follow-links` existed.
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+use super::discover::Links;
 use super::state::{FileState, Identity, OutputOptions, OutputState};
 use crate::pi::Header;
 use crate::record::Usage;
@@ -71,6 +80,8 @@ pub(super) struct OptionsV4 {
     shard: Option<super::Shard>,
     #[serde(skip, default = "serial")]
     line_hash: u32,
+    #[serde(skip, default = "followed")]
+    links: Links,
 }
 
 /// The options of layout 5: the sources after the rest.
@@ -89,6 +100,8 @@ pub(super) struct OptionsV5 {
     shard: Option<super::Shard>,
     #[serde(skip, default = "serial")]
     line_hash: u32,
+    #[serde(skip, default = "followed")]
+    links: Links,
 }
 
 /// The options of layout 6: the shard after the sources.
@@ -106,9 +119,12 @@ pub(super) struct OptionsV6 {
     shard: Option<super::Shard>,
     #[serde(skip, default = "serial")]
     line_hash: u32,
+    #[serde(skip, default = "followed")]
+    links: Links,
 }
 
-/// The options of layout 7: how line bytes are hashed, after the shard.
+/// The options of layouts 7 to 9: how line bytes are hashed, after the
+/// shard.
 #[derive(Serialize, Deserialize)]
 #[serde(remote = "OutputOptions")]
 pub(super) struct OptionsV7 {
@@ -122,6 +138,43 @@ pub(super) struct OptionsV7 {
     sources: Vec<String>,
     shard: Option<super::Shard>,
     line_hash: u32,
+    #[serde(skip, default = "followed")]
+    links: Links,
+}
+
+/// The options of layout 10: whether links met while walking are
+/// followed, after the line hash.
+#[derive(Serialize, Deserialize)]
+#[serde(remote = "OutputOptions")]
+pub(super) struct OptionsV10 {
+    command: String,
+    roles: Vec<String>,
+    since: Option<i64>,
+    until: Option<i64>,
+    max_text: Option<usize>,
+    no_dedupe: bool,
+    record_format: u32,
+    sources: Vec<String>,
+    shard: Option<super::Shard>,
+    line_hash: u32,
+    #[serde(with = "LinksV10")]
+    links: Links,
+}
+
+/// [`Links`] as layout 10 writes it: postcard writes a variant's index,
+/// so this order is the layout's, whatever the public enum's.
+#[derive(Serialize, Deserialize)]
+#[serde(remote = "Links")]
+pub(super) enum LinksV10 {
+    Skip,
+    Follow,
+}
+
+/// What layouts 1 to 9 read back as: every walk followed links before
+/// `--follow-links` existed, so a run over such a state that does not
+/// follow them is refused instead of dropping what they led to.
+fn followed() -> Links {
+    Links::Follow
 }
 
 /// What layouts 1 to 6 hashed line bytes with: [`crate::LineHash::Serial`].

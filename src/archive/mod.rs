@@ -211,7 +211,9 @@ impl ArchiveBuilder {
 
     /// What a walk does with a link it meets in a folder (default
     /// [`Links::Skip`]: not followed). PATHs, and the agents' default
-    /// archives, are followed whatever this says.
+    /// archives, are followed whatever this says. A checkpoint records it
+    /// ([`OutputOptions::links`]) and refuses a run that differs; one saved
+    /// before it was recorded says [`Links::Follow`].
     pub fn links(mut self, links: Links) -> Self {
         self.cfg.links = links;
         self

@@ -846,6 +846,7 @@ fn output_options(cfg: &Config, command: Command) -> OutputOptions {
         sources: cfg.formats.iter().map(|f| f.name().to_owned()).collect(),
         shard: cfg.shard,
         line_hash: cfg.opts.line_hash_scheme().id(),
+        links: cfg.links,
     }
 }
 
@@ -2564,7 +2565,9 @@ mod tests {
 
     /// A new archive folder (`arch`, in a folder of its own) holding
     /// hand-built.jsonl as a.jsonl and `more` fixtures as b.jsonl, c.jsonl,
-    /// ..., and stats of it on two jobs with a state (`state`).
+    /// ..., and stats of it on two jobs with a state (`state`), following
+    /// links as the runs that saved states of layouts before 10 did (the
+    /// folder holds none).
     fn upgrade_setup(tag: &str, more: &[&str]) -> (PathBuf, PathBuf, PathBuf, Archive) {
         let d = std::env::temp_dir().join(format!("mem-ingest-{tag}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&d);
@@ -2582,6 +2585,7 @@ mod tests {
             .path(&arch)
             .jobs(2)
             .state(&state_path)
+            .links(crate::archive::Links::Follow)
             .build();
         (d, arch, state_path, archive)
     }

@@ -18,8 +18,9 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use super::dedupe::Lineages;
+use super::discover::Links;
 use super::layout::{
-    output_v5, FileV2, OptionsV4, OptionsV5, OptionsV6, OptionsV7, RefV3, ResponseRef,
+    output_v5, FileV2, OptionsV10, OptionsV4, OptionsV5, OptionsV6, OptionsV7, RefV3, ResponseRef,
     ResponseWire, WireV3,
 };
 use crate::error::{Error, ErrorKind};
@@ -29,11 +30,12 @@ use crate::sink::Mark;
 use crate::usage::Response;
 
 /// Version of the state file's layout (see the `layout` module). Versions
-/// 1 to 8 are still read, and saved anew in this one. Version 9 is version
+/// 1 to 9 are still read, and saved anew in this one. Version 9 is version
 /// 8's encoding with files keyed by their path's spelling
 /// ([`crate::path_text`]) instead of the path made UTF-8 lossily: see
-/// [`respell_keys`].
-pub const STATE_VERSION: u32 = 9;
+/// [`respell_keys`]. Version 10 records whether links met while walking
+/// are followed ([`OutputOptions::links`]).
+pub const STATE_VERSION: u32 = 10;
 /// Version of what a record line holds; a state written for another one is
 /// refused, since re-runs append to the same output.
 pub const RECORD_FORMAT: u32 = 1;
@@ -73,10 +75,22 @@ pub struct OutputOptions {
     /// without it).
     #[serde(default = "serial_line_hash")]
     pub line_hash: u32,
+    /// Whether links met while walking a folder are followed
+    /// (`--follow-links`). [`Links::Follow`] in a checkpoint saved before
+    /// it was recorded (a state before layout version 10, a store's
+    /// options without it): every walk followed them then, so a run that
+    /// does not is refused rather than silently dropping the files they led
+    /// to (and reading a file again under its other path).
+    #[serde(default = "links_followed")]
+    pub links: Links,
 }
 
 fn serial_line_hash() -> u32 {
     crate::LineHash::Serial.id()
+}
+
+fn links_followed() -> Links {
+    Links::Follow
 }
 
 impl OutputOptions {
@@ -124,6 +138,21 @@ impl OutputOptions {
         cmp("--agent", self.sources.join(","), other.sources.join(","));
         let shard = |s: &Option<super::Shard>| s.map_or("none".to_owned(), |s| s.to_string());
         cmp("--shard", shard(&self.shard), shard(&other.shard));
+        // What to do is not "another checkpoint" alone: a checkpoint saved
+        // before links were recorded says followed, to users who never
+        // gave -L.
+        match (self.links, other.links) {
+            (Links::Follow, Links::Skip) => d.push(format!(
+                "--follow-links: {what} has links followed (given -L, or saved before -L \
+                 existed, when runs always followed them), this run links not followed: give \
+                 -L to go on"
+            )),
+            (Links::Skip, Links::Follow) => d.push(format!(
+                "--follow-links: {what} has links not followed, this run links followed: \
+                 leave out -L to go on"
+            )),
+            (Links::Skip, Links::Skip) | (Links::Follow, Links::Follow) => {}
+        }
         d
     }
 
@@ -269,7 +298,7 @@ pub struct State {
     /// The layout version it was read in.
     pub version: u32,
     /// The options that shape the output.
-    #[serde(with = "OptionsV7")]
+    #[serde(with = "OptionsV10")]
     pub options: OutputOptions,
     /// Bytes of the output file the state covers (`-o`), if any.
     pub output: Option<OutputState>,
@@ -496,6 +525,25 @@ impl From<WireV3> for FileState {
     fn from(w: WireV3) -> FileState {
         w.0
     }
+}
+
+/// The layout of versions 8 and 9 (no links in the options), read and
+/// converted.
+#[derive(Deserialize)]
+struct StateV9 {
+    #[allow(dead_code)]
+    version: u32,
+    #[serde(with = "OptionsV7")]
+    options: OutputOptions,
+    output: Option<OutputState>,
+    #[serde(deserialize_with = "files_v3")]
+    files: BTreeMap<String, Arc<FileState>>,
+    #[serde(with = "blob")]
+    lineages: Vec<u8>,
+    #[serde(with = "blob")]
+    responses: Vec<u8>,
+    shard_roots: BTreeMap<String, String>,
+    pending_forks: BTreeMap<String, Vec<String>>,
 }
 
 /// The layout of version 7 (no shard roots), read and converted.
@@ -828,10 +876,21 @@ fn load_layout(path: &Path) -> Result<Option<State>, Error> {
         )
     };
     match version {
-        // Version 8 is this layout's encoding, its keys spelled lossily.
-        STATE_VERSION | 8 => postcard::from_bytes(&bytes[12..])
+        STATE_VERSION => postcard::from_bytes(&bytes[12..])
             .map(|st: State| Some(State { version, ..st }))
             .map_err(damaged),
+        // Version 8 is version 9's encoding, its keys spelled lossily.
+        9 | 8 => {
+            let v9: StateV9 = postcard::from_bytes(&bytes[12..]).map_err(damaged)?;
+            let st = State::of_layout(version, v9.options, v9.output, v9.files);
+            Ok(Some(State {
+                lineages: v9.lineages,
+                responses: v9.responses,
+                shard_roots: v9.shard_roots,
+                pending_forks: v9.pending_forks,
+                ..st
+            }))
+        }
         7 => {
             let v7: StateV7 = postcard::from_bytes(&bytes[12..]).map_err(damaged)?;
             let st = State::of_layout(7, v7.options, v7.output, v7.files);
@@ -1120,14 +1179,22 @@ pub fn save_v7(path: &Path, state: &State) -> io::Result<()> {
     save_in(path, state, &state.lineages, &state.responses, 7)
 }
 
+/// Writes `state` in the layout of version 9 (no links in the options),
+/// as mem-ingest before version 10 did: for tests of the upgrade.
+#[cfg(test)]
+pub fn save_v9(path: &Path, state: &State) -> io::Result<()> {
+    save_in(path, state, &state.lineages, &state.responses, 9)
+}
+
 /// [`save`] with these encoded lineages and responses instead of the
 /// state's.
 fn save_with(path: &Path, state: &State, lineages: &[u8], responses: &[u8]) -> io::Result<()> {
     save_in(path, state, lineages, responses, STATE_VERSION)
 }
 
-/// [`save_with`] in layout `version`: [`STATE_VERSION`], or 7, which is
-/// this layout less its last two fields.
+/// [`save_with`] in layout `version`: [`STATE_VERSION`]; 8 or 9, which are
+/// this layout with the options of 7 (no links); or 7, which is 9 less its
+/// last two fields.
 fn save_in(
     path: &Path,
     state: &State,
@@ -1139,8 +1206,7 @@ fn save_in(
     #[derive(Serialize)]
     struct StateRef<'a> {
         version: u32,
-        #[serde(serialize_with = "ser_options_v7")]
-        shape: &'a OutputOptions,
+        shape: Shape<'a>,
         output: &'a Option<OutputState>,
         #[serde(serialize_with = "ser_files_v3")]
         files: &'a BTreeMap<String, Arc<FileState>>,
@@ -1161,9 +1227,23 @@ fn save_in(
         )]
         pending_forks: Option<&'a BTreeMap<String, Vec<String>>>,
     }
+    /// The options in the layout of `version`.
+    struct Shape<'a>(&'a OutputOptions, u32);
+    impl Serialize for Shape<'_> {
+        fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+            match self.1 {
+                10.. => OptionsV10::serialize(self.0, s),
+                _ => OptionsV7::serialize(self.0, s),
+            }
+        }
+    }
+    assert!(
+        (7..=STATE_VERSION).contains(&version),
+        "layout {version} is not written"
+    );
     let body = postcard::to_stdvec(&StateRef {
         version,
-        shape: &state.options,
+        shape: Shape(&state.options, version),
         output: &state.output,
         files: &state.files,
         lineages,
@@ -1189,10 +1269,6 @@ fn ser_present<S: serde::Serializer, T: Serialize>(
         Some(v) => v.serialize(s),
         None => s.serialize_unit(),
     }
-}
-
-fn ser_options_v7<S: serde::Serializer>(o: &&OutputOptions, s: S) -> Result<S::Ok, S::Error> {
-    OptionsV7::serialize(o, s)
 }
 
 /// The options as layout 6 wrote them (for the writer of that layout the
@@ -1483,6 +1559,7 @@ mod tests {
             sources: vec!["pi".into()],
             shard: None,
             line_hash: 2,
+            links: Links::Skip,
         });
         // Both non-UTF-8 files had one key: the state held the last saved,
         // fe's.
@@ -1497,7 +1574,9 @@ mod tests {
         save_in(&path, &st, &[], &[], 8).unwrap();
         assert_eq!(fs::read(&path).unwrap()[8..12], 8u32.to_le_bytes());
         let back = load(&path).unwrap().unwrap();
-        assert_eq!(back.version, 8, "saved anew in layout 9 by the run");
+        assert_eq!(back.version, 8, "saved anew in this layout by the run");
+        // Layout 8 recorded no links: every walk followed them then.
+        assert_eq!(back.options.links, Links::Follow);
         let dir = crate::path_text::spell(&d).into_owned();
         let keys: Vec<&String> = back.files.keys().collect();
         assert_eq!(
@@ -1542,6 +1621,8 @@ mod tests {
             shard: None,
             // read back as the serial hash before layout 7
             line_hash: 1,
+            // read back as followed before layout 10
+            links: Links::Follow,
         };
         let mut v2 = State::new(shape.clone());
         v2.output = Some(OutputState::of(Mark::file("o", 9)));
@@ -1587,6 +1668,8 @@ mod tests {
             shard: None,
             // read back as the serial hash before layout 7
             line_hash: 1,
+            // read back as followed before layout 10
+            links: Links::Follow,
         });
         v2.output = Some(OutputState::of(Mark::file("o", 9)));
         let mut f = file_state();
@@ -1646,6 +1729,7 @@ mod tests {
             sources: vec!["pi".into(), "claude".into()],
             shard: Some(crate::archive::Shard { k: 1, n: 3 }),
             line_hash: 2,
+            links: Links::Skip,
         });
         st.output = Some(OutputState {
             path: "o".into(),
@@ -1694,8 +1778,37 @@ mod tests {
         let l = back.lineages().unwrap();
         assert_eq!(l[0].sessions, ["a", "b"]);
         assert_eq!(decode_fingerprints(&l[0].fingerprints), [1, 2]);
-        // Layout 7 recorded no shard roots: it reads back with none, the
-        // rest as saved.
+        // Links followed round-trip too.
+        let mut follows = st.clone();
+        follows.options.links = Links::Follow;
+        save(&p, &follows).unwrap();
+        assert_eq!(load(&p).unwrap().unwrap().options, follows.options);
+        // Layouts 7 to 9 recorded no links: they read back as followed
+        // (every walk followed them then), the rest as saved.
+        let mut followed = st.options.clone();
+        followed.links = Links::Follow;
+        save_v9(&p, &st).unwrap();
+        assert_eq!(fs::read(&p).unwrap()[8..12], 9u32.to_le_bytes());
+        let v9 = load(&p).unwrap().unwrap();
+        assert_eq!(v9.version, 9);
+        assert_eq!(
+            (&v9.options, &v9.output, &v9.shard_roots, &v9.pending_forks),
+            (&followed, &st.output, &st.shard_roots, &st.pending_forks)
+        );
+        assert_eq!(
+            v9.files.keys().collect::<Vec<_>>(),
+            st.files.keys().collect::<Vec<_>>()
+        );
+        assert_eq!(v9.responses, st.responses);
+        assert_eq!(
+            decode_fingerprints(&v9.lineages().unwrap()[0].fingerprints),
+            [1, 2]
+        );
+        // Saved anew, it is this layout, links followed.
+        save(&p, &v9).unwrap();
+        assert_eq!(fs::read(&p).unwrap()[8..12], STATE_VERSION.to_le_bytes());
+        assert_eq!(load(&p).unwrap().unwrap().options, followed);
+        // Layout 7 recorded no shard roots: it reads back with none.
         save_v7(&p, &st).unwrap();
         assert_eq!(fs::read(&p).unwrap()[8..12], 7u32.to_le_bytes());
         let v7 = load(&p).unwrap().unwrap();
@@ -1703,7 +1816,7 @@ mod tests {
         assert!(v7.shard_roots.is_empty() && v7.pending_forks.is_empty());
         assert_eq!(
             (&v7.options, &v7.output, v7.files.len()),
-            (&st.options, &st.output, 4)
+            (&followed, &st.output, 4)
         );
         assert_eq!(v7.responses, st.responses);
         assert_eq!(
@@ -1717,7 +1830,7 @@ mod tests {
         let v6 = load(&p).unwrap().unwrap();
         assert_eq!(v6.version, 6);
         assert_eq!(v6.options.line_hash, crate::LineHash::Serial.id());
-        let mut want = st.options.clone();
+        let mut want = followed.clone();
         want.line_hash = crate::LineHash::Serial.id();
         assert_eq!(v6.options, want);
         assert_eq!(v6.output, st.output);

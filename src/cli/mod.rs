@@ -51,7 +51,9 @@ struct Common {
     /// Follow symbolic links met while walking a folder (to files and
     /// folders). By default they are not followed: a link inside an
     /// archive may lead out of it. PATHs named here, and the default
-    /// archives, are followed either way.
+    /// archives, are followed either way. A --state or --db records it and
+    /// refuses a run that differs; one saved before it was recorded
+    /// followed links (every run did then): give -L to go on with it.
     #[arg(long, short = 'L')]
     follow_links: bool,
     /// Worker threads (default: the number of cores). The output does not
