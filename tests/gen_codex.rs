@@ -202,6 +202,32 @@ fn assert_equals_ccusage(dir: &Path) {
     fs::remove_dir_all(&dir).unwrap();
 }
 
+/// Writes the held-out shape (12 MB, seed 3) into `d`; gen-corpus's
+/// summary line.
+fn held_out(d: &Path) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_gen-corpus"))
+        .args([
+            "--format",
+            "codex",
+            "--shape",
+            "held-out",
+            "--total-mb",
+            "12",
+            "--seed",
+            "3",
+            "--archive",
+        ])
+        .arg(d)
+        .output()
+        .expect("run gen-corpus");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stderr).unwrap()
+}
+
 /// `--shape held-out`: issue 41's held-out Codex home by its parameters:
 /// 177 files of 150 threads (18 forks, 8 subagents, one legacy rollout),
 /// four subagents replaying their parent within the spawn's second, four
@@ -210,30 +236,7 @@ fn assert_equals_ccusage(dir: &Path) {
 #[test]
 fn the_held_out_shape_holds_what_it_says() {
     let dir = temp_dir("held-out");
-    let gen = |d: &Path| {
-        let out = Command::new(env!("CARGO_BIN_EXE_gen-corpus"))
-            .args([
-                "--format",
-                "codex",
-                "--shape",
-                "held-out",
-                "--total-mb",
-                "12",
-                "--seed",
-                "3",
-                "--archive",
-            ])
-            .arg(d)
-            .output()
-            .expect("run gen-corpus");
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stderr).unwrap()
-    };
-    let summary = gen(&dir);
+    let summary = held_out(&dir);
     assert!(
         summary.contains("177 files (150 sessions, 0 archived, 1 legacy, 18 forks, 8 subagents)"),
         "{summary}"
@@ -275,7 +278,7 @@ fn the_held_out_shape_holds_what_it_says() {
     let again = temp_dir("held-out-again");
     // The same summary but for the folder and the time taken.
     let counts = |s: &str| s[s.rfind(": ").unwrap()..s.rfind(", in ").unwrap()].to_owned();
-    assert_eq!(counts(&gen(&again)), counts(&summary));
+    assert_eq!(counts(&held_out(&again)), counts(&summary));
     assert!(files(&again) == all, "the same seed gives the same bytes");
     let _ = fs::remove_dir_all(dir);
     let _ = fs::remove_dir_all(again);
@@ -288,21 +291,6 @@ fn the_held_out_shape_holds_what_it_says() {
 #[ignore = "needs ccusage; run by .ci/run with --include-ignored"]
 fn the_held_out_shape_equals_ccusage() {
     let dir = temp_dir("held-out-ccusage");
-    let out = Command::new(env!("CARGO_BIN_EXE_gen-corpus"))
-        .args([
-            "--format",
-            "codex",
-            "--shape",
-            "held-out",
-            "--total-mb",
-            "12",
-            "--seed",
-            "3",
-            "--archive",
-        ])
-        .arg(&dir)
-        .output()
-        .expect("run gen-corpus");
-    assert!(out.status.success());
+    held_out(&dir);
     assert_equals_ccusage(&dir);
 }

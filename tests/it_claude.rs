@@ -864,21 +864,7 @@ fn an_api_error_stand_in_is_its_content_then_its_error() {
         String::from_utf8_lossy(&written),
         String::from_utf8_lossy(&stdout)
     );
-    let got: Vec<(String, Vec<String>)> = std::str::from_utf8(&written)
-        .unwrap()
-        .lines()
-        .map(|l| {
-            let v: serde_json::Value = serde_json::from_str(l).unwrap();
-            let kinds = v["kinds"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|k| k.as_str().unwrap().to_owned())
-                .collect();
-            (v["text"].as_str().unwrap().to_owned(), kinds)
-        })
-        .collect();
-    assert_eq!(got, api_errors_want());
+    assert_eq!(common::texts_and_kinds(&written), api_errors_want());
     std::fs::remove_dir_all(&d).unwrap();
 }
 

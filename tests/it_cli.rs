@@ -722,17 +722,11 @@ const ESCAPES: &str = concat!(
     "\n",
 );
 
-#[test]
-fn record_text_built_escaped_is_what_the_writer_writes_exact() {
-    // `backfill` to a file or to stdout builds a pi record's text escaped,
-    // from the line's raw strings (`pi::Text`); with `--max-text` it is
-    // decoded and escaped by the writer. The three outputs are the same
-    // bytes, and the texts are these.
-    let dir = tmpdir("escapes");
-    let file = dir.join("esc.jsonl");
-    std::fs::write(&file, ESCAPES).unwrap();
+/// `backfill` of `f` to a file in `dir` (text built escaped), to stdout,
+/// and with `--max-text` (decoded and escaped by the writer): the same
+/// bytes, returned.
+fn same_three_outputs(dir: &Path, f: &str) -> Vec<u8> {
     let out_file = dir.join("out.ndjson");
-    let f = file.to_str().unwrap();
     let to_file = run(&["backfill", "-q", "-o", out_file.to_str().unwrap(), f]);
     assert_eq!(to_file.status.code(), Some(0));
     let raw = std::fs::read(&out_file).unwrap();
@@ -746,6 +740,20 @@ fn record_text_built_escaped_is_what_the_writer_writes_exact() {
         String::from_utf8_lossy(&stdout),
         String::from_utf8_lossy(&decoded)
     );
+    raw
+}
+
+#[test]
+fn record_text_built_escaped_is_what_the_writer_writes_exact() {
+    // `backfill` to a file or to stdout builds a pi record's text escaped,
+    // from the line's raw strings (`pi::Text`); with `--max-text` it is
+    // decoded and escaped by the writer. The three outputs are the same
+    // bytes, and the texts are these.
+    let dir = tmpdir("escapes");
+    let file = dir.join("esc.jsonl");
+    std::fs::write(&file, ESCAPES).unwrap();
+    let f = file.to_str().unwrap();
+    let raw = same_three_outputs(&dir, f);
     let rows: Vec<Value> = std::str::from_utf8(&raw)
         .unwrap()
         .lines()
@@ -776,6 +784,7 @@ fn record_text_built_escaped_is_what_the_writer_writes_exact() {
     }
 
     // The same on every fixture (the README's main job's files).
+    let out_file = dir.join("out.ndjson");
     let mut args = vec!["backfill", "-q", "-o", out_file.to_str().unwrap()];
     let fixtures: Vec<String> = std::fs::read_dir("fixtures")
         .unwrap()
@@ -937,36 +946,9 @@ fn an_error_turn_is_its_content_then_its_error_message_on_every_output() {
     let dir = tmpdir("error-turns");
     let file = dir.join("err.jsonl");
     std::fs::write(&file, ERROR_TURNS).unwrap();
-    let out_file = dir.join("out.ndjson");
     let f = file.to_str().unwrap();
-    let to_file = run(&["backfill", "-q", "-o", out_file.to_str().unwrap(), f]);
-    assert_eq!(to_file.status.code(), Some(0));
-    let raw = std::fs::read(&out_file).unwrap();
-    let stdout = run(&["backfill", "-q", f]).stdout;
-    let decoded = run(&["backfill", "-q", "--max-text", "1000000000", f]).stdout;
-    assert_eq!(
-        String::from_utf8_lossy(&raw),
-        String::from_utf8_lossy(&decoded)
-    );
-    assert_eq!(
-        String::from_utf8_lossy(&stdout),
-        String::from_utf8_lossy(&decoded)
-    );
-    let got: Vec<(String, Vec<String>)> = std::str::from_utf8(&raw)
-        .unwrap()
-        .lines()
-        .map(|l| {
-            let v: Value = serde_json::from_str(l).unwrap();
-            let kinds = v["kinds"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|k| k.as_str().unwrap().to_owned())
-                .collect();
-            (v["text"].as_str().unwrap().to_owned(), kinds)
-        })
-        .collect();
-    assert_eq!(got, error_turns_want());
+    let raw = same_three_outputs(&dir, f);
+    assert_eq!(common::texts_and_kinds(&raw), error_turns_want());
     let mut src = mem_ingest::PiSessionSource::from_reader(ERROR_TURNS.as_bytes(), f).unwrap();
     let mut lib = Vec::new();
     while let Some(r) = mem_ingest::RecordSource::next_record(&mut src).unwrap() {

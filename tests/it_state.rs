@@ -480,6 +480,19 @@ fn archive(dir: &Path) -> PathBuf {
     root
 }
 
+/// How long until `out` holds `n` records (a follow run writing them);
+/// fails after 10 s.
+fn records_within_10s(out: &Path, n: usize) -> Duration {
+    let t = Instant::now();
+    while t.elapsed() < Duration::from_secs(10) {
+        if fs::read(out).map(|b| keys(&b).len()).unwrap_or(0) >= n {
+            return t.elapsed();
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    panic!("no {n} records after 10 s");
+}
+
 #[test]
 fn killed_at_any_moment_every_record_exactly_once() {
     // Without deduplication: the state and the output alone must keep each
@@ -781,16 +794,7 @@ fn follow(poll: bool) {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let wait_for = |n: usize| {
-        let t = Instant::now();
-        while t.elapsed() < Duration::from_secs(10) {
-            if fs::read(&out).map(|b| keys(&b).len()).unwrap_or(0) >= n {
-                return t.elapsed();
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        panic!("no {n} records after 10 s");
-    };
+    let wait_for = |n: usize| records_within_10s(&out, n);
     // -o is written as records come: the first pass.
     let t0 = Instant::now();
     while t0.elapsed() < Duration::from_secs(10)
@@ -1209,14 +1213,7 @@ fn the_summary_of_follow_adds_up() {
         .spawn()
         .unwrap();
     let wait_for = |n: usize| {
-        let t = Instant::now();
-        while t.elapsed() < Duration::from_secs(10) {
-            if fs::read(&out).map(|b| keys(&b).len()).unwrap_or(0) >= n {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        panic!("no {n} records after 10 s");
+        records_within_10s(&out, n);
     };
     wait_for(1);
     append(&s, &format!("{}\n", msg("a2", 2, "two")));

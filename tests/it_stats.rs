@@ -23,11 +23,11 @@ fn stats_json(args: &[&dyn AsRef<std::ffi::OsStr>]) -> Value {
     })
 }
 
-/// A generated Claude Code archive (`gen-corpus --format claude`, 2 MB,
-/// seed 7) under `dir`; its `projects/` folder.
-fn generated_claude(dir: &Path) -> PathBuf {
+/// A generated archive of `format` (`gen-corpus --format F --total-mb MB
+/// --seed 7`) under `dir`; its folder `folder`.
+fn generated(dir: &Path, format: &str, mb: &str, folder: &str) -> PathBuf {
     let out = Command::new(env!("CARGO_BIN_EXE_gen-corpus"))
-        .args(["--format", "claude", "--total-mb", "2", "--seed", "7"])
+        .args(["--format", format, "--total-mb", mb, "--seed", "7"])
         .arg("--archive")
         .arg(dir)
         .output()
@@ -37,7 +37,12 @@ fn generated_claude(dir: &Path) -> PathBuf {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    dir.join("projects")
+    dir.join(folder)
+}
+
+/// A generated Claude Code archive (2 MB); its `projects/` folder.
+fn generated_claude(dir: &Path) -> PathBuf {
+    generated(dir, "claude", "2", "projects")
 }
 
 /// The stats of a run without the keys a source's stats do not have.
@@ -420,21 +425,9 @@ fn table_counts_unknown_projects_and_wide_names_exact() {
     std::fs::remove_dir_all(d).unwrap();
 }
 
-/// A generated Codex home (`gen-corpus --format codex`, 1 MB, seed 7)
-/// under `dir`; its `sessions/` folder.
+/// A generated Codex home (1 MB); its `sessions/` folder.
 fn generated_codex(dir: &Path) -> PathBuf {
-    let out = Command::new(env!("CARGO_BIN_EXE_gen-corpus"))
-        .args(["--format", "codex", "--total-mb", "1", "--seed", "7"])
-        .arg("--archive")
-        .arg(dir)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    dir.join("sessions")
+    generated(dir, "codex", "1", "sessions")
 }
 
 /// Issue 41: Claude Code and Codex record no cost (Claude Code's older

@@ -59,6 +59,33 @@ impl<T> Shared<T> {
     }
 }
 
+impl<T> Shared<T> {
+    /// Wakes the sleeping delivery thread when it is worth waking.
+    fn wake(&mut self, filled: &Condvar) {
+        if self.worth_waking() {
+            self.sleeping = false;
+            filled.notify_one();
+        }
+    }
+}
+
+/// Waits, as a worker blocked on delivery, while `blocked` says so and the
+/// run goes on.
+fn wait_while<'g, T>(
+    mut g: MutexGuard<'g, Shared<T>>,
+    filled: &Condvar,
+    advanced: &Condvar,
+    blocked: impl Fn(&Shared<T>) -> bool,
+) -> MutexGuard<'g, Shared<T>> {
+    while blocked(&g) && !g.stop {
+        g.blocked += 1;
+        g.wake(filled);
+        g = advanced.wait(g).unwrap_or_else(|e| e.into_inner());
+        g.blocked -= 1;
+    }
+    g
+}
+
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
@@ -185,45 +212,25 @@ pub fn run_ordered<T: Send>(
                     }
                     let w = weight(i);
                     {
-                        let mut g = lock(shared);
                         // The next task to deliver always starts.
-                        while i > g.delivered
-                            && (i >= g.delivered + window || g.ahead + w > budget)
-                            && !g.stop
-                        {
-                            g.blocked += 1;
-                            if g.worth_waking() {
-                                g.sleeping = false;
-                                filled.notify_one();
-                            }
-                            g = advanced.wait(g).unwrap_or_else(|e| e.into_inner());
-                            g.blocked -= 1;
-                        }
+                        let mut g = wait_while(lock(shared), filled, advanced, |g| {
+                            i > g.delivered && (i >= g.delivered + window || g.ahead + w > budget)
+                        });
                         if g.stop {
                             return;
                         }
                         g.ahead += w;
                     }
                     let r = work(i, &mut |part| {
-                        let mut g = lock(shared);
                         // Its last part waits: so does the task.
-                        while g.partial.contains_key(&i) && !g.stop {
-                            g.blocked += 1;
-                            if g.worth_waking() {
-                                g.sleeping = false;
-                                filled.notify_one();
-                            }
-                            g = advanced.wait(g).unwrap_or_else(|e| e.into_inner());
-                            g.blocked -= 1;
-                        }
+                        let mut g = wait_while(lock(shared), filled, advanced, |g| {
+                            g.partial.contains_key(&i)
+                        });
                         if g.stop {
                             return false;
                         }
                         g.partial.insert(i, part);
-                        if g.worth_waking() {
-                            g.sleeping = false;
-                            filled.notify_one();
-                        }
+                        g.wake(filled);
                         true
                     });
                     let mut g = lock(shared);
@@ -232,10 +239,7 @@ pub fn run_ordered<T: Send>(
                     }
                     g.ready.insert(i, r);
                     g.ready_weight += w;
-                    if g.worth_waking() {
-                        g.sleeping = false;
-                        filled.notify_one();
-                    }
+                    g.wake(filled);
                 }
             });
         }

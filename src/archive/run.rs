@@ -1371,6 +1371,16 @@ fn read_task<E: Encoder>(
         }
         let mut f = f.take(len);
         let lines = || task.lines.unwrap_or_else(|| bases.lines_before(plan, i));
+        // A read to the file's end hands its parts over as it reads: a
+        // stream, or a compressed file read into memory (of any length
+        // decompressed).
+        let mut handing = emit
+            .as_mut()
+            .filter(|_| task.end.is_none())
+            .map(|emit| Handing {
+                emit: &mut **emit,
+                copies: &copies_of,
+            });
         if !in_memory || stream {
             let before = if task.header.is_some() { lines() } else { 0 };
             // A file smaller than the reader's buffer gets a buffer of its
@@ -1398,14 +1408,7 @@ fn read_task<E: Encoder>(
                 opts,
                 || before,
             )?;
-            let handing = emit
-                .as_mut()
-                .filter(|_| task.end.is_none())
-                .map(|emit| Handing {
-                    emit: &mut **emit,
-                    copies: &copies_of,
-                });
-            let drained = drain(src, format, &mut res, cfg, encoder, &file, handing);
+            let drained = drain(src, format, &mut res, cfg, encoder, &file, handing.take());
             // The part's newlines, for the parts after it (one job: they
             // wait for it anyway).
             publish(res.position.map_or(0, |p| p.line.saturating_sub(before)));
@@ -1440,16 +1443,8 @@ fn read_task<E: Encoder>(
                 opts,
                 lines,
             );
-            // A compressed file in memory is a stream of any length.
-            let handing = emit
-                .as_mut()
-                .filter(|_| task.end.is_none())
-                .map(|emit| Handing {
-                    emit: &mut **emit,
-                    copies: &copies_of,
-                });
-            let drained =
-                src.and_then(|src| drain(src, format, &mut res, cfg, encoder, &file, handing));
+            let drained = src
+                .and_then(|src| drain(src, format, &mut res, cfg, encoder, &file, handing.take()));
             if data.len() > 4 * plan::PART_BYTES as usize {
                 // Keep no more than about a part between tasks.
                 data.truncate(2 * plan::PART_BYTES as usize);
@@ -2155,7 +2150,6 @@ fn deliver<S: Sink>(
                 if !res.copies.is_empty() {
                     a.copies = std::mem::take(&mut res.copies);
                 }
-                let copies = std::mem::take(&mut a.copies);
                 let part = Delivered {
                     format,
                     path: &f.path,
@@ -2163,11 +2157,9 @@ fn deliver<S: Sink>(
                     task,
                     res: &mut res,
                     opts,
-                    copies: &copies,
+                    copies: &a.copies,
                 };
-                let dropped = dedupe(l, ahead.sets, part);
-                a.copies = copies;
-                dropped
+                dedupe(l, ahead.sets, part)
             }
             _ => Ok((Vec::new(), Vec::new())),
         };

@@ -188,3 +188,21 @@ pub fn codex_rollout(id: &str, size: usize) -> (Vec<u8>, usize) {
     }
     (out, turn)
 }
+
+/// Each NDJSON record's text and kinds, in order.
+pub fn texts_and_kinds(ndjson: &[u8]) -> Vec<(String, Vec<String>)> {
+    std::str::from_utf8(ndjson)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            let kinds = v["kinds"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|k| k.as_str().unwrap().to_owned())
+                .collect();
+            (v["text"].as_str().unwrap().to_owned(), kinds)
+        })
+        .collect()
+}
