@@ -3,7 +3,9 @@
 //! that keeps the peak of the bytes live shows it: a run over a file with
 //! a line of zeros longer than the limit stays far under the limit, with
 //! one job and with two (a part read into memory whole held the line),
-//! for a plain pi file and a compressed Codex rollout; the skip is reported
+//! for a plain pi file, a plain Codex rollout (no more than pi's peak plus
+//! 10%: the part after the line looks back through it without holding
+//! it) and a compressed one; the skip is reported
 //! at its exact line and byte, and the records after it are read.
 //!
 //! Its own test binary: the allocator counts the whole process, so the
@@ -111,6 +113,36 @@ fn a_line_over_the_limit_is_skipped_without_being_held() {
             "jobs {jobs}"
         );
         peaks.push((format!("pi, jobs {jobs}"), peak));
+    }
+
+    // A plain Codex rollout of the same shape: read in parts, the part
+    // after the long line looks back through it for its running context
+    // (in windows, without holding it).
+    let plain = dir.join("codex-plain");
+    std::fs::create_dir_all(&plain).unwrap();
+    let head = format!("{CODEX_META}\n{}", codex_user("before"));
+    let name = "rollout-2026-01-01T00-00-00-t1.jsonl";
+    let mut f = std::fs::File::create(plain.join(name)).unwrap();
+    write_file(&mut f, &head, &codex_user("after"));
+    drop(f);
+    for jobs in [1, 2] {
+        let (keys, skips, peak) = backfill(&plain, Arc::new(Codex), jobs);
+        assert_eq!(keys, ["t1:L2 before", "t1:L4 after"], "jobs {jobs}");
+        assert_eq!(
+            skips,
+            [format!(
+                "{name}:3:{}: line of {LONG} bytes is longer than the maximum line length",
+                head.len()
+            )],
+            "jobs {jobs}"
+        );
+        // No more than pi's run of the same shape, plus 10%.
+        let pi = peaks[jobs - 1].1;
+        assert!(
+            peak <= pi + pi / 10,
+            "codex plain, jobs {jobs}: peak {peak} bytes live, pi {pi}"
+        );
+        peaks.push((format!("codex plain, jobs {jobs}"), peak));
     }
 
     // A compressed Codex rollout of the same shape.
