@@ -394,8 +394,16 @@ const LOOK_BACK_FIRST: usize = 16 << 10;
 fn cwd_before(file: &std::fs::File, byte: u64, max_line: usize) -> std::io::Result<Option<String>> {
     let mut cwd = None;
     crate::json::with_scratch(|json, arena| {
-        crate::line_reader::lines_back(file, byte, LOOK_BACK_FIRST, max_line, None, |line| {
-            if !is_blank(line) && may_name(line, b"\"cwd\"") {
+        // The lines whose bytes may name a `cwd` (see [`may_name`]).
+        let needles: [&[u8]; 2] = [b"\"cwd\"", b"\\u"];
+        crate::line_reader::lines_back(
+            file,
+            byte,
+            LOOK_BACK_FIRST,
+            max_line,
+            None,
+            &needles,
+            |line| {
                 arena.reset();
                 cwd = json.parse(line, arena, |parsed| {
                     parsed
@@ -403,9 +411,9 @@ fn cwd_before(file: &std::fs::File, byte: u64, max_line: usize) -> std::io::Resu
                         .and_then(|(nodes, _)| line_cwd(nodes))
                         .map(str::to_owned)
                 });
-            }
-            cwd.is_some()
-        })
+                cwd.is_some()
+            },
+        )
     })?;
     Ok(cwd)
 }

@@ -1024,20 +1024,15 @@ impl Running {
 /// `task_started`, `turn_context` and token counts, a few KB apart.
 const LOOK_BACK_FIRST: usize = 16 << 10;
 
-/// Whether a line may change the running context: it names one of the
-/// envelope types that do, or spells a name with an escape.
-fn may_change_context(line: &[u8]) -> bool {
-    use memchr::memmem::find;
-    [
-        &b"turn_context"[..],
-        b"token_count",
-        b"task_started",
-        b"message",
-        b"\\u",
-    ]
-    .iter()
-    .any(|n| find(line, n).is_some())
-}
+/// What a line that may change the running context names: one of the
+/// envelope types that do, or a name spelled with an escape.
+const CONTEXT_NEEDLES: [&[u8]; 5] = [
+    b"turn_context",
+    b"token_count",
+    b"task_started",
+    b"message",
+    b"\\u",
+];
 
 /// The running context at `byte` (the start of a line) but the provider,
 /// as a read of the file from its start has it there (lines that parse,
@@ -1058,46 +1053,53 @@ fn running_before(
     // The twins' fingerprints since the last task start, the last first.
     let mut fps = Vec::new();
     let back = crate::json::with_scratch(|json, arena| {
-        lines_back(file, byte, LOOK_BACK_FIRST, max_line, reach, |line| {
-            if is_blank(line) || !may_change_context(line) {
-                return false;
-            }
-            arena.reset();
-            let arena = &*arena;
-            json.parse(line, arena, |parsed| {
-                let Some(e) = parsed.ok().and_then(|(nodes, _)| envelope(nodes)) else {
-                    return;
-                };
-                let p = e.payload;
-                match (e.ty, e.item) {
-                    ("turn_context", _) => {
-                        let (m, c) = turn_context_of(p);
-                        if model.is_none() {
-                            model = m.map(str::to_owned);
+        lines_back(
+            file,
+            byte,
+            LOOK_BACK_FIRST,
+            max_line,
+            reach,
+            &CONTEXT_NEEDLES,
+            |line| {
+                arena.reset();
+                let arena = &*arena;
+                json.parse(line, arena, |parsed| {
+                    let Some(e) = parsed.ok().and_then(|(nodes, _)| envelope(nodes)) else {
+                        return;
+                    };
+                    let p = e.payload;
+                    match (e.ty, e.item) {
+                        ("turn_context", _) => {
+                            let (m, c) = turn_context_of(p);
+                            if model.is_none() {
+                                model = m.map(str::to_owned);
+                            }
+                            if cwd.is_none() {
+                                cwd = c.map(str::to_owned);
+                            }
                         }
-                        if cwd.is_none() {
-                            cwd = c.map(str::to_owned);
+                        ("event_msg", Some("token_count")) if total.is_none() => {
+                            total = totals(Fields::of(p.get("info").unwrap_or(&[]))).0;
                         }
-                    }
-                    ("event_msg", Some("token_count")) if total.is_none() => {
-                        total = totals(Fields::of(p.get("info").unwrap_or(&[]))).0;
-                    }
-                    ("event_msg", Some("task_started")) => started = true,
-                    ("event_msg", Some(item @ ("user_message" | "agent_message"))) if !started => {
-                        let text = p.str("message").unwrap_or("");
-                        fps.push(twin_fp(hash, item == "agent_message", text, true));
-                    }
-                    ("response_item", Some("message")) if !started => {
-                        if let Some(role @ ("user" | "assistant")) = p.str("role") {
-                            let text = visible_text(p.get("content"), arena);
-                            fps.push(twin_fp(hash, role == "assistant", text, false));
+                        ("event_msg", Some("task_started")) => started = true,
+                        ("event_msg", Some(item @ ("user_message" | "agent_message")))
+                            if !started =>
+                        {
+                            let text = p.str("message").unwrap_or("");
+                            fps.push(twin_fp(hash, item == "agent_message", text, true));
                         }
+                        ("response_item", Some("message")) if !started => {
+                            if let Some(role @ ("user" | "assistant")) = p.str("role") {
+                                let text = visible_text(p.get("content"), arena);
+                                fps.push(twin_fp(hash, role == "assistant", text, false));
+                            }
+                        }
+                        _ => {}
                     }
-                    _ => {}
-                }
-            });
-            model.is_some() && cwd.is_some() && total.is_some() && started
-        })
+                });
+                model.is_some() && cwd.is_some() && total.is_some() && started
+            },
+        )
     })?;
     if back == Back::Reach {
         return Ok(None);
@@ -1118,16 +1120,9 @@ fn running_before(
 /// The session's provider, as the file's first bytes name it (see
 /// [`context`]): looked for in its first 64 KiB, then in its [`PREFIX`].
 fn provider_of(file: &std::fs::File, hash: LineHash) -> std::io::Result<Option<String>> {
-    use std::os::unix::fs::FileExt;
     for limit in [64 << 10, PREFIX] {
         let mut prefix = vec![0u8; limit];
-        let mut n = 0;
-        while n < limit {
-            match file.read_at(&mut prefix[n..], n as u64)? {
-                0 => break,
-                k => n += k,
-            }
-        }
+        let n = crate::line_reader::read_full_at(file, &mut prefix, 0)?;
         let whole = n < limit;
         let body = &prefix[bom_len(&prefix[..n])..n];
         let (_, provider, meta) = header_of(body, whole, Path::new(""), hash);
@@ -1793,6 +1788,11 @@ impl CodexContext {
 impl MapLine for CodexContext {
     fn header(&self) -> &Header {
         &self.header
+    }
+
+    /// Its `session_meta` line was found among the prefix's lines.
+    fn header_found(&self) -> bool {
+        self.meta.is_some()
     }
 
     /// The header's own line: a `session_meta` entry that makes no record

@@ -59,19 +59,28 @@ impl FileAt {
     }
 }
 
+/// Reads the bytes of `file` at offset `at` into `buf`: all of `buf`
+/// unless the file ends first (the count read is returned).
+///
+/// # Errors
+/// An I/O error of the file.
+pub(crate) fn read_full_at(file: &std::fs::File, buf: &mut [u8], at: u64) -> io::Result<usize> {
+    use std::os::unix::fs::FileExt;
+    let mut n = 0;
+    while n < buf.len() {
+        match file.read_at(&mut buf[n..], at + n as u64) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(n)
+}
+
 impl ReadAt for FileAt {
     fn read_at(&self, buf: &mut [u8], at: u64) -> io::Result<usize> {
-        use std::os::unix::fs::FileExt;
-        let mut n = 0;
-        while n < buf.len() {
-            match self.0.read_at(&mut buf[n..], at + n as u64) {
-                Ok(0) => break,
-                Ok(k) => n += k,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e),
-            }
-        }
-        Ok(n)
+        read_full_at(&self.0, buf, at)
     }
 
     fn hold(&self) -> usize {
@@ -518,19 +527,29 @@ pub(crate) enum Back {
     Reach,
 }
 
-/// The bytes a line longer than the maximum is looked at in, from its end
-/// back to its start, without being held.
+/// The bytes a long line is looked at in, from its end back to its start,
+/// without being held.
 const BACK_CHUNK: usize = 64 << 10;
 
+/// A line longer than this (or than the maximum line length) is looked at
+/// in [`BACK_CHUNK`] windows while its start is looked for, not held; its
+/// bytes are read again, whole, only when it names a needle and is within
+/// the maximum (a look back through a long line of NULs costs a window).
+const HOLD_BACK: usize = BACK_CHUNK;
+
 /// Calls `each` with the lines of `file` before `byte` (the start of a
-/// line), the last one first, until it returns true, every line was
-/// passed, or the lines looked at span more than `reach` bytes (`None`:
-/// no limit). Lines are read back in chunks, the first of `first` bytes,
-/// each next one twice as large, so that a line of any length costs reads
-/// and copies of about twice its bytes; a line longer than `max_line` is
-/// not passed, and its start is found without holding it (it is not a
-/// line a read of the file parses either). A line is passed without its
-/// `\n`; the file's first line without its byte-order mark.
+/// line) that name one of `needles` (their bytes hold one), the last one
+/// first, until it returns true, every line was looked at, or the lines
+/// looked at span more than `reach` bytes (`None`: no limit). A line that
+/// names no needle cannot say what the caller looks for (a needle that an
+/// escape could spell is one of them: `\\u`), and a line longer than
+/// `max_line` is not one a read of the file parses: neither is passed.
+/// Lines are read back in chunks, the first of `first` bytes, each next
+/// one twice as large, so that a line costs reads and copies of about
+/// twice its bytes; one longer than [`HOLD_BACK`] is looked at in windows
+/// without being held (its bytes read whole only to be passed). A line is
+/// passed without its `\n`; the file's first line without its byte-order
+/// mark.
 ///
 /// # Errors
 /// Reading the file failed.
@@ -540,9 +559,15 @@ pub(crate) fn lines_back(
     first: usize,
     max_line: usize,
     reach: Option<u64>,
+    needles: &[&[u8]],
     mut each: impl FnMut(&[u8]) -> bool,
 ) -> io::Result<Back> {
     use std::os::unix::fs::FileExt;
+    let finders: Vec<memchr::memmem::Finder<'_>> =
+        needles.iter().map(memchr::memmem::Finder::new).collect();
+    let names = |b: &[u8]| finders.iter().any(|f| f.find(b).is_some());
+    // A needle across two windows: the end of one and the start of the next.
+    let overlap = needles.iter().map(|n| n.len()).max().unwrap_or(1).max(1) - 1;
     let beyond = |lo: u64| reach.is_some_and(|r| byte - lo >= r);
     // The bytes `lo..lo + buf.len()` not looked at yet: they end where a
     // line ends (at `byte`, or after a `\n`).
@@ -555,17 +580,22 @@ pub(crate) fn lines_back(
             Some(i) => &body[i + 1..],
             None if lo == 0 => {
                 let line = &body[crate::source::bom_len(body)..];
-                let stopped = line.len() <= max_line && each(line);
+                let stopped = line.len() <= max_line && names(line) && each(line);
                 return Ok(if stopped { Back::Stopped } else { Back::Start });
             }
             None if beyond(lo) => return Ok(Back::Reach),
-            None if body.len() > max_line => {
-                // Too long to be a line read: find where it starts, in
-                // chunks looked at and let go.
+            None if body.len() > HOLD_BACK.min(max_line) => {
+                // A long line: find where it starts in windows looked at
+                // and let go, and whether it names a needle.
+                let end = lo + body.len() as u64;
+                let mut named = names(body);
+                // The line's first bytes seen so far.
+                let mut head = body[..overlap.min(body.len())].to_vec();
                 let mut window = vec![0u8; BACK_CHUNK];
-                loop {
+                let start = loop {
                     if lo == 0 {
-                        return Ok(Back::Start);
+                        buf.clear();
+                        break 0;
                     }
                     if beyond(lo) {
                         return Ok(Back::Reach);
@@ -573,12 +603,36 @@ pub(crate) fn lines_back(
                     let n = BACK_CHUNK.min(usize::try_from(lo).unwrap_or(usize::MAX));
                     file.read_exact_at(&mut window[..n], lo - n as u64)?;
                     lo -= n as u64;
-                    if let Some(i) = memchr::memrchr(b'\n', &window[..n]) {
+                    let nl = memchr::memrchr(b'\n', &window[..n]);
+                    let part = &window[nl.map_or(0, |i| i + 1)..n];
+                    if !named {
+                        let mut across = part[part.len().saturating_sub(overlap)..].to_vec();
+                        across.extend_from_slice(&head);
+                        named = names(part) || names(&across);
+                        head = part[..overlap.min(part.len())].to_vec();
+                    }
+                    if let Some(i) = nl {
                         // The lines before it, to the `\n` that ends them.
                         buf.clear();
                         buf.extend_from_slice(&window[..=i]);
-                        break;
+                        break lo + i as u64 + 1;
                     }
+                };
+                let len = usize::try_from(end - start).unwrap_or(usize::MAX);
+                if named && len <= max_line {
+                    let mut whole = vec![0u8; len];
+                    file.read_exact_at(&mut whole, start)?;
+                    let line = if start == 0 {
+                        &whole[crate::source::bom_len(&whole)..]
+                    } else {
+                        &whole[..]
+                    };
+                    if each(line) {
+                        return Ok(Back::Stopped);
+                    }
+                }
+                if start == 0 {
+                    return Ok(Back::Start);
                 }
                 continue;
             }
@@ -594,7 +648,7 @@ pub(crate) fn lines_back(
                 continue;
             }
         };
-        if line.len() <= max_line && each(line) {
+        if line.len() <= max_line && names(line) && each(line) {
             return Ok(Back::Stopped);
         }
         // Down to the `\n` that ends the line before.
@@ -894,5 +948,84 @@ mod tests {
             e.to_string(),
             "the input shrank while the line at byte 0 was read"
         );
+    }
+
+    /// `lines_back` passes exactly the lines that name a needle and are
+    /// within the maximum, the last first, whatever the first chunk: a
+    /// needle in a short line, at either end of a long line (looked at in
+    /// windows), across two windows of one, a long line naming none, one
+    /// over the maximum naming one, a byte-order mark; and stops at the
+    /// reach when a long line spans it.
+    #[test]
+    fn lines_back_passes_the_lines_naming_a_needle() {
+        const N: &[u8] = b"NEEDLE";
+        let mib = 1 << 20;
+        let long = |len: usize, at: Option<usize>| {
+            let mut l = vec![b'a'; len];
+            if let Some(at) = at {
+                l[at..at + N.len()].copy_from_slice(N);
+            }
+            l
+        };
+        // The end of the file is `byte`; with a first chunk of
+        // HOLD_BACK + 2 (the last line's HOLD_BACK + 1 bytes and its `\n`),
+        // the windows of the last line end at byte - HOLD_BACK - 2 -
+        // BACK_CHUNK * j: offset last_len - HOLD_BACK - 1 - BACK_CHUNK * j
+        // in the line.
+        let last_len = 3 * mib;
+        let boundary = last_len - (HOLD_BACK + 1) - BACK_CHUNK; // j = 1
+        let lines: Vec<Vec<u8>> = vec![
+            [b"\xEF\xBB\xBF".as_slice(), b"{NEEDLE first}"].concat(),
+            b"{no needle here}".to_vec(),
+            long(2 * mib, Some(5)),
+            long(2 * mib, None),
+            long(5 * mib, Some(100)), // over the maximum
+            b"short NEEDLE".to_vec(),
+            long(2 * mib, Some(2 * mib - N.len())),
+            b"".to_vec(),
+            long(last_len, Some(boundary - 3)),
+        ];
+        let max_line = 4 * mib;
+        let mut text = Vec::new();
+        for l in &lines {
+            text.extend_from_slice(l);
+            text.push(b'\n');
+        }
+        let dir = std::env::temp_dir().join(format!("mem-ingest-back-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("f");
+        std::fs::write(&path, &text).unwrap();
+        let file = std::fs::File::open(&path).unwrap();
+        let want: Vec<Vec<u8>> = lines
+            .iter()
+            .enumerate()
+            .rev()
+            .filter(|(_, l)| l.len() <= max_line && memchr::memmem::find(l, N).is_some())
+            .map(|(i, l)| if i == 0 { l[3..].to_vec() } else { l.clone() })
+            .collect();
+        assert_eq!(want.len(), 5);
+        for first in [1, 4096, HOLD_BACK + 2] {
+            let mut got = Vec::new();
+            let back = lines_back(&file, text.len() as u64, first, max_line, None, &[N], |l| {
+                got.push(l.to_vec());
+                false
+            })
+            .unwrap();
+            assert_eq!(back, Back::Start, "first {first}");
+            assert!(got == want, "first {first}: {} lines passed", got.len());
+        }
+        // A reach within the last line: it is not passed.
+        let back = lines_back(
+            &file,
+            text.len() as u64,
+            4096,
+            max_line,
+            Some(mib as u64),
+            &[N],
+            |_| panic!("nothing within the reach"),
+        )
+        .unwrap();
+        assert_eq!(back, Back::Reach);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -130,6 +130,15 @@ pub(crate) trait MapLine {
         Vec::new()
     }
 
+    /// Whether a header-less file's context, built from a prefix of its
+    /// start, is what the whole prefix would build (its header line found
+    /// among the prefix's complete lines), so that no more of the start is
+    /// read (see `source::open_headerless`); default false: the whole
+    /// prefix is read.
+    fn header_found(&self) -> bool {
+        false
+    }
+
     /// Maps one parsed line: counts it in `report` (its entry type, record
     /// or not, its role) and returns the entry, `None` for a line that is
     /// not an entry (counted as skipped). `raw` is the line as read.

@@ -386,12 +386,16 @@ impl Lines for FileLines<'_> {
 ///
 /// # Errors
 /// An I/O error while reading the prefix.
+/// The first step of a header-less file's prefix read from a stream (see
+/// [`open_headerless`]).
+const PREFIX_STEP: usize = 64 << 10;
+
 pub(crate) fn open_headerless<'d, C: MapLine>(
     input: crate::format::Input<'d>,
     path: &Path,
     opts: &SourceOptions,
     limit: usize,
-    context: impl FnOnce(&[u8], bool) -> Option<C>,
+    context: impl Fn(&[u8], bool) -> Option<C>,
 ) -> Result<Session<FileLines<'d>, C>, Error> {
     use crate::format::Input;
     let max_line = opts.max_line_len();
@@ -404,16 +408,26 @@ pub(crate) fn open_headerless<'d, C: MapLine>(
             (FileLines::Slice(lines), ctx)
         }
         Input::Reader(mut r) => {
-            // A spare buffer: no fresh pages for every file.
+            // A spare buffer: no fresh pages for every file. Read in steps
+            // (64 KiB, then four times as much) until the context says its
+            // header is found: the prefix is held while the file is read.
             let mut prefix = Pooled::take();
-            prefix.reserve(limit.min(opts.buffer_bytes()));
-            (&mut r)
-                .take(limit as u64)
-                .read_to_end(&mut prefix)
-                .map_err(|e| Error::io(path, e))?;
+            let mut step = limit.min(PREFIX_STEP);
+            let (whole, ctx) = loop {
+                let want = step - prefix.len();
+                prefix.reserve(want);
+                (&mut r)
+                    .take(want as u64)
+                    .read_to_end(&mut prefix)
+                    .map_err(|e| Error::io(path, e))?;
+                let whole = prefix.len() < step;
+                let ctx = context(&prefix, whole);
+                if whole || step == limit || ctx.as_ref().is_some_and(MapLine::header_found) {
+                    break (whole, ctx);
+                }
+                step = step.saturating_mul(4).min(limit);
+            };
             let bom = bom_len(&prefix);
-            let whole = prefix.len() < limit;
-            let ctx = context(&prefix, whole);
             prefix.drain(..bom);
             let lines = if whole {
                 FileLines::Owned(SliceLines::starting_at(prefix, max_line, bom as u64, 0))
