@@ -1930,7 +1930,10 @@ fn pass<S: Sink>(ctx: &mut Ctx<'_, S>) -> Result<Summary, Error> {
     if let Some(f) = failure {
         return Err(f);
     }
-    if !totals.closed && !cfg.stop.load(Ordering::SeqCst) {
+    if !totals.closed {
+        // The unchanged files need no reading: counted from the state
+        // whether or not the run was stopped (a stop while a `--follow`
+        // pass planned counted none of them).
         settle_files_before(
             &plan,
             &ctx.cfg.formats,
@@ -1939,6 +1942,8 @@ fn pass<S: Sink>(ctx: &mut Ctx<'_, S>) -> Result<Summary, Error> {
             &mut totals,
             &ctx.reported,
         );
+    }
+    if !totals.closed && !cfg.stop.load(Ordering::SeqCst) {
         totals.add_responses(&ctx.responses);
     } else if let Some(a) = current.take() {
         // Stopped inside a file: the state says what was delivered of it,
