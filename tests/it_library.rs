@@ -571,7 +571,12 @@ fn a_stopped_run_counts_the_unchanged_files() {
     assert_eq!((first.files, first.unchanged), (4, 0));
     let stopped = run(true);
     assert_eq!(
-        (stopped.files, stopped.unchanged, stopped.written, stopped.interrupted),
+        (
+            stopped.files,
+            stopped.unchanged,
+            stopped.written,
+            stopped.interrupted
+        ),
         (4, 4, 0, true)
     );
     assert_eq!(stopped.report.records, first.report.records);
