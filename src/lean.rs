@@ -1097,6 +1097,16 @@ mod tests {
             );
             assert!(took(line));
         }
+        // Characters of two to four bytes in a key and across the boundary
+        // of a string's 64-byte blocks, at every place about it.
+        for pad in 56..70 {
+            for ch in ["\u{e9}", "\u{20ac}", "\u{1f600}"] {
+                let text = format!("{}{ch}z", "a".repeat(pad));
+                let line = format!(r#"{{"k{ch}":"{text}"}}"#);
+                let want = format!(r#"O1/2 "k{ch}" "{text}""#);
+                assert_eq!(tape_of(line.as_bytes()), Some(want), "{line}");
+            }
+        }
     }
 
     /// Left to simd-json: what it refuses, and what the lean parse does not
@@ -1138,6 +1148,16 @@ mod tests {
             [&b"{\"k\":\""[..], &[b'a'; 62], b"\\"].concat(),
             [&b"[\""[..], &[b'a'; 126], b"\\"].concat(),
             b"[\"\xff\"]".to_vec(),
+            // Invalid UTF-8 in a key, in a second block, split across two
+            // blocks, cut by the closing quote, and outside a string.
+            b"{\"k\xc3\":1}".to_vec(),
+            [&b"[\""[..], &[b'a'; 70], b"\xe2\x82\"]"].concat(),
+            [&b"[\""[..], &[b'a'; 61], b"\xf0\x9f", b"\x98x\"]"].concat(),
+            [&b"[\""[..], &[b'a'; 61], b"\xc3\"]"].concat(),
+            b"[\"\xed\xa0\x80\"]".to_vec(),
+            b"[\"\xc0\xaf\"]".to_vec(),
+            b"[1,\xc3\xa9]".to_vec(),
+            b"{\"a\":1}\xc2\xa0".to_vec(),
             b"[tru]".to_vec(),
             b"[truex]".to_vec(),
             b"[nul]".to_vec(),
@@ -1273,6 +1293,9 @@ mod tests {
             b"\t",
             b"\x01",
             b"\xc3\xa9",
+            b"\xe2\x82",
+            b"\xac",
+            b"\xf0\x9f\x98\x80",
             b"\xff",
             b"true",
             b"null",
