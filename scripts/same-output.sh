@@ -8,7 +8,12 @@
 #   scripts/same-output.sh OLD_BINARY NEW_BINARY [ARCHIVE]
 #
 # ARCHIVE defaults to a 300 MB archive generated (seed 1) under /tmp.
-# Prints one line per case and exits 1 on the first difference.
+# The store (`backfill --db`, run twice: the second run reads nothing new)
+# is compared as `sqlite3 .dump` prints it, every table; the dataset
+# (`backfill --parquet`) as DuckDB reads its rows, sorted (its file names
+# hold a run id: never the same). With NO_DB=1 or NO_PARQUET=1 those are
+# left out.
+# Prints one line per case and exits 1 when any differs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OLD=$1 NEW=$2
@@ -68,7 +73,61 @@ compare_state() {
         fail=1
     fi
 }
+# compare_db NAME ARGS...: `backfill --db` twice with each binary, each
+# store dumped whole.
+compare_db() {
+    local name=$1; shift
+    local bin out=()
+    for bin in "$OLD" "$NEW"; do
+        local d="$WORK/db-$RANDOM"
+        mkdir -p "$d"
+        "$bin" backfill -q "$@" --db "$d/m.db" >/dev/null 2>&1 || true
+        "$bin" backfill -q "$@" --db "$d/m.db" >/dev/null 2>&1 || true
+        out+=("$(sqlite3 "$d/m.db" .dump | sha256sum | cut -c1-16)")
+        rm -rf "$d"
+    done
+    if [ "${out[0]}" = "${out[1]}" ]; then
+        echo "same     $name (${out[0]})"
+    else
+        echo "DIFFERS  $name (${out[0]} vs ${out[1]})"
+        fail=1
+    fi
+}
+# compare_parquet NAME ARGS...: `backfill --parquet` with each binary, the
+# dataset's rows (with their partition columns) sorted.
+compare_parquet() {
+    local name=$1; shift
+    local bin out=()
+    for bin in "$OLD" "$NEW"; do
+        local d="$WORK/pq-$RANDOM"
+        "$bin" backfill -q "$@" --parquet "$d" >/dev/null 2>&1 || true
+        out+=("$(python3 - "$d" <<'PY' | sha256sum | cut -c1-16
+import duckdb, sys
+rel = duckdb.sql(f"select * from read_parquet('{sys.argv[1]}/**/*.parquet', hive_partitioning = true)")
+cols = ", ".join(f'"{c}"' for c in rel.columns)
+print(rel.columns)
+for row in duckdb.sql(f"select * from rel order by {cols}").fetchall():
+    print(row)
+PY
+)")
+        rm -rf "$d"
+    done
+    if [ "${out[0]}" = "${out[1]}" ]; then
+        echo "same     $name (${out[0]})"
+    else
+        echo "DIFFERS  $name (${out[0]} vs ${out[1]})"
+        fail=1
+    fi
+}
 FIX=(fixtures/*.jsonl fixtures/bad/)
+if [ -z "${NO_DB:-}" ]; then
+    compare_db "fixtures --db" "${FIX[@]}"
+    compare_db "archive --db" "$ARCH"
+fi
+if [ -z "${NO_PARQUET:-}" ]; then
+    compare_parquet "fixtures --parquet" "${FIX[@]}"
+    compare_parquet "archive --parquet" "$ARCH"
+fi
 for j in 1 2; do
     compare "fixtures backfill -j$j" backfill -q -j$j "${FIX[@]}"
     compare "fixtures stats -j$j" stats --json -q -j$j "${FIX[@]}"

@@ -1,0 +1,2901 @@
+//! One run over an archive: discovery, the plan, tasks on every core, and,
+//! in task order, deduplication, the sink, totals and checkpoints.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::fs::File;
+use std::io::{self, Read, Seek, SeekFrom};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use super::dedupe::{Emitter, FpSet, Lineages};
+use super::plan::{self, FoundFile, Mode, Plan, PlannedFile, Task};
+use super::state::{
+    self, Checkpoint, CheckpointStore, FileState, OutputOptions, OutputState, State, StateFile,
+};
+use super::stats::{
+    known_cost, FailureLine, ModelLine, ProjectLine, Roles, SkipLine, SourceStats, Stats, UsageLine,
+};
+use super::{discover, exec, Command, Config};
+use crate::counts::{LineCounts, Removal};
+use crate::error::{Error, ErrorKind};
+use crate::format::{open_at, At, BoxedSource, Format, Input, ParentCopies};
+use crate::json::LineHash;
+use crate::line_reader::FileAt;
+use crate::ndjson::cut_text;
+use crate::pi::{Header, RoleFilter};
+use crate::report::Report;
+use crate::sink::{Encoder, Place, Sink};
+use crate::source::{Position, SourceOptions};
+use crate::usage::Responses;
+
+/// A skip as reported, with its file.
+#[derive(Debug, Clone)]
+pub struct SkipAt {
+    /// The file, as found.
+    pub path: String,
+    /// 1-based line number.
+    pub line: u64,
+    /// 0-based byte offset of the line.
+    pub byte: u64,
+    /// Why it was skipped.
+    pub reason: String,
+    /// An earlier run read the line and reported it: it is in the
+    /// checkpoint this run started from, in a file unchanged or grown
+    /// since.
+    pub reported: bool,
+}
+
+const MAX_SKIPS: usize = 1000;
+
+/// Of a file's skipped lines, those in the checkpoint a run started
+/// from: how many, and how many of them its report details (its first
+/// `skips`).
+type Reported = (u64, usize);
+
+/// The source that usage counted once per response ([`crate::usage`],
+/// provider `anthropic`) belongs to: Claude Code's.
+const RESPONSES_SOURCE: &str = "claude";
+
+/// Per project: its sessions (distinct ids), records, tokens and cost.
+type Projects = BTreeMap<String, (HashSet<String>, u64, u64, f64)>;
+
+/// What of the usage counted is of files whose agent records costs
+/// ([`Format::records_cost`]): a sum with none of it has a known cost only
+/// when it is not 0.
+#[derive(Debug, Default, Clone)]
+struct Priced {
+    /// Any such file.
+    any: bool,
+    /// The providers and models such files named.
+    models: BTreeSet<(String, String)>,
+    /// Their projects.
+    projects: BTreeSet<String>,
+}
+
+impl Priced {
+    fn file_done(&mut self, report: &Report, header: Option<&Header>) {
+        self.any = true;
+        for m in &report.by_model {
+            // Keys are cloned only when new: this runs for every file.
+            let key = (m.provider.clone(), m.model.clone());
+            if !self.models.contains(&key) {
+                self.models.insert(key);
+            }
+        }
+        if let Some(h) = header {
+            if !self.projects.contains(&h.cwd) {
+                self.projects.insert(h.cwd.clone());
+            }
+        }
+    }
+
+    fn model(&self, provider: &str, model: &str) -> bool {
+        self.models
+            .contains(&(provider.to_owned(), model.to_owned()))
+    }
+}
+
+/// One source's share of a run: the files of one format.
+#[derive(Debug, Default, Clone)]
+struct SourceSummary {
+    files: u64,
+    files_failed: u64,
+    files_empty: u64,
+    bytes: u64,
+    report: Report,
+    by_project: Projects,
+    priced: Priced,
+}
+
+impl SourceSummary {
+    fn file_done(&mut self, report: &Report, header: Option<&Header>, priced: bool) {
+        if priced {
+            self.priced.file_done(report, header);
+        }
+        self.files += 1;
+        self.bytes += report.bytes + report.pending;
+        self.files_empty += u64::from(report.empty);
+        let pending = self.report.pending + report.pending;
+        self.report.merge(report);
+        self.report.pending = pending;
+        if let Some(h) = header {
+            add_to_project(&mut self.by_project, h, report);
+        }
+    }
+}
+
+/// Adds a file's records, tokens and cost, and its session, to its project.
+fn add_to_project(projects: &mut Projects, h: &Header, report: &Report) {
+    // Keys are cloned only when new: this runs for every file.
+    if !projects.contains_key(&h.cwd) {
+        projects.insert(h.cwd.clone(), Default::default());
+    }
+    let e = projects.get_mut(&h.cwd).expect("inserted");
+    if !e.0.contains(&h.id) {
+        e.0.insert(h.id.clone());
+    }
+    e.1 += report.records;
+    e.2 += report.usage.total_tokens;
+    e.3 += report.usage.cost;
+}
+
+/// Adds kept responses' tokens and cost to their project, one by one.
+fn add_responses_to_project<'u>(
+    projects: &mut Projects,
+    project: &str,
+    usages: impl Iterator<Item = &'u crate::record::Usage>,
+) {
+    if !projects.contains_key(project) {
+        projects.insert(project.to_owned(), Default::default());
+    }
+    let e = projects.get_mut(project).expect("inserted");
+    for u in usages {
+        e.2 = e.2.saturating_add(u.total_tokens);
+        e.3 += u.cost;
+    }
+}
+
+/// The models of a report, sorted by provider and model; a model whose
+/// every message was a copy taken back out (a subagent's replay of its
+/// parent) is not one.
+fn model_lines(r: &Report, priced: &Priced) -> Vec<ModelLine> {
+    let mut by_model: Vec<ModelLine> = r
+        .by_model
+        .iter()
+        .filter(|m| m.messages > 0 || m.usage != crate::record::Usage::default())
+        .map(|m| ModelLine {
+            provider: m.provider.clone(),
+            model: m.model.clone(),
+            messages: m.messages,
+            usage: UsageLine::of(&m.usage, priced.model(&m.provider, &m.model)),
+        })
+        .collect();
+    by_model.sort_by(|a, b| (&a.provider, &a.model).cmp(&(&b.provider, &b.model)));
+    by_model
+}
+
+fn project_lines(projects: &Projects, priced: &Priced) -> Vec<ProjectLine> {
+    projects
+        .iter()
+        .map(|(p, (sessions, records, tokens, cost))| ProjectLine {
+            project: p.clone(),
+            sessions: sessions.len() as u64,
+            records: *records,
+            total_tokens: *tokens,
+            cost: known_cost(*cost, priced.projects.contains(p)),
+        })
+        .collect()
+}
+
+/// Everything a run found, aggregated in archive order.
+#[derive(Debug, Default)]
+pub struct Summary {
+    /// Files read or accounted (unchanged ones from the checkpoint).
+    pub files: u64,
+    /// Files and PATHs that failed.
+    pub files_failed: u64,
+    /// Files with nothing but whitespace, NULs and a BOM.
+    pub files_empty: u64,
+    /// Bytes of the files (all of them, over every run with a checkpoint).
+    pub bytes: u64,
+    /// Bytes read in this run.
+    pub read: u64,
+    /// Records the sink received in this run.
+    pub written: u64,
+    /// The counts, over all files.
+    pub report: Report,
+    /// Per project: its sessions (distinct ids: a history written twice
+    /// into two files is one session), records, tokens and cost.
+    by_project: Projects,
+    /// The source (format name) of every file so far, while they are of
+    /// one: the totals are its counts, and `by_source` stays empty (a run
+    /// over one agent's archive adds up nothing twice).
+    only_source: Option<&'static str>,
+    /// Failures of PATHs that could not be listed (of no source).
+    unlisted: u64,
+    /// What of the usage is of agents that record costs.
+    priced: Priced,
+    /// The same counts for each source (format name) that had a file, the
+    /// failures of its files included; once files of a second source
+    /// came.
+    by_source: BTreeMap<&'static str, SourceSummary>,
+    /// Files and PATHs that failed, with why.
+    pub failures: Vec<(String, String)>,
+    /// The first skipped lines, with their files.
+    pub skips: Vec<SkipAt>,
+    /// Of the skipped lines counted, those an earlier run reported (see
+    /// [`SkipAt::reported`]).
+    pub reported_skips: u64,
+    /// Files unchanged since the checkpoint (not opened).
+    pub unchanged: u64,
+    /// Files read from where the checkpoint stopped.
+    pub resumed: u64,
+    /// Files that shrank or were replaced: read again from the start.
+    pub reread: u64,
+    /// The run had a checkpoint.
+    pub stateful: bool,
+    /// Deduplication was on.
+    pub dedupe: bool,
+    /// The sink's reader went away (`| head`).
+    pub closed: bool,
+    /// Stopped by the stop flag.
+    pub interrupted: bool,
+    /// The run followed the archive.
+    pub follow: bool,
+}
+
+impl Summary {
+    fn fail(&mut self, path: &Path, size: u64, error: String, source: Option<&'static str>) {
+        // Its source first: the totals split before they count this file.
+        match source {
+            None => self.unlisted += 1,
+            Some(s) => {
+                if let Some(s) = self.source(s) {
+                    s.files += 1;
+                    s.files_failed += 1;
+                    s.bytes += size;
+                }
+            }
+        }
+        self.files += 1;
+        self.files_failed += 1;
+        self.bytes += size;
+        self.failures.push((path.display().to_string(), error));
+    }
+
+    /// The totals as one source's: without the PATHs that could not be
+    /// listed.
+    fn as_source(&self) -> SourceSummary {
+        SourceSummary {
+            files: self.files - self.unlisted,
+            files_failed: self.files_failed - self.unlisted,
+            files_empty: self.files_empty,
+            bytes: self.bytes,
+            report: self.report.clone(),
+            by_project: self.by_project.clone(),
+            priced: self.priced.clone(),
+        }
+    }
+
+    /// Where a file of `source` is counted besides the totals: nowhere
+    /// while every file is of one source; else its source's counts (the
+    /// first source's split from the totals when a second one comes).
+    fn source(&mut self, source: &'static str) -> Option<&mut SourceSummary> {
+        if self.by_source.is_empty() {
+            match self.only_source {
+                None => {
+                    self.only_source = Some(source);
+                    return None;
+                }
+                Some(only) if only == source => return None,
+                Some(only) => {
+                    let first = self.as_source();
+                    self.by_source.insert(only, first);
+                }
+            }
+        }
+        Some(self.by_source.entry(source).or_default())
+    }
+
+    /// A file read or accounted: its report, of which `reported` was in
+    /// the checkpoint the run started from.
+    fn file_done(
+        &mut self,
+        path: &Path,
+        report: &Report,
+        header: Option<&Header>,
+        format: &dyn Format,
+        reported: Reported,
+    ) {
+        let priced = format.records_cost();
+        if let Some(s) = self.source(format.name()) {
+            s.file_done(report, header, priced);
+        }
+        if priced {
+            self.priced.file_done(report, header);
+        }
+        self.files += 1;
+        self.bytes += report.bytes + report.pending;
+        self.files_empty += u64::from(report.empty);
+        let pending = self.report.pending + report.pending;
+        self.report.merge(report);
+        self.report.pending = pending;
+        self.reported_skips += reported.0.min(report.skipped);
+        let room = MAX_SKIPS.saturating_sub(self.skips.len());
+        if room > 0 && !report.skips.is_empty() {
+            let p = path.display().to_string();
+            self.skips.extend(
+                report
+                    .skips
+                    .iter()
+                    .enumerate()
+                    .take(room)
+                    .map(|(i, s)| SkipAt {
+                        path: p.clone(),
+                        line: s.line,
+                        byte: s.byte,
+                        reason: s.reason.to_string(),
+                        reported: i < reported.1,
+                    }),
+            );
+        }
+        if let Some(h) = header {
+            add_to_project(&mut self.by_project, h, report);
+        }
+    }
+
+    /// Adds the usage of the kept responses (see [`crate::usage`]), in the
+    /// order first seen: to the totals, by model (provider `anthropic`;
+    /// one message per response) and to their files' projects, in total
+    /// and in Claude Code's source.
+    fn add_responses(&mut self, responses: &Responses) {
+        if responses.kept().is_empty() {
+            return;
+        }
+        let mut source = self.source(RESPONSES_SOURCE).map(std::mem::take);
+        // Responses come in runs of one model and project (a file's): each
+        // run's model and project are looked up once, and its usages added
+        // one by one, in order, so every sum is the same to the last bit.
+        for run in responses
+            .kept()
+            .chunk_by(|a, b| a.model == b.model && a.project == b.project)
+        {
+            let model = run[0].model.as_deref();
+            let usages = || run.iter().map(|r| &r.usage);
+            self.report
+                .add_usages(Some("anthropic"), model, usages(), true);
+            add_responses_to_project(&mut self.by_project, &run[0].project, usages());
+            if let Some(s) = source.as_mut() {
+                s.report
+                    .add_usages(Some("anthropic"), model, usages(), true);
+                add_responses_to_project(&mut s.by_project, &run[0].project, usages());
+            }
+        }
+        if let Some(s) = source {
+            self.by_source.insert(RESPONSES_SOURCE, s);
+        }
+    }
+
+    /// The stats of the run, in the pinned JSON shape: `by_source` only
+    /// when a file of a source other than pi was counted (a pi archive's
+    /// stats keep the shape they had before other formats).
+    pub fn to_stats(&self) -> Stats {
+        let r = &self.report;
+        let by_source = match self.only_source {
+            _ if !self.by_source.is_empty() => Some(
+                self.by_source
+                    .iter()
+                    .map(|(name, s)| ((*name).to_owned(), s.to_stats()))
+                    .collect(),
+            ),
+            Some(only) if only != "pi" => {
+                Some([(only.to_owned(), self.as_source().to_stats())].into())
+            }
+            _ => None,
+        };
+        Stats {
+            totals: source_stats(
+                [self.files, self.files_failed, self.files_empty, self.bytes],
+                r,
+                &self.by_project,
+                &self.priced,
+            ),
+            failures: self
+                .failures
+                .iter()
+                .map(|(p, e)| FailureLine {
+                    path: p.clone(),
+                    error: e.clone(),
+                })
+                .collect(),
+            skips: self
+                .skips
+                .iter()
+                .map(|s| SkipLine {
+                    path: s.path.clone(),
+                    line: s.line,
+                    byte: s.byte,
+                    reason: s.reason.clone(),
+                })
+                .collect(),
+            by_source,
+        }
+    }
+}
+
+impl SourceSummary {
+    /// Its stats: the run's shape without the failures and skips (each
+    /// names its file, in the run's lists).
+    fn to_stats(&self) -> SourceStats {
+        source_stats(
+            [self.files, self.files_failed, self.files_empty, self.bytes],
+            &self.report,
+            &self.by_project,
+            &self.priced,
+        )
+    }
+}
+
+/// The stats of files (the run's, or one source's): `[files, failed,
+/// empty, bytes]`, their report and their projects.
+fn source_stats(
+    [files, files_failed, files_empty, bytes]: [u64; 4],
+    r: &Report,
+    by_project: &Projects,
+    priced: &Priced,
+) -> SourceStats {
+    SourceStats {
+        files,
+        files_failed,
+        files_empty,
+        bytes,
+        lines: r.lines,
+        records: r.records,
+        skipped: r.skipped,
+        repaired: r.repaired,
+        deduplicated: r.deduplicated,
+        pending: r.pending,
+        roles: Roles::from_counts(&r.roles),
+        entries: r.entries.iter().map(|(k, n)| (k.to_owned(), n)).collect(),
+        usage: UsageLine::of(&r.usage, priced.any),
+        by_model: model_lines(r, priced),
+        by_project: project_lines(by_project, priced),
+    }
+}
+
+/// One entry of a task, for deduplication at delivery.
+struct EntryNote {
+    fingerprint: u64,
+    line: u64,
+    byte: u64,
+    /// The running context before its line (formats that need one and
+    /// whose source keeps no counts).
+    context: Vec<u8>,
+    /// What it added to the part's report, when its source says.
+    counts: Option<LineCounts>,
+    /// Its record's index in the task's batch.
+    record: Option<usize>,
+}
+
+/// The result of one task.
+struct PartResult<B> {
+    report: Report,
+    batch: Option<B>,
+    /// Records encoded into the batch.
+    kept: usize,
+    error: Option<String>,
+    header: Option<Header>,
+    position: Option<Position>,
+    /// The running context at `position`.
+    context: Vec<u8>,
+    notes: Vec<EntryNote>,
+    /// A child's lines that are its parent's under other bytes (read
+    /// here, in parallel, for delivery to decide on).
+    copies: ParentCopies,
+    /// A part of a task's read handed over before its end ([`Handing`]):
+    /// no position, and its file is not done with it.
+    partial: bool,
+}
+
+impl<B> Default for PartResult<B> {
+    fn default() -> Self {
+        PartResult {
+            report: Report::default(),
+            batch: None,
+            kept: 0,
+            error: None,
+            header: None,
+            position: None,
+            context: Vec::new(),
+            notes: Vec::new(),
+            copies: ParentCopies::default(),
+            partial: false,
+        }
+    }
+}
+
+/// How a task that reads to its file's end hands its results over while
+/// it reads ([`exec::run_ordered`]), at every [`plan::PART_BYTES`] of lines:
+/// a stream (a compressed rollout, a pipe) or a region that grew is one
+/// task, whose records would otherwise all wait for its end.
+struct Handing<'h, B> {
+    emit: &'h mut dyn FnMut(PartResult<B>) -> bool,
+    /// A child's lines that are its parent's under other bytes, for the
+    /// first part handed over (read from the file's start).
+    copies: &'h dyn Fn(&Header) -> ParentCopies,
+}
+
+/// The run's files by format and the name a parent is found by
+/// (`Format::parent_lookup_name`), built when a child first asks for its
+/// parent, on any thread.
+type ByName = std::sync::OnceLock<HashMap<(usize, String), usize>>;
+
+/// The plan's index of the file of the parent `header` names (a file of
+/// `file`'s format, not `file`), when the plan holds it.
+fn parent_file_of(
+    plan: &Plan,
+    by_name: &ByName,
+    file: usize,
+    header: &Header,
+    formats: &[Arc<dyn Format>],
+) -> Option<usize> {
+    let format = &*formats[plan.files[file].format];
+    let name = format.parent_file_name(header)?;
+    let by_name = by_name.get_or_init(|| {
+        let mut by_name = HashMap::new();
+        for (i, f) in plan.files.iter().enumerate() {
+            let name = f.path.file_name().unwrap_or_default().to_string_lossy();
+            let format = &*formats[f.format];
+            let key = (f.format, format.parent_lookup_name(&name).to_owned());
+            by_name.entry(key).or_insert(i);
+        }
+        by_name
+    });
+    let key = (plan.files[file].format, name.to_owned());
+    by_name.get(&key).copied().filter(|&j| j != file)
+}
+
+/// The deduplication lineages, restored from the state when a file is
+/// first read: a re-run that reads nothing never needs them (decoding and
+/// indexing them was a tenth of such a run).
+fn lineages<'l>(
+    slot: &'l mut Option<Lineages>,
+    state: Option<&State>,
+) -> Result<&'l mut Lineages, String> {
+    if slot.is_none() {
+        let saved = state.map(State::lineages).transpose()?;
+        let groups = saved
+            .unwrap_or_default()
+            .into_iter()
+            .map(|l| (l.sessions, state::decode_fingerprints(&l.fingerprints)))
+            .collect();
+        let l = Lineages::import(groups);
+        // Without a state no checkpoint reads what changed.
+        *slot = Some(if state.is_none() { l.untracked() } else { l });
+    }
+    Ok(slot.as_mut().expect("restored"))
+}
+
+/// Everything a run carries from pass to pass.
+struct Ctx<'r, S: Sink> {
+    cfg: &'r Config,
+    sink: &'r mut S,
+    /// The checkpoint file, when the sink keeps no checkpoint of its own.
+    state_file: Option<StateFile>,
+    state: Option<State>,
+    /// With deduplication, once a file is read (see [`lineages`]).
+    lineages: Option<Lineages>,
+    /// Keys of files whose entry changed since the last checkpoint.
+    changed: BTreeSet<String>,
+    /// The listing of the archive started with the run, for its first pass.
+    listing: Option<std::thread::JoinHandle<Listing>>,
+    /// When the checkpoint chose fewer formats than the listing was made
+    /// with: each of the listing's formats as an index into this run's.
+    listed_formats: Option<Vec<Option<usize>>>,
+    last_checkpoint: Instant,
+    /// The state changed since it was loaded or last saved.
+    dirty: bool,
+    /// The sink was handed a record.
+    wrote: bool,
+    /// Usage by response across the archive, restored from the state.
+    responses: Responses,
+    /// The skipped lines of each file (by key) in the checkpoint the run
+    /// started from, where it has any: reported by an earlier run (a
+    /// file read again from the start loses its entry).
+    reported: HashMap<String, Reported>,
+}
+
+impl<S: Sink> Ctx<'_, S> {
+    fn store(&mut self) -> Option<&mut dyn CheckpointStore> {
+        match self.state_file.as_mut() {
+            Some(f) => Some(f),
+            None => self.sink.checkpoints(),
+        }
+    }
+
+    /// The path errors about the checkpoint name (a state file's, a
+    /// store's).
+    fn state_path(&mut self) -> PathBuf {
+        self.checkpoint_place().1
+    }
+
+    /// What holds the checkpoint (`state`, `store`) and its path, for
+    /// errors.
+    fn checkpoint_place(&mut self) -> (&'static str, PathBuf) {
+        match self.store() {
+            Some(s) => {
+                let (what, path) = s.describe();
+                (what, path.to_path_buf())
+            }
+            None => ("state", PathBuf::new()),
+        }
+    }
+
+    /// Puts what was delivered of the file `f` ([`file_state`]) in the
+    /// state, when there is one and something was.
+    fn keep_delivered(&mut self, f: &PlannedFile, a: &Assembling) {
+        let format = &*self.cfg.formats[f.format];
+        // Not built without a state (a clone of the file's report and
+        // header for each file of a `stats` run).
+        let Some(st) = self.state.as_mut() else {
+            return;
+        };
+        if let Some(fs) = file_state(f, format, a) {
+            let key = key_of(f);
+            self.changed.insert(key.clone());
+            st.files.insert(key, Arc::new(fs));
+            self.dirty = true;
+        }
+    }
+}
+
+/// Runs `command`; an error when the run cannot start or its sink or
+/// checkpoint fails.
+pub(crate) fn run<S: Sink>(cfg: &Config, command: Command, sink: &mut S) -> Result<Summary, Error> {
+    if cfg.state.is_some() || cfg.follow || sink.checkpoints().is_some() {
+        discover::refuse_streams(&cfg.paths)?;
+    }
+    cfg.streams
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .clear();
+    if cfg.state.is_some() && sink.checkpoints().is_some() {
+        return Err(Error::new(
+            cfg.state.as_deref().unwrap_or(Path::new("")),
+            ErrorKind::Setup("this sink keeps its own checkpoint: it takes no state file".into()),
+        ));
+    }
+    let state_file = cfg.state.as_ref().map(StateFile::open).transpose()?;
+    // The archive is listed on another thread while the state is read and
+    // decoded here: a re-run over an unchanged archive is little more than
+    // these two. Not before the lock: a run that saved the state between
+    // this listing and our reading of it would leave us sizes older than
+    // the state's offsets, and files read again from the start.
+    let listing = {
+        let cfg = cfg.clone();
+        std::thread::spawn(move || find_files(&cfg))
+    };
+    // The formats the checkpoint chooses, when it does: declared before
+    // the run's context, which borrows it.
+    let adopted: Config;
+    // The checkpoint's line hash, when it is not the run's (likewise).
+    let hashed: Config;
+    let mut ctx = Ctx {
+        cfg,
+        sink,
+        state_file,
+        state: None,
+        lineages: None,
+        changed: BTreeSet::new(),
+        listing: Some(listing),
+        listed_formats: None,
+        last_checkpoint: Instant::now(),
+        dirty: false,
+        wrote: false,
+        responses: Responses::default(),
+        reported: HashMap::new(),
+    };
+    let stateful = ctx.store().is_some();
+    let mut saved = match ctx.store() {
+        Some(store) => store.load()?,
+        None => None,
+    };
+    if let Some(s) = &mut saved {
+        let known: Vec<&str> = cfg.formats.iter().map(|f| f.name()).collect();
+        s.options
+            .recorded_sources(s.files.values().map(|f| &**f), &known);
+    }
+    if cfg.formats_from_checkpoint {
+        if let Some(s) = &saved {
+            let (what, path) = ctx.checkpoint_place();
+            if let Some((c, map)) = adopt_formats(cfg, &s.options.sources, what).map_err(|e| {
+                Error::new(
+                    &path,
+                    ErrorKind::OptionsChanged {
+                        what,
+                        differences: vec![e],
+                    },
+                )
+            })? {
+                adopted = c;
+                ctx.cfg = &adopted;
+                ctx.listed_formats = Some(map);
+            }
+        }
+    }
+    // The fingerprints the checkpoint holds (or the store, without one)
+    // were made with its line hash: the run's must be made the same way
+    // to meet them.
+    let recorded = match &saved {
+        Some(s) => Some(LineHash::from_id(s.options.line_hash).ok_or_else(|| {
+            Error::new(
+                &ctx.state_path(),
+                ErrorKind::StateDamaged(format!(
+                    "damaged state (line hash {}: this mem-ingest knows {} and {})",
+                    s.options.line_hash,
+                    LineHash::Serial.id(),
+                    LineHash::Wide.id()
+                )),
+            )
+        })?),
+        None => ctx.store().and_then(|s| s.line_hash()),
+    };
+    if let Some(hash) = recorded {
+        if hash != ctx.cfg.opts.line_hash_scheme() {
+            let mut c = ctx.cfg.clone();
+            c.opts = c.opts.line_hash(hash);
+            hashed = c;
+            ctx.cfg = &hashed;
+        }
+    }
+    let shape = output_options(ctx.cfg, command);
+    if let Some(s) = &saved {
+        let (what, path) = ctx.checkpoint_place();
+        let differences = s.options.differences(&shape, what);
+        if !differences.is_empty() {
+            return Err(Error::new(
+                &path,
+                ErrorKind::OptionsChanged { what, differences },
+            ));
+        }
+    }
+    if stateful {
+        let mark = saved
+            .as_ref()
+            .and_then(|s| s.output.as_ref())
+            .map(OutputState::mark);
+        ctx.sink.resume_at(mark.as_ref(), saved.is_some())?;
+    }
+    // A state of an older layout is saved in the current one at the end.
+    let upgraded = saved.as_mut().is_some_and(|s| {
+        std::mem::replace(&mut s.version, state::STATE_VERSION) != state::STATE_VERSION
+    });
+    if let Some(s) = &saved {
+        let kept = s
+            .responses()
+            .map_err(|e| Error::new(&ctx.state_path(), ErrorKind::StateDamaged(e)))?;
+        ctx.responses = Responses::from_kept(kept);
+    }
+    if let Some(s) = &saved {
+        ctx.reported = s
+            .files
+            .iter()
+            .filter(|(_, f)| f.report.skipped > 0)
+            .map(|(k, f)| (k.clone(), (f.report.skipped, f.report.skips.len())))
+            .collect();
+    }
+    let fresh = stateful && saved.is_none();
+    if fresh {
+        saved = Some(State::new(shape));
+    }
+    ctx.state = saved;
+    ctx.dirty = fresh || upgraded;
+    // An output no checkpoint covers yet (a first run, or a state saved by
+    // a run to stdout) is paired with the checkpoint, covering 0 bytes of
+    // it, before the first byte is written: a run killed at any moment
+    // after this leaves an output the next run knows for its own and cuts
+    // back.
+    let pairs =
+        ctx.sink.pairs_with_checkpoint() && ctx.state.as_ref().is_some_and(|s| s.output.is_none());
+    let result = (|| {
+        if pairs {
+            checkpoint(&mut ctx, None)?;
+            ctx.dirty = true;
+        }
+        passes(&mut ctx).and_then(|t| finish(&mut ctx, t))
+    })();
+    if result.is_err() {
+        ctx.sink.abandon();
+        // A checkpoint this run created and that covers nothing written
+        // goes too: a failed first run leaves nothing behind.
+        if fresh && !ctx.wrote {
+            if let Some(store) = ctx.store() {
+                store.abandon_new();
+            }
+        }
+    }
+    // Freeing the state's thousands of small allocations one by one would
+    // cost a re-run about a tenth of its time: they go on a thread of their
+    // own, which a process that exits right after does not wait for.
+    // So do the usage table's (a Claude Code archive's responses).
+    let (st, l) = (ctx.state.take(), ctx.lineages.take());
+    let rs = std::mem::take(&mut ctx.responses);
+    if st.is_some() || l.is_some() || !rs.kept().is_empty() {
+        let _ = std::thread::Builder::new().spawn(move || drop((st, l, rs)));
+    }
+    result
+}
+
+/// The options of a run that shape its output, as a checkpoint records them.
+fn output_options(cfg: &Config, command: Command) -> OutputOptions {
+    OutputOptions {
+        command: match command {
+            Command::Backfill => "backfill",
+            Command::Stats => "stats",
+        }
+        .to_owned(),
+        roles: cfg.roles.clone(),
+        since: cfg.filter.since,
+        until: cfg.filter.until,
+        max_text: cfg.filter.max_text,
+        no_dedupe: !cfg.dedupe,
+        record_format: state::RECORD_FORMAT,
+        sources: cfg.formats.iter().map(|f| f.name().to_owned()).collect(),
+        shard: cfg.shard,
+        line_hash: cfg.opts.line_hash_scheme().id(),
+        links: cfg.links,
+    }
+}
+
+/// A run's configuration with fewer formats, and each format of the
+/// configuration it came from as an index into its own.
+type Adopted = (Config, Vec<Option<usize>>);
+
+/// The formats of `cfg` a checkpoint that records `sources` chooses: None
+/// when it chooses all of them, else the run's configuration with those
+/// alone (in `cfg`'s order) and each of `cfg`'s formats as an index into
+/// them.
+///
+/// # Errors
+/// The checkpoint names a format `cfg` cannot read: why, naming it
+/// (`what`: `state`, `store`).
+fn adopt_formats(cfg: &Config, sources: &[String], what: &str) -> Result<Option<Adopted>, String> {
+    let names: Vec<&str> = cfg.formats.iter().map(|f| f.name()).collect();
+    if let Some(s) = sources.iter().find(|s| !names.contains(&s.as_str())) {
+        return Err(format!(
+            "--agent: {what} has {}, this run reads {} (no {s})",
+            sources.join(","),
+            names.join(",")
+        ));
+    }
+    if names.iter().all(|n| sources.iter().any(|s| s == n)) {
+        return Ok(None);
+    }
+    let mut c = cfg.clone();
+    c.formats.clear();
+    let mut map = Vec::with_capacity(names.len());
+    for (f, n) in cfg.formats.iter().zip(&names) {
+        if sources.iter().any(|s| s == n) {
+            map.push(Some(c.formats.len()));
+            c.formats.push(f.clone());
+        } else {
+            map.push(None);
+        }
+    }
+    Ok(Some((c, map)))
+}
+
+/// The listing made with more formats than the run reads (see
+/// [`adopt_formats`]), brought to the run's: a file of a default archive
+/// of a format not read goes; a file under a PATH stays when one of the
+/// run's formats claims its name (it is detected among them later).
+fn relist(cfg: &Config, map: &[Option<usize>], listed: Listed) -> Listing {
+    if cfg.paths.is_empty() {
+        // No archive of the formats read: the error a run of them alone
+        // gives, naming every place tried.
+        roots(cfg)?;
+    }
+    let Listed { found, files } = listed;
+    let files = files
+        .into_iter()
+        .filter_map(|(path, id, f)| match f {
+            UNDETECTED if cfg.formats.iter().any(|f| f.is_session_file(&path)) => {
+                Some((path, id, f))
+            }
+            UNDETECTED => None,
+            f => map[f].map(|i| (path, id, i)),
+        })
+        .collect();
+    Ok(Listed { found, files })
+}
+
+/// Decides the format of each file found under a PATH (see
+/// [`crate::format::detect_format`]): a file the checkpoint holds, the
+/// same file and not shrunk, keeps the format it was read in, without
+/// being opened; the others are detected from their first bytes, on up to
+/// `--jobs` threads.
+/// Detecting every file of an unchanged archive of thousands was most of
+/// a re-run.
+fn detect_formats(
+    cfg: &Config,
+    prior: &BTreeMap<String, Arc<FileState>>,
+    mut files: Vec<FoundFile>,
+) -> Vec<FoundFile> {
+    let known = |path: &Path, id: &state::Identity| {
+        // The same file, not shrunk below what was read: unchanged, or
+        // grown (a live session, every pass of --follow).
+        let p = plan::entry(prior, path)
+            .filter(|p| plan::same_file(p, id) && id.size >= p.offset + p.pending)?;
+        cfg.formats.iter().position(|f| f.name() == p.format)
+    };
+    let mut todo: Vec<&mut FoundFile> = Vec::new();
+    for f in files.iter_mut().filter(|f| f.2 == UNDETECTED) {
+        match known(&f.0, &f.1) {
+            Some(i) => f.2 = i,
+            None if cfg.formats.len() == 1 => f.2 = 0,
+            None => todo.push(f),
+        }
+    }
+    let detect = |f: &mut &mut FoundFile| f.2 = detect_format(cfg, &f.0);
+    let pool = (cfg.jobs > 1 && todo.len() > 1)
+        .then(|| {
+            rayon::ThreadPoolBuilder::new()
+                .num_threads(cfg.jobs)
+                .build()
+                .ok()
+        })
+        .flatten();
+    match pool {
+        Some(pool) => pool.install(|| {
+            use rayon::iter::{IntoParallelRefMutIterator, ParallelIterator};
+            todo.par_iter_mut().for_each(detect)
+        }),
+        None => todo.iter_mut().for_each(detect),
+    }
+    files
+}
+
+/// [`crate::format::detect_format`], but a pipe's first bytes, read once,
+/// are kept with it for the task that reads it ([`super::Streams`]).
+fn detect_format(cfg: &Config, path: &Path) -> usize {
+    use crate::format::{detect_in, detect_prefix};
+    let Ok(mut f) = File::open(path) else {
+        return crate::format::detect_format(&cfg.formats, path);
+    };
+    let (prefix, whole) = detect_prefix(&mut f);
+    let format = detect_in(&cfg.formats, &prefix, whole, path);
+    if !f.metadata().is_ok_and(|m| m.is_file()) {
+        let mut streams = cfg.streams.lock().unwrap_or_else(|e| e.into_inner());
+        streams.push((path.to_path_buf(), f, prefix));
+    }
+    format
+}
+
+/// The pipe `path` as format detection left it (opened, its first bytes
+/// read), when it did.
+fn take_stream(cfg: &Config, path: &Path) -> Option<(File, Vec<u8>)> {
+    let mut streams = cfg.streams.lock().unwrap_or_else(|e| e.into_inner());
+    let i = streams.iter().position(|(p, ..)| p == path)?;
+    let (_, f, prefix) = streams.swap_remove(i);
+    Some((f, prefix))
+}
+
+/// The passes of a run: one, or when following one after each change until
+/// stopped.
+fn passes<S: Sink>(ctx: &mut Ctx<'_, S>) -> Result<Summary, Error> {
+    let (watcher, events) = if ctx.cfg.follow && !ctx.cfg.poll_only {
+        watch(ctx.cfg)
+    } else {
+        (None, None)
+    };
+    let (mut read, mut written) = (0, 0);
+    loop {
+        let mut totals = pass(ctx)?;
+        read += totals.read;
+        written += totals.written;
+        totals.read = read;
+        totals.written = written;
+        if totals.closed || !ctx.cfg.follow || ctx.cfg.stop.load(Ordering::SeqCst) {
+            totals.interrupted = ctx.cfg.stop.load(Ordering::SeqCst);
+            if let Some(p) = ctx.cfg.progress.as_ref().filter(|_| ctx.cfg.follow) {
+                p.finish();
+            }
+            return Ok(totals);
+        }
+        if totals.read > 0 {
+            // What this pass found goes out now, and the state with it.
+            checkpoint(ctx, None)?;
+        }
+        if let Some(p) = &ctx.cfg.progress {
+            p.following(totals.files, written);
+        }
+        // Following: wake on a file notification, or after a short poll
+        // (the fallback, for file systems without notifications), which
+        // keeps the latency from a line written to its record under a
+        // second either way.
+        let poll = if watcher.is_some() {
+            Duration::from_millis(500)
+        } else {
+            Duration::from_millis(200)
+        };
+        let until = Instant::now() + poll;
+        while Instant::now() < until && !ctx.cfg.stop.load(Ordering::SeqCst) {
+            if let Some(rx) = &events {
+                if rx.recv_timeout(Duration::from_millis(20)).is_ok() {
+                    // Let a burst of writes settle, then read them at once.
+                    std::thread::sleep(Duration::from_millis(5));
+                    while rx.try_recv().is_ok() {}
+                    break;
+                }
+            } else {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+        if ctx.cfg.stop.load(Ordering::SeqCst) {
+            // Stopped while waiting: the last pass, whole, is the run's
+            // account (a pass begun now would stop at its first file and
+            // count none of the others).
+            if let Some(p) = &ctx.cfg.progress {
+                p.finish();
+            }
+            totals.interrupted = true;
+            return Ok(totals);
+        }
+    }
+}
+
+/// File notifications for the PATHs (the formats' archives when none),
+/// when the platform gives them.
+fn watch(
+    cfg: &Config,
+) -> (
+    Option<notify::RecommendedWatcher>,
+    Option<std::sync::mpsc::Receiver<()>>,
+) {
+    use notify::Watcher;
+    let roots = roots(cfg).unwrap_or_default();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let watcher = notify::recommended_watcher(move |e: notify::Result<notify::Event>| {
+        if e.is_ok() {
+            let _ = tx.send(());
+        }
+    });
+    let Ok(mut watcher) = watcher else {
+        return (None, None);
+    };
+    for (r, _) in &roots {
+        if watcher.watch(r, notify::RecursiveMode::Recursive).is_err() {
+            return (None, None);
+        }
+    }
+    (Some(watcher), Some(rx))
+}
+
+fn finish<S: Sink>(ctx: &mut Ctx<'_, S>, mut totals: Summary) -> Result<Summary, Error> {
+    if totals.closed {
+        return Ok(totals);
+    }
+    ctx.sink.sync()?;
+    if ctx.sink.closed() {
+        totals.closed = true;
+        return Ok(totals);
+    }
+    // An unchanged archive leaves the state as it was: nothing to save.
+    if ctx.dirty {
+        checkpoint(ctx, None)?;
+    }
+    ctx.sink.finish()?;
+    totals.follow = ctx.cfg.follow;
+    Ok(totals)
+}
+
+/// Saves a checkpoint, after the sink made the output it covers durable.
+/// `in_progress` is the entry of a file delivered in part, saved with this
+/// checkpoint only.
+fn checkpoint<S: Sink>(
+    ctx: &mut Ctx<'_, S>,
+    in_progress: Option<(String, FileState)>,
+) -> Result<(), Error> {
+    ctx.last_checkpoint = Instant::now();
+    ctx.dirty = false;
+    if ctx.state.is_none() {
+        return Ok(());
+    }
+    let mark = ctx.sink.sync()?;
+    if ctx.sink.closed() {
+        return Ok(());
+    }
+    let st = ctx.state.as_mut().expect("checked");
+    if let Some(m) = mark {
+        st.output = Some(OutputState::of(m));
+    }
+    let key = in_progress.as_ref().map(|(k, _)| k.clone());
+    let old = in_progress.map(|(k, fs)| {
+        ctx.changed.insert(k.clone());
+        st.files.insert(k, Arc::new(fs))
+    });
+    let Ctx {
+        state,
+        lineages,
+        changed,
+        state_file,
+        sink,
+        responses,
+        ..
+    } = ctx;
+    let st = state.as_mut().expect("checked");
+    let mut cp = Checkpoint {
+        state: st,
+        lineages: lineages.as_mut(),
+        changed,
+        responses,
+    };
+    let saved = match state_file.as_mut() {
+        Some(f) => f.save(&mut cp),
+        None => match sink.checkpoints() {
+            Some(store) => store.save(&mut cp),
+            None => Ok(()),
+        },
+    };
+    if let (Some(k), Some(old)) = (&key, old) {
+        match old {
+            Some(o) => st.files.insert(k.clone(), o),
+            None => st.files.remove(k),
+        };
+    }
+    saved?;
+    changed.clear();
+    responses.saved();
+    if let Some(l) = lineages.as_mut() {
+        l.saved();
+    }
+    // The store holds the in-progress entry; the state here the one before
+    // it: the next checkpoint sends it again.
+    if let Some(k) = key {
+        changed.insert(k);
+    }
+    Ok(())
+}
+
+/// Newline counts of the parts of large files, published by each part as
+/// soon as it has read its bytes, so that the parts after it know where
+/// their lines start without a second pass over the file.
+#[derive(Default)]
+pub(crate) struct PartLines {
+    counts: Mutex<HashMap<usize, u64>>,
+    published: Condvar,
+    /// The running context at the end of parts, published by each part
+    /// that ends before its file does, for a part after it whose start
+    /// the lines within a part's reach do not say it for (see
+    /// [`Format::context_before`]); taken by that part.
+    contexts: Mutex<HashMap<usize, Vec<u8>>>,
+    ended: Condvar,
+}
+
+impl PartLines {
+    /// Publishes a part's newlines; the first count published stays (a
+    /// part that failed after publishing publishes 0 again).
+    fn publish(&self, task: usize, newlines: u64) {
+        self.counts
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(task)
+            .or_insert(newlines);
+        self.published.notify_all();
+    }
+
+    /// Publishes the running context at the end of part `task` (empty when
+    /// it failed: its file fails, and the parts after it must not wait).
+    fn publish_context(&self, task: usize, context: Vec<u8>) {
+        self.contexts
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(task)
+            .or_insert(context);
+        self.ended.notify_all();
+    }
+
+    /// The running context at the end of part `task`, once it is read.
+    fn context_after(&self, task: usize) -> Vec<u8> {
+        let mut contexts = self.contexts.lock().unwrap_or_else(|e| e.into_inner());
+        loop {
+            if let Some(c) = contexts.remove(&task) {
+                return c;
+            }
+            contexts = self.ended.wait(contexts).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+
+    /// Lines before task `i`: its region's lines and the newlines of the
+    /// parts before it, once they are all published.
+    fn lines_before(&self, plan: &Plan, i: usize) -> u64 {
+        let t = &plan.tasks[i];
+        let base = plan.tasks[t.first_task].lines.unwrap_or(0);
+        let mut counts = self.counts.lock().unwrap_or_else(|e| e.into_inner());
+        loop {
+            let sum: Option<u64> = (t.first_task..i).map(|j| counts.get(&j).copied()).sum();
+            if let Some(sum) = sum {
+                return base + sum;
+            }
+            counts = self
+                .published
+                .wait(counts)
+                .unwrap_or_else(|e| e.into_inner());
+        }
+    }
+}
+
+/// Reads one task ([`read_task`]). A panic while reading it (a bug of
+/// mem-ingest, or of a format a library user added) fails its file with
+/// the panic's message, as an I/O error does, instead of ending the run:
+/// the other files are read, and the failure is reported with the file's
+/// path. The file's records of the task are not written and its
+/// checkpoint does not move.
+#[allow(clippy::too_many_arguments)]
+fn run_task<E: Encoder>(
+    plan: &Plan,
+    i: usize,
+    cfg: &Config,
+    opts: &SourceOptions,
+    encoder: &E,
+    bases: &PartLines,
+    by_name: &ByName,
+    emit: Option<&mut dyn FnMut(PartResult<E::Batch>) -> bool>,
+) -> PartResult<E::Batch> {
+    let read = std::panic::AssertUnwindSafe(|| {
+        read_task(plan, i, cfg, opts, encoder, bases, by_name, emit)
+    });
+    std::panic::catch_unwind(read).unwrap_or_else(|panic| {
+        // Parts after this one must not wait for it.
+        bases.publish(i, 0);
+        if plan.tasks[i].end.is_some() {
+            bases.publish_context(i, Vec::new());
+        }
+        let why = panic
+            .downcast_ref::<&str>()
+            .map(|s| (*s).to_owned())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "no message".to_owned());
+        PartResult {
+            error: Some(format!(
+                "internal error while reading it (please report it): {why}"
+            )),
+            ..PartResult::default()
+        }
+    })
+}
+
+/// Reads one task. A part that ends before the file does is read into
+/// memory (about [`plan::PART_BYTES`]), counts its newlines for the parts
+/// after it, and is parsed from there; a region too large to hold is
+/// streamed through the chunked reader; one that reads to its file's end
+/// hands its results over in parts as it reads ([`Handing`]).
+#[allow(clippy::too_many_arguments)]
+fn read_task<E: Encoder>(
+    plan: &Plan,
+    i: usize,
+    cfg: &Config,
+    opts: &SourceOptions,
+    encoder: &E,
+    bases: &PartLines,
+    by_name: &ByName,
+    mut emit: Option<&mut dyn FnMut(PartResult<E::Batch>) -> bool>,
+) -> PartResult<E::Batch> {
+    let task = &plan.tasks[i];
+    let path = &plan.files[task.file].path;
+    let format = &*cfg.formats[plan.files[task.file].format];
+    let file = crate::path_text::spell(path);
+    let mut res = PartResult::default();
+    // A child read from its start: its lines that are its parent's under
+    // other bytes.
+    let copies_of = |h: &Header| {
+        if cfg.dedupe && task.start == 0 && format.parent(h).is_some() {
+            let parent = parent_file_of(plan, by_name, task.file, h, &cfg.formats);
+            let parent = parent.map(|j| plan.files[j].path.as_path());
+            format.parent_copies(path, h, parent, opts)
+        } else {
+            ParentCopies::default()
+        }
+    };
+    let len = task.end.map_or(u64::MAX, |e| e - task.start);
+    let size = plan.files[task.file]
+        .size()
+        .saturating_sub(task.start)
+        .min(len);
+    if encoder.wants_records() {
+        res.batch = Some(encoder.batch(size));
+    }
+    if cfg.dedupe {
+        // A note for each entry: room for one a KiB (Codex lines average
+        // 1.5 KB, pi's 5), rather than a dozen moves of a growing list.
+        res.notes
+            .reserve(usize::try_from(size / 1024).unwrap_or(0).min(1 << 16));
+    }
+    // With several jobs, a part is read into memory and its newlines
+    // counted at once, so that the parts after it learn where their lines
+    // start without waiting for it to be parsed. With one job nothing runs
+    // ahead of it: every task is streamed through the chunked reader, whose
+    // buffer stays in cache (reading 8 MiB first and passing over it twice
+    // more cost a tenth of a one-thread run).
+    // A part is cut at the first newline after its size: one that holds a
+    // long line is streamed too (read whole, a part of a line of 600 MB
+    // of zeros was held whole), and its parts after it wait for it.
+    let in_memory = cfg.jobs > 1 && size <= 2 * plan::PART_BYTES;
+    let published = std::cell::Cell::new(false);
+    let publish = |n: u64| {
+        if task.end.is_some() && !published.replace(true) {
+            bases.publish(i, n);
+        }
+    };
+    let result = (|| -> Result<(), String> {
+        // A pipe that format detection opened goes on after what it read.
+        let (handle, prefix) = match take_stream(cfg, path) {
+            Some(stream) => stream,
+            None => (File::open(path).map_err(|e| e.to_string())?, Vec::new()),
+        };
+        let handle = Arc::new(handle);
+        // A long line of a regular file is read again from it, not held.
+        // Anything else is a pipe: read once, as a stream, never into
+        // memory by its size (which says nothing).
+        let again = FileAt::of(Arc::clone(&handle));
+        let stream = again.is_none();
+        let opts = &opts.clone().read_again(again);
+        // A part after the first, or a file resumed from a checkpoint
+        // that saved no context: the format finds it from the lines
+        // before (pi has none). A part after another of its region looks
+        // back a part's bytes at most, then waits for that one to say it
+        // (it started before this one, and waits for none after it).
+        let found;
+        let context: &[u8] = match &task.header {
+            Some(h) if task.start > 0 && task.context.is_empty() => {
+                let after_part = task.first_task < i;
+                let reach = after_part.then_some(plan::PART_BYTES);
+                found = match format
+                    .context_before(&handle, h, task.start, reach, opts)
+                    .map_err(|e| e.to_string())?
+                {
+                    Some(c) => c,
+                    None => bases.context_after(i - 1),
+                };
+                &found
+            }
+            _ => &task.context,
+        };
+        let mut f = &*handle;
+        if task.start > 0 {
+            f.seek(SeekFrom::Start(task.start))
+                .map_err(|e| e.to_string())?;
+        }
+        let mut f = f.take(len);
+        let lines = || task.lines.unwrap_or_else(|| bases.lines_before(plan, i));
+        // A read to the file's end hands its parts over as it reads: a
+        // stream, or a compressed file read into memory (of any length
+        // decompressed).
+        let mut handing = emit
+            .as_mut()
+            .filter(|_| task.end.is_none())
+            .map(|emit| Handing {
+                emit: &mut **emit,
+                copies: &copies_of,
+            });
+        if !in_memory || stream {
+            let before = if task.header.is_some() { lines() } else { 0 };
+            // A file smaller than the reader's buffer gets a buffer of its
+            // size (it grows for a line longer): a one-job run over
+            // thousands of small files zeroed 256 KiB for each.
+            let small;
+            let opts = match usize::try_from(size) {
+                Ok(s) if s < opts.buffer_bytes() && !stream => {
+                    small = opts.clone().buffer_capacity((s + 1).max(4096));
+                    &small
+                }
+                _ => opts,
+            };
+            let input: Box<dyn Read + Send> = if prefix.is_empty() {
+                Box::new(f)
+            } else {
+                Box::new(std::io::Cursor::new(prefix).chain(f))
+            };
+            let src = open(
+                format,
+                Input::Reader(input),
+                task,
+                context,
+                path,
+                opts,
+                || before,
+            )?;
+            let drained = drain(src, format, &mut res, cfg, encoder, &file, handing.take());
+            // The part's newlines, for the parts after it (one job: they
+            // wait for it anyway).
+            publish(res.position.map_or(0, |p| p.line.saturating_sub(before)));
+            return drained;
+        }
+        // One buffer per worker thread, reused from task to task: no fresh
+        // pages to fault in for every file. It stays initialised (zeroed
+        // once, when it grows), so that each read fills as much of it as
+        // it can in one call: `read_to_end` through a `Take` reads 8 KiB,
+        // then twice as much each time (five reads for a file of 120 KB,
+        // six for each 256 KiB a part counts).
+        thread_local! {
+            static DATA: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+        }
+        DATA.with_borrow_mut(|data| {
+            // A part that ends before its file has parts after it waiting
+            // for its newlines (a whole file spent 1.4-3% of a two-job run
+            // counting them for nobody). They are counted as each chunk
+            // arrives, while it is still in cache.
+            let mut newlines = task.end.is_some().then_some(0u64);
+            let filled = read_whole(&mut f, data, size, newlines.as_mut());
+            if let Some(n) = newlines {
+                publish(n);
+            }
+            let filled = filled.map_err(|e| e.to_string())?;
+            let src = open(
+                format,
+                Input::Bytes(&data[..filled]),
+                task,
+                context,
+                path,
+                opts,
+                lines,
+            );
+            let drained = src
+                .and_then(|src| drain(src, format, &mut res, cfg, encoder, &file, handing.take()));
+            if data.len() > 4 * plan::PART_BYTES as usize {
+                // Keep no more than about a part between tasks.
+                data.truncate(2 * plan::PART_BYTES as usize);
+                data.shrink_to_fit();
+            }
+            drained
+        })
+    })();
+    if let Err(e) = result {
+        // Parts after a failed one must not wait for it: the file fails.
+        publish(0);
+        res.error = Some(e);
+    }
+    if task.end.is_some() {
+        bases.publish_context(i, res.context.clone());
+    }
+    // Read from its start, and no part handed over (which took them).
+    if let (None, Some(h)) = (&res.error, &res.header) {
+        res.copies = copies_of(h);
+    }
+    res
+}
+
+/// Reads `r` to its end into `data` from its start (`size`: the bytes
+/// expected; `data` grows when there are more), a read of all the room
+/// left at a time, or of [`COUNT_CHUNK`] bytes when its newlines are
+/// counted into `newlines`; returns how many bytes were read. `data` is
+/// only ever lengthened (zeroed once where it grows), never shortened.
+fn read_whole(
+    r: &mut impl Read,
+    data: &mut Vec<u8>,
+    size: u64,
+    mut newlines: Option<&mut u64>,
+) -> io::Result<usize> {
+    let want = usize::try_from(size)
+        .unwrap_or(usize::MAX)
+        .saturating_add(1);
+    if data.len() < want {
+        data.resize(want, 0);
+    }
+    let mut filled = 0;
+    loop {
+        if filled == data.len() {
+            // More than expected (the file grew since it was listed).
+            let more = (data.len() / 2).max(64 << 10);
+            data.resize(data.len() + more, 0);
+        }
+        let end = match newlines {
+            Some(_) => data.len().min(filled + COUNT_CHUNK as usize),
+            None => data.len(),
+        };
+        let n = match r.read(&mut data[filled..end]) {
+            Ok(0) => return Ok(filled),
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        if let Some(c) = newlines.as_deref_mut() {
+            *c += memchr::memchr_iter(b'\n', &data[filled..filled + n]).count() as u64;
+        }
+        filled += n;
+    }
+}
+
+/// What a part reads at a time while it counts its newlines: small enough
+/// to be counted from the cache the kernel copied it into.
+const COUNT_CHUNK: u64 = 256 << 10;
+
+/// A source over a task's `input`: from the start of its file, or resumed
+/// after a header read before, in the running `context` there.
+fn open<'d>(
+    format: &dyn Format,
+    input: Input<'d>,
+    task: &Task,
+    context: &[u8],
+    path: &Path,
+    opts: &SourceOptions,
+    lines: impl FnOnce() -> u64,
+) -> Result<BoxedSource<'d>, String> {
+    let at = At {
+        header: task.header.as_ref(),
+        context,
+        byte: task.start,
+        lines_before: if task.header.is_some() { lines() } else { 0 },
+    };
+    open_at(format, input, path, at, opts)
+}
+
+fn drain<E: Encoder>(
+    mut src: BoxedSource<'_>,
+    format: &dyn Format,
+    res: &mut PartResult<E::Batch>,
+    cfg: &Config,
+    encoder: &E,
+    file: &str,
+    mut handing: Option<Handing<'_, E::Batch>>,
+) -> Result<(), String> {
+    let keep = cfg.filter;
+    // The first line of the part being read (handing over), and whether a
+    // part was handed over.
+    let mut part_from: Option<u64> = None;
+    let mut handed = false;
+    let needs_context = cfg.dedupe && format.needs_running_context();
+    let parent = src.header().and_then(|h| format.parent(h));
+    // The source keeps each entry's counts: no re-read, no context needed.
+    let mut counted = false;
+    let r = loop {
+        // What a re-read of this entry's line alone would need.
+        let context = if needs_context && !counted {
+            src.running_context()
+        } else {
+            Vec::new()
+        };
+        let (entry, parsed) = match src.next_entry_parsed() {
+            Ok(Some(e)) => e,
+            Ok(None) => break Ok(()),
+            Err(e) => break Err(e.cause()),
+        };
+        let (fingerprint, line, byte) = (entry.fingerprint, entry.line, entry.byte);
+        let mut record = None;
+        if let (Some(batch), Some(rec)) = (res.batch.as_mut(), &entry.record) {
+            let in_time = match rec.timestamp {
+                Some(t) => keep.since.is_none_or(|s| t >= s) && keep.until.is_none_or(|u| t < u),
+                None => keep.since.is_none() && keep.until.is_none(),
+            };
+            if in_time {
+                let cut = keep.max_text.and_then(|m| cut_text(rec, m));
+                let place = Place {
+                    file,
+                    text_bytes: cut.as_ref().map(|c| c.1),
+                    fingerprint: entry.fingerprint,
+                    format: format.name(),
+                    parent_session: parent.as_deref(),
+                    // A cut text is not the line's string.
+                    line: if cut.is_some() { None } else { parsed },
+                };
+                match &cut {
+                    Some((cut, _)) => encoder.encode(batch, cut, place),
+                    None => encoder.encode(batch, rec, place),
+                }
+                record = Some(res.kept);
+                res.kept += 1;
+            }
+        }
+        if cfg.dedupe {
+            let counts = src.entry_counts().cloned();
+            counted = counts.is_some();
+            res.notes.push(EntryNote {
+                fingerprint,
+                line,
+                byte,
+                context,
+                counts,
+                record,
+            });
+        }
+        if let Some(h) = handing.as_mut() {
+            let from = *part_from.get_or_insert(byte);
+            if byte - from >= plan::PART_BYTES {
+                let Some(report) = src.take_report_so_far() else {
+                    // A source that cannot: its read is handed over whole.
+                    handing = None;
+                    continue;
+                };
+                let mut part = PartResult {
+                    report,
+                    batch: res
+                        .batch
+                        .as_mut()
+                        .map(|b| std::mem::replace(b, encoder.batch(plan::PART_BYTES))),
+                    kept: std::mem::take(&mut res.kept),
+                    notes: std::mem::take(&mut res.notes),
+                    partial: true,
+                    ..PartResult::default()
+                };
+                if !handed {
+                    part.header = src.header().cloned();
+                    if let Some(header) = &part.header {
+                        part.copies = (h.copies)(header);
+                    }
+                }
+                handed = true;
+                part_from = None;
+                if !(h.emit)(part) {
+                    // The run stops.
+                    break Ok(());
+                }
+            }
+        }
+    };
+    // The header goes with the first part delivered.
+    res.header = if handed { None } else { src.header().cloned() };
+    res.position = Some(src.position());
+    res.context = src.running_context();
+    // Last: the position reads the report's held tail.
+    res.report = src.take_report();
+    r
+}
+
+/// A source that has read one entry's line again (only for a duplicate):
+/// its report holds the counts that entry adds, and it reads on from there.
+fn reread<'f>(
+    mut f: &'f File,
+    format: &dyn Format,
+    path: &Path,
+    header: &Header,
+    note: &EntryNote,
+    opts: &SourceOptions,
+) -> Result<BoxedSource<'f>, String> {
+    f.seek(SeekFrom::Start(note.byte))
+        .map_err(|e| e.to_string())?;
+    // A small buffer: few lines are wanted (it grows for a long one).
+    let opts = opts.clone().buffer_capacity(4096);
+    let at = At {
+        header: Some(header),
+        context: &note.context,
+        byte: note.byte,
+        lines_before: note.line - 1,
+    };
+    let mut src = open_at(format, Input::Reader(Box::new(f)), path, at, &opts)?;
+    match src.next_entry().map_err(|e| e.cause())? {
+        Some(e) if e.line == note.line => {}
+        _ => return Err(format!("line {} changed while it was read", note.line)),
+    }
+    Ok(src)
+}
+
+/// The file being assembled from its parts, in delivery.
+struct Assembling {
+    file: usize,
+    /// The running context after the last part delivered.
+    context: Vec<u8>,
+    report: Option<Report>,
+    header: Option<Header>,
+    error: Option<String>,
+    parts: usize,
+    position: Option<Position>,
+    /// A child's lines that are its parent's under other bytes, found by
+    /// its first part, for every part.
+    copies: ParentCopies,
+    /// A task of it handed parts over ([`Handing`]).
+    handed: bool,
+}
+
+/// Whether the file being assembled had parts handed over.
+fn a_handed(current: &Option<Assembling>) -> bool {
+    current.as_ref().is_some_and(|a| a.handed)
+}
+
+/// What discovery found, or why it could not start.
+type Listing = Result<Listed, Error>;
+
+/// The format of a file found under a PATH, before [`detect_formats`]
+/// decides it.
+const UNDETECTED: usize = usize::MAX;
+
+/// The PATHs, or the formats' default archives when none, each default
+/// archive with the index of its format.
+pub(super) fn roots(cfg: &Config) -> Result<Vec<(PathBuf, Option<usize>)>, Error> {
+    if !cfg.paths.is_empty() {
+        return Ok(cfg.paths.iter().map(|p| (p.clone(), None)).collect());
+    }
+    let mut roots = Vec::new();
+    let mut tried = Vec::new();
+    for (i, f) in cfg.formats.iter().enumerate() {
+        match f.default_archives() {
+            Ok(p) => roots.extend(p.into_iter().map(|p| (p, Some(i)))),
+            Err(e) => tried.push(e),
+        }
+    }
+    if roots.is_empty() {
+        return Err(Error::new(
+            Path::new(""),
+            ErrorKind::NoArchive(tried.join("; ")),
+        ));
+    }
+    Ok(roots)
+}
+
+/// What discovery found, each file with its format.
+struct Listed {
+    found: discover::Found,
+    files: Vec<FoundFile>,
+}
+
+/// The session files under the PATHs (the formats' archives when none),
+/// folders walked on up to `--jobs` threads. A file in a format's default
+/// archive is that format's (when it claims the file's name); a file under
+/// a PATH is [`UNDETECTED`] until [`detect_formats`] decides it.
+fn find_files(cfg: &Config) -> Listing {
+    let roots = roots(cfg)?;
+    let formats = cfg.formats.clone();
+    let wanted: discover::Wanted =
+        Arc::new(move |p: &Path| formats.iter().any(|f| f.is_session_file(p)));
+    let paths: Vec<PathBuf> = roots.iter().map(|(p, _)| p.clone()).collect();
+    let mut found = discover::discover(&paths, cfg.jobs, &wanted, cfg.links);
+    let files = std::mem::take(&mut found.files)
+        .into_iter()
+        .filter_map(|(path, id)| {
+            let default = roots
+                .iter()
+                .find_map(|(root, f)| f.filter(|_| path.starts_with(root)));
+            let format = match default {
+                Some(i) if cfg.formats[i].is_session_file(&path) => i,
+                Some(_) => return None,
+                None => UNDETECTED,
+            };
+            Some((path, id, format))
+        })
+        .collect();
+    Ok(Listed { found, files })
+}
+
+/// One pass over the archive.
+fn pass<S: Sink>(ctx: &mut Ctx<'_, S>) -> Result<Summary, Error> {
+    let mut totals = Summary {
+        stateful: ctx.state.is_some(),
+        dedupe: ctx.cfg.dedupe,
+        ..Summary::default()
+    };
+    let listing = match ctx.listing.take() {
+        Some(l) => l.join().unwrap_or_else(|_| {
+            Err(Error::new(
+                Path::new(""),
+                ErrorKind::Setup("listing the archive failed".to_owned()),
+            ))
+        }),
+        None => find_files(ctx.cfg),
+    };
+    let listing = match ctx.listed_formats.take() {
+        Some(map) => listing.and_then(|l| relist(ctx.cfg, &map, l)),
+        None => listing,
+    };
+    let Listed { found, files } = listing?;
+    for (p, e) in &found.failures {
+        totals.fail(p, 0, e.clone(), None);
+    }
+    forget_forks_of_gone_parents(ctx, &files);
+    if let Some(o) = ctx.sink.output_file() {
+        refuse_output_among_inputs(o, &files, &found.dirs, &ctx.cfg.formats)?;
+    }
+    let empty = BTreeMap::new();
+    let prior = ctx.state.as_ref().map_or(&empty, |s| &s.files);
+    let files = detect_formats(ctx.cfg, prior, files);
+    // Sources that can keep each entry's counts do, so that a copy's
+    // counts are taken out without reading its line again.
+    let mut opts = ctx.cfg.opts.clone().count_entries(ctx.cfg.dedupe);
+    if ctx.state.is_some() {
+        opts = opts.hold_partial_tail(true);
+    }
+    if !ctx.sink.encoder().wants_records() {
+        // Records are counted, never built: no text is flattened, no tool
+        // call written back as JSON (`stats`).
+        opts = opts.roles(RoleFilter::NONE);
+    }
+    if ctx.sink.encoder().takes_raw_text(crate::sink::seal::Crate)
+        && ctx.cfg.filter.max_text.is_none()
+        && ctx
+            .cfg
+            .formats
+            .iter()
+            .all(|f| f.honours_raw_text(crate::sink::seal::Crate))
+    {
+        // The NDJSON writer alone reads each text, through its line: a pi
+        // line is parsed lean and its record's text built escaped, from
+        // the line's strings as written where they are what the writer
+        // writes (nearly all), and copied (a cut text, `--max-text`, needs
+        // it decoded).
+        opts = opts.raw_text(true);
+    }
+    let mut shard_roots = None;
+    let files = match ctx.cfg.shard {
+        Some(s) => {
+            let empty = BTreeMap::new();
+            let recorded = ctx.state.as_ref().map_or(&empty, |st| &st.shard_roots);
+            let (files, roots) = super::shard::select(
+                files,
+                prior,
+                recorded,
+                &opts,
+                &ctx.cfg.formats,
+                s,
+                ctx.cfg.jobs,
+            );
+            shard_roots = Some(roots);
+            files
+        }
+        None => files,
+    };
+    let plan = plan::plan(files, prior, &opts, ctx.cfg.jobs, &ctx.cfg.formats);
+    settle_pending_forks(ctx, &plan);
+    if let Some(roots) = shard_roots {
+        if let Some(st) = ctx.state.as_mut().filter(|st| st.shard_roots != roots) {
+            st.shard_roots = roots;
+            ctx.dirty = true;
+        }
+    }
+    sweep_gone(ctx, &plan);
+    // Files by name, built when a child first asks for its parent.
+    let by_name = ByName::new();
+    let mut reserved: HashMap<String, FpSet> = HashMap::new();
+    let mut parent_file = HashMap::new();
+    let progress = ctx.cfg.progress.as_deref().filter(|_| !ctx.cfg.follow);
+    if let Some(p) = progress {
+        p.start(plan.tasks.iter().map(|t| task_bytes(&plan, t)).sum());
+    }
+    let mut current: Option<Assembling> = None;
+    let mut next_file = 0usize;
+    let mut failure: Option<Error> = None;
+    let bases = PartLines::default();
+    // Bytes of input in flight: a few parts per worker and 64 MiB of small
+    // files; what waits to be delivered holds their records.
+    let budget = 64 * (1 << 20) + 2 * plan::PART_BYTES * ctx.cfg.jobs as u64;
+    let cfg = ctx.cfg;
+    // The workers share an encoder of their own while delivery holds the
+    // context.
+    let encoder = ctx.sink.encoder();
+    // Parts of a long read are handed over as it reads (bounded memory),
+    // except where a run stopped while it does would emit them again:
+    // with a checkpoint and no deduplication (the stop waits for its
+    // end; a run killed meanwhile cuts its output back to the last
+    // checkpoint, before them; a file failing after them is read again).
+    let hand_over = cfg.dedupe || ctx.state.is_none();
+    let work = |i: usize, emit: &mut dyn FnMut(PartResult<_>) -> bool| {
+        let emit = hand_over.then_some(emit);
+        let r = run_task(&plan, i, cfg, &opts, &encoder, &bases, &by_name, emit);
+        if let Some(p) = progress {
+            p.advance(task_bytes(&plan, &plan.tasks[i]));
+        }
+        r
+    };
+    // (`deliver` inside is the function of that name.)
+    let deliver_task = |i: usize, res| {
+        let task = &plan.tasks[i];
+        settle_files_before(
+            &plan,
+            &cfg.formats,
+            task.file,
+            &mut next_file,
+            &mut totals,
+            &ctx.reported,
+        );
+        let going = deliver(
+            ctx,
+            &plan,
+            task,
+            res,
+            &mut current,
+            &mut ParentsAhead {
+                sets: &mut reserved,
+                parent_file: &mut parent_file,
+                by_name: &by_name,
+            },
+            &opts,
+            &mut totals,
+        );
+        match going {
+            // A stop waits for the end of a file handing its parts over.
+            Ok(true) => !cfg.stop.load(Ordering::SeqCst) || a_handed(&current),
+            Ok(false) => false,
+            Err(f) => {
+                failure = Some(f);
+                false
+            }
+        }
+    };
+    // One job and nothing to write: each task delivered where it ran.
+    if cfg.jobs <= 1 && !encoder.wants_records() {
+        exec::run_inline(plan.tasks.len(), work, deliver_task);
+    } else {
+        exec::run_ordered(
+            plan.tasks.len(),
+            cfg.jobs,
+            |i| task_bytes(&plan, &plan.tasks[i]),
+            budget,
+            work,
+            deliver_task,
+        );
+    }
+    if let Some(p) = progress {
+        p.finish();
+    }
+    if let Some(f) = failure {
+        return Err(f);
+    }
+    if !totals.closed {
+        // The unchanged files need no reading: counted from the state
+        // whether or not the run was stopped (a stop while a `--follow`
+        // pass planned counted none of them).
+        settle_files_before(
+            &plan,
+            &ctx.cfg.formats,
+            plan.files.len(),
+            &mut next_file,
+            &mut totals,
+            &ctx.reported,
+        );
+    }
+    if !totals.closed && !cfg.stop.load(Ordering::SeqCst) {
+        totals.add_responses(&ctx.responses);
+    } else if let Some(a) = current.take() {
+        // Stopped inside a file: the state says what was delivered of it,
+        // which is what the output holds.
+        ctx.keep_delivered(&plan.files[a.file], &a);
+    }
+    Ok(totals)
+}
+
+/// Never write the output over an input: one listed, or a session file to
+/// the listing (in a folder it walked), which may have been taken before
+/// the output existed.
+fn refuse_output_among_inputs(
+    o: &Path,
+    files: &[FoundFile],
+    dirs: &discover::Seen,
+    formats: &[Arc<dyn Format>],
+) -> Result<(), Error> {
+    let listed = std::fs::metadata(o).is_ok_and(|om| {
+        files
+            .iter()
+            .any(|(_, id, _)| id.dev == om.dev() && id.ino == om.ino())
+    });
+    let inside = formats.iter().any(|f| f.is_session_file(o)) && {
+        let dir = o
+            .parent()
+            .filter(|d| !d.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        std::fs::metadata(dir).is_ok_and(|m| dirs.contains(&(m.dev(), m.ino())))
+    };
+    if listed || inside {
+        return Err(Error::new(o, ErrorKind::OutputIsInput));
+    }
+    Ok(())
+}
+
+/// Forks that a run which stopped before their read-ahead parent was
+/// delivered left waiting for it, when that parent is not found now: they
+/// leave the state, to be read again (their entries that were emitted are
+/// copies then, the ones they left to the parent theirs to emit).
+fn forget_forks_of_gone_parents<S: Sink>(ctx: &mut Ctx<'_, S>, files: &[FoundFile]) {
+    let Some(st) = ctx.state.as_mut().filter(|st| !st.pending_forks.is_empty()) else {
+        return;
+    };
+    let listed: HashSet<&Path> = files.iter().map(|(p, ..)| p.as_path()).collect();
+    let gone: Vec<String> = st
+        .pending_forks
+        .keys()
+        .filter(|k| !listed.contains(Path::new(k.as_str())))
+        .cloned()
+        .collect();
+    for parent in gone {
+        for fork in st.pending_forks.remove(&parent).unwrap_or_default() {
+            if st.files.remove(&fork).is_some() {
+                ctx.changed.insert(fork);
+            }
+        }
+        ctx.dirty = true;
+    }
+}
+
+/// The forks still waiting for a parent (see
+/// [`forget_forks_of_gone_parents`]) keep waiting only for one this run
+/// reads, as the run's own read-ahead adds them: if that parent fails,
+/// they are read again at the next run. A parent with nothing to read was
+/// delivered: its forks wait no more.
+fn settle_pending_forks<S: Sink>(ctx: &mut Ctx<'_, S>, plan: &Plan) {
+    let Some(st) = ctx.state.as_mut().filter(|st| !st.pending_forks.is_empty()) else {
+        return;
+    };
+    let reading: HashSet<String> = plan
+        .files
+        .iter()
+        .filter(|f| f.tasks > 0)
+        .map(key_of)
+        .collect();
+    let before = st.pending_forks.len();
+    st.pending_forks
+        .retain(|parent, _| reading.contains(parent));
+    ctx.dirty |= st.pending_forks.len() != before;
+}
+
+/// Files gone from the disk leave the state (their entries stay in the
+/// lineages, so a copy elsewhere is still known). Only when the state has
+/// entries the listing did not match.
+fn sweep_gone<S: Sink>(ctx: &mut Ctx<'_, S>, plan: &Plan) {
+    let Some(st) = ctx.state.as_mut().filter(|st| st.files.len() > plan.known) else {
+        return;
+    };
+    let found: HashSet<&Path> = plan.files.iter().map(|f| f.path.as_path()).collect();
+    let before = st.files.len();
+    let changed = &mut ctx.changed;
+    st.files.retain(|p, _| {
+        let keep = found.contains(Path::new(p)) || Path::new(p).exists();
+        if !keep {
+            changed.insert(p.clone());
+        }
+        keep
+    });
+    ctx.dirty |= st.files.len() != before;
+}
+
+fn task_bytes(plan: &Plan, t: &Task) -> u64 {
+    let size = plan.files[t.file].size();
+    t.end.unwrap_or(size).saturating_sub(t.start)
+}
+
+/// A file's key in the checkpoint: its path's spelling
+/// ([`crate::path_text`]), distinct for every path.
+fn key_of(f: &PlannedFile) -> String {
+    crate::path_text::spell(&f.path).into_owned()
+}
+
+/// Files with no task before `upto` (unchanged since the state was saved)
+/// are accounted in order, from what the state says of them.
+fn settle_files_before(
+    plan: &Plan,
+    formats: &[Arc<dyn Format>],
+    upto: usize,
+    next: &mut usize,
+    totals: &mut Summary,
+    reported: &HashMap<String, Reported>,
+) {
+    while *next < upto {
+        let f = &plan.files[*next];
+        if let (0, Some(p)) = (f.tasks, &f.prior) {
+            totals.unchanged += 1;
+            let r = reported.get(&key_of(f)).copied().unwrap_or_default();
+            totals.file_done(&f.path, &p.report, Some(&p.header), &*formats[f.format], r);
+        }
+        *next += 1;
+    }
+}
+
+/// The state of a file after what was delivered of it: its parts up to
+/// the first that failed, if one did (a failed part delivers nothing, and
+/// neither do the parts after it), so that a re-run resumes where what the
+/// output holds of it ends. None when nothing of it was delivered.
+fn file_state(f: &PlannedFile, format: &dyn Format, a: &Assembling) -> Option<FileState> {
+    let (report, header, position) = (a.report.clone()?, a.header.clone()?, a.position?);
+    Some(FileState {
+        identity: f.identity,
+        format: format.name().to_owned(),
+        context: a.context.clone(),
+        header_digest: plan::header_digest(&header),
+        header,
+        offset: position.byte,
+        line: position.line,
+        open_line: position.open_line,
+        pending: report.pending,
+        report,
+    })
+}
+
+/// Delivers one task's result, in task order: deduplication, the sink,
+/// totals, state. Ok(false) to stop (the sink's reader is gone).
+#[allow(clippy::too_many_arguments)]
+fn deliver<S: Sink>(
+    ctx: &mut Ctx<'_, S>,
+    plan: &Plan,
+    task: &Task,
+    mut res: PartResult<<S::Encoder as Encoder>::Batch>,
+    current: &mut Option<Assembling>,
+    ahead: &mut ParentsAhead<'_>,
+    opts: &SourceOptions,
+    totals: &mut Summary,
+) -> Result<bool, Error> {
+    let f = &plan.files[task.file];
+    ctx.dirty = true;
+    let a = current.get_or_insert_with(|| Assembling {
+        file: task.file,
+        context: Vec::new(),
+        report: f
+            .prior
+            .clone()
+            .filter(|_| f.mode == Mode::Resumed)
+            .map(|p| p.report.clone()),
+        header: f.prior.as_ref().map(|p| p.header.clone()),
+        error: None,
+        parts: 0,
+        position: None,
+        copies: ParentCopies::default(),
+        handed: false,
+    });
+    // A part handed over before its task's end is not one of the file's
+    // tasks.
+    let partial = res.partial;
+    if partial {
+        a.handed = true;
+    } else {
+        a.parts += 1;
+    }
+    totals.read += res.report.bytes;
+    if let Some(e) = res.error.take() {
+        a.error.get_or_insert(e);
+    }
+    if a.header.is_none() {
+        a.header = res.header.clone();
+    }
+    let mut going = true;
+    if a.error.is_none() {
+        let dropped = match (ctx.cfg.dedupe, a.header.clone()) {
+            (true, Some(h)) => {
+                let state_path = ctx.state_path();
+                let l = lineages(&mut ctx.lineages, ctx.state.as_ref())
+                    .map_err(|e| Error::new(&state_path, ErrorKind::StateDamaged(e)))?;
+                let format = &*ctx.cfg.formats[f.format];
+                ahead.read(plan, task.file, format, &h, ctx.cfg, opts);
+                if !res.copies.is_empty() {
+                    a.copies = std::mem::take(&mut res.copies);
+                }
+                let part = Delivered {
+                    format,
+                    path: &f.path,
+                    header: &h,
+                    task,
+                    res: &mut res,
+                    opts,
+                    copies: &a.copies,
+                };
+                dedupe(l, ahead.sets, part)
+            }
+            _ => Ok((Vec::new(), Vec::new())),
+        };
+        match dropped {
+            Err(e) => {
+                a.error = Some(e);
+            }
+            Ok((dropped, relied)) => {
+                for parent in relied {
+                    // Saved with the fork's entry: were the run to stop
+                    // before the parent is delivered, the next one still
+                    // knows. Without a state there is nothing to read again.
+                    let j = ahead.parent_file.get(&parent);
+                    if let (Some(&j), Some(st)) = (j, ctx.state.as_mut()) {
+                        let key = key_of(f);
+                        let forks = st.pending_forks.entry(key_of(&plan.files[j])).or_default();
+                        if !forks.contains(&key) {
+                            forks.push(key);
+                        }
+                    }
+                }
+                if let Some(batch) = res.batch.take() {
+                    let kept = res.kept - dropped.len();
+                    ctx.wrote |= kept > 0;
+                    if ctx.sink.write(batch, &dropped)? {
+                        totals.written += kept as u64;
+                    } else {
+                        totals.closed = true;
+                        going = false;
+                    }
+                }
+                // In delivery order: the table does not depend on --jobs.
+                for r in res.report.responses.drain(..) {
+                    ctx.responses.add(r);
+                }
+                match a.report.as_mut() {
+                    Some(r) => r.merge(&res.report),
+                    None => a.report = Some(res.report),
+                }
+                if !partial {
+                    a.position = res.position;
+                    a.context = std::mem::take(&mut res.context);
+                }
+            }
+        }
+    }
+    if a.parts == f.tasks {
+        let a = current.take().expect("set above");
+        file_delivered(ctx, f, a, ahead, totals);
+        if going && ctx.last_checkpoint.elapsed() >= ctx.cfg.checkpoint {
+            checkpoint(ctx, None)?;
+        }
+    } else if going && !a_handed(current) && ctx.last_checkpoint.elapsed() >= ctx.cfg.checkpoint {
+        // Not while a task hands its parts over: what they wrote is after
+        // the position saved, and a run stopped now reads them again
+        // (the output cut back to the checkpoint's end).
+        let format = &*ctx.cfg.formats[f.format];
+        let fs = current.as_ref().and_then(|a| file_state(f, format, a));
+        checkpoint(ctx, fs.map(|fs| (key_of(f), fs)))?;
+    }
+    Ok(going)
+}
+
+/// The last part of a file was delivered: its totals, and its entry in the
+/// state.
+fn file_delivered<S: Sink>(
+    ctx: &mut Ctx<'_, S>,
+    f: &PlannedFile,
+    a: Assembling,
+    ahead: &mut ParentsAhead<'_>,
+    totals: &mut Summary,
+) {
+    let format = &*ctx.cfg.formats[f.format];
+    // Forks that dropped copies of this file's entries for it to emit.
+    let forks = ctx
+        .state
+        .as_mut()
+        .and_then(|st| st.pending_forks.remove(&key_of(f)));
+    ctx.dirty |= forks.is_some();
+    ahead.sets.remove(
+        &a.header
+            .as_ref()
+            .map(|h| format.lineage(&h.id))
+            .unwrap_or_default(),
+    );
+    // What was delivered of it is in the output, also when a later part
+    // failed: the state moves past it, else a re-run would emit it again.
+    ctx.keep_delivered(f, &a);
+    match (&a.error, &a.report) {
+        (None, Some(report)) => {
+            let key = key_of(f);
+            match f.mode {
+                Mode::Resumed => totals.resumed += 1,
+                Mode::Reread => {
+                    totals.reread += 1;
+                    ctx.reported.remove(&key);
+                }
+                _ => {}
+            }
+            // A new file (or one new to this run) reported nothing before.
+            let reported = match f.mode {
+                Mode::New => None,
+                _ => ctx.reported.get(&key).copied(),
+            };
+            totals.file_done(
+                &f.path,
+                report,
+                a.header.as_ref(),
+                format,
+                reported.unwrap_or_default(),
+            );
+        }
+        (e, _) => {
+            // Forks delivered before it dropped copies of its entries for it
+            // to emit, which it did not: they are read again at the next run
+            // (their entries that were emitted are copies then, the others
+            // theirs to emit, were this file gone by then).
+            if let Some(st) = ctx.state.as_mut() {
+                for key in forks.unwrap_or_default() {
+                    if st.files.remove(&key).is_some() {
+                        ctx.changed.insert(key);
+                        ctx.dirty = true;
+                    }
+                }
+            }
+            totals.fail(
+                &f.path,
+                f.size(),
+                e.clone().unwrap_or_default(),
+                Some(format.name()),
+            );
+        }
+    }
+}
+
+/// A part being delivered, as [`dedupe`] sees it.
+struct Delivered<'a, B> {
+    format: &'a dyn Format,
+    path: &'a Path,
+    header: &'a Header,
+    task: &'a Task,
+    res: &'a mut PartResult<B>,
+    opts: &'a SourceOptions,
+    /// Its lines that are its parent's under other bytes.
+    copies: &'a ParentCopies,
+}
+
+/// Decides which of a part's entries are copies: returns the indices of
+/// their records in the batch, and the read-ahead parents (their lineage
+/// ids) that made any a copy; takes their counts out of the part's report.
+fn dedupe<B>(
+    l: &mut Lineages,
+    ahead: &HashMap<String, FpSet>,
+    part: Delivered<'_, B>,
+) -> Result<(Vec<usize>, Vec<String>), String> {
+    let (format, header) = (part.format, part.header);
+    let session = format.lineage(&header.id);
+    let session = session.as_str();
+    if let Some(parent) = format.parent(header) {
+        l.join(session, &parent);
+    }
+    // Entries that a session which wrote them first will emit later in
+    // this run (a fork that sorts before its parent).
+    let mut earlier: Vec<(&str, &FpSet)> = Vec::new();
+    for (s, set) in ahead {
+        if s != session && l.same(s, session) {
+            earlier.push((s, set));
+        }
+    }
+    // What this part adds to its lineage: taken back if the part fails
+    // below (it then delivers nothing; were they kept, its entries would be
+    // copies of themselves when it is read again, and lost).
+    let mut inserted = Vec::with_capacity(part.res.notes.len());
+    let mut relied = Vec::new();
+    let decided = decide_copies(
+        l.emitter(session),
+        &earlier,
+        &mut inserted,
+        &mut relied,
+        part,
+    );
+    if decided.is_err() {
+        l.forget(session, &inserted);
+    }
+    decided.map(|d| (d, relied))
+}
+
+/// [`dedupe`]'s decisions, each fingerprint new to the lineage recorded
+/// in `emitted` and listed in `inserted`, each read-ahead parent that made
+/// an entry a copy listed in `relied`.
+fn decide_copies<B>(
+    mut emitted: Emitter<'_>,
+    earlier: &[(&str, &FpSet)],
+    inserted: &mut Vec<u64>,
+    relied: &mut Vec<String>,
+    part: Delivered<'_, B>,
+) -> Result<Vec<usize>, String> {
+    let Delivered {
+        format,
+        path,
+        header,
+        task,
+        res,
+        opts,
+        copies,
+    } = part;
+    emitted.expect(res.notes.len());
+    // Whether `fp` was emitted in the lineage (or is a read-ahead
+    // parent's); when not and `record`, it is now.
+    let mut seen = |fp: u64, record: bool| {
+        if let Some((parent, _)) = earlier.iter().find(|(_, s)| s.contains(fp)) {
+            if !relied.iter().any(|r| r == parent) {
+                relied.push((*parent).to_owned());
+            }
+            return true;
+        }
+        if !record {
+            return emitted.contains(fp);
+        }
+        let new = emitted.insert(fp);
+        if new {
+            inserted.push(fp);
+        }
+        !new
+    };
+    if format.header_is_entry()
+        && task.header.is_none()
+        && res.header.is_some()
+        && seen(header.fingerprint, true)
+    {
+        // A second file of the same session (a history written twice).
+        let mut h = Report::default();
+        h.entries.add("session", 1);
+        h.no_record = 1;
+        res.report.remove_duplicate(&h);
+    }
+    let mut dropped = Vec::new();
+    // Opened once for the part, at its first duplicate.
+    let file: std::cell::OnceCell<File> = std::cell::OnceCell::new();
+    // A run of duplicates that are consecutive entries (a fork's or a
+    // subagent's replayed prefix) is read again by one source: its counts
+    // so far, and how many entries they are. Only for formats with a
+    // running context (Codex, whose usage has no cost): others take each
+    // entry's counts out alone, so that sums of costs round as they did.
+    let batch = format.needs_running_context();
+    let mut run: Option<(BoxedSource<'_>, u64)> = None;
+    let flush = |run: &mut Option<(BoxedSource<'_>, u64)>, report: &mut Report| {
+        if let Some((src, n)) = run.take() {
+            report.remove_duplicate(src.report());
+            report.deduplicated += n - 1;
+        }
+    };
+    // Copies whose counts their source kept, taken out at once at the end.
+    let mut removal = Removal::default();
+    // The parent's lines (ascending, as the notes are).
+    let (mut replayed, mut left) = (
+        copies.replayed.iter().peekable(),
+        copies.left_to_parent.iter().peekable(),
+    );
+    for note in &res.notes {
+        let copy = if copies.is_empty() {
+            seen(note.fingerprint, true)
+        } else {
+            while replayed.next_if(|(l, _)| *l < note.line).is_some() {}
+            while left.next_if(|l| **l < note.line).is_some() {}
+            if left.next_if(|l| **l == note.line).is_some() {
+                true
+            } else {
+                match replayed.next_if(|(l, _)| *l == note.line) {
+                    // A copy of the parent's line, when that one is known.
+                    Some(&(_, parent)) => seen(parent, false) || seen(note.fingerprint, true),
+                    None => seen(note.fingerprint, true),
+                }
+            }
+        };
+        if !copy {
+            flush(&mut run, &mut res.report);
+            continue;
+        }
+        if let Some(i) = note.record {
+            dropped.push(i);
+        }
+        if let Some(c) = &note.counts {
+            flush(&mut run, &mut res.report);
+            removal.add(c);
+            continue;
+        }
+        if let Some((src, n)) = run.as_mut() {
+            // The entries of the part are consecutive: the next one read
+            // is this one, unless the file changed.
+            match src.next_entry().map_err(|e| e.cause())? {
+                Some(e) if e.line == note.line => {
+                    *n += 1;
+                    continue;
+                }
+                _ => return Err(format!("line {} changed while it was read", note.line)),
+            }
+        }
+        if file.get().is_none() {
+            let _ = file.set(File::open(path).map_err(|e| e.to_string())?);
+        }
+        let f = file.get().expect("opened above");
+        run = Some((reread(f, format, path, header, note, opts)?, 1));
+        if !batch {
+            flush(&mut run, &mut res.report);
+        }
+    }
+    flush(&mut run, &mut res.report);
+    removal.apply(&mut res.report);
+    Ok(dropped)
+}
+
+/// Fingerprints of parents that are delivered after a fork of theirs, so
+/// the fork's copies are dropped and the parent's kept: read ahead, when the
+/// fork is delivered, from the parent's file.
+struct ParentsAhead<'p> {
+    sets: &'p mut HashMap<String, FpSet>,
+    /// Each read-ahead set's parent, by its plan file index.
+    parent_file: &'p mut HashMap<String, usize>,
+    /// Files of the plan by the name a parent is found by.
+    by_name: &'p ByName,
+}
+
+impl ParentsAhead<'_> {
+    /// When `header` names a parent whose file comes later in the plan,
+    /// reads that file's fingerprints now.
+    fn read(
+        &mut self,
+        plan: &Plan,
+        file: usize,
+        format: &dyn Format,
+        header: &Header,
+        cfg: &Config,
+        opts: &SourceOptions,
+    ) {
+        let Some(session) = format.parent(header) else {
+            return;
+        };
+        let Some(j) = parent_file_of(plan, self.by_name, file, header, &cfg.formats) else {
+            return;
+        };
+        if j <= file || plan.files[j].tasks == 0 || self.sets.contains_key(&session) {
+            return;
+        }
+        let f = &plan.files[j];
+        let mut set = FpSet::default();
+        // The parent's new region, from its first task to its end, in one
+        // read (line numbers do not enter fingerprints).
+        let parent_format = &*cfg.formats[f.format];
+        if let Some(t) = plan.tasks.iter().find(|t| t.file == j) {
+            if let Ok(fh) = File::open(&f.path) {
+                let fh = Arc::new(fh);
+                let opts = &opts.clone().read_again_from(&fh);
+                let mut fh = &*fh;
+                let at = At {
+                    header: t.header.as_ref(),
+                    context: &t.context,
+                    byte: t.start,
+                    lines_before: 0,
+                };
+                let src = fh.seek(SeekFrom::Start(t.start)).ok().and_then(|_| {
+                    open_at(
+                        parent_format,
+                        Input::Reader(Box::new(fh)),
+                        &f.path,
+                        at,
+                        opts,
+                    )
+                    .ok()
+                });
+                if let Some(mut src) = src {
+                    if let Some(h) = src.header() {
+                        set.insert(h.fingerprint);
+                    }
+                    while let Ok(Some(e)) = src.next_entry() {
+                        set.insert(e.fingerprint);
+                    }
+                }
+            }
+        }
+        self.parent_file.insert(session.clone(), j);
+        self.sets.insert(session, set);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::archive::Archive;
+    use crate::sink::Discard;
+
+    fn fixture() -> PathBuf {
+        Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../..")).join("fixtures/hand-built.jsonl")
+    }
+
+    /// A new archive folder (`arch`, in a folder of its own) holding
+    /// hand-built.jsonl as a.jsonl and `more` fixtures as b.jsonl, c.jsonl,
+    /// ..., and stats of it on two jobs with a state (`state`), following
+    /// links as the runs that saved states of layouts before 10 did (the
+    /// folder holds none).
+    fn upgrade_setup(tag: &str, more: &[&str]) -> (PathBuf, PathBuf, PathBuf, Archive) {
+        let d = std::env::temp_dir().join(format!("mem-ingest-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        let arch = d.join("arch");
+        std::fs::create_dir_all(&arch).unwrap();
+        std::fs::copy(fixture(), arch.join("a.jsonl")).unwrap();
+        for (name, to) in more.iter().zip(["b", "c", "d"]) {
+            let from = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
+                .join("fixtures")
+                .join(name);
+            std::fs::copy(from, arch.join(format!("{to}.jsonl"))).unwrap();
+        }
+        let state_path = d.join("state");
+        let archive = Archive::builder()
+            .path(&arch)
+            .jobs(2)
+            .state(&state_path)
+            .links(crate::archive::Links::Follow)
+            .build();
+        (d, arch, state_path, archive)
+    }
+
+    /// A state of version 1 is read, and a run that reads nothing saves it
+    /// in version 2, with the same files and lineages: the next run finds
+    /// the archive unchanged and still deduplicates against them.
+    #[test]
+    fn a_version_1_state_is_saved_anew() {
+        let (d, arch, state_path, archive) = upgrade_setup("upgrade", &[]);
+        let first = archive.stats().unwrap();
+        assert_eq!(first.report.records, 22);
+        let saved = state::load(&state_path).unwrap().unwrap();
+        state::save_v1(&state_path, &saved);
+        let version = || std::fs::read(&state_path).unwrap()[8..12].to_vec();
+        assert_eq!(version(), 1u32.to_le_bytes());
+        let again = archive.stats().unwrap();
+        assert_eq!((again.unchanged, again.report.records), (1, 22));
+        assert_eq!(version(), state::STATE_VERSION.to_le_bytes());
+        let upgraded = state::load(&state_path).unwrap().unwrap();
+        assert_eq!(
+            upgraded.lineages().unwrap().len(),
+            saved.lineages().unwrap().len()
+        );
+        assert_eq!(
+            upgraded.files.keys().collect::<Vec<_>>(),
+            saved.files.keys().collect::<Vec<_>>()
+        );
+        // A copy of the session under another name: all of its 33 entries
+        // are duplicates of what the upgraded lineages hold.
+        std::fs::copy(fixture(), arch.join("b.jsonl")).unwrap();
+        let copy = archive.stats().unwrap();
+        assert_eq!((copy.report.records, copy.report.deduplicated), (22, 33));
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    /// A state of version 2 (the layout before this one) is upgraded
+    /// without reading grown files from the start: a file that grew since
+    /// is resumed where the old state stopped.
+    #[test]
+    fn a_version_2_state_upgrades_without_reading_again() {
+        let (d, arch, state_path, archive) = upgrade_setup("up2", &["pi-1x.jsonl"]);
+        let first = archive.stats().unwrap();
+        assert_eq!(first.report.records, 22 + 626);
+        let saved = state::load(&state_path).unwrap().unwrap();
+        state::save_v2(&state_path, &saved);
+        assert_eq!(
+            std::fs::read(&state_path).unwrap()[8..12],
+            2u32.to_le_bytes()
+        );
+        let line = r#"{"type":"message","id":"new-1","parentId":null,"timestamp":"2026-01-01T00:00:00.000Z","message":{"role":"user","content":"more","timestamp":1767225600000}}"#;
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(arch.join("a.jsonl"))
+            .unwrap();
+        std::io::Write::write_all(&mut f, format!("{line}\n").as_bytes()).unwrap();
+        let again = archive.stats().unwrap();
+        assert_eq!(
+            (again.resumed, again.reread, again.unchanged),
+            (1, 0, 1),
+            "the grown file is resumed"
+        );
+        assert_eq!(
+            again.read,
+            line.len() as u64 + 1,
+            "only the new line is read"
+        );
+        assert_eq!(again.report.records, 22 + 626 + 1);
+        assert_eq!(
+            std::fs::read(&state_path).unwrap()[8..12],
+            state::STATE_VERSION.to_le_bytes()
+        );
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    /// A state of version 3 is upgraded to version 4 without reading grown
+    /// files from the start, and saved anew with (no) responses.
+    #[test]
+    fn a_version_3_state_upgrades_without_reading_again() {
+        let (d, arch, state_path, archive) = upgrade_setup("up3", &[]);
+        let first = archive.stats().unwrap();
+        let saved = state::load(&state_path).unwrap().unwrap();
+        state::save_v3(&state_path, &saved);
+        assert_eq!(
+            std::fs::read(&state_path).unwrap()[8..12],
+            3u32.to_le_bytes()
+        );
+        let line = r#"{"type":"message","id":"new-1","parentId":null,"timestamp":"2026-01-01T00:00:00.000Z","message":{"role":"user","content":"more","timestamp":1767225600000}}"#;
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(arch.join("a.jsonl"))
+            .unwrap();
+        std::io::Write::write_all(&mut f, format!("{line}\n").as_bytes()).unwrap();
+        let again = archive.stats().unwrap();
+        assert_eq!(
+            (again.resumed, again.reread),
+            (1, 0),
+            "the grown file is resumed"
+        );
+        assert_eq!(
+            again.read,
+            line.len() as u64 + 1,
+            "only the new line is read"
+        );
+        assert_eq!(again.report.records, first.report.records + 1);
+        assert_eq!(again.report.usage, first.report.usage);
+        assert_eq!(
+            std::fs::read(&state_path).unwrap()[8..12],
+            state::STATE_VERSION.to_le_bytes()
+        );
+        let upgraded = state::load(&state_path).unwrap().unwrap();
+        assert_eq!(upgraded.responses().unwrap(), vec![]);
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    /// A Claude Code line of response `m`/`r` with these output tokens.
+    fn claude_line(uuid: &str, m: &str, r: &str, sidechain: bool, output: u64) -> String {
+        format!(
+            r#"{{"type":"assistant","uuid":"{uuid}","isSidechain":{sidechain},"sessionId":"s1","cwd":"/w","requestId":"{r}","timestamp":"2026-01-01T00:00:02Z","message":{{"id":"{m}","role":"assistant","model":"claude-x","stop_reason":null,"content":[{{"type":"text","text":"t"}}],"usage":{{"input_tokens":10,"output_tokens":{output},"cache_read_input_tokens":100}}}}}}"#
+        ) + "\n"
+    }
+
+    /// Usage counts once per response across runs with a state: the
+    /// provisional line read first is replaced by the final one read in the
+    /// next run, a sidechain replay (another file, a new request id) is not
+    /// counted, and the totals are a fresh run's, whatever the jobs.
+    #[test]
+    fn claude_usage_counts_once_per_response_across_runs() {
+        let d = std::env::temp_dir().join(format!("mem-ingest-ccu-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        let proj = d.join("projects/p");
+        std::fs::create_dir_all(proj.join("s1/subagents")).unwrap();
+        let main = proj.join("s1.jsonl");
+        std::fs::write(&main, claude_line("a1", "m1", "r1", false, 2)).unwrap();
+        let claude: Vec<Arc<dyn Format>> = vec![Arc::new(crate::claude::Claude)];
+        let build = |jobs: usize, state: Option<&Path>| {
+            let b = Archive::builder()
+                .path(d.join("projects"))
+                .formats(claude.clone())
+                .jobs(jobs);
+            match state {
+                Some(s) => b.state(s).build(),
+                None => b.build(),
+            }
+        };
+        let state_path = d.join("state");
+        let first = build(2, Some(&state_path)).stats().unwrap();
+        assert_eq!(first.report.usage.total_tokens, 112);
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&main)
+            .unwrap();
+        std::io::Write::write_all(&mut f, claude_line("a2", "m1", "r1", false, 40).as_bytes())
+            .unwrap();
+        std::io::Write::write_all(&mut f, claude_line("a3", "m2", "r2", false, 5).as_bytes())
+            .unwrap();
+        std::fs::write(
+            proj.join("s1/subagents/agent-x.jsonl"),
+            claude_line("b1", "m1", "r9", true, 90),
+        )
+        .unwrap();
+        let second = build(1, Some(&state_path)).stats().unwrap();
+        // m1 with its final usage (10 + 40 + 100), m2 (10 + 5 + 100).
+        assert_eq!(second.report.usage.total_tokens, 150 + 115);
+        let third = build(2, Some(&state_path)).stats().unwrap();
+        assert_eq!(third.unchanged, 2);
+        for jobs in [1, 3] {
+            let fresh = build(jobs, None).stats().unwrap();
+            for s in [&second, &third] {
+                assert_eq!(fresh.report.usage, s.report.usage);
+                assert_eq!(fresh.report.by_model, s.report.by_model);
+            }
+        }
+        let m = &third.to_stats().by_model;
+        assert_eq!(
+            (m.len(), m[0].model.as_str(), m[0].messages),
+            (1, "claude-x", 2)
+        );
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    /// `read_whole` reads all of its input, however its reads are cut and
+    /// whatever size it was told, counts the newlines of what it read, and
+    /// never shortens its buffer.
+    #[test]
+    fn read_whole_reads_everything_in_few_reads() {
+        /// Hands out at most `step` bytes a read, and counts the reads.
+        struct Steps<'a>(&'a [u8], usize, usize);
+        impl Read for Steps<'_> {
+            fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+                self.2 += 1;
+                let n = out.len().min(self.1).min(self.0.len());
+                out[..n].copy_from_slice(&self.0[..n]);
+                self.0 = &self.0[n..];
+                Ok(n)
+            }
+        }
+        let input: Vec<u8> = (0..700_000u32)
+            .map(|i| {
+                if i % 97 == 0 {
+                    b'\n'
+                } else {
+                    b'a' + (i % 26) as u8
+                }
+            })
+            .collect();
+        let want_lines = input.iter().filter(|&&b| b == b'\n').count() as u64;
+        for (size, step) in [
+            (700_000, usize::MAX),
+            (10, usize::MAX),
+            (700_000, 1000),
+            (0, 7),
+        ] {
+            let mut data = vec![1u8; 3];
+            let mut newlines = 0;
+            let mut r = Steps(&input, step, 0);
+            let n = read_whole(&mut r, &mut data, size, Some(&mut newlines)).unwrap();
+            assert_eq!((n, &data[..n]), (input.len(), &input[..]), "{size} {step}");
+            assert_eq!(newlines, want_lines, "{size} {step}");
+            let mut again = Steps(&input, step, 0);
+            let len = data.len();
+            assert_eq!(
+                read_whole(&mut again, &mut data, 5, None).unwrap(),
+                input.len()
+            );
+            assert_eq!(&data[..input.len()], &input[..]);
+            assert_eq!(data.len(), len, "never shortened");
+            if step == usize::MAX && size == 700_000 {
+                // Three chunks of 256 KiB counted, then the read of 0; one
+                // read of it all, then the read of 0, when not counting.
+                assert_eq!((r.2, again.2), (4, 2));
+            }
+        }
+    }
+
+    #[test]
+    fn file_deleted_between_discovery_and_open_fails_alone() {
+        let d = std::env::temp_dir().join(format!("mem-ingest-del-{}", std::process::id()));
+        std::fs::create_dir_all(&d).unwrap();
+        for name in ["a.jsonl", "b.jsonl", "c.jsonl"] {
+            std::fs::copy(fixture(), d.join(name)).unwrap();
+        }
+        let archive = Archive::builder().path(&d).jobs(2).build();
+        let mut sink = Discard;
+        let mut ctx = Ctx {
+            cfg: &archive.cfg,
+            sink: &mut sink,
+            state_file: None,
+            state: None,
+            lineages: Some(Lineages::default()),
+            changed: BTreeSet::new(),
+            listing: None,
+            last_checkpoint: Instant::now(),
+            dirty: false,
+            wrote: false,
+            responses: Responses::default(),
+            listed_formats: None,
+            reported: HashMap::new(),
+        };
+        let mut totals = Summary::default();
+        let files = detect_formats(
+            ctx.cfg,
+            &BTreeMap::new(),
+            find_files(ctx.cfg).unwrap().files,
+        );
+        let opts = SourceOptions::new();
+        let plan = plan::plan(files, &BTreeMap::new(), &opts, 2, &ctx.cfg.formats);
+        assert_eq!(plan.tasks.len(), 3);
+        std::fs::remove_file(d.join("b.jsonl")).unwrap();
+        let mut current = None;
+        let mut sets = HashMap::new();
+        let by_name = ByName::new();
+        let encoder = ctx.sink.encoder();
+        for (i, task) in plan.tasks.iter().enumerate() {
+            let res = run_task(
+                &plan,
+                i,
+                ctx.cfg,
+                &opts,
+                &encoder,
+                &PartLines::default(),
+                &by_name,
+                None,
+            );
+            deliver(
+                &mut ctx,
+                &plan,
+                task,
+                res,
+                &mut current,
+                &mut ParentsAhead {
+                    sets: &mut sets,
+                    parent_file: &mut HashMap::new(),
+                    by_name: &by_name,
+                },
+                &opts,
+                &mut totals,
+            )
+            .unwrap();
+        }
+        // The three copies are one session: the two read are one lineage,
+        // so the second is all duplicates.
+        assert_eq!((totals.files, totals.files_failed), (3, 1));
+        assert_eq!(totals.report.records, 22);
+        assert_eq!(totals.report.deduplicated, 33);
+        assert_eq!(
+            totals.failures[0].0,
+            d.join("b.jsonl").display().to_string()
+        );
+        assert_eq!(
+            totals.failures[0].1,
+            "No such file or directory (os error 2)"
+        );
+        std::fs::remove_dir_all(d).unwrap();
+    }
+}

@@ -1,0 +1,58 @@
+#![doc = include_str!("../../../README.md")]
+//!
+//! # Text rules
+//!
+//! A record's text is pinned: blocks in order, joined with `"\n"`; string
+//! content as is; null, missing or wrongly typed content is empty text;
+//! `text` as its text; `thinking` as its text (nothing when redacted);
+//! `toolCall` as `<name> <arguments as compact JSON>`; `image` as
+//! `[image <mime type>, <decoded size> bytes]`; bash as `$ <command>`, `"\n"`,
+//! then the output; compaction and branch summaries as their summary; a
+//! turn that ended in an error adds its error message after the content's
+//! text (alone when that is empty), and the kind `error`.
+#![deny(unsafe_code)]
+#![deny(missing_docs)]
+
+pub mod archive;
+mod atomic;
+mod claude;
+mod codex;
+mod counts;
+#[cfg(feature = "parquet")]
+pub mod dataset;
+mod error;
+pub mod format;
+mod json;
+mod lean;
+pub mod line_reader;
+mod mmap;
+mod ndjson;
+pub mod path_text;
+mod pi;
+mod record;
+mod report;
+pub mod sink;
+mod source;
+// Where the unit tests find the shared folder: the integration tests' own
+// helper, one file for both.
+#[cfg(feature = "sqlite")]
+pub mod store;
+#[cfg(test)]
+#[path = "../tests/common/shared.rs"]
+mod test_shared;
+mod time;
+mod usage;
+
+pub use counts::LineCounts;
+pub use error::{Error, ErrorKind};
+pub use json::{LineHash, ParsedLine};
+#[doc(hidden)]
+pub use lean::agrees_with_simd_json;
+pub use mmap::MmapSessionSource;
+#[doc(hidden)]
+pub use ndjson::raw_text_agrees;
+pub use pi::{Entry, Header, RoleFilter};
+pub use record::{OwnedRecord, Record, Role, Usage};
+pub use report::{EntryCounts, ModelUsage, Report, Skip, SkipReason, DEFAULT_MAX_SKIPS};
+pub use source::{PiSessionSource, Position, RecordSource, SliceSessionSource, SourceOptions};
+pub use time::{format_iso_millis, parse_iso_millis};
