@@ -22,12 +22,12 @@ use crate::error::Error;
 use crate::format::{BoxedSource, Format, Input};
 use crate::json::{as_bool, as_str, as_u64, elements, fingerprint, is_blank, write_json, Fields};
 use crate::json::{JsonParser, LineHash, ParsedLine, PrefixLines};
-use crate::pi::{Entry, Header, LinePos, MapLine, RoleFilter, Text};
-use crate::record::{Record, Role, Usage};
+use crate::line_reader::bom_len;
+use crate::pi::{Entry, Header, LinePos, MapLine, Text};
+use crate::record::{Record, Role, RoleFilter, Usage};
 use crate::report::{Report, SkipReason};
 use crate::source::{
-    bom_len, open_headerless, resume_headerless, FileLines, Position, RecordSource, Session,
-    SourceOptions,
+    open_headerless, resume_headerless, FileLines, Position, RecordSource, Session, SourceOptions,
 };
 use crate::time::parse_iso_millis;
 

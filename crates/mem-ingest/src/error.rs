@@ -40,6 +40,8 @@ pub enum ErrorKind {
     StateNewer {
         /// Its layout version.
         version: u32,
+        /// The newest layout this mem-ingest reads.
+        reads: u32,
     },
     /// The checkpoint (a state file, a store) was written with other
     /// options than this run's.
@@ -167,10 +169,9 @@ impl Error {
             ErrorKind::Write(e) => format!("writing the output: {e}"),
             ErrorKind::StateForeign => "not a mem-ingest state file".to_owned(),
             ErrorKind::StateDamaged(why) => why.clone(),
-            ErrorKind::StateNewer { version } => format!(
-                "state version {version} (this mem-ingest reads {} and 1)",
-                crate::archive::STATE_VERSION
-            ),
+            ErrorKind::StateNewer { version, reads } => {
+                format!("state version {version} (this mem-ingest reads {reads} and 1)")
+            }
             ErrorKind::OptionsChanged { what, differences } => format!(
                 "written with other options ({}); use another {}",
                 differences.join("; "),

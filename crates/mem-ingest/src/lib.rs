@@ -23,7 +23,6 @@ pub mod dataset;
 mod error;
 pub mod format;
 mod json;
-mod lean;
 pub mod line_reader;
 mod mmap;
 mod ndjson;
@@ -45,14 +44,14 @@ mod usage;
 
 pub use counts::LineCounts;
 pub use error::{Error, ErrorKind};
-pub use json::{LineHash, ParsedLine};
 #[doc(hidden)]
-pub use lean::agrees_with_simd_json;
+pub use json::lean::agrees_with_simd_json;
+pub use json::{LineHash, ParsedLine};
 pub use mmap::MmapSessionSource;
 #[doc(hidden)]
 pub use ndjson::raw_text_agrees;
-pub use pi::{Entry, Header, RoleFilter};
-pub use record::{OwnedRecord, Record, Role, Usage};
+pub use pi::{Entry, Header};
+pub use record::{OwnedRecord, Record, Role, RoleFilter, Usage};
 pub use report::{EntryCounts, ModelUsage, Report, Skip, SkipReason, DEFAULT_MAX_SKIPS};
 pub use source::{PiSessionSource, Position, RecordSource, SliceSessionSource, SourceOptions};
 pub use time::{format_iso_millis, parse_iso_millis};

@@ -579,7 +579,7 @@ pub(crate) fn lines_back(
         let line = match memchr::memrchr(b'\n', body) {
             Some(i) => &body[i + 1..],
             None if lo == 0 => {
-                let line = &body[crate::source::bom_len(body)..];
+                let line = &body[bom_len(body)..];
                 let stopped = line.len() <= max_line && names(line) && each(line);
                 return Ok(if stopped { Back::Stopped } else { Back::Start });
             }
@@ -623,7 +623,7 @@ pub(crate) fn lines_back(
                     let mut whole = vec![0u8; len];
                     file.read_exact_at(&mut whole, start)?;
                     let line = if start == 0 {
-                        &whole[crate::source::bom_len(&whole)..]
+                        &whole[bom_len(&whole)..]
                     } else {
                         &whole[..]
                     };
@@ -654,6 +654,15 @@ pub(crate) fn lines_back(
         // Down to the `\n` that ends the line before.
         let keep = body.len() - line.len();
         buf.truncate(keep);
+    }
+}
+
+/// The length of a UTF-8 byte-order mark at the start of `prefix` (0 or 3).
+pub(crate) fn bom_len(prefix: &[u8]) -> usize {
+    if prefix.starts_with(b"\xEF\xBB\xBF") {
+        3
+    } else {
+        0
     }
 }
 

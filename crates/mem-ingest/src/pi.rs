@@ -13,47 +13,9 @@ use crate::json::{
     as_bool, as_f64, as_i64, as_str, as_text, as_u64, elements, fingerprint, is_blank, write_json,
     Fields, JsonParser, ParsedLine, PushStr,
 };
-use crate::record::{Record, Role, Usage};
+use crate::record::{Record, Role, RoleFilter, Usage};
 use crate::report::{Report, SkipReason};
 use crate::time::parse_iso_millis;
-
-/// A role filter: which roles a source hands out.
-///
-/// Records of other roles are still counted in the report (`records`,
-/// `roles`, `filtered`), but their text is never built.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RoleFilter(u8);
-
-impl RoleFilter {
-    /// Every role.
-    pub const ALL: RoleFilter = RoleFilter(0b11_1111);
-
-    /// No role: every record is counted (`records`, `roles`, `filtered`)
-    /// and none is built. What a run that writes no records (`stats`) reads
-    /// with.
-    pub const NONE: RoleFilter = RoleFilter(0);
-
-    /// Only the given roles.
-    pub fn only(roles: &[Role]) -> RoleFilter {
-        RoleFilter(roles.iter().fold(0, |m, r| m | 1 << r.index()))
-    }
-
-    /// Whether `role` passes.
-    pub fn allows(self, role: Role) -> bool {
-        self.0 & (1 << role.index()) != 0
-    }
-
-    /// Whether no role passes ([`RoleFilter::NONE`]: no record is built).
-    pub(crate) fn builds_none(self) -> bool {
-        self.0 == 0
-    }
-}
-
-impl Default for RoleFilter {
-    fn default() -> Self {
-        RoleFilter::ALL
-    }
-}
 
 /// The session header (first non-blank line), owned.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -230,7 +192,7 @@ impl LineParser {
     }
 
     /// The role filter; one that builds no record parses lines with the
-    /// lean parse ([`crate::lean`]).
+    /// lean parse ([`crate::json::lean`]).
     pub fn set_filter(&mut self, filter: RoleFilter) {
         self.filter = filter;
         self.json.set_lean(filter.builds_none());
@@ -650,7 +612,7 @@ fn record_text<'a>(
 /// with `\n` in the arena.
 ///
 /// Read from a lean tape that leaves record text raw
-/// ([`crate::lean::defers_text`]), the text is built escaped instead: what
+/// ([`crate::json::lean::defers_text`]), the text is built escaped instead: what
 /// [`crate::json::escape`] writes between the quotes for the text, which
 /// the NDJSON writer then copies ([`crate::json::ParsedLine::write_str`]).
 /// A piece read with [`crate::json::as_text`] is then a raw string of the
@@ -669,7 +631,7 @@ impl<'a> Text<'a> {
     pub(crate) fn new(arena: &'a Bump) -> Self {
         Text {
             arena,
-            escaped: crate::lean::defers_text(),
+            escaped: crate::json::lean::defers_text(),
             first: None,
             joined: None,
             kinds: bumpalo::collections::Vec::new_in(arena),
@@ -717,11 +679,11 @@ impl<'a> Text<'a> {
     /// without a character to escape), as the text holds it: itself, or,
     /// escaped, the raw string as the escape writes it.
     fn as_held(&self, piece: &'a str) -> &'a str {
-        if !self.escaped || crate::lean::canonical(piece) {
+        if !self.escaped || crate::json::lean::canonical(piece) {
             return piece;
         }
         // The lean parse validated its escapes.
-        let decoded = crate::lean::unescape(piece, self.arena);
+        let decoded = crate::json::lean::unescape(piece, self.arena);
         let mut s = bumpalo::collections::String::new_in(self.arena);
         s.push_escaped(decoded);
         s.into_bump_str()

@@ -252,3 +252,41 @@ impl Record<'_> {
         }
     }
 }
+
+/// A role filter: which roles a source hands out.
+///
+/// Records of other roles are still counted in the report (`records`,
+/// `roles`, `filtered`), but their text is never built.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RoleFilter(u8);
+
+impl RoleFilter {
+    /// Every role.
+    pub const ALL: RoleFilter = RoleFilter(0b11_1111);
+
+    /// No role: every record is counted (`records`, `roles`, `filtered`)
+    /// and none is built. What a run that writes no records (`stats`) reads
+    /// with.
+    pub const NONE: RoleFilter = RoleFilter(0);
+
+    /// Only the given roles.
+    pub fn only(roles: &[Role]) -> RoleFilter {
+        RoleFilter(roles.iter().fold(0, |m, r| m | 1 << r.index()))
+    }
+
+    /// Whether `role` passes.
+    pub fn allows(self, role: Role) -> bool {
+        self.0 & (1 << role.index()) != 0
+    }
+
+    /// Whether no role passes ([`RoleFilter::NONE`]: no record is built).
+    pub(crate) fn builds_none(self) -> bool {
+        self.0 == 0
+    }
+}
+
+impl Default for RoleFilter {
+    fn default() -> Self {
+        RoleFilter::ALL
+    }
+}

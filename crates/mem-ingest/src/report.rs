@@ -353,7 +353,7 @@ impl Report {
 
     /// Counts a record of `role`, and whether `filter` hands it out (one
     /// it holds back is counted as filtered).
-    pub(crate) fn count_record(&mut self, role: Role, filter: crate::pi::RoleFilter) -> bool {
+    pub(crate) fn count_record(&mut self, role: Role, filter: crate::record::RoleFilter) -> bool {
         self.records += 1;
         self.roles[role.index()] += 1;
         let kept = filter.allows(role);

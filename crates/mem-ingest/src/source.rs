@@ -11,10 +11,12 @@ use crate::counts::{LineCounts, Tracker};
 use crate::error::{Error, ErrorKind};
 use crate::json::{is_blank, LineHash, ParsedLine};
 use crate::line_reader::{
-    FileAt, LineEvent, LineReader, Pooled, ReadAt, DEFAULT_BUFFER_CAPACITY, DEFAULT_MAX_LINE,
+    bom_len, FileAt, LineEvent, LineReader, Pooled, ReadAt, DEFAULT_BUFFER_CAPACITY,
+    DEFAULT_MAX_LINE,
 };
-use crate::pi::{Context, Entry, Header, LineParser, LinePos, MapLine, RoleFilter};
+use crate::pi::{Context, Entry, Header, LineParser, LinePos, MapLine};
 use crate::record::Record;
+use crate::record::RoleFilter;
 use crate::report::{Report, SkipReason, DEFAULT_MAX_SKIPS};
 
 /// A stream of records.
@@ -320,15 +322,6 @@ impl<R: Read> Lines for LineReader<R> {
     }
 }
 
-/// The length of a UTF-8 byte-order mark at the start of `prefix` (0 or 3).
-pub(crate) fn bom_len(prefix: &[u8]) -> usize {
-    if prefix.starts_with(b"\xEF\xBB\xBF") {
-        3
-    } else {
-        0
-    }
-}
-
 /// The reader a streamed source reads: the prefix read for the context,
 /// then the rest.
 type Chained<'d> = std::io::Chain<io::Cursor<Pooled>, Box<dyn Read + Send + 'd>>;
@@ -568,7 +561,8 @@ mod scratch {
 
     use bumpalo::Bump;
 
-    use crate::pi::{LineParser, RoleFilter};
+    use crate::pi::LineParser;
+    use crate::record::RoleFilter;
 
     /// Scratch space above this is not kept.
     const KEEP_AT_MOST: usize = 64 << 20;

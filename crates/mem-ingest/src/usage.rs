@@ -94,11 +94,11 @@ fn hash_of(parts: &[Option<&str>]) -> u64 {
     for (b, p) in bytes.iter_mut().zip(parts) {
         *b = p.map_or(&[0xff], str::as_bytes);
     }
-    crate::json::fingerprint(&bytes[..parts.len().min(3)])
+    crate::json::hash::fingerprint(&bytes[..parts.len().min(3)])
 }
 
 /// The indexes are keyed by [`hash_of`] values: hashed as themselves.
-type ByHash = HashMap<u64, Slot, BuildHasherDefault<crate::archive::dedupe::Identity>>;
+type ByHash = HashMap<u64, Slot, BuildHasherDefault<crate::json::hash::FingerprintHasher>>;
 
 /// The responses of one hash: nearly always one, held without an
 /// allocation of its own (two per response were most of building the

@@ -3,27 +3,11 @@
 //! sessions.
 
 use std::collections::{HashMap, HashSet};
-use std::hash::{BuildHasherDefault, Hasher};
+use std::hash::BuildHasherDefault;
 
-/// Fingerprints are hashes already: hash them as themselves.
-#[derive(Default)]
-pub struct Identity(u64);
+use crate::json::FingerprintHasher;
 
-impl Hasher for Identity {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for b in bytes {
-            self.0 = (self.0 << 8) | u64::from(*b);
-        }
-    }
-    fn write_u64(&mut self, n: u64) {
-        self.0 = n;
-    }
-}
-
-type FastSet = HashSet<u64, BuildHasherDefault<Identity>>;
+type FastSet = HashSet<u64, BuildHasherDefault<FingerprintHasher>>;
 
 /// A set of fingerprints in about 8 to 11 bytes each: a sorted vector, and
 /// a hash set of recent ones that is merged into it when it reaches an

@@ -64,8 +64,8 @@ use std::time::Duration;
 
 use crate::error::Error;
 use crate::format::{Format, Pi};
-use crate::pi::RoleFilter;
 use crate::record::Role;
+use crate::record::RoleFilter;
 use crate::sink::{Discard, Sink};
 use crate::source::SourceOptions;
 

@@ -955,7 +955,13 @@ fn load_layout(path: &Path) -> Result<Option<State>, Error> {
             st.set_lineages(&v1.lineages);
             Ok(Some(st))
         }
-        _ => Err(Error::new(path, ErrorKind::StateNewer { version })),
+        _ => Err(Error::new(
+            path,
+            ErrorKind::StateNewer {
+                version,
+                reads: STATE_VERSION,
+            },
+        )),
     }
 }
 

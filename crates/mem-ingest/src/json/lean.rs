@@ -164,7 +164,7 @@ pub(crate) fn defers_text() -> bool {
 /// Any other string is looked at byte by byte
 /// ([`crate::json::canonical`]).
 pub(crate) fn canonical(raw: &str) -> bool {
-    noted_written(raw).unwrap_or_else(|| crate::json::canonical(raw.as_bytes()))
+    noted_written(raw).unwrap_or_else(|| super::escape::canonical(raw.as_bytes()))
 }
 
 /// Whether `s` is a raw string of the lean tape being read with raw text
@@ -998,12 +998,12 @@ pub fn agrees_with_simd_json(line: &[u8]) -> Result<bool, String> {
             continue;
         }
         let noted = odd.binary_search(&at).is_ok();
-        if noted == crate::json::canonical(s.as_bytes()) {
+        if noted == super::escape::canonical(s.as_bytes()) {
             return Err(format!("string at {at} {s:?} noted odd: {noted}"));
         }
         if !noted {
             let mut written = Vec::new();
-            crate::json::escape(&mut written, value(s));
+            super::escape::escape(&mut written, value(s));
             if written[1..written.len() - 1] != *s.as_bytes() {
                 return Err(format!(
                     "{s:?} taken as written, the escape writes {written:?}"
@@ -1027,7 +1027,7 @@ pub fn agrees_with_simd_json(line: &[u8]) -> Result<bool, String> {
     }
     let mut tape = simd_json::Tape::null();
     let mut buffers = simd_json::Buffers::default();
-    if let Err(e) = crate::json::parse_padded(&mut buffers, &mut tape, &arena, line) {
+    if let Err(e) = super::simd::parse_padded(&mut buffers, &mut tape, &arena, line) {
         return Err(format!("taken, where simd-json refuses it: {e}"));
     }
     let theirs = decode(&tape.0);
