@@ -13,9 +13,12 @@ use std::process::{Command, Output};
 /// The `mem-ingest` binary: the command-line crate's, so only its tests
 /// (`crates/mem-ingest-cli/tests`, which include these helpers) run it.
 pub fn bin() -> &'static str {
-    option_env!("CARGO_BIN_EXE_mem-ingest").expect(
-        "the mem-ingest binary belongs to crates/mem-ingest-cli: a test that runs it goes there",
-    )
+    match option_env!("CARGO_BIN_EXE_mem-ingest") {
+        Some(bin) => bin,
+        None => panic!(
+            "the mem-ingest binary belongs to crates/mem-ingest-cli: a test that runs it goes there"
+        ),
+    }
 }
 
 /// The command line, never reading this machine's archives: every default
