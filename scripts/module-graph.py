@@ -45,18 +45,49 @@ def strip_comments(text):
     text = re.sub(r"//[^\n]*", "", text)
     return re.sub(r"/\*.*?\*/", "", text, flags=re.S)
 
+def inline_ranges(text):
+    """The spans of inline modules (`mod x { ... }`)."""
+    spans = []
+    for m in re.finditer(r"\bmod\s+\w+\s*\{", text):
+        depth, j = 1, m.end()
+        while j < len(text) and depth:
+            depth += {"{": 1, "}": -1}.get(text[j], 0)
+            j += 1
+        spans.append((m.start(), j))
+    return spans
+
 def paths_in(text):
     """Every `crate::...`/`super::...` path, with `use` groups expanded; a
     `use` of a child module's items (`use run::x`, `pub use run::x`) as
-    `self::run::x`."""
+    `self::run::x`. A path inside an inline module (`mod x { ... }`) has
+    its `super`s and `self`s taken from that module first (one `super`
+    leaves it), so that it names what it names from the file's module."""
+    spans = inline_ranges(text)
+    def depth(at):
+        return sum(1 for a, b in spans if a <= at < b)
+    def lift(path, at):
+        d = depth(at)
+        segs = path.split("::")
+        while d and segs and segs[0] in ("super", "self"):
+            if segs[0] == "super":
+                d -= 1
+            segs = segs[1:]
+        if d and segs and segs[0] not in ("crate",):
+            return None  # a name of the inline module itself
+        return "::".join(segs) if segs else None
     found = []
     for m in re.finditer(r"\buse\s+(\w+(?:::[^;]*));", text, re.S):
         u = re.sub(r"\s+", "", m.group(1))
         if not u.split("::")[0] in ("crate", "super", "self"):
             u = "self::" + u
-        found += expand(u)
+        for p in expand(u):
+            q = lift(p, m.start())
+            if q:
+                found.append(q if q.split("::")[0] in ("crate", "super", "self") else "self::" + q)
     for m in re.finditer(r"\b((?:crate|super)(?:::\w+)+)", text):
-        found.append(m.group(1))
+        q = lift(m.group(1), m.start())
+        if q:
+            found.append(q if q.split("::")[0] in ("crate", "super", "self") else "self::" + q)
     return found
 
 def expand(u):

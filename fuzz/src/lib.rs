@@ -360,7 +360,7 @@ pub fn check_consistent(input: &[u8], out: &Outcome) {
 /// `claude`: arbitrary bytes as a whole Claude Code transcript (see
 /// [`check_headerless`]).
 pub fn check_claude(data: &[u8]) {
-    use mem_ingest::format::Claude;
+    use mem_ingest::formats::Claude;
     check_headerless(&Claude, "fuzz-claude.jsonl", data);
 }
 
@@ -371,7 +371,8 @@ pub fn check_claude(data: &[u8]) {
 /// records and counts as one reading; read without records, twice (see
 /// [`check_codex_without_records`]), the same entries and counts.
 pub fn check_codex(data: &[u8]) {
-    use mem_ingest::format::{Codex, Format, Input};
+    use mem_ingest::format::{Format, Input};
+    use mem_ingest::formats::Codex;
     let path = "rollout-2026-01-01T00-00-00-fuzz.jsonl";
     check_codex_without_records(data, std::path::Path::new(path));
     let Some((records, whole, full)) = check_headerless(&Codex, path, data) else {
@@ -446,7 +447,8 @@ fn codex_counts(r: &Report) -> String {
 /// give the entries (fingerprint, line, byte) and counts of a reading that
 /// builds records, every record held back; a reading fails as it does.
 fn check_codex_without_records(data: &[u8], path: &std::path::Path) {
-    use mem_ingest::format::{Codex, Format, Input};
+    use mem_ingest::format::{Format, Input};
+    use mem_ingest::formats::Codex;
     use mem_ingest::RoleFilter;
     type Read = (Vec<(u64, u64, u64)>, Report);
     let read = |opts: &SourceOptions| -> Option<Read> {

@@ -4,7 +4,8 @@
 
 use std::path::{Path, PathBuf};
 
-use mem_ingest::format::{Claude, Format, Input};
+use mem_ingest::format::{Format, Input};
+use mem_ingest::formats::Claude;
 use mem_ingest::{OwnedRecord, Report, Role, SourceOptions};
 
 #[path = "../../mem-ingest/tests/common/mod.rs"]

@@ -5,7 +5,8 @@
 
 use std::path::{Path, PathBuf};
 
-use mem_ingest::format::{Codex, Format, Input};
+use mem_ingest::format::{Format, Input};
+use mem_ingest::formats::Codex;
 use mem_ingest::{OwnedRecord, Report, Role, SourceOptions};
 
 #[path = "../../mem-ingest/tests/common/mod.rs"]

@@ -1119,7 +1119,8 @@ fn a_version_1_store_moves_its_responses_to_rows() {
 #[test]
 fn a_store_counts_each_response_once_across_runs() {
     use mem_ingest::archive::Archive;
-    use mem_ingest::format::{Claude, Format};
+    use mem_ingest::format::Format;
+    use mem_ingest::formats::Claude;
     use mem_ingest::store::SqliteStore;
     use std::sync::Arc;
     let d = tmpdir("responses-runs");

@@ -337,7 +337,8 @@ mod tests {
     use std::path::Path;
 
     use super::*;
-    use crate::format::{Codex, Format, Input};
+    use crate::format::{Format, Input};
+    use crate::formats::Codex;
     use crate::source::SourceOptions;
 
     /// A rollout with a line of each kind that counts something: the

@@ -24,11 +24,10 @@
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-pub use crate::claude::Claude;
-pub use crate::codex::Codex;
 use crate::error::Error;
-use crate::pi::Header;
-use crate::source::{PiSessionSource, RecordSource, SliceSessionSource, SourceOptions};
+use crate::line::Header;
+pub use crate::source::Input;
+use crate::source::{RecordSource, SourceOptions};
 
 /// The most bytes of a file's start that [`Format::detect`] is shown.
 pub const DETECT_BYTES: usize = 64 << 10;
@@ -89,15 +88,6 @@ fn by_name(formats: &[std::sync::Arc<dyn Format>], path: &Path) -> usize {
         .unwrap_or(0)
 }
 
-/// What a source reads: a reader (streamed through the chunked line reader)
-/// or bytes already in memory (split in place).
-pub enum Input<'d> {
-    /// A reader, at the start of the file or of a part.
-    Reader(Box<dyn Read + Send + 'd>),
-    /// Bytes in memory: the whole file, or a part.
-    Bytes(&'d [u8]),
-}
-
 /// A source the engine drives, boxed: one virtual call per entry.
 pub type BoxedSource<'d> = Box<dyn RecordSource + Send + 'd>;
 
@@ -147,7 +137,7 @@ pub trait Format: Send + Sync {
     /// even one that wraps [`Pi`], gets decoded text. Not for other
     /// formats: its argument cannot be named outside the crate.
     #[doc(hidden)]
-    fn honours_raw_text(&self, _: crate::sink::seal::Crate) -> bool {
+    fn honours_raw_text(&self, _: crate::seal::Crate) -> bool {
         false
     }
 
@@ -330,117 +320,5 @@ impl ParentCopies {
     /// Neither lines replayed nor left to the parent.
     pub fn is_empty(&self) -> bool {
         self.replayed.is_empty() && self.left_to_parent.is_empty()
-    }
-}
-
-/// The pi coding agent's session files: `*.jsonl` under
-/// `~/.pi/agent/sessions` (or `$PI_CODING_AGENT_SESSION_DIR`, or
-/// `$PI_CODING_AGENT_DIR/sessions`), a session header first, entries after.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Pi;
-
-impl Format for Pi {
-    fn name(&self) -> &'static str {
-        "pi"
-    }
-
-    fn records_cost(&self) -> bool {
-        true
-    }
-
-    fn honours_raw_text(&self, _: crate::sink::seal::Crate) -> bool {
-        true
-    }
-
-    fn header_is_entry(&self) -> bool {
-        true
-    }
-
-    fn is_session_file(&self, path: &Path) -> bool {
-        path.extension().is_some_and(|e| e == "jsonl")
-    }
-
-    fn default_archive(&self) -> Result<PathBuf, String> {
-        let dir = if let Some(d) = std::env::var_os("PI_CODING_AGENT_SESSION_DIR") {
-            PathBuf::from(d)
-        } else if let Some(d) = std::env::var_os("PI_CODING_AGENT_DIR") {
-            PathBuf::from(d).join("sessions")
-        } else if let Some(home) = std::env::var_os("HOME") {
-            PathBuf::from(home).join(".pi/agent/sessions")
-        } else {
-            return Err("no PATH given and HOME is not set: name a session file or folder".into());
-        };
-        if !dir.is_dir() {
-            return Err(format!(
-                "no PATH given and pi's session archive {} does not exist \
-                 (set PI_CODING_AGENT_SESSION_DIR or PI_CODING_AGENT_DIR, or name a PATH)",
-                dir.display()
-            ));
-        }
-        Ok(dir)
-    }
-
-    fn open<'d>(
-        &self,
-        input: Input<'d>,
-        path: &Path,
-        opts: &SourceOptions,
-    ) -> Result<BoxedSource<'d>, Error> {
-        Ok(match input {
-            Input::Reader(r) => Box::new(PiSessionSource::from_reader_with(r, path, opts)?),
-            Input::Bytes(b) => Box::new(SliceSessionSource::new(b, path, opts)?),
-        })
-    }
-
-    fn resume<'d>(
-        &self,
-        input: Input<'d>,
-        path: &Path,
-        header: &Header,
-        _context: &[u8],
-        byte: u64,
-        lines_before: u64,
-        opts: &SourceOptions,
-    ) -> BoxedSource<'d> {
-        let h = header.clone();
-        match input {
-            Input::Reader(r) => Box::new(PiSessionSource::resume(
-                r,
-                path,
-                h,
-                byte,
-                lines_before,
-                opts,
-            )),
-            Input::Bytes(b) => Box::new(SliceSessionSource::resume(
-                b,
-                path,
-                h,
-                byte,
-                lines_before,
-                opts,
-            )),
-        }
-    }
-
-    /// pi's session ids are the lineage ids as they are (states written
-    /// before formats had namespaces hold them so); they are UUIDs, which
-    /// never hold the `<format>:` prefix of the others.
-    fn lineage(&self, session: &str) -> String {
-        session.to_owned()
-    }
-
-    fn parent(&self, header: &Header) -> Option<String> {
-        header
-            .parent_session
-            .as_deref()
-            .map(crate::archive::session_of_path)
-    }
-
-    /// `parentSession` is a path from the machine that wrote it: only its
-    /// file name is compared (pi names files `<timestamp>_<session id>.jsonl`).
-    fn parent_file_name<'h>(&self, header: &'h Header) -> Option<&'h str> {
-        let parent = header.parent_session.as_deref()?;
-        Some(parent.rsplit(['/', '\\']).next().unwrap_or(parent))
     }
 }

@@ -15,21 +15,20 @@
 
 pub mod archive;
 mod atomic;
-mod claude;
-mod codex;
 mod counts;
 #[cfg(feature = "parquet")]
 pub mod dataset;
 mod error;
 pub mod format;
+pub mod formats;
 mod json;
+mod line;
 pub mod line_reader;
-mod mmap;
 mod ndjson;
 pub mod path_text;
-mod pi;
 mod record;
 mod report;
+mod seal;
 pub mod sink;
 mod source;
 // Where the unit tests find the shared folder: the integration tests' own
@@ -44,14 +43,14 @@ mod usage;
 
 pub use counts::LineCounts;
 pub use error::{Error, ErrorKind};
+pub use formats::pi::{MmapSessionSource, PiSessionSource, SliceSessionSource};
 #[doc(hidden)]
 pub use json::lean::agrees_with_simd_json;
 pub use json::{LineHash, ParsedLine};
-pub use mmap::MmapSessionSource;
+pub use line::{Entry, Header};
 #[doc(hidden)]
 pub use ndjson::raw_text_agrees;
-pub use pi::{Entry, Header};
 pub use record::{OwnedRecord, Record, Role, RoleFilter, Usage};
 pub use report::{EntryCounts, ModelUsage, Report, Skip, SkipReason, DEFAULT_MAX_SKIPS};
-pub use source::{PiSessionSource, Position, RecordSource, SliceSessionSource, SourceOptions};
+pub use source::{Position, RecordSource, SourceOptions};
 pub use time::{format_iso_millis, parse_iso_millis};

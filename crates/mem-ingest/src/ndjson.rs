@@ -255,14 +255,15 @@ fn write_record_serde(out: &mut Vec<u8>, rec: &Record<'_>, file: &str, max_text:
 
 /// Reads the pi session `input` twice, as the engine's NDJSON writer
 /// does (record text built escaped from the lines' raw strings, see
-/// [`crate::pi::Text`]) and with every text decoded, and writes each
+/// [`crate::line::Text`]) and with every text decoded, and writes each
 /// record as a JSON line: `Ok` with the number of records when both give
 /// the same bytes, `Err` with the first line that differs otherwise (or
 /// the error that stopped either read). For the tests and the `line` fuzz
 /// target.
 #[doc(hidden)]
 pub fn raw_text_agrees(input: &[u8]) -> Result<usize, String> {
-    use crate::source::{PiSessionSource, RecordSource, SourceOptions};
+    use crate::formats::pi::PiSessionSource;
+    use crate::source::{RecordSource, SourceOptions};
     let write = |raw_text: bool| -> Result<(Vec<u8>, usize), String> {
         let opts = SourceOptions::default().raw_text(raw_text);
         let mut src = PiSessionSource::from_reader_with(input, "fuzz.jsonl", &opts)

@@ -75,16 +75,9 @@ pub trait Encoder: Sync {
     /// raw strings. Not for other encoders: its argument cannot be named
     /// outside the crate.
     #[doc(hidden)]
-    fn takes_raw_text(&self, _: seal::Crate) -> bool {
+    fn takes_raw_text(&self, _: crate::seal::Crate) -> bool {
         false
     }
-}
-
-/// What keeps [`Encoder::takes_raw_text`] the crate's own.
-pub(crate) mod seal {
-    /// Only the crate makes one.
-    #[derive(Debug, Clone, Copy)]
-    pub struct Crate;
 }
 
 /// Where an output stands after a sync, for the checkpoint that covers it.
@@ -340,7 +333,7 @@ impl Encoder for NdjsonEncoder {
         }
     }
 
-    fn takes_raw_text(&self, _: seal::Crate) -> bool {
+    fn takes_raw_text(&self, _: crate::seal::Crate) -> bool {
         true
     }
 

@@ -8,16 +8,24 @@ use std::sync::Arc;
 use bumpalo::Bump;
 
 use crate::counts::{LineCounts, Tracker};
-use crate::error::{Error, ErrorKind};
-use crate::json::{is_blank, LineHash, ParsedLine};
+use crate::error::Error;
+use crate::json::{LineHash, ParsedLine};
+use crate::line::{Entry, Header, LineParser, LinePos, MapLine};
 use crate::line_reader::{
     bom_len, FileAt, LineEvent, LineReader, Pooled, ReadAt, DEFAULT_BUFFER_CAPACITY,
     DEFAULT_MAX_LINE,
 };
-use crate::pi::{Context, Entry, Header, LineParser, LinePos, MapLine};
 use crate::record::Record;
 use crate::record::RoleFilter;
 use crate::report::{Report, SkipReason, DEFAULT_MAX_SKIPS};
+/// What a source reads: a reader (streamed through the chunked line reader)
+/// or bytes already in memory (split in place).
+pub enum Input<'d> {
+    /// A reader, at the start of the file or of a part.
+    Reader(Box<dyn Read + Send + 'd>),
+    /// Bytes in memory: the whole file, or a part.
+    Bytes(&'d [u8]),
+}
 
 /// A stream of records.
 ///
@@ -115,18 +123,18 @@ pub struct Position {
 /// Options of a source (`Clone`, so one set serves many files). Every setter documents its default.
 #[derive(Debug, Clone)]
 pub struct SourceOptions {
-    buffer_capacity: usize,
-    max_line: usize,
-    filter: RoleFilter,
-    max_skips: usize,
-    hold_partial: bool,
-    count_entries: bool,
-    line_hash: LineHash,
-    raw_text: bool,
+    pub(crate) buffer_capacity: usize,
+    pub(crate) max_line: usize,
+    pub(crate) filter: RoleFilter,
+    pub(crate) max_skips: usize,
+    pub(crate) hold_partial: bool,
+    pub(crate) count_entries: bool,
+    pub(crate) line_hash: LineHash,
+    pub(crate) raw_text: bool,
     /// The input's bytes, read again by offset: a line longer than the
     /// buffer is then looked at without being held (set per file by the
     /// engine and by [`PiSessionSource::open_with`]).
-    again: Option<Arc<dyn ReadAt>>,
+    pub(crate) again: Option<Arc<dyn ReadAt>>,
 }
 
 impl Default for SourceOptions {
@@ -255,7 +263,7 @@ impl SourceOptions {
         self.read_again(FileAt::of(Arc::clone(file)))
     }
 
-    fn report(&self) -> Report {
+    pub(crate) fn report(&self) -> Report {
         Report {
             max_skips: self.max_skips,
             ..Report::default()
@@ -384,13 +392,12 @@ impl Lines for FileLines<'_> {
 const PREFIX_STEP: usize = 64 << 10;
 
 pub(crate) fn open_headerless<'d, C: MapLine>(
-    input: crate::format::Input<'d>,
+    input: Input<'d>,
     path: &Path,
     opts: &SourceOptions,
     limit: usize,
     context: impl Fn(&[u8], bool) -> Option<C>,
 ) -> Result<Session<FileLines<'d>, C>, Error> {
-    use crate::format::Input;
     let max_line = opts.max_line_len();
     let (lines, ctx) = match input {
         Input::Bytes(b) => {
@@ -440,14 +447,13 @@ pub(crate) fn open_headerless<'d, C: MapLine>(
 /// A session over a part of such a file, from `byte` (after `lines_before`
 /// lines), whose context is known.
 pub(crate) fn resume_headerless<'d, C: MapLine>(
-    input: crate::format::Input<'d>,
+    input: Input<'d>,
     path: &Path,
     ctx: C,
     byte: u64,
     lines_before: u64,
     opts: &SourceOptions,
 ) -> Session<FileLines<'d>, C> {
-    use crate::format::Input;
     let max_line = opts.max_line_len();
     let lines = match input {
         Input::Bytes(b) => {
@@ -536,18 +542,18 @@ impl<D: AsRef<[u8]>> Lines for SliceLines<D> {
 /// The machinery shared by every source over some line supplier, for a
 /// format's line mapping `C` (pi's by default).
 #[derive(Debug)]
-pub(crate) struct Session<L, C = Context> {
-    lines: L,
+pub(crate) struct Session<L, C> {
+    pub(crate) lines: L,
     pub(crate) path: PathBuf,
     /// Absolute offset where reading started (report.bytes counts from it).
-    start: u64,
-    parser: LineParser,
-    arena: Bump,
+    pub(crate) start: u64,
+    pub(crate) parser: LineParser,
+    pub(crate) arena: Bump,
     pub(crate) ctx: Option<C>,
     pub(crate) report: Report,
-    hold_partial: bool,
+    pub(crate) hold_partial: bool,
     /// The last line handed out had no `\n`.
-    last_unterminated: bool,
+    pub(crate) last_unterminated: bool,
     /// What each line adds to the report, when the source keeps each
     /// entry's counts.
     pub(crate) counts: Option<Tracker>,
@@ -556,12 +562,12 @@ pub(crate) struct Session<L, C = Context> {
 /// Parser scratch space (simd-json's buffers, the tape, the arena) kept per
 /// thread when a source is dropped, for the next source on that thread:
 /// reading thousands of small files then allocates nothing per file.
-mod scratch {
+pub(crate) mod scratch {
     use std::cell::RefCell;
 
     use bumpalo::Bump;
 
-    use crate::pi::LineParser;
+    use crate::line::LineParser;
     use crate::record::RoleFilter;
 
     /// Scratch space above this is not kept.
@@ -571,7 +577,7 @@ mod scratch {
         static SPARE: RefCell<Option<(LineParser, Bump)>> = const { RefCell::new(None) };
     }
 
-    pub(super) fn take(filter: RoleFilter) -> (LineParser, Bump) {
+    pub(crate) fn take(filter: RoleFilter) -> (LineParser, Bump) {
         match SPARE.with_borrow_mut(Option::take) {
             Some((mut parser, arena)) => {
                 parser.set_filter(filter);
@@ -581,7 +587,7 @@ mod scratch {
         }
     }
 
-    pub(super) fn give(parser: LineParser, mut arena: Bump) {
+    pub(crate) fn give(parser: LineParser, mut arena: Bump) {
         arena.reset();
         if arena.allocated_bytes() + parser.capacity() <= KEEP_AT_MOST {
             SPARE.with_borrow_mut(|s| *s = Some((parser, arena)));
@@ -593,93 +599,6 @@ impl<L, C> Drop for Session<L, C> {
     fn drop(&mut self) {
         let parser = std::mem::replace(&mut self.parser, LineParser::new(RoleFilter::ALL));
         scratch::give(parser, std::mem::take(&mut self.arena));
-    }
-}
-
-/// `pi:<file stem>` for a path.
-fn source_name(path: &Path) -> String {
-    let stem = path
-        .file_stem()
-        .map(|s| s.to_string_lossy())
-        .unwrap_or_default();
-    format!("pi:{stem}")
-}
-
-impl<L: Lines> Session<L> {
-    /// Reads up to the session header; an empty file gives a session with
-    /// no context.
-    pub(crate) fn open(mut lines: L, path: &Path, opts: &SourceOptions) -> Result<Self, Error> {
-        let (mut parser, arena) = scratch::take(opts.filter);
-        parser.set_raw_text(opts.raw_text && <Context as MapLine>::RAW_TEXT);
-        let mut report = opts.report();
-        let mut nul_line: Option<LinePos> = None;
-        let no_header = |pos: LinePos, reason: String| {
-            Error::new(
-                path,
-                ErrorKind::NoHeader {
-                    line: pos.line,
-                    byte: pos.byte,
-                    reason,
-                },
-            )
-        };
-        let header = loop {
-            match lines.next_line().map_err(|e| Error::io(path, e))? {
-                None => break None,
-                Some(Supplied::TooLong { pos, len }) => {
-                    return Err(no_header(pos, SkipReason::TooLong { len }.to_string()))
-                }
-                Some(Supplied::Line(bytes, pos)) => {
-                    let bytes = match pos.byte {
-                        0 => bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes),
-                        _ => bytes,
-                    };
-                    if is_blank(bytes) {
-                        continue;
-                    }
-                    if bytes.iter().all(|b| matches!(b, 0 | b' ' | b'\t' | b'\r')) {
-                        nul_line.get_or_insert(pos);
-                        continue;
-                    }
-                    if let Some(nul) = nul_line {
-                        return Err(no_header(nul, "NUL bytes before the session header".into()));
-                    }
-                    match parser.header(bytes, &mut report) {
-                        Ok(h) => break Some(h),
-                        Err(e) => return Err(no_header(pos, e.0)),
-                    }
-                }
-            }
-        };
-        report.empty = header.is_none();
-        report.bytes = lines.consumed();
-        let ctx = header.map(|header| Context {
-            header,
-            source: source_name(path),
-        });
-        Ok(Session {
-            lines,
-            path: path.to_path_buf(),
-            start: 0,
-            parser,
-            arena,
-            ctx,
-            report,
-            hold_partial: opts.hold_partial,
-            last_unterminated: false,
-            counts: None,
-        })
-    }
-
-    /// A session that starts after the header, at a known place: for reading
-    /// a part of a file whose header was read before.
-    fn resume(lines: L, path: &Path, header: Header, opts: &SourceOptions) -> Self {
-        let start = lines.consumed();
-        let ctx = Context {
-            header,
-            source: source_name(path),
-        };
-        Session::with_context(lines, path, Some(ctx), start, opts)
     }
 }
 
@@ -889,7 +808,7 @@ macro_rules! record_source {
             }
 
             fn header(&self) -> Option<&Header> {
-                self.0.ctx.as_ref().map(crate::pi::MapLine::header)
+                self.0.ctx.as_ref().map(crate::line::MapLine::header)
             }
 
             fn next_entry(&mut self) -> Result<Option<Entry<'_>>, Error> {
@@ -910,7 +829,7 @@ macro_rules! record_source {
                 self.0
                     .ctx
                     .as_ref()
-                    .map(crate::pi::MapLine::running_context)
+                    .map(crate::line::MapLine::running_context)
                     .unwrap_or_default()
             }
 
@@ -927,159 +846,6 @@ macro_rules! record_source {
             }
         }
     };
-}
-
-/// The pi session source over a file or any reader: the chunked line
-/// reader (one fixed buffer, `memchr` splitting), so it copes with files
-/// that grow while they are read and never holds more than one line.
-///
-/// ```
-/// use mem_ingest::{PiSessionSource, RecordSource, Role};
-///
-/// let jsonl = concat!(
-///     r#"{"type":"session","version":3,"id":"s1","timestamp":"2025-01-01T00:00:00Z","cwd":"/tmp/my-project"}"#, "\n",
-///     r#"{"type":"message","id":"a1","parentId":null,"timestamp":"2025-01-01T00:00:01Z","message":{"role":"user","content":"hi","timestamp":1735689601000}}"#, "\n",
-/// );
-/// let mut src = PiSessionSource::from_reader(jsonl.as_bytes(), "s1.jsonl").unwrap();
-/// let rec = src.next_record().unwrap().unwrap();
-/// assert_eq!((rec.role, rec.text, rec.project, rec.key), (Role::User, "hi", "/tmp/my-project", "s1:a1"));
-/// assert!(src.next_record().unwrap().is_none());
-/// assert_eq!(src.report().records, 1);
-/// ```
-#[derive(Debug)]
-pub struct PiSessionSource<R = File>(Session<LineReader<R>>);
-
-record_source!(impl[R: Read] PiSessionSource<R>);
-
-impl PiSessionSource<File> {
-    /// Opens a session file (read-only) and reads up to its header.
-    ///
-    /// # Errors
-    /// The file cannot be opened or read, or its first non-blank line is
-    /// not a session header with a string `id`. An empty file (only
-    /// whitespace, NULs and a BOM) is not an error: its report says
-    /// `empty` and it gives no records.
-    pub fn open(path: impl AsRef<Path>) -> Result<Self, Error> {
-        Self::open_with(path, &SourceOptions::default())
-    }
-
-    /// [`PiSessionSource::open`] with options.
-    ///
-    /// # Errors
-    /// As [`PiSessionSource::open`].
-    pub fn open_with(path: impl AsRef<Path>, opts: &SourceOptions) -> Result<Self, Error> {
-        let path = path.as_ref();
-        let file = File::open(path).map_err(|e| Error::io(path, e))?;
-        // A second handle reads a long line again (`pread`: the first
-        // one's offset is not moved).
-        let again = file
-            .try_clone()
-            .map(Arc::new)
-            .map_err(|e| Error::io(path, e))?;
-        let opts = opts.clone().read_again_from(&again);
-        Self::from_reader_with(file, path, &opts)
-    }
-}
-
-impl<R: Read> PiSessionSource<R> {
-    /// A source over any reader; `path` names it in reports and errors and
-    /// gives the source name `pi:<file stem>`.
-    ///
-    /// # Errors
-    /// As [`PiSessionSource::open`].
-    pub fn from_reader(rdr: R, path: impl AsRef<Path>) -> Result<Self, Error> {
-        Self::from_reader_with(rdr, path, &SourceOptions::default())
-    }
-
-    /// [`PiSessionSource::from_reader`] with options.
-    ///
-    /// # Errors
-    /// As [`PiSessionSource::open`].
-    pub fn from_reader_with(
-        rdr: R,
-        path: impl AsRef<Path>,
-        opts: &SourceOptions,
-    ) -> Result<Self, Error> {
-        let lines = LineReader::with_capacity(rdr, opts.buffer_capacity, opts.max_line)
-            .read_again(opts.again.clone());
-        Session::open(lines, path.as_ref(), opts).map(PiSessionSource)
-    }
-
-    /// The current length of the line buffer in bytes: the configured
-    /// capacity, or the longest line read so far (up to the maximum line
-    /// length plus one; a source over a file: the longest line handed out,
-    /// and what was read after it) when that is longer. Never the file
-    /// size.
-    pub fn buffer_len(&self) -> usize {
-        self.0.lines.buffer().len()
-    }
-
-    /// A source over a part of a session file whose header is known: `rdr`
-    /// starts at absolute offset `byte`, at the start of a line, after
-    /// `lines_before` lines (the header among them). Used to read one file
-    /// on several cores, or to resume where an earlier run stopped.
-    pub fn resume(
-        rdr: R,
-        path: impl AsRef<Path>,
-        header: Header,
-        byte: u64,
-        lines_before: u64,
-        opts: &SourceOptions,
-    ) -> Self {
-        let lines =
-            LineReader::starting_at(rdr, opts.buffer_capacity, opts.max_line, byte, lines_before)
-                .read_again(opts.again.clone());
-        PiSessionSource(Session::resume(lines, path.as_ref(), header, opts))
-    }
-}
-
-/// A pi session source over bytes already in memory (a line a hook just
-/// received, a buffer): lines are split in place, with no read buffer and
-/// no copy but the one the parser makes. Records are identical to
-/// [`PiSessionSource`]'s.
-///
-/// ```
-/// use mem_ingest::{RecordSource, SliceSessionSource, SourceOptions};
-///
-/// let jsonl = br#"{"type":"session","id":"s1","cwd":"/p"}
-/// {"type":"message","id":"a","message":{"role":"user","content":"hi"}}
-/// "#;
-/// let mut src = SliceSessionSource::new(jsonl, "s1.jsonl", &SourceOptions::new()).unwrap();
-/// assert_eq!(src.next_record().unwrap().unwrap().text, "hi");
-/// ```
-#[derive(Debug)]
-pub struct SliceSessionSource<'d>(Session<SliceLines<&'d [u8]>>);
-
-record_source!(impl['d] SliceSessionSource<'d>);
-
-impl<'d> SliceSessionSource<'d> {
-    /// A source over `data`; `path` names it in reports and errors.
-    ///
-    /// # Errors
-    /// As [`PiSessionSource::open`], less the I/O.
-    pub fn new(
-        data: &'d [u8],
-        path: impl AsRef<Path>,
-        opts: &SourceOptions,
-    ) -> Result<Self, Error> {
-        Session::open(SliceLines::new(data, opts.max_line), path.as_ref(), opts)
-            .map(SliceSessionSource)
-    }
-
-    /// A source over a part of a session file whose header is known, as
-    /// [`PiSessionSource::resume`]: `data` starts at absolute offset
-    /// `byte`, at the start of a line, after `lines_before` lines.
-    pub fn resume(
-        data: &'d [u8],
-        path: impl AsRef<Path>,
-        header: Header,
-        byte: u64,
-        lines_before: u64,
-        opts: &SourceOptions,
-    ) -> Self {
-        let lines = SliceLines::starting_at(data, opts.max_line, byte, lines_before);
-        SliceSessionSource(Session::resume(lines, path.as_ref(), header, opts))
-    }
 }
 
 pub(crate) use record_source;

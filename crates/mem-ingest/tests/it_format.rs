@@ -11,7 +11,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use mem_ingest::archive::Archive;
-use mem_ingest::format::{BoxedSource, Format, Input, Pi};
+use mem_ingest::format::{BoxedSource, Format, Input};
+use mem_ingest::formats::Pi;
 use mem_ingest::sink::ForEach;
 
 mod common;

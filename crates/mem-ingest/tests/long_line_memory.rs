@@ -16,7 +16,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use mem_ingest::archive::Archive;
-use mem_ingest::format::{Codex, Pi};
+use mem_ingest::formats::{Codex, Pi};
 use mem_ingest::sink::ForEach;
 use mem_ingest::{OwnedRecord, SourceOptions};
 

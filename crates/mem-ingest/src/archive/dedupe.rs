@@ -243,18 +243,6 @@ impl Emitter<'_> {
     }
 }
 
-/// The session id a `parentSession` path names: pi names files
-/// `<timestamp>_<session id>.jsonl`; a name without `_` is taken whole.
-pub fn session_of_path(path: &str) -> String {
-    // The path comes from the machine that wrote it: `/` or `\`.
-    let file = path.rsplit(['/', '\\']).next().unwrap_or(path);
-    let name = file.strip_suffix(".jsonl").unwrap_or(file).to_owned();
-    match name.split_once('_') {
-        Some((_, id)) => id.to_owned(),
-        None => name,
-    }
-}
-
 /// Lineages: a union-find over session ids, each root owning the set of
 /// fingerprints emitted in its lineage.
 #[derive(Default)]
@@ -435,6 +423,7 @@ impl Lineages {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::formats::pi::session_of_path;
 
     /// What `forget` takes back is gone from the lineage's set (whether
     /// still among the recent or merged into the sorted vector) and from

@@ -46,7 +46,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use super::discover::Links;
 use super::state::{FileState, Identity, OutputOptions, OutputState};
-use crate::pi::Header;
+use crate::line::Header;
 use crate::record::Usage;
 use crate::report::{EntryCounts, ModelUsage, Report, Skip, SkipReason, DEFAULT_MAX_SKIPS};
 use crate::usage::Response;

@@ -63,13 +63,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::error::Error;
-use crate::format::{Format, Pi};
+use crate::format::Format;
+use crate::formats::Pi;
 use crate::record::Role;
 use crate::record::RoleFilter;
 use crate::sink::{Discard, Sink};
 use crate::source::SourceOptions;
 
-pub use dedupe::session_of_path;
+pub use crate::formats::pi::session_of_path;
 pub use discover::{refuse_streams, Links};
 pub use plan::PART_BYTES;
 pub use run::{SkipAt, Summary};

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::format::{open_at, At, Format, Input};
-use crate::pi::Header;
+use crate::line::Header;
 use crate::source::SourceOptions;
 use rayon::prelude::*;
 
@@ -498,7 +498,7 @@ mod tests {
             if let Some(p) = &prior {
                 map.insert(crate::path_text::spell(&path).into_owned(), p.clone());
             }
-            let pi: Arc<dyn Format> = Arc::new(crate::format::Pi);
+            let pi: Arc<dyn Format> = Arc::new(crate::formats::Pi);
             let plan = plan(vec![(path, identity, 0)], &map, &opts, 2, &[pi]);
             assert_eq!(plan.known, usize::from(prior.is_some()), "{name}");
             // A grown file whose header cannot be read is read again.

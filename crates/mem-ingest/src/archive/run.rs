@@ -23,9 +23,9 @@ use crate::counts::{LineCounts, Removal};
 use crate::error::{Error, ErrorKind};
 use crate::format::{open_at, At, BoxedSource, Format, Input, ParentCopies};
 use crate::json::LineHash;
+use crate::line::Header;
 use crate::line_reader::FileAt;
 use crate::ndjson::cut_text;
-use crate::pi::Header;
 use crate::record::RoleFilter;
 use crate::report::Report;
 use crate::sink::{Encoder, Place, Sink};
@@ -1801,13 +1801,13 @@ fn pass<S: Sink>(ctx: &mut Ctx<'_, S>) -> Result<Summary, Error> {
         // call written back as JSON (`stats`).
         opts = opts.roles(RoleFilter::NONE);
     }
-    if ctx.sink.encoder().takes_raw_text(crate::sink::seal::Crate)
+    if ctx.sink.encoder().takes_raw_text(crate::seal::Crate)
         && ctx.cfg.filter.max_text.is_none()
         && ctx
             .cfg
             .formats
             .iter()
-            .all(|f| f.honours_raw_text(crate::sink::seal::Crate))
+            .all(|f| f.honours_raw_text(crate::seal::Crate))
     {
         // The NDJSON writer alone reads each text, through its line: a pi
         // line is parsed lean and its record's text built escaped, from
@@ -2718,7 +2718,7 @@ mod tests {
         std::fs::create_dir_all(proj.join("s1/subagents")).unwrap();
         let main = proj.join("s1.jsonl");
         std::fs::write(&main, claude_line("a1", "m1", "r1", false, 2)).unwrap();
-        let claude: Vec<Arc<dyn Format>> = vec![Arc::new(crate::claude::Claude)];
+        let claude: Vec<Arc<dyn Format>> = vec![Arc::new(crate::formats::claude::Claude)];
         let build = |jobs: usize, state: Option<&Path>| {
             let b = Archive::builder()
                 .path(d.join("projects"))

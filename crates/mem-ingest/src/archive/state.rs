@@ -24,7 +24,7 @@ use super::layout::{
     ResponseWire, WireV3,
 };
 use crate::error::{Error, ErrorKind};
-use crate::pi::Header;
+use crate::line::Header;
 use crate::report::Report;
 use crate::sink::Mark;
 use crate::usage::Response;

@@ -150,7 +150,7 @@ impl Drop for Reading<'_> {
 
 /// Whether the lean tape being read leaves a record's text raw: a
 /// mapping may then build a record's text escaped, from raw strings of the
-/// tape ([`crate::pi::Text`]), for the writer that copies it
+/// tape ([`crate::line::Text`]), for the writer that copies it
 /// ([`crate::json::ParsedLine::write_str`]); every other string it reads
 /// through [`value`]. False outside a [`Reading`] made so.
 pub(crate) fn defers_text() -> bool {

@@ -68,7 +68,7 @@ impl JsonParser {
     /// text left raw ([`crate::json::lean::defers_text`]), or not: for a run
     /// whose only reader of a record's text is the NDJSON writer. The
     /// mapping then builds the text escaped, as the writer writes it, from
-    /// the line's raw strings ([`crate::pi::Text`]), and the writer copies
+    /// the line's raw strings ([`crate::line::Text`]), and the writer copies
     /// it ([`ParsedLine::write_str`]). A line taken by the lean parse is
     /// then [`JsonParser::parsed`], with [`Strings::Raw`].
     pub(crate) fn set_raw_text(&mut self, raw_text: bool) {
@@ -216,7 +216,7 @@ impl ParsedLine<'_> {
     /// Appends the JSON string of `s`, the text of the record mapped from
     /// this line, as [`escape`] writes it: the line's own bytes when they
     /// are exactly that; a text built escaped (a line read with raw text,
-    /// [`crate::pi::Text`]) as it is, in quotes; else escaped.
+    /// [`crate::line::Text`]) as it is, in quotes; else escaped.
     pub(crate) fn write_str(&self, s: &str, out: &mut Vec<u8>) {
         match self.copy {
             Strings::Copy(_) => match self.escaped(s) {

@@ -72,7 +72,7 @@ impl<'t, 'a> Fields<'t, 'a> {
 
 /// A string value as a piece of a record's text: as [`as_str`], except
 /// that a raw string of a lean tape read with record text left raw
-/// ([`super::lean::defers_text`]) stays raw, for [`crate::pi::Text`] to
+/// ([`super::lean::defers_text`]) stays raw, for [`crate::line::Text`] to
 /// keep as it is or escape again ([`super::lean::canonical`]).
 pub(crate) fn as_text<'a>(v: &[Node<'a>]) -> Option<&'a str> {
     match v.first() {

@@ -11,7 +11,7 @@ use std::path::Path;
 use memmap2::Mmap;
 
 use crate::error::Error;
-use crate::pi::{Entry, Header};
+use crate::line::{Entry, Header};
 use crate::record::Record;
 use crate::report::Report;
 use crate::source::{record_source, Position, RecordSource, Session, SliceLines, SourceOptions};
@@ -29,7 +29,7 @@ impl AsRef<[u8]> for MappedBytes {
 
 /// A pi session source over a memory mapping of the whole file.
 #[derive(Debug)]
-pub struct MmapSessionSource(Session<SliceLines<MappedBytes>>);
+pub struct MmapSessionSource(Session<SliceLines<MappedBytes>, super::map::Context>);
 
 record_source!(impl[] MmapSessionSource);
 

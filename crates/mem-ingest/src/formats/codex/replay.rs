@@ -49,8 +49,8 @@ use simd_json::Node;
 use super::{envelope, line_fingerprint};
 use crate::format::ParentCopies;
 use crate::json::{fingerprint, write_json, Fields, LineHash};
+use crate::line::Header;
 use crate::line_reader::bom_len;
-use crate::pi::Header;
 use crate::time::parse_iso_millis;
 
 /// The most milliseconds between two lines of a burst (rule 1), or two

@@ -22,8 +22,8 @@ use crate::error::Error;
 use crate::format::{BoxedSource, Format, Input};
 use crate::json::{as_bool, as_str, as_u64, elements, fingerprint, is_blank, write_json, Fields};
 use crate::json::{JsonParser, LineHash, ParsedLine, PrefixLines};
+use crate::line::{Entry, Header, LinePos, MapLine, Text};
 use crate::line_reader::bom_len;
-use crate::pi::{Entry, Header, LinePos, MapLine, Text};
 use crate::record::{Record, Role, RoleFilter, Usage};
 use crate::report::{Report, SkipReason};
 use crate::source::{
@@ -77,7 +77,7 @@ impl Format for Codex {
         "codex"
     }
 
-    fn honours_raw_text(&self, _: crate::sink::seal::Crate) -> bool {
+    fn honours_raw_text(&self, _: crate::seal::Crate) -> bool {
         // Its sources never read raw text.
         true
     }
@@ -327,8 +327,8 @@ mod zst {
     use crate::counts::LineCounts;
     use crate::error::Error;
     use crate::format::{BoxedSource, Input};
+    use crate::line::{Entry, Header};
     use crate::line_reader::ReadAt;
-    use crate::pi::{Entry, Header};
     use crate::record::Record;
     use crate::report::Report;
     use crate::source::{

@@ -20,8 +20,8 @@ use crate::json::{
     as_bool, as_f64, as_str, as_u64, elements, fingerprint, is_blank, Fields, JsonParser,
     PrefixLines,
 };
+use crate::line::{Entry, Header, LinePos, MapLine, Text};
 use crate::line_reader::bom_len;
-use crate::pi::{Entry, Header, LinePos, MapLine, Text};
 use crate::record::{Record, Role, RoleFilter, Usage};
 use crate::report::{Report, SkipReason};
 use crate::source::{
@@ -84,7 +84,7 @@ impl Format for Claude {
         "claude"
     }
 
-    fn honours_raw_text(&self, _: crate::sink::seal::Crate) -> bool {
+    fn honours_raw_text(&self, _: crate::seal::Crate) -> bool {
         // Its sources never read raw text.
         true
     }
