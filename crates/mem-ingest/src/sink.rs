@@ -25,7 +25,8 @@ use std::io::{self, BufWriter, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use crate::archive::CheckpointStore;
+pub use crate::archive::model::Mark;
+use crate::archive::state::CheckpointStore;
 use crate::error::{Error, ErrorKind};
 use crate::json::ParsedLine;
 use crate::ndjson;
@@ -77,43 +78,6 @@ pub trait Encoder: Sync {
     #[doc(hidden)]
     fn takes_raw_text(&self, _: crate::seal::Crate) -> bool {
         false
-    }
-}
-
-/// Where an output stands after a sync, for the checkpoint that covers it.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Mark {
-    /// The output's path, as given.
-    pub path: String,
-    /// Bytes of it the checkpoint covers (a dataset: the sequence of its
-    /// next part).
-    pub len: u64,
-    /// A dataset: the id its parts are named by (0 for a file).
-    pub id: u64,
-    /// A dataset: the parts the checkpoint covers, as paths relative to
-    /// `path` (none for a file).
-    pub parts: Vec<String>,
-}
-
-impl Mark {
-    /// `len` bytes of the file at `path`.
-    pub fn file(path: impl Into<String>, len: u64) -> Mark {
-        Mark {
-            path: path.into(),
-            len,
-            ..Mark::default()
-        }
-    }
-
-    /// The parts of id `id` in the dataset at `dir`, the next of sequence
-    /// `next`.
-    pub fn dataset(dir: impl Into<String>, id: u64, next: u64, parts: Vec<String>) -> Mark {
-        Mark {
-            path: dir.into(),
-            len: next,
-            id,
-            parts,
-        }
     }
 }
 
@@ -208,7 +172,7 @@ pub trait Sink {
 /// Untouched capacity costs address space only; a buffer that had to grow
 /// would be moved by `mremap` (a TLB shootdown on every core) or come back
 /// as fresh pages to fault in and clear.
-const OUT_CAPACITY: usize = (2 * crate::archive::PART_BYTES as usize) / 4 * 5 + (1 << 20);
+const OUT_CAPACITY: usize = (2 * crate::archive::plan::PART_BYTES as usize) / 4 * 5 + (1 << 20);
 
 /// Bytes of written pages the pool keeps at most, over all its buffers.
 const OUT_POOLED_BYTES: usize = 128 << 20;

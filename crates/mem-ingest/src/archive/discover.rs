@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use super::state::Identity;
+use super::stamp::Identity;
 
 /// What discovery found.
 #[derive(Debug, Default)]

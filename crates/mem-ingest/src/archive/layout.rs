@@ -12,7 +12,7 @@
 //!   context); version 1 also held the lineages decoded.
 //! - Version 3: a file is [`FileState`] through [`FileStateV3`]: its format
 //!   and the format's running context are saved, and the header digest is a
-//!   hash of the header's fields ([`super::plan::header_digest`]), not of its
+//!   hash of the header's fields ([`super::stamp::header_digest`]), not of its
 //!   serialised form.
 //! - Version 4: version 3, and the kept copy of every usage-bearing
 //!   response ([`crate::usage::Responses`]), each through [`ResponseV4`],
@@ -45,7 +45,8 @@
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use super::discover::Links;
-use super::state::{FileState, Identity, OutputOptions, OutputState};
+use super::model::{FileState, OutputOptions, OutputState};
+use super::stamp::Identity;
 use crate::line::Header;
 use crate::record::Usage;
 use crate::report::{EntryCounts, ModelUsage, Report, Skip, SkipReason, DEFAULT_MAX_SKIPS};
@@ -77,7 +78,7 @@ pub(super) struct OptionsV4 {
     #[serde(skip)]
     sources: Vec<String>,
     #[serde(skip)]
-    shard: Option<super::Shard>,
+    shard: Option<super::shard::Shard>,
     #[serde(skip, default = "serial")]
     line_hash: u32,
     #[serde(skip, default = "followed")]
@@ -97,7 +98,7 @@ pub(super) struct OptionsV5 {
     record_format: u32,
     sources: Vec<String>,
     #[serde(skip)]
-    shard: Option<super::Shard>,
+    shard: Option<super::shard::Shard>,
     #[serde(skip, default = "serial")]
     line_hash: u32,
     #[serde(skip, default = "followed")]
@@ -116,7 +117,7 @@ pub(super) struct OptionsV6 {
     no_dedupe: bool,
     record_format: u32,
     sources: Vec<String>,
-    shard: Option<super::Shard>,
+    shard: Option<super::shard::Shard>,
     #[serde(skip, default = "serial")]
     line_hash: u32,
     #[serde(skip, default = "followed")]
@@ -136,7 +137,7 @@ pub(super) struct OptionsV7 {
     no_dedupe: bool,
     record_format: u32,
     sources: Vec<String>,
-    shard: Option<super::Shard>,
+    shard: Option<super::shard::Shard>,
     line_hash: u32,
     #[serde(skip, default = "followed")]
     links: Links,
@@ -155,7 +156,7 @@ pub(super) struct OptionsV10 {
     no_dedupe: bool,
     record_format: u32,
     sources: Vec<String>,
-    shard: Option<super::Shard>,
+    shard: Option<super::shard::Shard>,
     line_hash: u32,
     #[serde(with = "LinksV10")]
     links: Links,
@@ -396,7 +397,7 @@ impl From<FileV2> for FileState {
         FileState {
             identity: f.identity,
             format: "pi".to_owned(),
-            header_digest: super::plan::header_digest(&f.header),
+            header_digest: super::stamp::header_digest(&f.header),
             header: f.header,
             offset: f.offset,
             line: f.line,
@@ -438,7 +439,7 @@ pub(super) struct FileStateV3 {
     line: u64,
     open_line: bool,
     pending: u64,
-    #[serde(with = "super::state::blob")]
+    #[serde(with = "super::model::blob")]
     context: Vec<u8>,
     #[serde(with = "ReportDef")]
     report: Report,

@@ -47,14 +47,17 @@
 //!   that cannot be read fails alone, after the others are read. Input files
 //!   are never written.
 
+mod config;
 pub(crate) mod dedupe;
 mod discover;
 mod exec;
 mod layout;
-mod plan;
+pub(crate) mod model;
+pub(crate) mod plan;
 mod run;
 mod shard;
-mod state;
+mod stamp;
+pub(crate) mod state;
 mod stats;
 
 use std::path::PathBuf;
@@ -71,86 +74,23 @@ use crate::sink::{Discard, Sink};
 use crate::source::SourceOptions;
 
 pub use crate::formats::pi::session_of_path;
+pub use config::Progress;
+pub(crate) use config::{Command, Config, Filter};
 pub use discover::{refuse_streams, Links};
+pub use model::{FileState, LineageState, OutputOptions, OutputState};
 pub use plan::PART_BYTES;
 pub use run::{SkipAt, Summary};
 pub use shard::{fnv1a, shard_of, Shard};
+pub use stamp::Identity;
 #[cfg(feature = "sqlite")]
 pub(crate) use state::respell_keys;
 pub use state::{
-    lock_file, real_path, response_rows, Checkpoint, CheckpointStore, FileState, Identity,
-    LineageState, Lock, OutputOptions, OutputState, State, StateFile, RECORD_FORMAT, STATE_VERSION,
+    lock_file, real_path, response_rows, Checkpoint, CheckpointStore, Lock, State, StateFile,
+    RECORD_FORMAT, STATE_VERSION,
 };
 pub use stats::{
     FailureLine, ModelLine, ProjectLine, Roles, SkipLine, SourceStats, Stats, UsageLine,
 };
-
-/// Reports how far a run is, for a progress bar. Called from worker threads.
-pub trait Progress: Send + Sync {
-    /// A pass starts: `total` bytes to read.
-    fn start(&self, total: u64);
-    /// `bytes` more were read.
-    fn advance(&self, bytes: u64);
-    /// The pass is over (following: the run is).
-    fn finish(&self);
-    /// Following ([`Archive::follow`]): a pass is over, `files` followed,
-    /// `written` records sent to the sink since the run began. Default:
-    /// nothing (a follow run reports no bytes to read).
-    fn following(&self, files: u64, written: u64) {
-        let _ = (files, written);
-    }
-}
-
-/// Which records a backfill keeps, beyond roles (default: all, whole).
-#[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct Filter {
-    pub since: Option<i64>,
-    pub until: Option<i64>,
-    pub max_text: Option<usize>,
-}
-
-/// What a run does; recorded in the checkpoint's options.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Command {
-    Backfill,
-    Stats,
-}
-
-/// Everything a run is configured with.
-#[derive(Clone)]
-pub(crate) struct Config {
-    /// The formats read, in order of preference: a file is the first's
-    /// that claims it (a file named as a PATH and claimed by none is the
-    /// first's).
-    pub formats: Vec<Arc<dyn Format>>,
-    /// A checkpoint chooses among `formats` (see
-    /// [`ArchiveBuilder::formats_from_checkpoint`]).
-    pub formats_from_checkpoint: bool,
-    pub paths: Vec<PathBuf>,
-    /// Links met while walking a folder.
-    pub links: Links,
-    pub jobs: usize,
-    pub state: Option<PathBuf>,
-    pub dedupe: bool,
-    pub opts: SourceOptions,
-    pub filter: Filter,
-    /// Role names, sorted and distinct, for the checkpoint's options.
-    pub roles: Vec<String>,
-    pub follow: bool,
-    pub checkpoint: Duration,
-    pub stop: Arc<AtomicBool>,
-    pub progress: Option<Arc<dyn Progress>>,
-    pub poll_only: bool,
-    /// The share of the archive read (None: all of it).
-    pub shard: Option<Shard>,
-    /// Pipes named as PATHs that format detection opened and read the
-    /// first bytes of: the reading task takes each (a pipe is opened and
-    /// read once).
-    pub streams: Arc<Streams>,
-}
-
-/// Pipes opened, each with the bytes already read from it, by path.
-pub(crate) type Streams = std::sync::Mutex<Vec<(PathBuf, std::fs::File, Vec<u8>)>>;
 
 /// Builds an [`Archive`]: what to read and how. Every setter documents its
 /// default.

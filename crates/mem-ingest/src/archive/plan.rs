@@ -3,7 +3,7 @@
 //! parts at newline boundaries, so one file of several GB keeps every core
 //! busy.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs::File;
 use std::io;
 use std::os::unix::fs::FileExt;
@@ -15,7 +15,9 @@ use crate::line::Header;
 use crate::source::SourceOptions;
 use rayon::prelude::*;
 
-use super::state::{FileState, Identity};
+use super::model::FileState;
+use super::shard::{root_of, shard_of, Shard};
+use super::stamp::{header_digest, Identity};
 
 /// Regions larger than this are read in parts of about this size. It does
 /// not depend on `--jobs`, so neither does the order of any sum.
@@ -142,25 +144,6 @@ fn boundaries(path: &Path, start: u64, size: u64) -> io::Result<Vec<u64>> {
     }
     cuts.push(size);
     Ok(cuts)
-}
-
-/// The header digest kept in the state: a re-run reads a file from the
-/// start again when its header changed. A hash of the header's fields
-/// themselves (not of a serialised form, which a new field would change).
-pub fn header_digest(h: &Header) -> u64 {
-    let opt = |v: Option<&[u8]>| match v {
-        Some(b) => [&[1u8][..], b].concat(),
-        None => vec![0],
-    };
-    let ts = h.timestamp.map(i64::to_le_bytes);
-    crate::json::fingerprint(&[
-        h.id.as_bytes(),
-        h.cwd.as_bytes(),
-        &h.version.to_le_bytes(),
-        &opt(ts.as_ref().map(|t| &t[..])),
-        &opt(h.parent_session.as_deref().map(str::as_bytes)),
-        &h.fingerprint.to_le_bytes(),
-    ])
 }
 
 /// The header differs from the one saved only by a cwd that was unknown
@@ -410,6 +393,81 @@ fn split(path: &Path, r: &Region, size: u64, opts: &SourceOptions, format: &dyn 
         cuts,
         header: Some(header),
     }
+}
+
+/// The files of the archive that are shard `shard`'s, and the root of
+/// every lineage their headers name, to be recorded for the next run.
+/// `prior` gives the headers of files unchanged since the state was saved
+/// (not opened), `recorded` the roots the state recorded.
+pub(crate) fn select_shard(
+    files: Vec<FoundFile>,
+    prior: &BTreeMap<String, Arc<FileState>>,
+    recorded: &BTreeMap<String, String>,
+    opts: &SourceOptions,
+    formats: &[Arc<dyn Format>],
+    shard: Shard,
+    jobs: usize,
+) -> (Vec<FoundFile>, BTreeMap<String, String>) {
+    if shard.n <= 1 {
+        return (files, BTreeMap::new());
+    }
+    let header = |(path, id, format): &FoundFile| {
+        let key = crate::path_text::spell(path);
+        match prior.get(&*key) {
+            Some(p) if p.identity == *id => Some(p.header.clone()),
+            _ => read_header(path, opts, &*formats[*format]),
+        }
+    };
+    let headers: Vec<_> = match rayon::ThreadPoolBuilder::new().num_threads(jobs).build() {
+        Ok(pool) => pool.install(|| files.par_iter().map(header).collect()),
+        Err(_) => files.iter().map(header).collect(),
+    };
+    // Each lineage id's parent: the smallest named by its files (files of
+    // one session naming different parents are rare; the choice must not
+    // depend on the order of paths).
+    let mut parent: HashMap<String, String> = HashMap::new();
+    let mut lineage: Vec<Option<String>> = Vec::with_capacity(files.len());
+    for ((_, _, format), h) in files.iter().zip(&headers) {
+        let Some(h) = h else {
+            lineage.push(None);
+            continue;
+        };
+        let f = &*formats[*format];
+        let id = f.lineage(&h.id);
+        if let Some(p) = f.parent(h).filter(|p| *p != id) {
+            let e = parent.entry(id.clone()).or_insert_with(|| p.clone());
+            if p < *e {
+                *e = p;
+            }
+        }
+        lineage.push(Some(id));
+    }
+    // Every session with a file gets its root; the settled ones are
+    // recorded, beside all recorded before (never dropped: an id whose file
+    // cannot be read for a run, or is moved away and back, keeps its root).
+    let has_file: HashSet<&str> = lineage.iter().flatten().map(String::as_str).collect();
+    let mut roots = recorded.clone();
+    let mut root: HashMap<&str, String> = HashMap::with_capacity(has_file.len());
+    for &id in &has_file {
+        let (r, settled) = root_of(id, &parent, &has_file, recorded);
+        if settled && !recorded.contains_key(id) {
+            roots.insert(id.to_owned(), r.clone());
+        }
+        root.insert(id, r);
+    }
+    let files = files
+        .into_iter()
+        .zip(&lineage)
+        .filter(|(_, l)| {
+            let k = match l {
+                Some(id) => shard_of(&root[id.as_str()], shard.n),
+                None => 0,
+            };
+            k == shard.k
+        })
+        .map(|(f, _)| f)
+        .collect();
+    (files, roots)
 }
 
 #[cfg(test)]

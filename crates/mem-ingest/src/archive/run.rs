@@ -10,15 +10,15 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
+use super::config::{Command, Config};
 use super::dedupe::{Emitter, FpSet, Lineages};
+use super::model::{FileState, OutputOptions, OutputState};
 use super::plan::{self, FoundFile, Mode, Plan, PlannedFile, Task};
-use super::state::{
-    self, Checkpoint, CheckpointStore, FileState, OutputOptions, OutputState, State, StateFile,
-};
+use super::state::{self, Checkpoint, CheckpointStore, State, StateFile};
 use super::stats::{
     known_cost, FailureLine, ModelLine, ProjectLine, Roles, SkipLine, SourceStats, Stats, UsageLine,
 };
-use super::{discover, exec, Command, Config};
+use super::{discover, exec};
 use crate::counts::{LineCounts, Removal};
 use crate::error::{Error, ErrorKind};
 use crate::format::{open_at, At, BoxedSource, Format, Input, ParentCopies};
@@ -925,7 +925,7 @@ fn detect_formats(
     prior: &BTreeMap<String, Arc<FileState>>,
     mut files: Vec<FoundFile>,
 ) -> Vec<FoundFile> {
-    let known = |path: &Path, id: &state::Identity| {
+    let known = |path: &Path, id: &super::stamp::Identity| {
         // The same file, not shrunk below what was read: unchanged, or
         // grown (a live session, every pass of --follow).
         let p = plan::entry(prior, path)
@@ -960,7 +960,7 @@ fn detect_formats(
 }
 
 /// [`crate::format::detect_format`], but a pipe's first bytes, read once,
-/// are kept with it for the task that reads it ([`super::Streams`]).
+/// are kept with it for the task that reads it ([`super::config::Streams`]).
 fn detect_format(cfg: &Config, path: &Path) -> usize {
     use crate::format::{detect_in, detect_prefix};
     let Ok(mut f) = File::open(path) else {
@@ -1821,7 +1821,7 @@ fn pass<S: Sink>(ctx: &mut Ctx<'_, S>) -> Result<Summary, Error> {
         Some(s) => {
             let empty = BTreeMap::new();
             let recorded = ctx.state.as_ref().map_or(&empty, |st| &st.shard_roots);
-            let (files, roots) = super::shard::select(
+            let (files, roots) = super::plan::select_shard(
                 files,
                 prior,
                 recorded,
@@ -2089,7 +2089,7 @@ fn file_state(f: &PlannedFile, format: &dyn Format, a: &Assembling) -> Option<Fi
         identity: f.identity,
         format: format.name().to_owned(),
         context: a.context.clone(),
-        header_digest: plan::header_digest(&header),
+        header_digest: super::stamp::header_digest(&header),
         header,
         offset: position.byte,
         line: position.line,

@@ -33,14 +33,6 @@
 //! reported once.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::sync::Arc;
-
-use rayon::prelude::*;
-
-use super::plan::{self, FoundFile};
-use super::state::FileState;
-use crate::format::Format;
-use crate::source::SourceOptions;
 
 /// Which share of an archive a run takes: shard `k` of `n` (`0 <= k < n`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -105,7 +97,7 @@ pub fn shard_of(root: &str, n: u32) -> u32 {
 /// at a parent whose file is not found (yet): that root is taken for this
 /// run only, so shards that saw the archive at different moments agree
 /// again once they see the same one.
-fn root_of(
+pub(super) fn root_of(
     id: &str,
     parent: &HashMap<String, String>,
     has_file: &HashSet<&str>,
@@ -130,81 +122,6 @@ fn root_of(
         walk.push(p);
         at = p;
     }
-}
-
-/// The files of the archive that are shard `shard`'s, and the root of
-/// every lineage their headers name, to be recorded for the next run.
-/// `prior` gives the headers of files unchanged since the state was saved
-/// (not opened), `recorded` the roots the state recorded.
-pub(crate) fn select(
-    files: Vec<FoundFile>,
-    prior: &BTreeMap<String, Arc<FileState>>,
-    recorded: &BTreeMap<String, String>,
-    opts: &SourceOptions,
-    formats: &[Arc<dyn Format>],
-    shard: Shard,
-    jobs: usize,
-) -> (Vec<FoundFile>, BTreeMap<String, String>) {
-    if shard.n <= 1 {
-        return (files, BTreeMap::new());
-    }
-    let header = |(path, id, format): &FoundFile| {
-        let key = crate::path_text::spell(path);
-        match prior.get(&*key) {
-            Some(p) if p.identity == *id => Some(p.header.clone()),
-            _ => plan::read_header(path, opts, &*formats[*format]),
-        }
-    };
-    let headers: Vec<_> = match rayon::ThreadPoolBuilder::new().num_threads(jobs).build() {
-        Ok(pool) => pool.install(|| files.par_iter().map(header).collect()),
-        Err(_) => files.iter().map(header).collect(),
-    };
-    // Each lineage id's parent: the smallest named by its files (files of
-    // one session naming different parents are rare; the choice must not
-    // depend on the order of paths).
-    let mut parent: HashMap<String, String> = HashMap::new();
-    let mut lineage: Vec<Option<String>> = Vec::with_capacity(files.len());
-    for ((_, _, format), h) in files.iter().zip(&headers) {
-        let Some(h) = h else {
-            lineage.push(None);
-            continue;
-        };
-        let f = &*formats[*format];
-        let id = f.lineage(&h.id);
-        if let Some(p) = f.parent(h).filter(|p| *p != id) {
-            let e = parent.entry(id.clone()).or_insert_with(|| p.clone());
-            if p < *e {
-                *e = p;
-            }
-        }
-        lineage.push(Some(id));
-    }
-    // Every session with a file gets its root; the settled ones are
-    // recorded, beside all recorded before (never dropped: an id whose file
-    // cannot be read for a run, or is moved away and back, keeps its root).
-    let has_file: HashSet<&str> = lineage.iter().flatten().map(String::as_str).collect();
-    let mut roots = recorded.clone();
-    let mut root: HashMap<&str, String> = HashMap::with_capacity(has_file.len());
-    for &id in &has_file {
-        let (r, settled) = root_of(id, &parent, &has_file, recorded);
-        if settled && !recorded.contains_key(id) {
-            roots.insert(id.to_owned(), r.clone());
-        }
-        root.insert(id, r);
-    }
-    let files = files
-        .into_iter()
-        .zip(&lineage)
-        .filter(|(_, l)| {
-            let k = match l {
-                Some(id) => shard_of(&root[id.as_str()], shard.n),
-                None => 0,
-            };
-            k == shard.k
-        })
-        .map(|(f, _)| f)
-        .collect();
-    (files, roots)
 }
 
 #[cfg(test)]
