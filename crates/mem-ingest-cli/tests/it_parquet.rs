@@ -17,7 +17,7 @@ use arrow_array::types::{Float64Type, Int64Type, TimestampMillisecondType};
 use arrow_array::{Array, RecordBatch};
 use arrow_schema::DataType;
 use mem_ingest::archive::{shard_of, Archive, Shard};
-use mem_ingest::dataset::{ParquetDataset, NULL_DATE};
+use mem_ingest_dataset::{ParquetDataset, NULL_DATE};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use serde_json::{Map, Value};
 
@@ -1146,7 +1146,7 @@ fn shard_roots_are_saved_when_they_change_and_only_then() {
 /// not emitted again when the fork between goes.
 #[test]
 fn shards_into_sqlite_stores_keep_their_roots() {
-    use mem_ingest::store::SqliteStore;
+    use mem_ingest_store::SqliteStore;
     let d = tmpdir("shard-sqlite");
     let root = lineages(&d);
     let n = 2u32;

@@ -15,7 +15,7 @@ use serde_json::Value;
 use common::{append, fixtures, run, sha256, user_line};
 
 /// The schema version this release writes.
-const SCHEMA: i64 = mem_ingest::store::SCHEMA_VERSION;
+const SCHEMA: i64 = mem_ingest_store::SCHEMA_VERSION;
 
 fn bin() -> Command {
     common::cli()
@@ -717,7 +717,7 @@ fn texts_session(dir: &Path, id: &str, cwd: &str, texts: &[&str]) -> PathBuf {
 
 /// Each hit's key and snippet, as the library's `search` gives them.
 fn snippets(db: &Path, query: &str) -> Vec<(String, String)> {
-    use mem_ingest::store::{search, Search};
+    use mem_ingest_store::{search, Search};
     let s = Search {
         query: query.to_owned(),
         limit: 20,
@@ -1121,7 +1121,7 @@ fn a_store_counts_each_response_once_across_runs() {
     use mem_ingest::archive::Archive;
     use mem_ingest::format::Format;
     use mem_ingest::formats::Claude;
-    use mem_ingest::store::SqliteStore;
+    use mem_ingest_store::SqliteStore;
     use std::sync::Arc;
     let d = tmpdir("responses-runs");
     let s = d.join("claude-usage.jsonl");
@@ -1211,7 +1211,7 @@ fn other_writers_keep_the_index_right() {
 /// the FTS5 syntax that `bm25()` itself ranks.
 #[test]
 fn search_ranks_as_fts5_bm25_to_the_bit() {
-    use mem_ingest::store::{search, Search, RANKED};
+    use mem_ingest_store::{search, Search, RANKED};
     let d = tmpdir("bm25");
     let arch = d.join("archive");
     let g = gen_corpus::GenCorpus::new()

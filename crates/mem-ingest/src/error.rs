@@ -128,7 +128,8 @@ impl Error {
         }
     }
 
-    pub(crate) fn io(path: &Path, e: io::Error) -> Self {
+    /// An I/O error on `path`.
+    pub fn io(path: &Path, e: io::Error) -> Self {
         Error::new(path, ErrorKind::Io(e))
     }
 

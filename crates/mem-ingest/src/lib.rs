@@ -16,8 +16,6 @@
 pub mod archive;
 mod atomic;
 mod counts;
-#[cfg(feature = "parquet")]
-pub mod dataset;
 mod error;
 pub mod format;
 pub mod formats;
@@ -33,8 +31,6 @@ pub mod sink;
 mod source;
 // Where the unit tests find the shared folder: the integration tests' own
 // helper, one file for both.
-#[cfg(feature = "sqlite")]
-pub mod store;
 #[cfg(test)]
 #[path = "../tests/common/shared.rs"]
 mod test_shared;
@@ -54,3 +50,10 @@ pub use record::{OwnedRecord, Record, Role, RoleFilter, Usage};
 pub use report::{EntryCounts, ModelUsage, Report, Skip, SkipReason, DEFAULT_MAX_SKIPS};
 pub use source::{Position, RecordSource, SourceOptions};
 pub use time::{format_iso_millis, parse_iso_millis};
+
+/// Appends `s` as a JSON string (quoted, escaped as serde_json escapes):
+/// the crate's one escaper, for the workspace's sinks.
+#[doc(hidden)]
+pub fn write_json_string(out: &mut Vec<u8>, s: &str) {
+    json::escape(out, s);
+}

@@ -17,8 +17,9 @@
 //!
 //! Shipped sinks: [`NdjsonFile`] and [`NdjsonStdout`] (the command line's
 //! bytes), [`Discard`] (no output: `stats`), and [`ForEach`], a sink in one
-//! line for library users who want owned records in order; with the
-//! feature `parquet`, [`crate::dataset::ParquetDataset`].
+//! line for library users who want owned records in order. The store
+//! (`mem_ingest_store::SqliteStore`) and the dataset
+//! (`mem_ingest_dataset::ParquetDataset`) are crates of their own.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, BufWriter, Seek, SeekFrom, Write};

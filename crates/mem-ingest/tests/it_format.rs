@@ -696,7 +696,7 @@ fn a_file_failing_in_a_later_part_resumes_after_what_was_delivered() {
     // The store: its checkpoint, committed with the rows.
     let db = d.join("store.db");
     let run = |f: Arc<dyn Format>| {
-        let mut store = mem_ingest::store::SqliteStore::open(&db).unwrap();
+        let mut store = mem_ingest_store::SqliteStore::open(&db).unwrap();
         Archive::builder()
             .path(&root)
             .format(f)
@@ -909,7 +909,7 @@ fn a_fork_left_waiting_for_its_parent_by_a_stopped_run_is_read_again() {
     let (root, parent_path, _) = fork_before_parent(&d);
     let db = d.join("store.db");
     let run = |f: Arc<dyn Format>, stop: Option<Arc<AtomicBool>>| {
-        let mut store = StopAfterWrite(mem_ingest::store::SqliteStore::open(&db).unwrap(), stop);
+        let mut store = StopAfterWrite(mem_ingest_store::SqliteStore::open(&db).unwrap(), stop);
         let mut b = Archive::builder().path(&root).format(f).jobs(2);
         if let Some(s) = &store.1 {
             b = b.stop_flag(s.clone());

@@ -13,12 +13,12 @@ use std::time::Instant;
 use clap::{Args, Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use mem_ingest::archive::{refuse_streams, Archive, ArchiveBuilder, Links, Progress, Summary};
-use mem_ingest::dataset::{ParquetDataset, Shard};
 use mem_ingest::format::Format;
 use mem_ingest::formats::{Claude, Codex, Pi};
 use mem_ingest::sink::{NdjsonFile, NdjsonStdout};
-use mem_ingest::store::{Search, SqliteStore};
 use mem_ingest::{parse_iso_millis, Error, ErrorKind, Role};
+use mem_ingest_dataset::{ParquetDataset, Shard};
+use mem_ingest_store::{Search, SqliteStore};
 
 /// Reads the session archives of coding agents (pi, Claude Code, Codex) into normalised records.
 #[derive(Parser, Debug)]
@@ -497,7 +497,7 @@ fn search(a: SearchArgs) -> i32 {
         limit: a.limit as usize,
         rank_all: a.rank_all,
     };
-    let hits = match mem_ingest::store::search(&a.db, &query) {
+    let hits = match mem_ingest_store::search(&a.db, &query) {
         Ok(h) => h,
         Err(e) if is_not_found(&e) && e.path() == a.db => {
             let db = a.db.display();

@@ -82,8 +82,8 @@ pub use plan::PART_BYTES;
 pub use run::{SkipAt, Summary};
 pub use shard::{fnv1a, shard_of, Shard};
 pub use stamp::Identity;
-#[cfg(feature = "sqlite")]
-pub(crate) use state::respell_keys;
+#[doc(hidden)]
+pub use state::respell_keys;
 pub use state::{
     lock_file, real_path, response_rows, Checkpoint, CheckpointStore, Lock, State, StateFile,
     RECORD_FORMAT, STATE_VERSION,

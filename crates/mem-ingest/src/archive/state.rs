@@ -523,7 +523,7 @@ pub fn load(path: &Path) -> Result<Option<State>, Error> {
 /// if it is still there, is read as a new one. The forks waiting for a
 /// parent are keyed and listed the same way. Returns each file's new key
 /// by its old one (a file dropped has none).
-pub(crate) fn respell_keys(
+pub fn respell_keys(
     files: &mut BTreeMap<String, Arc<FileState>>,
     pending_forks: &mut BTreeMap<String, Vec<String>>,
 ) -> BTreeMap<String, String> {

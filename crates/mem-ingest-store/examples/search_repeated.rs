@@ -18,7 +18,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use mem_ingest::archive::Archive;
-use mem_ingest::store::{search, Search, SqliteStore};
+use mem_ingest_store::{search, Search, SqliteStore};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);

@@ -41,7 +41,7 @@
 //! store moves it to `checkpoint_responses` in the transaction that sets
 //! version 2. Version 3 records how line bytes were hashed into its
 //! fingerprints (`checkpoint_meta`, name `line_hash`: see
-//! [`crate::LineHash`]), 2 for a store it creates; a store of version 1 or
+//! [`mem_ingest::LineHash`]), 2 for a store it creates; a store of version 1 or
 //! 2 hashed them serially and is migrated with 1, which it keeps (and an
 //! older mem-ingest, which knows only the serial hash, refuses version
 //! 3). The row belongs to the store, not to its checkpoint: a checkpoint
@@ -54,6 +54,8 @@
 //! same key (pi 0.x keys are per line; an entry rewritten with the same id
 //! and another timestamp) is stored under `<key>~<fingerprint, 16 hex
 //! digits>`: deterministic, so a re-run finds it again.
+#![deny(unsafe_code)]
+#![deny(missing_docs)]
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::File;
@@ -63,10 +65,10 @@ use std::sync::Arc;
 
 use rusqlite::{params, Connection, OpenFlags, OptionalExtension};
 
-use crate::archive::{Checkpoint, CheckpointStore, FileState, OutputOptions, State};
-use crate::error::{Error, ErrorKind};
-use crate::record::Record;
-use crate::sink::{Encoder, Place, Sink};
+use mem_ingest::archive::{Checkpoint, CheckpointStore, FileState, OutputOptions, State};
+use mem_ingest::sink::{Encoder, Place, Sink};
+use mem_ingest::Record;
+use mem_ingest::{Error, ErrorKind};
 
 mod rank;
 mod snippet;
@@ -207,7 +209,7 @@ fn migrate(conn: &Connection, from: i64) -> rusqlite::Result<Result<(), String>>
                 |r| r.get(0),
             )
             .optional()?;
-        let rows = match crate::archive::response_rows(&one.unwrap_or_default()) {
+        let rows = match mem_ingest::archive::response_rows(&one.unwrap_or_default()) {
             Ok(r) => r,
             Err(e) => return Ok(Err(e)),
         };
@@ -229,14 +231,14 @@ fn migrate(conn: &Connection, from: i64) -> rusqlite::Result<Result<(), String>>
         tx.execute(
             "INSERT INTO checkpoint_meta (name, value) VALUES ('line_hash', ?1)
              ON CONFLICT (name) DO NOTHING",
-            [crate::LineHash::Serial.id().to_string()],
+            [mem_ingest::LineHash::Serial.id().to_string()],
         )?;
         tx.pragma_update(None, "user_version", 3)?;
         tx.commit()?;
     }
     if from < 4 {
         // Version 4: checkpoint files keyed by their path's spelling
-        // (`crate::path_text`), not the path made UTF-8 lossily; the forks
+        // (`mem_ingest::path_text`), not the path made UTF-8 lossily; the forks
         // waiting for a parent likewise.
         let tx = conn.unchecked_transaction()?;
         let rows: Vec<(String, Vec<u8>)> = tx
@@ -264,7 +266,7 @@ fn migrate(conn: &Connection, from: i64) -> rusqlite::Result<Result<(), String>>
                 Some(Err(e)) => return Ok(Err(format!("damaged pending_forks ({e})"))),
             };
         let old: Vec<String> = files.keys().cloned().collect();
-        let renamed = crate::archive::respell_keys(&mut files, &mut pending);
+        let renamed = mem_ingest::archive::respell_keys(&mut files, &mut pending);
         for key in old {
             match renamed.get(&key) {
                 Some(new) if *new == key => {}
@@ -338,7 +340,7 @@ pub struct Row {
     text: String,
     provider: Option<String>,
     model: Option<String>,
-    usage: Option<crate::record::Usage>,
+    usage: Option<mem_ingest::Usage>,
     stop_reason: Option<String>,
     tool_name: Option<String>,
     tool_call_id: Option<String>,
@@ -378,7 +380,7 @@ impl Encoder for RowEncoder {
             if i > 0 {
                 kinds.push(b',');
             }
-            crate::json::escape(&mut kinds, k);
+            mem_ingest::write_json_string(&mut kinds, k);
         }
         kinds.push(b']');
         batch.push(Row {
@@ -438,7 +440,7 @@ struct SessionTouch {
 pub struct SqliteStore {
     conn: Connection,
     path: PathBuf,
-    _lock: crate::archive::Lock,
+    _lock: mem_ingest::archive::Lock,
     in_tx: bool,
     /// The `row_id` the next new row gets: read when a transaction begins
     /// (no other writer can insert while it is open).
@@ -446,7 +448,7 @@ pub struct SqliteStore {
     sessions: BTreeMap<String, SessionTouch>,
     /// How line bytes were hashed into the fingerprints the store holds
     /// (`checkpoint_meta.line_hash`).
-    line_hash: crate::LineHash,
+    line_hash: mem_ingest::LineHash,
 }
 
 impl std::fmt::Debug for SqliteStore {
@@ -553,13 +555,13 @@ impl SqliteStore {
                 return Err(refused(&path, format!("cannot be written ({e})")));
             }
         }
-        let lock = crate::archive::lock_file(&path, "store")?;
+        let lock = mem_ingest::archive::lock_file(&path, "store")?;
         let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
             | OpenFlags::SQLITE_OPEN_CREATE
             | OpenFlags::SQLITE_OPEN_NO_MUTEX;
         // The file the name stands for: its `-wal` and `-shm` beside it, as
         // any other name for it finds them.
-        let real = crate::archive::real_path(&path);
+        let real = mem_ingest::archive::real_path(&path);
         let conn = Connection::open_with_flags(&real, flags).map_err(|e| failed(&path, e))?;
         let version: i64 = conn
             .pragma_query_value(None, "user_version", |r| r.get(0))
@@ -626,7 +628,7 @@ impl SqliteStore {
         let Some(line_hash) = recorded
             .as_deref()
             .and_then(|v| v.parse().ok())
-            .and_then(crate::LineHash::from_id)
+            .and_then(mem_ingest::LineHash::from_id)
         else {
             return Err(refused(
                 &path,
@@ -1043,7 +1045,7 @@ impl CheckpointStore for SqliteStore {
     /// One transaction: the rows written since the last commit, their
     /// index, the sessions they touched and the checkpoint that moves past
     /// them.
-    fn line_hash(&self) -> Option<crate::LineHash> {
+    fn line_hash(&self) -> Option<mem_ingest::LineHash> {
         Some(self.line_hash)
     }
 
@@ -1208,7 +1210,7 @@ pub fn search(path: &Path, s: &Search) -> Result<Vec<Hit>, Error> {
                 Some(rusqlite::ErrorCode::ReadOnly | rusqlite::ErrorCode::CannotOpen)
             ) =>
         {
-            let mut wal_name = crate::archive::real_path(path).into_os_string();
+            let mut wal_name = mem_ingest::archive::real_path(path).into_os_string();
             wal_name.push("-wal");
             if std::fs::metadata(&wal_name).is_ok_and(|m| m.len() > 0) {
                 return Err(Error::new(

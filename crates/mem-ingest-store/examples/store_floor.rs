@@ -24,8 +24,8 @@ use std::time::Instant;
 
 use mem_ingest::archive::Archive;
 use mem_ingest::sink::ForEach;
-use mem_ingest::store::{SCHEMA, SCHEMA_VERSION};
 use mem_ingest::OwnedRecord;
+use mem_ingest_store::{SCHEMA, SCHEMA_VERSION};
 use rusqlite::{params, Connection};
 
 /// What each commit of the store indexes.

@@ -1,5 +1,5 @@
-//! A Hive-partitioned Parquet dataset: [`ParquetDataset`], a [`Sink`]
-//! (feature `parquet`), what `backfill --parquet DIR` writes.
+//! A Hive-partitioned Parquet dataset: [`ParquetDataset`], a [`Sink`] of
+//! mem-ingest's engine, what `backfill --parquet DIR` writes.
 //!
 //! `DIR/format=<pi|claude|codex>/date=<YYYY-MM-DD>/<part>.parquet`: the date
 //! is the record's timestamp's, in UTC; records without one are in
@@ -8,7 +8,7 @@
 //!
 //! ```
 //! use mem_ingest::archive::{Archive, Shard};
-//! use mem_ingest::dataset::ParquetDataset;
+//! use mem_ingest_dataset::ParquetDataset;
 //!
 //! let dir = std::env::temp_dir().join(format!("mem-ingest-ds-doc-{}", std::process::id()));
 //! let mut ds = ParquetDataset::create(&dir, Shard::ALL)?;
@@ -47,6 +47,8 @@
 //! covers are listed in it, and a part of its own name that it does not
 //! list (written after the last checkpoint of a killed run) is removed when
 //! the next run starts.
+#![deny(unsafe_code)]
+#![deny(missing_docs)]
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::{self, File};
@@ -67,10 +69,10 @@ use parquet::file::metadata::SortingColumn;
 use parquet::file::properties::WriterProperties;
 use parquet::schema::types::ColumnPath;
 
-pub use crate::archive::Shard;
-use crate::error::{Error, ErrorKind};
-use crate::record::Record;
-use crate::sink::{Encoder, Mark, Place, Sink};
+pub use mem_ingest::archive::Shard;
+use mem_ingest::sink::{Encoder, Mark, Place, Sink};
+use mem_ingest::Record;
+use mem_ingest::{Error, ErrorKind};
 
 /// Rows of a part at most.
 pub const PART_ROWS: usize = 1_000_000;
@@ -173,7 +175,7 @@ pub struct Row {
     text: String,
     provider: Option<String>,
     model: Option<String>,
-    usage: Option<crate::record::Usage>,
+    usage: Option<mem_ingest::Usage>,
     stop_reason: Option<String>,
     tool_name: Option<String>,
     tool_call_id: Option<String>,
@@ -229,7 +231,7 @@ impl Row {
 
 /// The UTC date of a time in Unix ms, `YYYY-MM-DD`.
 pub fn date_of(ms: i64) -> String {
-    let iso = crate::time::format_iso_millis(ms);
+    let iso = mem_ingest::format_iso_millis(ms);
     match iso.split_once('T') {
         Some((d, _)) => d.to_owned(),
         None => iso,
@@ -705,7 +707,7 @@ fn to_batch(schema: &SchemaRef, rows: &[Row]) -> Result<RecordBatch, arrow_schem
         Arc::new(b.finish())
     };
     let usage =
-        |f: &dyn Fn(&crate::record::Usage) -> u64| int(&|r| r.usage.as_ref().map(|u| sat(f(u))));
+        |f: &dyn Fn(&mem_ingest::Usage) -> u64| int(&|r| r.usage.as_ref().map(|u| sat(f(u))));
     let mut kinds = ListBuilder::with_capacity(StringBuilder::new(), n).with_field(kinds_item());
     for r in rows {
         for k in &r.kinds {
