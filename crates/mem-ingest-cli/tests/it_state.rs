@@ -1051,23 +1051,49 @@ fn first_run_killed(name: &str, follow: bool) {
         }
         c
     };
+    // How long a first run takes to its end here (debug builds on a loaded
+    // machine take seconds): the kills are placed across that span, from
+    // its start to near its end, and the span grows by half after each
+    // round of them, so that both outcomes come within a few rounds
+    // whatever the machine (growing from a fixed 0.5 ms took most of the
+    // test's four minutes on two cores).
+    let t = Instant::now();
+    let mut first = backfill();
+    if follow {
+        // A follow run does not end: it is timed to its first full output.
+        let mut child = first.spawn().unwrap();
+        while fs::read(&out).map(|b| b.len()).unwrap_or(0) < want.len() {
+            assert!(t.elapsed() < Duration::from_secs(60), "follow stalled");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        child.kill().unwrap();
+        child.wait().unwrap();
+    } else {
+        assert!(first.status().unwrap().success());
+    }
+    let mut span_us = t.elapsed().as_micros() as u64;
+    const AT: [u64; 6] = [0, 5, 20, 45, 70, 95];
     // What each killed first run left: no state, a state and an empty
     // output, a state and records.
     let (mut no_state, mut empty, mut written) = (0, 0, 0);
-    let mut delay_us = 0u64;
+    let mut kills = 0usize;
     let started = Instant::now();
     while written == 0 || no_state + empty == 0 {
         assert!(
             started.elapsed() < Duration::from_secs(240),
             "left: {no_state} without state, {empty} empty, {written} written"
         );
+        let delay_us = span_us * AT[kills % AT.len()] / 100;
+        kills += 1;
+        if kills % AT.len() == 0 {
+            span_us = span_us * 3 / 2;
+        }
         let _ = fs::remove_file(&state);
         let _ = fs::remove_file(&out);
         let mut child = backfill().spawn().unwrap();
         std::thread::sleep(Duration::from_micros(delay_us));
         child.kill().unwrap(); // SIGKILL
         child.wait().unwrap();
-        delay_us = delay_us * 3 / 2 + 500;
         let len = fs::metadata(&out).map_or(0, |m| m.len());
         match (state.exists(), len) {
             (false, 0) => no_state += 1,
