@@ -1085,7 +1085,7 @@ fn first_run_killed(name: &str, follow: bool) {
         );
         let delay_us = span_us * AT[kills % AT.len()] / 100;
         kills += 1;
-        if kills % AT.len() == 0 {
+        if kills.is_multiple_of(AT.len()) {
             span_us = span_us * 3 / 2;
         }
         let _ = fs::remove_file(&state);

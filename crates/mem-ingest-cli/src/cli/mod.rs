@@ -14,7 +14,6 @@ use clap::{Args, Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use mem_ingest::archive::{refuse_streams, Archive, ArchiveBuilder, Links, Progress, Summary};
 use mem_ingest::format::Format;
-use mem_ingest::formats::{Claude, Codex, Pi};
 use mem_ingest::sink::{NdjsonFile, NdjsonStdout};
 use mem_ingest::{parse_iso_millis, Error, ErrorKind, Role};
 use mem_ingest_dataset::{ParquetDataset, Shard};
@@ -261,13 +260,13 @@ enum Agent {
 }
 
 impl Agent {
-    /// Its format.
+    /// Its format, from the library's registry by its name (`--agent`'s
+    /// value is the format's name).
     fn format(self) -> Arc<dyn Format> {
-        match self {
-            Agent::Pi => Arc::new(Pi),
-            Agent::Claude => Arc::new(Claude),
-            Agent::Codex => Arc::new(Codex),
-        }
+        use clap::ValueEnum;
+        let value = self.to_possible_value().expect("every agent has a name");
+        mem_ingest::formats::by_name(value.get_name())
+            .unwrap_or_else(|| panic!("{} is not a registered format", value.get_name()))
     }
 }
 
@@ -673,6 +672,23 @@ fn summary(quiet: bool, t: &Summary, started: Instant, what: &str) {
 
 #[cfg(test)]
 mod tests {
+    /// `--agent` names exactly the library's registered formats, in the
+    /// registry's order (a file no format claims is the first's).
+    #[test]
+    fn agents_are_the_registered_formats() {
+        use clap::ValueEnum;
+        let agents: Vec<&str> = super::Agent::value_variants()
+            .iter()
+            .map(|a| a.format().name())
+            .collect();
+        let registered: Vec<&str> = mem_ingest::formats::builtin()
+            .iter()
+            .map(|f| f.name())
+            .collect();
+        assert_eq!(agents, ["pi", "claude", "codex"]);
+        assert_eq!(agents, registered);
+    }
+
     #[test]
     fn follow_line_exact() {
         assert_eq!(
