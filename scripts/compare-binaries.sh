@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Two mem-ingest binaries side by side on the figures of cli-ratios.sh,
+# Two mem-ingest binaries side by side on the figures of cli-ratios.sh
+# (and `backfill --db` into a new store),
 # alternated in one sitting (OLD, NEW, OLD, NEW, ...), medians of ROUNDS
 # (default 5) each: a refactor must keep each within noise.
 #
@@ -51,3 +52,4 @@ measure "backfill -o new file, --jobs 2" "rm -f $WORK/out-BIN.ndjson" backfill -
 measure "backfill --state -o, first run" "rm -f $WORK/st-BIN $WORK/st-BIN.ndjson" backfill -q --jobs 2 --state "$WORK/st-BIN" -o "$WORK/st-BIN.ndjson" "$ARCH"
 measure "backfill --state -o, re-run" ":" backfill -q --jobs 2 --state "$WORK/st-BIN" -o "$WORK/st-BIN.ndjson" "$ARCH"
 measure "stats --state, re-run" ":" stats -q --json --jobs 2 --state "$WORK/ss-BIN" "$ARCH"
+measure "backfill --db, new store" "rm -f $WORK/db-BIN.db $WORK/db-BIN.db-wal $WORK/db-BIN.db-shm $WORK/db-BIN.db.lock" backfill -q --jobs 2 --db "$WORK/db-BIN.db" "$ARCH"
