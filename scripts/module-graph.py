@@ -80,24 +80,28 @@ def paths_in(text):
         if d and segs and segs[0] not in ("crate",):
             return None  # a name of the inline module itself
         return "::".join(segs) if segs else None
+    def rooted(path):
+        # A path that starts at neither the crate nor a module: from here.
+        if path.split("::")[0] in ("crate", "super", "self"):
+            return path
+        return "self::" + path
     found = []
     for m in re.finditer(r"\buse\s+(\w+(?:::[^;]*));", text, re.S):
-        u = re.sub(r"\s+", "", m.group(1))
-        if not u.split("::")[0] in ("crate", "super", "self"):
-            u = "self::" + u
-        for p in expand(u):
+        # `x as y` names x; then the spaces go.
+        u = re.sub(r"\s+", "", re.sub(r"\s+as\s+\w+", "", m.group(1)))
+        for p in expand(rooted(u)):
             q = lift(p, m.start())
             if q:
-                found.append(q if q.split("::")[0] in ("crate", "super", "self") else "self::" + q)
+                found.append(rooted(q))
     for m in re.finditer(r"\b((?:crate|super)(?:::\w+)+)", text):
         q = lift(m.group(1), m.start())
         if q:
-            found.append(q if q.split("::")[0] in ("crate", "super", "self") else "self::" + q)
+            found.append(rooted(q))
     return found
 
 def expand(u):
     if "{" not in u:
-        return [u.split(" as ")[0]]
+        return [u]
     head, rest = u.split("{", 1)
     inner = rest[: rest.rfind("}")]
     parts, depth, cur = [], 0, ""

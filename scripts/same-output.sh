@@ -29,6 +29,16 @@ fi
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 fail=0
+# verdict NAME OLD NEW: one line saying whether the two digests are the
+# same; a difference fails the run.
+verdict() {
+    if [ "$2" = "$3" ]; then
+        echo "same     $1 ($2)"
+    else
+        echo "DIFFERS  $1 ($2 vs $3)"
+        fail=1
+    fi
+}
 # case NAME ARGS...: both binaries, stdout compared (stderr ignored: it
 # holds timings). With --state, each binary gets a state of its own, run
 # twice (the second run reads nothing new) and the states' outputs compared.
@@ -37,12 +47,7 @@ compare() {
     local a b
     a=$("$OLD" "$@" 2>/dev/null | sha256sum | cut -c1-16) || true
     b=$("$NEW" "$@" 2>/dev/null | sha256sum | cut -c1-16) || true
-    if [ "$a" = "$b" ]; then
-        echo "same     $name ($a)"
-    else
-        echo "DIFFERS  $name ($a vs $b)"
-        fail=1
-    fi
+    verdict "$name" "$a" "$b"
 }
 # compare_spaces NAME ARGS...: as compare, runs of spaces squeezed to one
 # first. For the human stats table only: its columns widen to the longest
@@ -53,12 +58,7 @@ compare_spaces() {
     local a b
     a=$("$OLD" "$@" 2>/dev/null | tr -s ' ' | sha256sum | cut -c1-16) || true
     b=$("$NEW" "$@" 2>/dev/null | tr -s ' ' | sha256sum | cut -c1-16) || true
-    if [ "$a" = "$b" ]; then
-        echo "same     $name ($a)"
-    else
-        echo "DIFFERS  $name ($a vs $b)"
-        fail=1
-    fi
+    verdict "$name" "$a" "$b"
 }
 compare_state() {
     local name=$1; shift
@@ -71,12 +71,7 @@ compare_state() {
         second=$("$bin" "$@" --state "$d/state" 2>/dev/null | sha256sum | cut -c1-16) || true
         out+=("$first/$second")
     done
-    if [ "${out[0]}" = "${out[1]}" ]; then
-        echo "same     $name (${out[0]})"
-    else
-        echo "DIFFERS  $name (${out[0]} vs ${out[1]})"
-        fail=1
-    fi
+    verdict "$name" "${out[0]}" "${out[1]}"
 }
 # compare_db NAME ARGS...: `backfill --db` twice with each binary, each
 # store dumped whole.
@@ -93,12 +88,7 @@ compare_db() {
                                      SELECT * FROM temp.v"; } | sha256sum | cut -c1-16)")
         rm -rf "$d"
     done
-    if [ "${out[0]}" = "${out[1]}" ]; then
-        echo "same     $name (${out[0]})"
-    else
-        echo "DIFFERS  $name (${out[0]} vs ${out[1]})"
-        fail=1
-    fi
+    verdict "$name" "${out[0]}" "${out[1]}"
 }
 # compare_parquet NAME ARGS...: `backfill --parquet` with each binary, the
 # dataset's rows (with their partition columns) sorted.
@@ -119,12 +109,7 @@ PY
 )")
         rm -rf "$d"
     done
-    if [ "${out[0]}" = "${out[1]}" ]; then
-        echo "same     $name (${out[0]})"
-    else
-        echo "DIFFERS  $name (${out[0]} vs ${out[1]})"
-        fail=1
-    fi
+    verdict "$name" "${out[0]}" "${out[1]}"
 }
 FIX=(fixtures/*.jsonl fixtures/bad/)
 if [ -z "${NO_DB:-}" ]; then

@@ -304,7 +304,7 @@ mod tests {
 
     #[test]
     fn hand_written_lines_equal_serde_json_on_every_fixture_record() {
-        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../fixtures");
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures");
         let mut n = 0;
         for name in [
             "hand-built.jsonl",

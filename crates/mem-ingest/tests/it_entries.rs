@@ -152,7 +152,7 @@ fn resuming_at_a_position_continues_exactly() {
 fn removing_a_duplicate_takes_out_exactly_its_counts() {
     let text = std::fs::read_to_string(concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/../../fixtures/hand-built.jsonl"
+        "/fixtures/hand-built.jsonl"
     ))
     .unwrap();
     let mut full = PiSessionSource::from_reader(text.as_bytes(), "h.jsonl").unwrap();
@@ -187,7 +187,7 @@ fn removing_a_duplicate_takes_out_exactly_its_counts() {
 #[test]
 fn slice_source_matches_the_chunked_reader_on_every_fixture() {
     use mem_ingest::SliceSessionSource;
-    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../fixtures");
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures");
     let mut paths: Vec<std::path::PathBuf> = Vec::new();
     for d in [
         dir.to_owned(),

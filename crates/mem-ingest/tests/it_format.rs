@@ -299,7 +299,7 @@ fn a_second_format_plugs_in_beside_pi() {
     fs::write(proj.join("tuesday.notes"), "{\"text\":\"first\"}\n").unwrap();
     // pi's files in the same archive, read by pi's format.
     fs::copy(
-        Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../..")).join("fixtures/hand-built.jsonl"),
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/hand-built.jsonl"),
         d.join("archive/pi.jsonl"),
     )
     .unwrap();
@@ -579,7 +579,7 @@ fn a_panic_in_a_format_fails_its_file_and_the_run_goes_on() {
     fs::create_dir_all(&good).unwrap();
     for f in ["hand-built.jsonl", "pi-classic.jsonl"] {
         fs::copy(
-            Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
+            Path::new(env!("CARGO_MANIFEST_DIR"))
                 .join("fixtures")
                 .join(f),
             good.join(f),

@@ -24,7 +24,7 @@ mod pi_source {
     // Helpers
 
     fn fixture(name: &str) -> PathBuf {
-        Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
+        Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("fixtures")
             .join(name)
     }

@@ -2558,7 +2558,7 @@ mod tests {
     use crate::sink::Discard;
 
     fn fixture() -> PathBuf {
-        Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../..")).join("fixtures/hand-built.jsonl")
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/hand-built.jsonl")
     }
 
     /// A new archive folder (`arch`, in a folder of its own) holding
@@ -2573,7 +2573,7 @@ mod tests {
         std::fs::create_dir_all(&arch).unwrap();
         std::fs::copy(fixture(), arch.join("a.jsonl")).unwrap();
         for (name, to) in more.iter().zip(["b", "c", "d"]) {
-            let from = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
+            let from = Path::new(env!("CARGO_MANIFEST_DIR"))
                 .join("fixtures")
                 .join(name);
             std::fs::copy(from, arch.join(format!("{to}.jsonl"))).unwrap();

@@ -85,7 +85,7 @@ pub fn tmpdir(group: &str, name: &str) -> PathBuf {
 
 /// The project's fixtures.
 pub fn fixtures() -> PathBuf {
-    shared::repo_root().join("fixtures")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures")
 }
 
 /// Appends `text` to the file at `path`.
