@@ -3,13 +3,15 @@
 //!
 //! `tests/fuzz_regressions.rs` includes this very file with `#[path]`, so a
 //! crash input replays on stable `cargo test` through exactly the code the
-//! fuzzer ran. That is why it depends on `mem_ingest` and std only: the
+//! fuzzer ran. That is why it depends on `mem_ingest_parse` and std only: the
 //! reader target's parameters are decoded from the input by hand
 //! ([`ReaderCase`]) rather than with `arbitrary`.
 
 use std::io::{self, Read};
 
-use mem_ingest::{Header, OwnedRecord, PiSessionSource, RecordSource, Report, Skip, SourceOptions};
+use mem_ingest_parse::{
+    Header, OwnedRecord, PiSessionSource, RecordSource, Report, Skip, SourceOptions,
+};
 
 /// The valid header line that `line` puts before its input.
 pub const HEADER: &[u8] = br#"{"type":"session","version":3,"id":"fuzz-session","timestamp":"2025-01-01T00:00:00Z","cwd":"/fuzz/project"}"#;
@@ -47,9 +49,9 @@ pub fn read_all<R: Read>(rdr: R, opts: &SourceOptions) -> Result<Outcome, String
 /// ([`check_consistent`]); when `data` holds no `\n`, every record sits at
 /// line 2, byte `HEADER.len() + 1`, and the report counts 2 lines (1 when
 /// `data` is blank); the lean parse of each of its lines agrees with
-/// simd-json ([`mem_ingest::agrees_with_simd_json`]); the NDJSON lines
+/// simd-json ([`mem_ingest_parse::agrees_with_simd_json`]); the NDJSON lines
 /// written from record text built escaped are the ones written from
-/// decoded text ([`mem_ingest::raw_text_agrees`]).
+/// decoded text ([`mem_ingest_parse::raw_text_agrees`]).
 pub fn check_line(data: &[u8]) {
     let mut input = Vec::with_capacity(HEADER.len() + 1 + data.len());
     input.extend_from_slice(HEADER);
@@ -65,11 +67,11 @@ pub fn check_line(data: &[u8]) {
     check_consistent(&input, &out);
     check_copied_strings(&input);
     for line in data.split(|&c| c == b'\n') {
-        if let Err(e) = mem_ingest::agrees_with_simd_json(line) {
+        if let Err(e) = mem_ingest_parse::agrees_with_simd_json(line) {
             panic!("the lean parse and simd-json differ on {line:?}: {e}");
         }
     }
-    match mem_ingest::raw_text_agrees(&input) {
+    match mem_ingest_parse::raw_text_agrees(&input) {
         Ok(n) => assert_eq!(n, out.records.len(), "records read with raw text"),
         Err(e) => panic!("record text built escaped differs: {e}"),
     }
@@ -84,7 +86,7 @@ pub fn check_line(data: &[u8]) {
 }
 
 /// Every string of every record that its line's bytes would give as
-/// written ([`mem_ingest::ParsedLine::escaped`]) is exactly what a JSON
+/// written ([`mem_ingest_parse::ParsedLine::escaped`]) is exactly what a JSON
 /// writer writes for it.
 pub fn check_copied_strings(input: &[u8]) {
     let mut src = PiSessionSource::from_reader_with(input, PATH, &SourceOptions::default())
@@ -360,7 +362,7 @@ pub fn check_consistent(input: &[u8], out: &Outcome) {
 /// `claude`: arbitrary bytes as a whole Claude Code transcript (see
 /// [`check_headerless`]).
 pub fn check_claude(data: &[u8]) {
-    use mem_ingest::formats::Claude;
+    use mem_ingest_parse::formats::Claude;
     check_headerless(&Claude, "fuzz-claude.jsonl", data);
 }
 
@@ -371,8 +373,8 @@ pub fn check_claude(data: &[u8]) {
 /// records and counts as one reading; read without records, twice (see
 /// [`check_codex_without_records`]), the same entries and counts.
 pub fn check_codex(data: &[u8]) {
-    use mem_ingest::format::{Format, Input};
-    use mem_ingest::formats::Codex;
+    use mem_ingest_parse::format::{Format, Input};
+    use mem_ingest_parse::formats::Codex;
     let path = "rollout-2026-01-01T00-00-00-fuzz.jsonl";
     check_codex_without_records(data, std::path::Path::new(path));
     let Some((records, whole, full)) = check_headerless(&Codex, path, data) else {
@@ -447,9 +449,9 @@ fn codex_counts(r: &Report) -> String {
 /// give the entries (fingerprint, line, byte) and counts of a reading that
 /// builds records, every record held back; a reading fails as it does.
 fn check_codex_without_records(data: &[u8], path: &std::path::Path) {
-    use mem_ingest::format::{Format, Input};
-    use mem_ingest::formats::Codex;
-    use mem_ingest::RoleFilter;
+    use mem_ingest_parse::format::{Format, Input};
+    use mem_ingest_parse::formats::Codex;
+    use mem_ingest_parse::RoleFilter;
     type Read = (Vec<(u64, u64, u64)>, Report);
     let read = |opts: &SourceOptions| -> Option<Read> {
         let mut src = Codex.open(Input::Bytes(data), path, opts).ok()?;
@@ -492,11 +494,11 @@ fn memchr(b: u8, data: &[u8], from: usize) -> Option<usize> {
 /// (or the same error); every non-blank line is accounted for. Returns the
 /// records, report and header read.
 pub fn check_headerless(
-    format: &dyn mem_ingest::format::Format,
+    format: &dyn mem_ingest_parse::format::Format,
     path: &str,
     data: &[u8],
 ) -> Option<Reading> {
-    use mem_ingest::format::Input;
+    use mem_ingest_parse::format::Input;
     type Read3 = Result<Reading, String>;
     let opts = SourceOptions::default();
     let path = std::path::Path::new(path);

@@ -15,27 +15,20 @@
 
 pub mod archive;
 mod atomic;
-mod counts;
-mod error;
-pub mod format;
-pub mod formats;
-mod json;
-mod line;
-pub mod line_reader;
-mod ndjson;
-pub mod path_text;
-mod record;
-mod report;
-mod seal;
 pub mod sink;
-mod source;
+
+// The parsing layer (`mem-ingest-parse`): the modules a library user names
+// are re-exported as this crate's own; the others are imported under their
+// old names for the engine's `crate::` paths.
+use mem_ingest_parse::{
+    counts, error, json, line, ndjson, record, report, seal, source, time, usage,
+};
+pub use mem_ingest_parse::{format, formats, line_reader, path_text};
 // Where the unit tests find the shared folder: the integration tests' own
 // helper, one file for both.
 #[cfg(test)]
 #[path = "../tests/common/shared.rs"]
 mod test_shared;
-mod time;
-mod usage;
 
 pub use counts::LineCounts;
 pub use error::{Error, ErrorKind};
@@ -45,15 +38,10 @@ pub use json::lean::agrees_with_simd_json;
 pub use json::{LineHash, ParsedLine};
 pub use line::{Entry, Header};
 #[doc(hidden)]
+pub use mem_ingest_parse::write_json_string;
+#[doc(hidden)]
 pub use ndjson::raw_text_agrees;
 pub use record::{OwnedRecord, Record, Role, RoleFilter, Usage};
 pub use report::{EntryCounts, ModelUsage, Report, Skip, SkipReason, DEFAULT_MAX_SKIPS};
 pub use source::{Position, RecordSource, SourceOptions};
 pub use time::{format_iso_millis, parse_iso_millis};
-
-/// Appends `s` as a JSON string (quoted, escaped as serde_json escapes):
-/// the crate's one escaper, for the workspace's sinks.
-#[doc(hidden)]
-pub fn write_json_string(out: &mut Vec<u8>, s: &str) {
-    json::escape(out, s);
-}

@@ -42,6 +42,8 @@
 //!   versions 1 to 9 read back as [`Links::Follow`], since every walk
 //!   followed them before `--follow-links` existed.
 
+use std::borrow::Cow;
+
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use super::discover::Links;
@@ -234,16 +236,48 @@ struct UsageDef {
     cost: f64,
 }
 
+/// A skip's reason as laid out: the variants in this order, by name (the
+/// legacy JSON layouts). `SkipReason` is the parsing crate's and
+/// non-exhaustive, so it is written through its exhaustive parts.
 #[derive(Serialize, Deserialize)]
-#[serde(remote = "SkipReason")]
-enum SkipReasonDef {
-    Malformed(String),
-    Truncated(String),
+enum SkipReasonDef<'a> {
+    Malformed(Cow<'a, str>),
+    Truncated(Cow<'a, str>),
     NotAnEntry,
     TooDeep,
     TooLong { len: u64 },
     Nul,
-    Unsupported(String),
+    Unsupported(Cow<'a, str>),
+}
+
+mod skip_reason {
+    use super::*;
+    use mem_ingest_parse::report::SkipReasonParts as P;
+
+    pub fn serialize<S: Serializer>(r: &SkipReason, s: S) -> Result<S::Ok, S::Error> {
+        match r.parts() {
+            P::Malformed(e) => SkipReasonDef::Malformed(Cow::Borrowed(e)),
+            P::Truncated(e) => SkipReasonDef::Truncated(Cow::Borrowed(e)),
+            P::NotAnEntry => SkipReasonDef::NotAnEntry,
+            P::TooDeep => SkipReasonDef::TooDeep,
+            P::TooLong { len } => SkipReasonDef::TooLong { len },
+            P::Nul => SkipReasonDef::Nul,
+            P::Unsupported(why) => SkipReasonDef::Unsupported(Cow::Borrowed(why)),
+        }
+        .serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<SkipReason, D::Error> {
+        Ok(match SkipReasonDef::deserialize(d)? {
+            SkipReasonDef::Malformed(e) => SkipReason::Malformed(e.into_owned()),
+            SkipReasonDef::Truncated(e) => SkipReason::Truncated(e.into_owned()),
+            SkipReasonDef::NotAnEntry => SkipReason::NotAnEntry,
+            SkipReasonDef::TooDeep => SkipReason::TooDeep,
+            SkipReasonDef::TooLong { len } => SkipReason::TooLong { len },
+            SkipReasonDef::Nul => SkipReason::Nul,
+            SkipReasonDef::Unsupported(why) => SkipReason::Unsupported(why.into_owned()),
+        })
+    }
 }
 
 #[derive(Serialize, Deserialize)]
@@ -251,7 +285,7 @@ enum SkipReasonDef {
 struct SkipDef {
     line: u64,
     byte: u64,
-    #[serde(with = "SkipReasonDef")]
+    #[serde(with = "skip_reason")]
     reason: SkipReason,
 }
 

@@ -1,0 +1,26 @@
+//! The agents read, each a folder of its own, and the registry of them:
+//! [`builtin`] (the command line's default list, in the order a file that
+//! no format claims falls to the first) and [`by_name`] (`--agent`, and a
+//! checkpoint's list of agents).
+
+use std::sync::Arc;
+
+use crate::format::Format;
+
+pub mod claude;
+pub mod codex;
+pub mod pi;
+
+pub use claude::Claude;
+pub use codex::Codex;
+pub use pi::Pi;
+
+/// Every format this build reads, pi's first.
+pub fn builtin() -> Vec<Arc<dyn Format>> {
+    vec![Arc::new(Pi), Arc::new(Claude), Arc::new(Codex)]
+}
+
+/// The format named `name` ([`Format::name`]).
+pub fn by_name(name: &str) -> Option<Arc<dyn Format>> {
+    builtin().into_iter().find(|f| f.name() == name)
+}
