@@ -150,6 +150,24 @@ pub trait Format: Send + Sync {
         false
     }
 
+    /// The provider of the usage this format's sources hand over as
+    /// responses ([`crate::Report::responses`]) rather than in their
+    /// reports' sums: usage the engine counts once per response across the
+    /// whole archive, as the agent's own tools do (Claude Code streams one
+    /// response over several lines and files: `anthropic`). Default: `None`,
+    /// the sources hand over no responses.
+    fn responses_provider(&self) -> Option<&'static str> {
+        None
+    }
+
+    /// Whether a run over this format's files alone writes its stats
+    /// without a `by_source` table: pi's, whose stats JSON was pinned before
+    /// other formats were read. Every other format's stats name it.
+    #[doc(hidden)]
+    fn stats_before_sources(&self) -> bool {
+        false
+    }
+
     /// Whether a file met in a folder is one of this format's session files
     /// (by its name: folders are walked without opening files).
     fn is_session_file(&self, path: &Path) -> bool;

@@ -1022,3 +1022,161 @@ fn a_format_of_its_own_wrapping_pi_gets_decoded_text_in_ndjson_exact() {
     assert!(ours.contains(r#""text":"a\nb \"q\" café /""#), "{ours}");
     fs::remove_dir_all(&root).unwrap();
 }
+
+/// A format written outside the library that wraps a built-in one under
+/// a name of its own (as a user's fork of Claude Code's or pi's reader
+/// would), answering every question as the built-in does.
+struct Renamed(&'static str, Arc<dyn Format>);
+
+impl Format for Renamed {
+    fn name(&self) -> &'static str {
+        self.0
+    }
+    fn records_cost(&self) -> bool {
+        self.1.records_cost()
+    }
+    fn responses_provider(&self) -> Option<&'static str> {
+        self.1.responses_provider()
+    }
+    fn is_session_file(&self, path: &Path) -> bool {
+        self.1.is_session_file(path)
+    }
+    fn default_archive(&self) -> Result<PathBuf, String> {
+        self.1.default_archive()
+    }
+    fn detect(&self, prefix: &[u8], whole: bool) -> bool {
+        self.1.detect(prefix, whole)
+    }
+    fn open<'d>(
+        &self,
+        input: Input<'d>,
+        path: &Path,
+        opts: &mem_ingest::SourceOptions,
+    ) -> Result<BoxedSource<'d>, Error> {
+        self.1.open(input, path, opts)
+    }
+    fn resume<'d>(
+        &self,
+        input: Input<'d>,
+        path: &Path,
+        header: &Header,
+        context: &[u8],
+        byte: u64,
+        lines_before: u64,
+        opts: &mem_ingest::SourceOptions,
+    ) -> BoxedSource<'d> {
+        self.1
+            .resume(input, path, header, context, byte, lines_before, opts)
+    }
+    fn needs_running_context(&self) -> bool {
+        self.1.needs_running_context()
+    }
+    fn splits(&self, path: &Path) -> bool {
+        self.1.splits(path)
+    }
+    fn context_before(
+        &self,
+        file: &fs::File,
+        header: &Header,
+        byte: u64,
+        reach: Option<u64>,
+        opts: &mem_ingest::SourceOptions,
+    ) -> std::io::Result<Option<Vec<u8>>> {
+        self.1.context_before(file, header, byte, reach, opts)
+    }
+    fn header_is_entry(&self) -> bool {
+        self.1.header_is_entry()
+    }
+    fn lineage(&self, session: &str) -> String {
+        self.1.lineage(session)
+    }
+    fn parent(&self, header: &Header) -> Option<String> {
+        self.1.parent(header)
+    }
+    fn parent_file_name<'h>(&self, header: &'h Header) -> Option<&'h str> {
+        self.1.parent_file_name(header)
+    }
+    fn parent_lookup_name<'n>(&self, file_name: &'n str) -> &'n str {
+        self.1.parent_lookup_name(file_name)
+    }
+    fn parent_copies(
+        &self,
+        child: &Path,
+        header: &Header,
+        parent: Option<&Path>,
+        opts: &mem_ingest::SourceOptions,
+    ) -> mem_ingest::format::ParentCopies {
+        self.1.parent_copies(child, header, parent, opts)
+    }
+}
+
+/// The stats of `root` read with `format` alone: the totals' tokens, and
+/// the `by_source` table as (name, tokens) pairs, `None` when the stats
+/// have none.
+fn tokens_by_source(root: &Path, format: Arc<dyn Format>) -> (u64, Option<Vec<(String, u64)>>) {
+    let stats = Archive::builder()
+        .path(root)
+        .format(format)
+        .jobs(2)
+        .build()
+        .stats()
+        .unwrap()
+        .to_stats();
+    let by_source = stats.by_source.as_ref().map(|b| {
+        b.iter()
+            .map(|(name, s)| (name.clone(), s.usage.total_tokens))
+            .collect()
+    });
+    (stats.usage.total_tokens, by_source)
+}
+
+/// The engine names no format: Claude Code's usage, counted once per
+/// response across the archive, is its format's (whatever its name:
+/// `Format::responses_provider`), and the stats of a run over one format
+/// name it in `by_source` unless the format is pi, whose stats shape was
+/// pinned before other formats (`stats_before_sources`, which a wrapper
+/// does not inherit).
+#[test]
+fn stats_name_the_format_that_read_the_usage_whatever_its_name() {
+    let d = tmpdir("renamed");
+    let claude = d.join("claude");
+    let out = gen_corpus::GenCorpus::new()
+        .args([
+            "--format",
+            "claude",
+            "--total-mb",
+            "1",
+            "--seed",
+            "7",
+            "--archive",
+        ])
+        .arg(&claude)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let builtin: Arc<dyn Format> = Arc::new(mem_ingest::formats::Claude);
+    let (total, by) = tokens_by_source(&claude, builtin.clone());
+    assert!(total > 0, "the generated archive has usage");
+    assert_eq!(by, Some(vec![("claude".to_owned(), total)]));
+    let (wrapped, by) = tokens_by_source(&claude, Arc::new(Renamed("my-claude", builtin)));
+    assert_eq!(wrapped, total);
+    assert_eq!(by, Some(vec![("my-claude".to_owned(), total)]));
+
+    let pi = d.join("pi");
+    fs::create_dir_all(&pi).unwrap();
+    fs::copy(
+        common::fixtures().join("pi-classic.jsonl"),
+        pi.join("s.jsonl"),
+    )
+    .unwrap();
+    let (total, by) = tokens_by_source(&pi, Arc::new(Pi));
+    assert!(total > 0, "the fixture has usage");
+    assert_eq!(by, None);
+    let (wrapped, by) = tokens_by_source(&pi, Arc::new(Renamed("my-pi", Arc::new(Pi))));
+    assert_eq!(wrapped, total);
+    assert_eq!(by, Some(vec![("my-pi".to_owned(), total)]));
+}

@@ -56,10 +56,6 @@ const MAX_SKIPS: usize = 1000;
 /// `skips`).
 type Reported = (u64, usize);
 
-/// The source that usage counted once per response ([`crate::usage`],
-/// provider `anthropic`) belongs to: Claude Code's.
-const RESPONSES_SOURCE: &str = "claude";
-
 /// Per project: its sessions (distinct ids), records, tokens and cost.
 type Projects = BTreeMap<String, (HashSet<String>, u64, u64, f64)>;
 
@@ -215,6 +211,13 @@ pub struct Summary {
     /// one: the totals are its counts, and `by_source` stays empty (a run
     /// over one agent's archive adds up nothing twice).
     only_source: Option<&'static str>,
+    /// The format (its name) whose sources hand over responses, counted
+    /// once each across the archive ([`crate::usage`]), and their
+    /// provider ([`Format::responses_provider`]): Claude Code's.
+    responses_of: Option<(&'static str, &'static str)>,
+    /// The formats whose stats, when theirs alone were read, have no
+    /// `by_source` table ([`Format::stats_before_sources`]): pi's.
+    before_sources: Vec<&'static str>,
     /// Failures of PATHs that could not be listed (of no source).
     unlisted: u64,
     /// What of the usage is of agents that record costs.
@@ -356,7 +359,11 @@ impl Summary {
         if responses.kept().is_empty() {
             return;
         }
-        let mut source = self.source(RESPONSES_SOURCE).map(std::mem::take);
+        let (name, provider) = match self.responses_of {
+            Some((name, provider)) => (Some(name), Some(provider)),
+            None => (None, None),
+        };
+        let mut source = name.and_then(|n| self.source(n)).map(std::mem::take);
         // Responses come in runs of one model and project (a file's): each
         // run's model and project are looked up once, and its usages added
         // one by one, in order, so every sum is the same to the last bit.
@@ -366,17 +373,15 @@ impl Summary {
         {
             let model = run[0].model.as_deref();
             let usages = || run.iter().map(|r| &r.usage);
-            self.report
-                .add_usages(Some("anthropic"), model, usages(), true);
+            self.report.add_usages(provider, model, usages(), true);
             add_responses_to_project(&mut self.by_project, &run[0].project, usages());
             if let Some(s) = source.as_mut() {
-                s.report
-                    .add_usages(Some("anthropic"), model, usages(), true);
+                s.report.add_usages(provider, model, usages(), true);
                 add_responses_to_project(&mut s.by_project, &run[0].project, usages());
             }
         }
-        if let Some(s) = source {
-            self.by_source.insert(RESPONSES_SOURCE, s);
+        if let (Some(s), Some(name)) = (source, name) {
+            self.by_source.insert(name, s);
         }
     }
 
@@ -392,7 +397,7 @@ impl Summary {
                     .map(|(name, s)| ((*name).to_owned(), s.to_stats()))
                     .collect(),
             ),
-            Some(only) if only != "pi" => {
+            Some(only) if !self.before_sources.contains(&only) => {
                 Some([(only.to_owned(), self.as_source().to_stats())].into())
             }
             _ => None,
@@ -1761,9 +1766,18 @@ fn find_files(cfg: &Config) -> Listing {
 
 /// One pass over the archive.
 fn pass<S: Sink>(ctx: &mut Ctx<'_, S>) -> Result<Summary, Error> {
+    let formats = &ctx.cfg.formats;
     let mut totals = Summary {
         stateful: ctx.state.is_some(),
         dedupe: ctx.cfg.dedupe,
+        responses_of: formats
+            .iter()
+            .find_map(|f| Some((f.name(), f.responses_provider()?))),
+        before_sources: formats
+            .iter()
+            .filter(|f| f.stats_before_sources())
+            .map(|f| f.name())
+            .collect(),
         ..Summary::default()
     };
     let listing = match ctx.listing.take() {

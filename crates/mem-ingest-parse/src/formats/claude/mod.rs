@@ -84,6 +84,10 @@ impl Format for Claude {
         "claude"
     }
 
+    fn responses_provider(&self) -> Option<&'static str> {
+        Some("anthropic")
+    }
+
     fn honours_raw_text(&self, _: crate::seal::Crate) -> bool {
         // Its sources never read raw text.
         true

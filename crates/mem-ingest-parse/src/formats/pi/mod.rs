@@ -44,6 +44,10 @@ impl Format for Pi {
         true
     }
 
+    fn stats_before_sources(&self) -> bool {
+        true
+    }
+
     fn honours_raw_text(&self, _: crate::seal::Crate) -> bool {
         true
     }
