@@ -45,6 +45,8 @@ pub mod report;
 pub mod seal;
 #[doc(hidden)]
 pub mod source;
+#[doc(hidden)]
+pub mod sys;
 // Where the unit tests find the shared folder: the integration tests' own
 // helper, one file for both.
 #[cfg(test)]

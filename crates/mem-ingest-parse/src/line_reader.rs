@@ -65,10 +65,9 @@ impl FileAt {
 /// # Errors
 /// An I/O error of the file.
 pub fn read_full_at(file: &std::fs::File, buf: &mut [u8], at: u64) -> io::Result<usize> {
-    use std::os::unix::fs::FileExt;
     let mut n = 0;
     while n < buf.len() {
-        match file.read_at(&mut buf[n..], at + n as u64) {
+        match crate::sys::read_at(file, &mut buf[n..], at + n as u64) {
             Ok(0) => break,
             Ok(k) => n += k,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -562,7 +561,6 @@ pub fn lines_back(
     needles: &[&[u8]],
     mut each: impl FnMut(&[u8]) -> bool,
 ) -> io::Result<Back> {
-    use std::os::unix::fs::FileExt;
     let finders: Vec<memchr::memmem::Finder<'_>> =
         needles.iter().map(memchr::memmem::Finder::new).collect();
     let names = |b: &[u8]| finders.iter().any(|f| f.find(b).is_some());
@@ -601,7 +599,7 @@ pub fn lines_back(
                         return Ok(Back::Reach);
                     }
                     let n = BACK_CHUNK.min(usize::try_from(lo).unwrap_or(usize::MAX));
-                    file.read_exact_at(&mut window[..n], lo - n as u64)?;
+                    crate::sys::read_exact_at(file, &mut window[..n], lo - n as u64)?;
                     lo -= n as u64;
                     let nl = memchr::memrchr(b'\n', &window[..n]);
                     let part = &window[nl.map_or(0, |i| i + 1)..n];
@@ -621,7 +619,7 @@ pub fn lines_back(
                 let len = usize::try_from(end - start).unwrap_or(usize::MAX);
                 if named && len <= max_line {
                     let mut whole = vec![0u8; len];
-                    file.read_exact_at(&mut whole, start)?;
+                    crate::sys::read_exact_at(file, &mut whole, start)?;
                     let line = if start == 0 {
                         &whole[bom_len(&whole)..]
                     } else {
@@ -640,7 +638,7 @@ pub fn lines_back(
                 // The line starts before `lo`: read more.
                 let n = chunk.min(usize::try_from(lo).unwrap_or(usize::MAX));
                 let mut more = vec![0u8; n + buf.len()];
-                file.read_exact_at(&mut more[..n], lo - n as u64)?;
+                crate::sys::read_exact_at(file, &mut more[..n], lo - n as u64)?;
                 more[n..].copy_from_slice(&buf);
                 buf = more;
                 lo -= n as u64;

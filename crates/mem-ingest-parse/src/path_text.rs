@@ -11,13 +11,13 @@
 //! [`path_of`] gives the bytes back. A UTF-8 path without a backslash, all
 //! but every path, is its own spelling, borrowed.
 
+use crate::sys::{os_bytes, os_string};
 use std::borrow::Cow;
-use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
 
 /// `path`'s spelling (see the module).
 pub fn spell(path: &Path) -> Cow<'_, str> {
-    spell_bytes(path.as_os_str().as_bytes())
+    spell_bytes(os_bytes(path.as_os_str()))
 }
 
 /// The spelling of a path's bytes.
@@ -80,7 +80,7 @@ pub fn path_of(spelled: &str) -> Option<PathBuf> {
             _ => return None,
         }
     }
-    Some(PathBuf::from(std::ffi::OsString::from_vec(out)))
+    Some(PathBuf::from(os_string(out)))
 }
 
 /// A key of a checkpoint saved before paths were spelled (state layouts
@@ -101,10 +101,10 @@ pub fn respell_legacy(key: &str) -> Option<Cow<'_, str>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::ffi::OsStr;
+    use crate::sys::os_str;
 
     fn p(b: &[u8]) -> PathBuf {
-        PathBuf::from(OsStr::from_bytes(b))
+        PathBuf::from(os_str(b))
     }
 
     #[test]

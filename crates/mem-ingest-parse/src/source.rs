@@ -378,6 +378,29 @@ impl Lines for FileLines<'_> {
     }
 }
 
+/// The first step of a header-less file's prefix read from a stream (see
+/// [`open_headerless`]).
+const PREFIX_STEP: usize = 64 << 10;
+
+/// A header-less file's prefix after its byte-order mark, where its
+/// context is looked for; `None` for a file (`whole`: the prefix is the
+/// whole file) that holds nothing but whitespace, NULs and the mark: it
+/// has no context and gives no records.
+pub fn headerless_body(prefix: &[u8], whole: bool) -> Option<&[u8]> {
+    let body = &prefix[bom_len(prefix)..];
+    let blank = whole
+        && body
+            .iter()
+            .all(|b| matches!(b, 0 | b' ' | b'\t' | b'\r' | b'\n'));
+    (!blank).then_some(body)
+}
+
+/// A header-less file's header fingerprint: its format's `tag` and its
+/// path, the file's own (no other file's header has it).
+pub fn headerless_fingerprint(tag: &[u8], path: &Path) -> u64 {
+    crate::json::fingerprint(&[tag, crate::sys::os_bytes(path.as_os_str())])
+}
+
 /// A session over a whole file whose mapping context `context(prefix,
 /// whole)` builds from its first `limit` bytes (`prefix`, a byte-order
 /// mark included; `whole`: `prefix` is the whole file): the lines start
@@ -387,10 +410,6 @@ impl Lines for FileLines<'_> {
 ///
 /// # Errors
 /// An I/O error while reading the prefix.
-/// The first step of a header-less file's prefix read from a stream (see
-/// [`open_headerless`]).
-const PREFIX_STEP: usize = 64 << 10;
-
 pub fn open_headerless<'d, C: MapLine>(
     input: Input<'d>,
     path: &Path,

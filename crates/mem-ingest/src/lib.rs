@@ -16,6 +16,7 @@
 pub mod archive;
 mod atomic;
 pub mod sink;
+mod sys;
 
 // The parsing layer (`mem-ingest-parse`): the modules a library user names
 // are re-exported as this crate's own; the others are imported under their

@@ -5,13 +5,12 @@
 
 use std::collections::HashSet;
 use std::fs;
-use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use super::stamp::Identity;
+use crate::sys::os_bytes;
 
 /// What discovery found.
 #[derive(Debug, Default)]
@@ -69,13 +68,9 @@ pub fn discover(paths: &[PathBuf], threads: usize, wanted: &Wanted, links: Links
                 unreadable.append(&mut w.failures);
                 found.dirs.extend(seen);
             }
-            Ok(m) if m.file_type().is_char_device() || m.file_type().is_block_device() => {
+            Ok(m) if crate::sys::device_kind(&m.file_type()).is_some() => {
                 // `/dev/zero` has no end: it is never opened.
-                let kind = if m.file_type().is_char_device() {
-                    "character"
-                } else {
-                    "block"
-                };
+                let kind = crate::sys::device_kind(&m.file_type()).unwrap_or_default();
                 let why = format!("a {kind} device, not a session file or folder");
                 found.failures.push((p.clone(), why));
             }
@@ -108,10 +103,7 @@ pub fn discover(paths: &[PathBuf], threads: usize, wanted: &Wanted, links: Links
 /// Whether `path` is a pipe (a FIFO, `/dev/stdin` or `<(...)` fed by one,
 /// a socket): read once, as a stream, never in parts, never again.
 pub fn is_stream(path: &Path) -> bool {
-    fs::metadata(path).is_ok_and(|m| {
-        let t = m.file_type();
-        t.is_fifo() || t.is_socket()
-    })
+    fs::metadata(path).is_ok_and(|m| crate::sys::is_fifo_or_socket(&m.file_type()))
 }
 
 /// Refuses the first PATH that is a pipe ([`is_stream`]), for a run that
@@ -132,7 +124,7 @@ pub fn refuse_streams(paths: &[PathBuf]) -> Result<(), crate::Error> {
 /// below every other byte.
 fn path_order(a: &Path, b: &Path) -> std::cmp::Ordering {
     let key = |c: &u8| if *c == b'/' { 0 } else { *c };
-    let (a, b) = (a.as_os_str().as_bytes(), b.as_os_str().as_bytes());
+    let (a, b) = (os_bytes(a.as_os_str()), os_bytes(b.as_os_str()));
     a.iter().map(key).cmp(b.iter().map(key))
 }
 
@@ -170,7 +162,7 @@ impl Walk {
     /// or folder reached twice keep its first path in that order, whatever
     /// order the system lists folders in.
     fn list(&mut self, dir: &Path, meta: &fs::Metadata, seen: &mut Seen) -> Option<Vec<Item>> {
-        let id = (meta.dev(), meta.ino());
+        let id = crate::sys::file_id(meta);
         if !seen.insert(id) {
             return None;
         }
@@ -202,7 +194,7 @@ impl Walk {
         }
         // Paths in one folder differ only in their names: byte order of the
         // paths is name order, and path order.
-        wanted.sort_unstable_by(|a, b| a.1.as_os_str().as_bytes().cmp(b.1.as_os_str().as_bytes()));
+        wanted.sort_unstable_by(|a, b| os_bytes(a.1.as_os_str()).cmp(os_bytes(b.1.as_os_str())));
         let mut items = Vec::new();
         for (entry, path, jsonl, symlink) in wanted {
             // Follow symlinks when asked (a dangling one is not a session
@@ -297,7 +289,7 @@ impl Walk {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::os::unix::fs::symlink;
+    use crate::sys::symlink;
 
     fn jsonl() -> Wanted {
         Arc::new(|p: &Path| p.extension().is_some_and(|e| e == "jsonl"))

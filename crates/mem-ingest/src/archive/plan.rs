@@ -6,7 +6,6 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs::File;
 use std::io;
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -112,7 +111,7 @@ pub struct Plan {
 fn next_newline(file: &File, mut from: u64, size: u64) -> io::Result<Option<u64>> {
     let mut buf = vec![0u8; 64 * 1024];
     while from < size {
-        let n = file.read_at(&mut buf, from)?;
+        let n = crate::sys::read_at(file, &mut buf, from)?;
         if n == 0 {
             break;
         }
@@ -237,7 +236,10 @@ fn region(
                 // The line consumed last had no "\n": one that follows
                 // now ends it.
                 let mut b = [0u8; 1];
-                if File::open(path).and_then(|f| f.read_at(&mut b, start)).ok() == Some(1)
+                if File::open(path)
+                    .and_then(|f| crate::sys::read_at(&f, &mut b, start))
+                    .ok()
+                    == Some(1)
                     && b[0] == b'\n'
                 {
                     start += 1;

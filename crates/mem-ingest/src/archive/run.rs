@@ -4,7 +4,6 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom};
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Condvar, Mutex};
@@ -1980,14 +1979,14 @@ fn refuse_output_among_inputs(
     let listed = std::fs::metadata(o).is_ok_and(|om| {
         files
             .iter()
-            .any(|(_, id, _)| id.dev == om.dev() && id.ino == om.ino())
+            .any(|(_, id, _)| (id.dev, id.ino) == crate::sys::file_id(&om))
     });
     let inside = formats.iter().any(|f| f.is_session_file(o)) && {
         let dir = o
             .parent()
             .filter(|d| !d.as_os_str().is_empty())
             .unwrap_or(Path::new("."));
-        std::fs::metadata(dir).is_ok_and(|m| dirs.contains(&(m.dev(), m.ino())))
+        std::fs::metadata(dir).is_ok_and(|m| dirs.contains(&crate::sys::file_id(&m)))
     };
     if listed || inside {
         return Err(Error::new(o, ErrorKind::OutputIsInput));

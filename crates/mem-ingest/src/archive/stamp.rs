@@ -4,7 +4,6 @@
 //! The engine's one use of Unix file metadata.
 
 use std::fs;
-use std::os::unix::fs::MetadataExt;
 
 use serde::{Deserialize, Serialize};
 
@@ -26,14 +25,12 @@ pub struct Identity {
 impl Identity {
     /// The identity of a file from its metadata.
     pub fn of(m: &fs::Metadata) -> Self {
+        let (dev, ino) = crate::sys::file_id(m);
         Identity {
-            dev: m.dev(),
-            ino: m.ino(),
-            size: m.size(),
-            mtime_ns: m
-                .mtime()
-                .saturating_mul(1_000_000_000)
-                .saturating_add(m.mtime_nsec()),
+            dev,
+            ino,
+            size: crate::sys::size(m),
+            mtime_ns: crate::sys::mtime_ns(m),
         }
     }
 }

@@ -1252,13 +1252,11 @@ mod tests {
     /// waiting for a parent follow their files.
     #[test]
     fn layout_8_keys_are_respelled_on_load() {
-        use std::ffi::OsStr;
-        use std::os::unix::ffi::OsStrExt;
         let d = std::env::temp_dir().join(format!("mem-ingest-respell-{}", std::process::id()));
         let _ = fs::remove_dir_all(&d);
         fs::create_dir_all(&d).unwrap();
-        let ff = d.join(OsStr::from_bytes(b"bad\xff.jsonl"));
-        let fe = d.join(OsStr::from_bytes(b"bad\xfe.jsonl"));
+        let ff = d.join(crate::sys::os_str(b"bad\xff.jsonl"));
+        let fe = d.join(crate::sys::os_str(b"bad\xfe.jsonl"));
         let slash = d.join("back\\slash.jsonl");
         for p in [&ff, &fe, &slash] {
             fs::write(p, b"{}\n").unwrap();

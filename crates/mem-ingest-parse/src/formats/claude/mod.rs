@@ -25,8 +25,8 @@ use crate::line_reader::bom_len;
 use crate::record::{Record, Role, RoleFilter, Usage};
 use crate::report::{Report, SkipReason};
 use crate::source::{
-    open_headerless, record_source, resume_headerless, FileLines, Position, RecordSource, Session,
-    SourceOptions,
+    headerless_body, headerless_fingerprint, open_headerless, record_source, resume_headerless,
+    FileLines, Position, RecordSource, Session, SourceOptions,
 };
 use crate::time::parse_iso_millis;
 
@@ -254,14 +254,7 @@ record_source!(trait impl['d] ClaudeSource<'d>);
 /// The file's context from its first bytes; `None` for a file that holds
 /// nothing but whitespace, NULs and a BOM (`whole`: `prefix` is the file).
 fn context(prefix: &[u8], whole: bool, path: &Path) -> Option<ClaudeContext> {
-    let body = &prefix[bom_len(prefix)..];
-    if whole
-        && body
-            .iter()
-            .all(|b| matches!(b, 0 | b' ' | b'\t' | b'\r' | b'\n'))
-    {
-        return None;
-    }
+    let body = headerless_body(prefix, whole)?;
     Some(ClaudeContext::new(header_of(body, whole, path), path, None))
 }
 
@@ -426,8 +419,7 @@ fn cwd_before(file: &std::fs::File, byte: u64, max_line: usize) -> std::io::Resu
 /// A header's fingerprint: the file's own (no line of the file is the
 /// header, so no copy of it is ever deduplicated).
 fn file_fingerprint(path: &Path) -> u64 {
-    use std::os::unix::ffi::OsStrExt;
-    fingerprint(&[b"claude-file", path.as_os_str().as_bytes()])
+    headerless_fingerprint(b"claude-file", path)
 }
 
 /// The session a file without a `sessionId` in its first bytes belongs to:

@@ -17,17 +17,17 @@ use std::path::{Path, PathBuf};
 use bumpalo::Bump;
 use simd_json::{Node, StaticNode};
 
-use crate::counts::LineCounts;
 use crate::error::Error;
 use crate::format::{BoxedSource, Format, Input};
 use crate::json::{as_bool, as_str, as_u64, elements, fingerprint, is_blank, write_json, Fields};
-use crate::json::{JsonParser, LineHash, ParsedLine, PrefixLines};
+use crate::json::{JsonParser, LineHash, PrefixLines};
 use crate::line::{Entry, Header, LinePos, MapLine, Text};
 use crate::line_reader::bom_len;
 use crate::record::{Record, Role, RoleFilter, Usage};
 use crate::report::{Report, SkipReason};
 use crate::source::{
-    open_headerless, resume_headerless, FileLines, Position, RecordSource, Session, SourceOptions,
+    headerless_body, headerless_fingerprint, open_headerless, record_source, resume_headerless,
+    FileLines, Position, RecordSource, Session, SourceOptions,
 };
 use crate::time::parse_iso_millis;
 
@@ -689,63 +689,12 @@ fn active_copy(path: &Path) -> Option<PathBuf> {
 /// A Codex source.
 struct CodexSource<'d>(Session<FileLines<'d>, CodexContext>);
 
-impl RecordSource for CodexSource<'_> {
-    fn next_record(&mut self) -> Result<Option<Record<'_>>, Error> {
-        self.0.next_record()
-    }
-
-    fn report(&self) -> &Report {
-        &self.0.report
-    }
-
-    fn header(&self) -> Option<&Header> {
-        self.0.ctx.as_ref().map(MapLine::header)
-    }
-
-    fn next_entry(&mut self) -> Result<Option<Entry<'_>>, Error> {
-        self.0.next_entry()
-    }
-
-    fn next_entry_parsed(&mut self) -> Result<Option<(Entry<'_>, Option<ParsedLine<'_>>)>, Error> {
-        self.0.next_entry_parsed()
-    }
-
-    fn position(&self) -> Position {
-        self.0.position()
-    }
-
-    fn running_context(&self) -> Vec<u8> {
-        self.0
-            .ctx
-            .as_ref()
-            .map(|c| c.run.borrow().encode())
-            .unwrap_or_default()
-    }
-
-    fn entry_counts(&self) -> Option<&LineCounts> {
-        self.0.entry_counts()
-    }
-
-    fn take_report(&mut self) -> Report {
-        self.0.take_report()
-    }
-
-    fn take_report_so_far(&mut self) -> Option<Report> {
-        Some(self.0.take_report())
-    }
-}
+record_source!(trait impl['d] CodexSource<'d>);
 
 /// The file's context from its first bytes; `None` for a file that holds
 /// nothing but whitespace, NULs and a BOM (`whole`: `prefix` is the file).
 fn context(prefix: &[u8], whole: bool, path: &Path, hash: LineHash) -> Option<CodexContext> {
-    let body = &prefix[bom_len(prefix)..];
-    if whole
-        && body
-            .iter()
-            .all(|b| matches!(b, 0 | b' ' | b'\t' | b'\r' | b'\n'))
-    {
-        return None;
-    }
+    let body = headerless_body(prefix, whole)?;
     let (header, provider, meta) = header_of(body, whole, path, hash);
     let run = Running {
         provider,
@@ -878,8 +827,7 @@ fn stem(path: &Path) -> String {
 /// A header's fingerprint: the file's own (the `session_meta` line is an
 /// entry of its own, with its line's fingerprint).
 fn file_fingerprint(path: &Path) -> u64 {
-    use std::os::unix::ffi::OsStrExt;
-    fingerprint(&[b"codex-file", path.as_os_str().as_bytes()])
+    headerless_fingerprint(b"codex-file", path)
 }
 
 // ---------------------------------------------------------------------------
@@ -1790,6 +1738,12 @@ impl CodexContext {
 impl MapLine for CodexContext {
     fn header(&self) -> &Header {
         &self.header
+    }
+
+    /// The running state ([`Running::encode`]): a later read from here
+    /// starts from it.
+    fn running_context(&self) -> Vec<u8> {
+        self.run.borrow().encode()
     }
 
     /// Its `session_meta` line was found among the prefix's lines.
