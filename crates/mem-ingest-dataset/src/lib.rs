@@ -821,7 +821,7 @@ impl Sink for ParquetDataset {
             }
             Some(m) => {
                 self.id = m.id;
-                self.next = m.len;
+                self.next = m.next_part;
                 self.covered = m.parts.clone();
             }
             None => {

@@ -416,7 +416,7 @@ pub fn open_headerless<'d, C: MapLine>(
     opts: &SourceOptions,
     limit: usize,
     context: impl Fn(&[u8], bool) -> Option<C>,
-) -> Result<Session<FileLines<'d>, C>, Error> {
+) -> Result<LineDriver<FileLines<'d>, C>, Error> {
     let max_line = opts.max_line_len();
     let (lines, ctx) = match input {
         Input::Bytes(b) => {
@@ -460,7 +460,7 @@ pub fn open_headerless<'d, C: MapLine>(
             (lines, ctx)
         }
     };
-    Ok(Session::with_context(lines, path, ctx, 0, opts))
+    Ok(LineDriver::with_context(lines, path, ctx, 0, opts))
 }
 
 /// A session over a part of such a file, from `byte` (after `lines_before`
@@ -472,7 +472,7 @@ pub fn resume_headerless<'d, C: MapLine>(
     byte: u64,
     lines_before: u64,
     opts: &SourceOptions,
-) -> Session<FileLines<'d>, C> {
+) -> LineDriver<FileLines<'d>, C> {
     let max_line = opts.max_line_len();
     let lines = match input {
         Input::Bytes(b) => {
@@ -486,7 +486,7 @@ pub fn resume_headerless<'d, C: MapLine>(
             )
         }
     };
-    Session::with_context(lines, path, Some(ctx), byte, opts)
+    LineDriver::with_context(lines, path, Some(ctx), byte, opts)
 }
 
 /// Lines of bytes in memory (a slice, a mapping), split with `memchr`: no
@@ -558,10 +558,12 @@ impl<D: AsRef<[u8]>> Lines for SliceLines<D> {
     }
 }
 
-/// The machinery shared by every source over some line supplier, for a
-/// format's line mapping `C` (pi's by default).
+/// The line driver: what every source over some line supplier `L` shares
+/// (reading lines, parsing each, mapping it with the format's `C`,
+/// counting, skipping, positions), for a format's line mapping `C`. Not a
+/// session: one drives the lines of a file or of a part of one.
 #[derive(Debug)]
-pub struct Session<L, C> {
+pub struct LineDriver<L, C> {
     pub lines: L,
     pub path: PathBuf,
     /// Absolute offset where reading started (report.bytes counts from it).
@@ -614,14 +616,14 @@ pub mod scratch {
     }
 }
 
-impl<L, C> Drop for Session<L, C> {
+impl<L, C> Drop for LineDriver<L, C> {
     fn drop(&mut self) {
         let parser = std::mem::replace(&mut self.parser, LineParser::new(RoleFilter::ALL));
         scratch::give(parser, std::mem::take(&mut self.arena));
     }
 }
 
-impl<L: Lines, C: MapLine> Session<L, C> {
+impl<L: Lines, C: MapLine> LineDriver<L, C> {
     /// A session whose mapping context is known (`None`: an empty file,
     /// which gives nothing), reading from where `lines` stands; `start` is
     /// the absolute offset that `report.bytes` counts from.
@@ -636,7 +638,7 @@ impl<L: Lines, C: MapLine> Session<L, C> {
         parser.set_raw_text(opts.raw_text && C::RAW_TEXT);
         let mut report = opts.report();
         report.empty = ctx.is_none();
-        Session {
+        LineDriver {
             start,
             lines,
             path: path.to_path_buf(),
@@ -709,7 +711,7 @@ impl<L: Lines, C: MapLine> Session<L, C> {
     /// the line it was parsed from, when parsed as read.
     #[allow(clippy::type_complexity)]
     fn advance(&mut self, all: bool) -> Result<Option<(Entry<'_>, Option<ParsedLine<'_>>)>, Error> {
-        let Session {
+        let LineDriver {
             lines,
             path,
             start,
@@ -793,7 +795,7 @@ impl<L: Lines, C: MapLine> Session<L, C> {
 }
 
 /// `RecordSource` and the shared methods for a source wrapping a
-/// `Session`: `record_source!(impl[generics] Type)`; `record_source!(trait
+/// `LineDriver`: `record_source!(impl[generics] Type)`; `record_source!(trait
 /// impl[generics] Type)` for `RecordSource` alone (a source that is not
 /// public).
 macro_rules! record_source {

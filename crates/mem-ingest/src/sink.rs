@@ -559,7 +559,7 @@ impl Sink for NdjsonFile {
                     },
                 ))
             }
-            Some(o) => o.len,
+            Some(o) => o.bytes,
             // No checkpoint, or one saved by a run to stdout: it covers
             // nothing of this output. A first run saves its checkpoint,
             // covering 0 bytes, before it writes one, so an output that

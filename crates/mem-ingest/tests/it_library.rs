@@ -191,7 +191,7 @@ impl Sink for Memory {
     }
 
     fn resume_at(&mut self, mark: Option<&Mark>, _exists: bool) -> Result<(), Error> {
-        self.records.truncate(mark.map_or(0, |m| m.len as usize));
+        self.records.truncate(mark.map_or(0, |m| m.bytes as usize));
         Ok(())
     }
 

@@ -251,9 +251,12 @@ pub struct OutputState {
 impl OutputState {
     /// What a sink is told the state covers of it.
     pub fn mark(&self) -> Mark {
+        // The layout keeps one number, a file's bytes or a dataset's next
+        // part: the mark carries it as both, and each sink reads its own.
         Mark {
             path: self.path.clone(),
-            len: self.len,
+            bytes: self.len,
+            next_part: self.len,
             id: self.id,
             parts: self.parts.clone(),
         }
@@ -263,7 +266,9 @@ impl OutputState {
     pub fn of(m: Mark) -> OutputState {
         OutputState {
             path: m.path,
-            len: m.len,
+            // A file's mark has no next part, a dataset's no bytes; one
+            // read back from here has the same number in both.
+            len: m.bytes.max(m.next_part),
             id: m.id,
             parts: m.parts,
         }
@@ -275,9 +280,10 @@ impl OutputState {
 pub struct Mark {
     /// The output's path, as given.
     pub path: String,
-    /// Bytes of it the checkpoint covers (a dataset: the sequence of its
-    /// next part).
-    pub len: u64,
+    /// A file: the bytes of it the checkpoint covers.
+    pub bytes: u64,
+    /// A dataset: the sequence number of its next part.
+    pub next_part: u64,
     /// A dataset: the id its parts are named by (0 for a file).
     pub id: u64,
     /// A dataset: the parts the checkpoint covers, as paths relative to
@@ -286,11 +292,11 @@ pub struct Mark {
 }
 
 impl Mark {
-    /// `len` bytes of the file at `path`.
-    pub fn file(path: impl Into<String>, len: u64) -> Mark {
+    /// `bytes` bytes of the file at `path`.
+    pub fn file(path: impl Into<String>, bytes: u64) -> Mark {
         Mark {
             path: path.into(),
-            len,
+            bytes,
             ..Mark::default()
         }
     }
@@ -300,9 +306,10 @@ impl Mark {
     pub fn dataset(dir: impl Into<String>, id: u64, next: u64, parts: Vec<String>) -> Mark {
         Mark {
             path: dir.into(),
-            len: next,
+            next_part: next,
             id,
             parts,
+            ..Mark::default()
         }
     }
 }

@@ -26,7 +26,7 @@ use crate::record::{Record, Role, RoleFilter, Usage};
 use crate::report::{Report, SkipReason};
 use crate::source::{
     headerless_body, headerless_fingerprint, open_headerless, record_source, resume_headerless,
-    FileLines, Position, RecordSource, Session, SourceOptions,
+    FileLines, LineDriver, Position, RecordSource, SourceOptions,
 };
 use crate::time::parse_iso_millis;
 
@@ -247,7 +247,7 @@ pub fn default_archives() -> (Vec<PathBuf>, Vec<String>) {
 }
 
 /// A Claude Code source.
-struct ClaudeSource<'d>(Session<FileLines<'d>, ClaudeContext>);
+struct ClaudeSource<'d>(LineDriver<FileLines<'d>, ClaudeContext>);
 
 record_source!(trait impl['d] ClaudeSource<'d>);
 

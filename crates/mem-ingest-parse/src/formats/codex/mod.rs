@@ -27,7 +27,7 @@ use crate::record::{Record, Role, RoleFilter, Usage};
 use crate::report::{Report, SkipReason};
 use crate::source::{
     headerless_body, headerless_fingerprint, open_headerless, record_source, resume_headerless,
-    FileLines, Position, RecordSource, Session, SourceOptions,
+    FileLines, LineDriver, Position, RecordSource, SourceOptions,
 };
 use crate::time::parse_iso_millis;
 
@@ -687,7 +687,7 @@ fn active_copy(path: &Path) -> Option<PathBuf> {
 }
 
 /// A Codex source.
-struct CodexSource<'d>(Session<FileLines<'d>, CodexContext>);
+struct CodexSource<'d>(LineDriver<FileLines<'d>, CodexContext>);
 
 record_source!(trait impl['d] CodexSource<'d>);
 

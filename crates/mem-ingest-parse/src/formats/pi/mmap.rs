@@ -14,7 +14,7 @@ use crate::error::Error;
 use crate::line::{Entry, Header};
 use crate::record::Record;
 use crate::report::Report;
-use crate::source::{record_source, Position, RecordSource, Session, SliceLines, SourceOptions};
+use crate::source::{record_source, LineDriver, Position, RecordSource, SliceLines, SourceOptions};
 
 /// A mapping, or nothing for an empty file (which cannot be mapped on
 /// every platform).
@@ -29,7 +29,7 @@ impl AsRef<[u8]> for MappedBytes {
 
 /// A pi session source over a memory mapping of the whole file.
 #[derive(Debug)]
-pub struct MmapSessionSource(Session<SliceLines<MappedBytes>, super::map::Context>);
+pub struct MmapSessionSource(LineDriver<SliceLines<MappedBytes>, super::map::Context>);
 
 record_source!(impl[] MmapSessionSource);
 
@@ -64,6 +64,6 @@ impl MmapSessionSource {
             Some(unsafe { Mmap::map(&file) }.map_err(|e| Error::io(path, e))?)
         };
         let lines = SliceLines::new(MappedBytes(map), opts.max_line_len());
-        Session::open(lines, path, opts).map(MmapSessionSource)
+        LineDriver::open(lines, path, opts).map(MmapSessionSource)
     }
 }

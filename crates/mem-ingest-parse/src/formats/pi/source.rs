@@ -13,7 +13,7 @@ use crate::line_reader::LineReader;
 use crate::record::Record;
 use crate::report::{Report, SkipReason};
 use crate::source::{
-    record_source, scratch, Lines, Position, RecordSource, Session, SliceLines, SourceOptions,
+    record_source, scratch, LineDriver, Lines, Position, RecordSource, SliceLines, SourceOptions,
     Supplied,
 };
 
@@ -28,7 +28,7 @@ fn source_name(path: &Path) -> String {
     format!("pi:{stem}")
 }
 
-impl<L: Lines> Session<L, Context> {
+impl<L: Lines> LineDriver<L, Context> {
     /// Reads up to the session header; an empty file gives a session with
     /// no context.
     pub fn open(mut lines: L, path: &Path, opts: &SourceOptions) -> Result<Self, Error> {
@@ -80,7 +80,7 @@ impl<L: Lines> Session<L, Context> {
             header,
             source: source_name(path),
         });
-        Ok(Session {
+        Ok(LineDriver {
             lines,
             path: path.to_path_buf(),
             start: 0,
@@ -102,7 +102,7 @@ impl<L: Lines> Session<L, Context> {
             header,
             source: source_name(path),
         };
-        Session::with_context(lines, path, Some(ctx), start, opts)
+        LineDriver::with_context(lines, path, Some(ctx), start, opts)
     }
 }
 
@@ -124,7 +124,7 @@ impl<L: Lines> Session<L, Context> {
 /// assert_eq!(src.report().records, 1);
 /// ```
 #[derive(Debug)]
-pub struct PiSessionSource<R = File>(Session<LineReader<R>, Context>);
+pub struct PiSessionSource<R = File>(LineDriver<LineReader<R>, Context>);
 
 record_source!(impl[R: Read] PiSessionSource<R>);
 
@@ -179,7 +179,7 @@ impl<R: Read> PiSessionSource<R> {
     ) -> Result<Self, Error> {
         let lines = LineReader::with_capacity(rdr, opts.buffer_capacity, opts.max_line)
             .read_again(opts.again.clone());
-        Session::open(lines, path.as_ref(), opts).map(PiSessionSource)
+        LineDriver::open(lines, path.as_ref(), opts).map(PiSessionSource)
     }
 
     /// The current length of the line buffer in bytes: the configured
@@ -206,7 +206,7 @@ impl<R: Read> PiSessionSource<R> {
         let lines =
             LineReader::starting_at(rdr, opts.buffer_capacity, opts.max_line, byte, lines_before)
                 .read_again(opts.again.clone());
-        PiSessionSource(Session::resume(lines, path.as_ref(), header, opts))
+        PiSessionSource(LineDriver::resume(lines, path.as_ref(), header, opts))
     }
 }
 
@@ -225,7 +225,7 @@ impl<R: Read> PiSessionSource<R> {
 /// assert_eq!(src.next_record().unwrap().unwrap().text, "hi");
 /// ```
 #[derive(Debug)]
-pub struct SliceSessionSource<'d>(Session<SliceLines<&'d [u8]>, Context>);
+pub struct SliceSessionSource<'d>(LineDriver<SliceLines<&'d [u8]>, Context>);
 
 record_source!(impl['d] SliceSessionSource<'d>);
 
@@ -239,7 +239,7 @@ impl<'d> SliceSessionSource<'d> {
         path: impl AsRef<Path>,
         opts: &SourceOptions,
     ) -> Result<Self, Error> {
-        Session::open(SliceLines::new(data, opts.max_line), path.as_ref(), opts)
+        LineDriver::open(SliceLines::new(data, opts.max_line), path.as_ref(), opts)
             .map(SliceSessionSource)
     }
 
@@ -255,6 +255,6 @@ impl<'d> SliceSessionSource<'d> {
         opts: &SourceOptions,
     ) -> Self {
         let lines = SliceLines::starting_at(data, opts.max_line, byte, lines_before);
-        SliceSessionSource(Session::resume(lines, path.as_ref(), header, opts))
+        SliceSessionSource(LineDriver::resume(lines, path.as_ref(), header, opts))
     }
 }
