@@ -347,8 +347,49 @@ fn new_id() -> u64 {
     h.finish().max(1)
 }
 
+/// The dataset's own errors, each naming its folder; the engine's
+/// [`Error`] wraps them ([`ErrorKind::Sink`]), as `From` does here.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum DatasetError {
+    /// The folder cannot be written, and is left as it is: why (parts of
+    /// the same shard another run wrote).
+    Refused {
+        /// The dataset's folder.
+        dir: PathBuf,
+        /// Why.
+        why: String,
+    },
+}
+
+impl std::fmt::Display for DatasetError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DatasetError::Refused { dir, why } => {
+                write!(f, "the dataset {} {why}", dir.display())
+            }
+        }
+    }
+}
+
+impl std::error::Error for DatasetError {}
+
+impl From<DatasetError> for Error {
+    /// A refusal is the caller's to fix (another run's folder).
+    fn from(e: DatasetError) -> Error {
+        let dir = match &e {
+            DatasetError::Refused { dir, .. } => dir.clone(),
+        };
+        Error::new(&dir, ErrorKind::Sink(mem_ingest::SinkFailure::new(e, true)))
+    }
+}
+
 fn refused(dir: &Path, why: String) -> Error {
-    Error::new(dir, ErrorKind::DatasetRefused(why))
+    DatasetError::Refused {
+        dir: dir.to_path_buf(),
+        why,
+    }
+    .into()
 }
 
 impl ParquetDataset {

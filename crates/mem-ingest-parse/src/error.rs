@@ -1,22 +1,22 @@
-//! Errors: of one file, and of a run over an archive.
+//! Errors of reading one session file: the parsing crate's own. The
+//! engine (`mem_ingest::Error`) wraps them, beside its errors of runs,
+//! states and outputs.
 
 use std::fmt;
 use std::io;
 use std::path::{Path, PathBuf};
 
-/// An error that ends the reading of one file, or a run over an archive.
-/// Its message names the path first (the file, the state or the output the
-/// error is about), then the place, then the cause.
+/// An error that ends the reading of one file. Its message names the path
+/// first, then the place, then the cause.
 #[derive(Debug)]
 pub struct Error {
     path: PathBuf,
     kind: ErrorKind,
 }
 
-/// What went wrong. A caller matches on it; the command line maps kinds to
-/// its exit codes.
+/// What went wrong. Exhaustive: the engine's error mirrors each kind
+/// (`mem_ingest::ErrorKind`), so a new one is a change there too.
 #[derive(Debug)]
-#[non_exhaustive]
 pub enum ErrorKind {
     /// Opening or reading failed.
     Io(io::Error),
@@ -29,85 +29,6 @@ pub enum ErrorKind {
         /// What was found instead.
         reason: String,
     },
-    /// Writing to the output failed (the path is the output's; empty for
-    /// stdout).
-    Write(io::Error),
-    /// The state file is not one of mem-ingest's.
-    StateForeign,
-    /// The state file is damaged: what was wrong.
-    StateDamaged(String),
-    /// The state was written by a newer mem-ingest.
-    StateNewer {
-        /// Its layout version.
-        version: u32,
-        /// The newest layout this mem-ingest reads.
-        reads: u32,
-    },
-    /// The checkpoint (a state file, a store) was written with other
-    /// options than this run's.
-    OptionsChanged {
-        /// What holds the checkpoint: `state`, `store`.
-        what: &'static str,
-        /// Each difference, as `name: state has A, this run B`.
-        differences: Vec<String>,
-    },
-    /// Another run holds the lock of the state or store.
-    Locked {
-        /// The lock file.
-        lock: PathBuf,
-        /// What is locked: `state`, `store`.
-        what: &'static str,
-    },
-    /// The store cannot be used, and is left as it is: why (not SQLite,
-    /// another schema, a newer version, not writable).
-    StoreRefused(String),
-    /// The Parquet dataset folder cannot be written, and is left as it
-    /// is: why (parts of the same shard another run wrote).
-    DatasetRefused(String),
-    /// A search query that cannot be run: why.
-    BadQuery(String),
-    /// The store failed while a run wrote it (a full disk): SQLite's
-    /// message. What was committed before stays, consistent.
-    Store(String),
-    /// The store's pages are damaged (SQLite's `SQLITE_CORRUPT`: a `-wal`
-    /// deleted after a crash or a kill, a failing disk): SQLite's message.
-    /// The file is left as it is.
-    StoreDamaged(String),
-    /// The output holds bytes that the state does not cover: it is not
-    /// this run's to cut, replace or append to.
-    OutputNotCovered {
-        /// The output.
-        output: PathBuf,
-        /// Its length.
-        len: u64,
-        /// Whether the state exists (saved by a run without this output).
-        state_exists: bool,
-    },
-    /// The output is shorter than the state covers: changed outside
-    /// mem-ingest.
-    OutputShorter {
-        /// Its length.
-        len: u64,
-        /// Bytes the state covers.
-        covered: u64,
-    },
-    /// The state pairs with another output.
-    OtherOutput {
-        /// The output the state pairs with.
-        paired: String,
-        /// The output of this run.
-        output: PathBuf,
-    },
-    /// The output is one of the input files.
-    OutputIsInput,
-    /// No PATH was given and no default archive exists: what was tried.
-    NoArchive(String),
-    /// The run could not start (a signal handler, a thread): why.
-    Setup(String),
-    /// A pipe named as a PATH (read once, as a stream) in a run that keeps
-    /// a checkpoint or follows the archive, neither of which a stream
-    /// allows.
-    StreamNotResumable,
 }
 
 impl Error {
@@ -143,22 +64,9 @@ impl Error {
         &self.kind
     }
 
-    /// Whether the error is the caller's to fix before a run can start
-    /// (other options, a locked state, an output not this run's, the output
-    /// among the inputs) rather than a failure of a file or the system.
-    pub fn is_usage(&self) -> bool {
-        matches!(
-            self.kind,
-            ErrorKind::OptionsChanged { .. }
-                | ErrorKind::Locked { .. }
-                | ErrorKind::OutputNotCovered { .. }
-                | ErrorKind::OtherOutput { .. }
-                | ErrorKind::OutputIsInput
-                | ErrorKind::StoreRefused(_)
-                | ErrorKind::DatasetRefused(_)
-                | ErrorKind::BadQuery(_)
-                | ErrorKind::StreamNotResumable
-        )
+    /// Its path and kind, for a wrapping error (the engine's).
+    pub fn into_parts(self) -> (PathBuf, ErrorKind) {
+        (self.path, self.kind)
     }
 
     /// The message without the path: the place (`line:byte: `, where there
@@ -167,64 +75,6 @@ impl Error {
         match &self.kind {
             ErrorKind::Io(e) => e.to_string(),
             ErrorKind::NoHeader { line, byte, reason } => format!("{line}:{byte}: {reason}"),
-            ErrorKind::Write(e) => format!("writing the output: {e}"),
-            ErrorKind::StateForeign => "not a mem-ingest state file".to_owned(),
-            ErrorKind::StateDamaged(why) => why.clone(),
-            ErrorKind::StateNewer { version, reads } => {
-                format!("state version {version} (this mem-ingest reads {reads} and 1)")
-            }
-            ErrorKind::OptionsChanged { what, differences } => format!(
-                "written with other options ({}); use another {}",
-                differences.join("; "),
-                if *what == "state" { "state file" } else { what }
-            ),
-            ErrorKind::Locked { lock, what } => format!(
-                "another mem-ingest run is using the {what} (lock {})",
-                lock.display()
-            ),
-            ErrorKind::StoreRefused(why) => why.clone(),
-            ErrorKind::DatasetRefused(why) => why.clone(),
-            ErrorKind::Store(why) => format!("store failed: {why}"),
-            ErrorKind::StoreDamaged(why) => format!(
-                "is damaged ({why}): a -wal file deleted after a crash or kill, or a failing \
-                 disk, does this; restore it from a backup, or move it aside and run backfill \
-                 --db again to read the archive anew (`sqlite3 FILE .recover` saves what is \
-                 left of it)"
-            ),
-            ErrorKind::BadQuery(why) => why.clone(),
-            ErrorKind::OutputNotCovered {
-                output,
-                len,
-                state_exists,
-            } => {
-                let why = if *state_exists {
-                    "covers no output file (it was saved by a run that wrote to stdout)"
-                } else {
-                    "does not exist, so nothing covers what it holds"
-                };
-                format!(
-                    "the output {} already holds {len} bytes and the state {} {why}: refusing \
-                     to replace, cut or append to it. To go on from an earlier run, give the \
-                     state that run saved; to start over on purpose, move {} away first",
-                    output.display(),
-                    self.path.display(),
-                    output.display()
-                )
-            }
-            ErrorKind::OutputShorter { len, covered } => format!(
-                "holds {len} bytes but the state covers {covered}: it was changed outside \
-                 mem-ingest (remove the state to start over)"
-            ),
-            ErrorKind::OtherOutput { paired, output } => format!(
-                "the state pairs with the output {paired}, not {}: one state, one output",
-                output.display()
-            ),
-            ErrorKind::OutputIsInput => "is one of the input files".to_owned(),
-            ErrorKind::NoArchive(why) | ErrorKind::Setup(why) => why.clone(),
-            ErrorKind::StreamNotResumable => "a pipe is read once, as a stream (no parts, no \
-                 resume): it cannot be read with a checkpoint (--state, --db, --parquet) or \
-                 --follow; save it to a file and name that"
-                .to_owned(),
         }
     }
 }
@@ -235,26 +85,7 @@ impl fmt::Display for Error {
         match &self.kind {
             // The place follows the path directly: `path:line:byte: why`.
             ErrorKind::NoHeader { .. } => write!(f, "{path}:{}", self.cause()),
-            ErrorKind::Write(_) if self.path.as_os_str().is_empty() => f.write_str(&self.cause()),
-            ErrorKind::OptionsChanged { what, .. } => {
-                write!(f, "the {what} {path} was {}", self.cause())
-            }
-            ErrorKind::Locked { lock, what } => write!(
-                f,
-                "another mem-ingest run is using the {what} {path} (lock {})",
-                lock.display()
-            ),
-            ErrorKind::StoreRefused(why) => write!(f, "the store {path} {why}"),
-            ErrorKind::StoreDamaged(_) => write!(f, "the store {path} {}", self.cause()),
-            ErrorKind::DatasetRefused(why) => write!(f, "the dataset {path} {why}"),
-            ErrorKind::OutputIsInput => write!(f, "the output {path} {}", self.cause()),
-            ErrorKind::OutputShorter { .. } => write!(f, "{path} {}", self.cause()),
-            ErrorKind::OutputNotCovered { .. }
-            | ErrorKind::OtherOutput { .. }
-            | ErrorKind::NoArchive(_)
-            | ErrorKind::BadQuery(_)
-            | ErrorKind::Setup(_) => f.write_str(&self.cause()),
-            _ => write!(f, "{path}: {}", self.cause()),
+            ErrorKind::Io(_) => write!(f, "{path}: {}", self.cause()),
         }
     }
 }
@@ -262,8 +93,8 @@ impl fmt::Display for Error {
 impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match &self.kind {
-            ErrorKind::Io(e) | ErrorKind::Write(e) => Some(e),
-            _ => None,
+            ErrorKind::Io(e) => Some(e),
+            ErrorKind::NoHeader { .. } => None,
         }
     }
 }

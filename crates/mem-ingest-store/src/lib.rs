@@ -58,6 +58,7 @@
 #![deny(missing_docs)]
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
 use std::fs::File;
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -475,15 +476,122 @@ fn immutable_uri(path: &Path) -> String {
     uri
 }
 
+/// The store's own errors, each naming the store; the engine's
+/// [`Error`] wraps them ([`ErrorKind::Sink`]), as `From` does here, so
+/// every function of the store returns the engine's error, and a caller
+/// finds this one with [`mem_ingest::SinkFailure::downcast_ref`].
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// The store cannot be used, and is left as it is: why (not SQLite,
+    /// another schema, a newer version, not writable).
+    Refused {
+        /// The store.
+        path: PathBuf,
+        /// Why.
+        why: String,
+    },
+    /// A search query that cannot be run: why.
+    BadQuery {
+        /// The store.
+        path: PathBuf,
+        /// Why.
+        why: String,
+    },
+    /// The store failed while a run wrote it (a full disk): SQLite's
+    /// message. What was committed before stays, consistent.
+    Failed {
+        /// The store.
+        path: PathBuf,
+        /// SQLite's message.
+        why: String,
+    },
+    /// The store's pages are damaged (SQLite's `SQLITE_CORRUPT`: a `-wal`
+    /// deleted after a crash or a kill, a failing disk): SQLite's message.
+    /// The file is left as it is.
+    Damaged {
+        /// The store.
+        path: PathBuf,
+        /// SQLite's message.
+        why: String,
+    },
+}
+
+impl StoreError {
+    /// The store the error is about.
+    pub fn path(&self) -> &Path {
+        match self {
+            StoreError::Refused { path, .. }
+            | StoreError::BadQuery { path, .. }
+            | StoreError::Failed { path, .. }
+            | StoreError::Damaged { path, .. } => path,
+        }
+    }
+
+    /// Whether it is the caller's to fix (another store, a bad query)
+    /// rather than a failure of the store or the system.
+    pub fn is_usage(&self) -> bool {
+        matches!(
+            self,
+            StoreError::Refused { .. } | StoreError::BadQuery { .. }
+        )
+    }
+}
+
+impl fmt::Display for StoreError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StoreError::Refused { path, why } => write!(f, "the store {} {why}", path.display()),
+            StoreError::BadQuery { why, .. } => f.write_str(why),
+            StoreError::Failed { path, why } => {
+                write!(f, "{}: store failed: {why}", path.display())
+            }
+            StoreError::Damaged { path, why } => write!(
+                f,
+                "the store {} is damaged ({why}): a -wal file deleted after a crash or kill, \
+                 or a failing disk, does this; restore it from a backup, or move it aside and \
+                 run backfill --db again to read the archive anew (`sqlite3 FILE .recover` \
+                 saves what is left of it)",
+                path.display()
+            ),
+        }
+    }
+}
+
+impl std::error::Error for StoreError {}
+
+impl From<StoreError> for Error {
+    fn from(e: StoreError) -> Error {
+        let (path, usage) = (e.path().to_path_buf(), e.is_usage());
+        Error::new(
+            &path,
+            ErrorKind::Sink(mem_ingest::SinkFailure::new(e, usage)),
+        )
+    }
+}
+
 fn refused(path: &Path, why: impl Into<String>) -> Error {
-    Error::new(path, ErrorKind::StoreRefused(why.into()))
+    StoreError::Refused {
+        path: path.to_path_buf(),
+        why: why.into(),
+    }
+    .into()
+}
+
+fn bad_query(path: &Path, why: String) -> Error {
+    StoreError::BadQuery {
+        path: path.to_path_buf(),
+        why,
+    }
+    .into()
 }
 
 fn failed(path: &Path, e: rusqlite::Error) -> Error {
+    let (path, why) = (path.to_path_buf(), e.to_string());
     if e.sqlite_error_code() == Some(rusqlite::ErrorCode::DatabaseCorrupt) {
-        return Error::new(path, ErrorKind::StoreDamaged(e.to_string()));
+        return StoreError::Damaged { path, why }.into();
     }
-    Error::new(path, ErrorKind::Store(e.to_string()))
+    StoreError::Failed { path, why }.into()
 }
 
 impl SqliteStore {
@@ -1184,7 +1292,7 @@ pub fn search(path: &Path, s: &Search) -> Result<Vec<Hit>, Error> {
     let phrases = if s.fts {
         None
     } else {
-        Some(words_phrases(&s.query).map_err(|e| Error::new(path, ErrorKind::BadQuery(e)))?)
+        Some(words_phrases(&s.query).map_err(|e| bad_query(path, e))?)
     };
     let query = phrases
         .as_ref()
@@ -1267,12 +1375,8 @@ pub fn search(path: &Path, s: &Search) -> Result<Vec<Hit>, Error> {
     }
     let limit = if s.limit == 0 { 20 } else { s.limit };
     if s.fts {
-        check_fts(&query).map_err(|e| {
-            Error::new(
-                path,
-                ErrorKind::BadQuery(format!("malformed FTS5 query {query:?}: {e}")),
-            )
-        })?;
+        check_fts(&query)
+            .map_err(|e| bad_query(path, format!("malformed FTS5 query {query:?}: {e}")))?;
     }
     let bad_query = |e: rusqlite::Error| failed(path, e);
     let matches = "FROM records_fts JOIN records r ON r.row_id = records_fts.rowid

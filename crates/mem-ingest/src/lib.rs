@@ -15,15 +15,14 @@
 
 pub mod archive;
 mod atomic;
+mod error;
 pub mod sink;
 mod sys;
 
 // The parsing layer (`mem-ingest-parse`): the modules a library user names
 // are re-exported as this crate's own; the others are imported under their
 // old names for the engine's `crate::` paths.
-use mem_ingest_parse::{
-    counts, error, json, line, ndjson, record, report, seal, source, time, usage,
-};
+use mem_ingest_parse::{counts, json, line, ndjson, record, report, seal, source, time, usage};
 pub use mem_ingest_parse::{format, formats, line_reader, path_text};
 // Where the unit tests find the shared folder: the integration tests' own
 // helper, one file for both.
@@ -32,7 +31,7 @@ pub use mem_ingest_parse::{format, formats, line_reader, path_text};
 mod test_shared;
 
 pub use counts::LineCounts;
-pub use error::{Error, ErrorKind};
+pub use error::{Error, ErrorKind, SinkFailure};
 pub use formats::pi::{MmapSessionSource, PiSessionSource, SliceSessionSource};
 #[doc(hidden)]
 pub use json::lean::agrees_with_simd_json;
@@ -40,6 +39,9 @@ pub use json::{LineHash, ParsedLine};
 pub use line::{Entry, Header};
 #[doc(hidden)]
 pub use mem_ingest_parse::write_json_string;
+/// A file's reading error: what a format's sources return (the parsing
+/// crate's); the engine's [`Error`] wraps it.
+pub use mem_ingest_parse::{Error as SourceError, ErrorKind as SourceErrorKind};
 #[doc(hidden)]
 pub use ndjson::raw_text_agrees;
 pub use record::{OwnedRecord, Record, Role, RoleFilter, Usage};

@@ -24,7 +24,7 @@ fn tmpdir(name: &str) -> PathBuf {
 }
 use mem_ingest::{
     Entry, Error, Header, OwnedRecord, Position, Record, RecordSource, Report, Role, Skip,
-    SkipReason,
+    SkipReason, SourceError,
 };
 
 /// The notes format.
@@ -48,7 +48,7 @@ impl Format for Notes {
         input: Input<'d>,
         path: &Path,
         _opts: &mem_ingest::SourceOptions,
-    ) -> Result<BoxedSource<'d>, Error> {
+    ) -> Result<BoxedSource<'d>, SourceError> {
         let stem = path.file_stem().unwrap().to_string_lossy().into_owned();
         let project = path
             .parent()
@@ -145,7 +145,7 @@ impl<'d> NotesSource<'d> {
 }
 
 impl RecordSource for NotesSource<'_> {
-    fn next_record(&mut self) -> Result<Option<Record<'_>>, Error> {
+    fn next_record(&mut self) -> Result<Option<Record<'_>>, SourceError> {
         loop {
             match self.next_entry()? {
                 None => return Ok(None),
@@ -164,13 +164,12 @@ impl RecordSource for NotesSource<'_> {
         Some(&self.header)
     }
 
-    fn next_entry(&mut self) -> Result<Option<Entry<'_>>, Error> {
+    fn next_entry(&mut self) -> Result<Option<Entry<'_>>, SourceError> {
         loop {
             let mut buf = String::new();
-            let n = self
-                .lines
-                .read_line(&mut buf)
-                .map_err(|e| Error::new(Path::new(&self.source), mem_ingest::ErrorKind::Io(e)))?;
+            let n = self.lines.read_line(&mut buf).map_err(|e| {
+                SourceError::new(Path::new(&self.source), mem_ingest::SourceErrorKind::Io(e))
+            })?;
             if n == 0 {
                 return Ok(None);
             }
@@ -429,16 +428,16 @@ impl Format for Faulty {
         input: Input<'d>,
         path: &Path,
         opts: &mem_ingest::SourceOptions,
-    ) -> Result<BoxedSource<'d>, Error> {
+    ) -> Result<BoxedSource<'d>, SourceError> {
         match self.0 {
             Fault::Panics => assert!(!path.ends_with("bomb.jsonl"), "a bug in this format"),
             Fault::ShiftedAt(_) => return Ok(Box::new(NoCounts(Pi.open(input, path, opts)?))),
             Fault::FailsOnWorker(name) => {
                 let worker = std::thread::current().name().is_none();
                 if worker && path.file_name().is_some_and(|n| n == name) {
-                    return Err(Error::new(
+                    return Err(SourceError::new(
                         path,
-                        mem_ingest::ErrorKind::Io(std::io::Error::other("flaky read")),
+                        mem_ingest::SourceErrorKind::Io(std::io::Error::other("flaky read")),
                     ));
                 }
             }
@@ -475,7 +474,7 @@ impl Format for Faulty {
 struct NoCounts<'d>(BoxedSource<'d>);
 
 impl RecordSource for NoCounts<'_> {
-    fn next_record(&mut self) -> Result<Option<Record<'_>>, Error> {
+    fn next_record(&mut self) -> Result<Option<Record<'_>>, SourceError> {
         self.0.next_record()
     }
     fn report(&self) -> &Report {
@@ -484,7 +483,7 @@ impl RecordSource for NoCounts<'_> {
     fn header(&self) -> Option<&Header> {
         self.0.header()
     }
-    fn next_entry(&mut self) -> Result<Option<Entry<'_>>, Error> {
+    fn next_entry(&mut self) -> Result<Option<Entry<'_>>, SourceError> {
         self.0.next_entry()
     }
     fn position(&self) -> Position {
@@ -1052,7 +1051,7 @@ impl Format for Renamed {
         input: Input<'d>,
         path: &Path,
         opts: &mem_ingest::SourceOptions,
-    ) -> Result<BoxedSource<'d>, Error> {
+    ) -> Result<BoxedSource<'d>, SourceError> {
         self.1.open(input, path, opts)
     }
     fn resume<'d>(

@@ -15,9 +15,11 @@ mod pi_source {
     use std::io::{self, Read};
     use std::path::{Path, PathBuf};
 
+    // A source's errors are the parsing crate's (`SourceError`), which the
+    // engine's `mem_ingest::Error` wraps.
     use mem_ingest::{
-        Error, ErrorKind, MmapSessionSource, OwnedRecord, PiSessionSource, RecordSource, Report,
-        Role, SkipReason, SourceOptions, Usage,
+        MmapSessionSource, OwnedRecord, PiSessionSource, RecordSource, Report, Role, SkipReason,
+        SourceError as Error, SourceErrorKind as ErrorKind, SourceOptions, Usage,
     };
 
     // -----------------------------------------------------------------------
