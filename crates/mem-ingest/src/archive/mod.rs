@@ -79,7 +79,7 @@ pub(crate) use config::{Command, Config, Filter};
 pub use discover::{refuse_streams, Links};
 pub use model::{FileState, LineageState, OutputOptions, OutputState};
 pub use plan::PART_BYTES;
-pub use run::{SkipAt, Summary};
+pub use run::{FileTotals, SkipAt, Summary};
 pub use shard::{fnv1a, shard_of, Shard};
 pub use stamp::Identity;
 #[doc(hidden)]

@@ -94,19 +94,35 @@ impl Priced {
     }
 }
 
-/// One source's share of a run: the files of one format.
+/// What files added up to: a run's totals ([`Summary`] derefs to them), or
+/// one source's share of a run (the files of one format).
 #[derive(Debug, Default, Clone)]
-struct SourceSummary {
-    files: u64,
-    files_failed: u64,
-    files_empty: u64,
-    bytes: u64,
-    report: Report,
+pub struct FileTotals {
+    /// Files read or accounted (unchanged ones from the checkpoint).
+    pub files: u64,
+    /// Files and PATHs that failed.
+    pub files_failed: u64,
+    /// Files with nothing but whitespace, NULs and a BOM.
+    pub files_empty: u64,
+    /// Bytes of the files (all of them, over every run with a checkpoint).
+    pub bytes: u64,
+    /// The counts, over all files.
+    pub report: Report,
+    /// Per project: its sessions (distinct ids: a history written twice
+    /// into two files is one session), records, tokens and cost.
     by_project: Projects,
+    /// What of the usage is of agents that record costs.
     priced: Priced,
 }
 
-impl SourceSummary {
+impl FileTotals {
+    /// A file (or PATH) that failed, of `size` bytes.
+    fn fail(&mut self, size: u64) {
+        self.files += 1;
+        self.files_failed += 1;
+        self.bytes += size;
+    }
+
     fn file_done(&mut self, report: &Report, header: Option<&Header>, priced: bool) {
         if priced {
             self.priced.file_done(report, header);
@@ -186,26 +202,18 @@ fn project_lines(projects: &Projects, priced: &Priced) -> Vec<ProjectLine> {
         .collect()
 }
 
-/// Everything a run found, aggregated in archive order.
+/// Everything a run found, aggregated in archive order: its files'
+/// totals ([`FileTotals`], as its own fields: `summary.files`), by source,
+/// failures, skips, and what the run did.
 #[derive(Debug, Default)]
 pub struct Summary {
-    /// Files read or accounted (unchanged ones from the checkpoint).
-    pub files: u64,
-    /// Files and PATHs that failed.
-    pub files_failed: u64,
-    /// Files with nothing but whitespace, NULs and a BOM.
-    pub files_empty: u64,
-    /// Bytes of the files (all of them, over every run with a checkpoint).
-    pub bytes: u64,
+    /// Files, bytes, the report, projects and prices: [`FileTotals`],
+    /// whose fields a summary shows as its own (`summary.files`).
+    totals: FileTotals,
     /// Bytes read in this run.
     pub read: u64,
     /// Records the sink received in this run.
     pub written: u64,
-    /// The counts, over all files.
-    pub report: Report,
-    /// Per project: its sessions (distinct ids: a history written twice
-    /// into two files is one session), records, tokens and cost.
-    by_project: Projects,
     /// The source (format name) of every file so far, while they are of
     /// one: the totals are its counts, and `by_source` stays empty (a run
     /// over one agent's archive adds up nothing twice).
@@ -219,12 +227,10 @@ pub struct Summary {
     before_sources: Vec<&'static str>,
     /// Failures of PATHs that could not be listed (of no source).
     unlisted: u64,
-    /// What of the usage is of agents that record costs.
-    priced: Priced,
     /// The same counts for each source (format name) that had a file, the
     /// failures of its files included; once files of a second source
     /// came.
-    by_source: BTreeMap<&'static str, SourceSummary>,
+    by_source: BTreeMap<&'static str, FileTotals>,
     /// Files and PATHs that failed, with why.
     pub failures: Vec<(String, String)>,
     /// The first skipped lines, with their files.
@@ -250,6 +256,15 @@ pub struct Summary {
     pub follow: bool,
 }
 
+impl std::ops::Deref for Summary {
+    type Target = FileTotals;
+
+    /// The totals' fields, as `summary.files`.
+    fn deref(&self) -> &FileTotals {
+        &self.totals
+    }
+}
+
 impl Summary {
     fn fail(&mut self, path: &Path, size: u64, error: String, source: Option<&'static str>) {
         // Its source first: the totals split before they count this file.
@@ -257,36 +272,28 @@ impl Summary {
             None => self.unlisted += 1,
             Some(s) => {
                 if let Some(s) = self.source(s) {
-                    s.files += 1;
-                    s.files_failed += 1;
-                    s.bytes += size;
+                    s.fail(size);
                 }
             }
         }
-        self.files += 1;
-        self.files_failed += 1;
-        self.bytes += size;
+        self.totals.fail(size);
         self.failures.push((path.display().to_string(), error));
     }
 
     /// The totals as one source's: without the PATHs that could not be
     /// listed.
-    fn as_source(&self) -> SourceSummary {
-        SourceSummary {
-            files: self.files - self.unlisted,
-            files_failed: self.files_failed - self.unlisted,
-            files_empty: self.files_empty,
-            bytes: self.bytes,
-            report: self.report.clone(),
-            by_project: self.by_project.clone(),
-            priced: self.priced.clone(),
+    fn as_source(&self) -> FileTotals {
+        FileTotals {
+            files: self.totals.files - self.unlisted,
+            files_failed: self.totals.files_failed - self.unlisted,
+            ..self.totals.clone()
         }
     }
 
     /// Where a file of `source` is counted besides the totals: nowhere
     /// while every file is of one source; else its source's counts (the
     /// first source's split from the totals when a second one comes).
-    fn source(&mut self, source: &'static str) -> Option<&mut SourceSummary> {
+    fn source(&mut self, source: &'static str) -> Option<&mut FileTotals> {
         if self.by_source.is_empty() {
             match self.only_source {
                 None => {
@@ -317,15 +324,7 @@ impl Summary {
         if let Some(s) = self.source(format.name()) {
             s.file_done(report, header, priced);
         }
-        if priced {
-            self.priced.file_done(report, header);
-        }
-        self.files += 1;
-        self.bytes += report.bytes + report.pending;
-        self.files_empty += u64::from(report.empty);
-        let pending = self.report.pending + report.pending;
-        self.report.merge(report);
-        self.report.pending = pending;
+        self.totals.file_done(report, header, priced);
         self.reported_skips += reported.0.min(report.skipped);
         let room = MAX_SKIPS.saturating_sub(self.skips.len());
         if room > 0 && !report.skips.is_empty() {
@@ -344,9 +343,6 @@ impl Summary {
                         reported: i < reported.1,
                     }),
             );
-        }
-        if let Some(h) = header {
-            add_to_project(&mut self.by_project, h, report);
         }
     }
 
@@ -372,8 +368,10 @@ impl Summary {
         {
             let model = run[0].model.as_deref();
             let usages = || run.iter().map(|r| &r.usage);
-            self.report.add_usages(provider, model, usages(), true);
-            add_responses_to_project(&mut self.by_project, &run[0].project, usages());
+            self.totals
+                .report
+                .add_usages(provider, model, usages(), true);
+            add_responses_to_project(&mut self.totals.by_project, &run[0].project, usages());
             if let Some(s) = source.as_mut() {
                 s.report.add_usages(provider, model, usages(), true);
                 add_responses_to_project(&mut s.by_project, &run[0].project, usages());
@@ -388,7 +386,6 @@ impl Summary {
     /// when a file of a source other than pi was counted (a pi archive's
     /// stats keep the shape they had before other formats).
     pub fn to_stats(&self) -> Stats {
-        let r = &self.report;
         let by_source = match self.only_source {
             _ if !self.by_source.is_empty() => Some(
                 self.by_source
@@ -402,12 +399,7 @@ impl Summary {
             _ => None,
         };
         Stats {
-            totals: source_stats(
-                [self.files, self.files_failed, self.files_empty, self.bytes],
-                r,
-                &self.by_project,
-                &self.priced,
-            ),
+            totals: self.totals.to_stats(),
             failures: self
                 .failures
                 .iter()
@@ -431,43 +423,28 @@ impl Summary {
     }
 }
 
-impl SourceSummary {
+impl FileTotals {
     /// Its stats: the run's shape without the failures and skips (each
     /// names its file, in the run's lists).
     fn to_stats(&self) -> SourceStats {
-        source_stats(
-            [self.files, self.files_failed, self.files_empty, self.bytes],
-            &self.report,
-            &self.by_project,
-            &self.priced,
-        )
-    }
-}
-
-/// The stats of files (the run's, or one source's): `[files, failed,
-/// empty, bytes]`, their report and their projects.
-fn source_stats(
-    [files, files_failed, files_empty, bytes]: [u64; 4],
-    r: &Report,
-    by_project: &Projects,
-    priced: &Priced,
-) -> SourceStats {
-    SourceStats {
-        files,
-        files_failed,
-        files_empty,
-        bytes,
-        lines: r.lines,
-        records: r.records,
-        skipped: r.skipped,
-        repaired: r.repaired,
-        deduplicated: r.deduplicated,
-        pending: r.pending,
-        roles: Roles::from_counts(&r.roles),
-        entries: r.entries.iter().map(|(k, n)| (k.to_owned(), n)).collect(),
-        usage: UsageLine::of(&r.usage, priced.any),
-        by_model: model_lines(r, priced),
-        by_project: project_lines(by_project, priced),
+        let (r, priced) = (&self.report, &self.priced);
+        SourceStats {
+            files: self.files,
+            files_failed: self.files_failed,
+            files_empty: self.files_empty,
+            bytes: self.bytes,
+            lines: r.lines,
+            records: r.records,
+            skipped: r.skipped,
+            repaired: r.repaired,
+            deduplicated: r.deduplicated,
+            pending: r.pending,
+            roles: Roles::from_counts(&r.roles),
+            entries: r.entries.iter().map(|(k, n)| (k.to_owned(), n)).collect(),
+            usage: UsageLine::of(&r.usage, priced.any),
+            by_model: model_lines(r, priced),
+            by_project: project_lines(&self.by_project, priced),
+        }
     }
 }
 
