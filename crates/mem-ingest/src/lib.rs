@@ -15,6 +15,7 @@
 
 pub mod archive;
 mod atomic;
+pub mod checkpoint;
 mod error;
 pub mod sink;
 mod sys;

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::discover::Links;
-use super::shard::Shard;
+use crate::checkpoint::shard::Shard;
 use crate::format::Format;
 use crate::source::SourceOptions;
 

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use super::stamp::Identity;
+use crate::checkpoint::stamp::Identity;
 use crate::sys::os_bytes;
 
 /// What discovery found.

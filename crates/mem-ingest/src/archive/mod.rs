@@ -49,15 +49,10 @@
 
 mod config;
 pub(crate) mod dedupe;
-mod discover;
+pub(crate) mod discover;
 mod exec;
-mod layout;
-pub(crate) mod model;
 pub(crate) mod plan;
 mod run;
-mod shard;
-mod stamp;
-pub(crate) mod state;
 mod stats;
 
 use std::path::PathBuf;
@@ -77,17 +72,17 @@ pub use crate::formats::pi::session_of_path;
 pub use config::Progress;
 pub(crate) use config::{Command, Config, Filter};
 pub use discover::{refuse_streams, Links};
-pub use model::{FileState, LineageState, OutputOptions, OutputState};
-pub use plan::PART_BYTES;
 pub use run::{FileTotals, SkipAt, Summary};
-pub use shard::{fnv1a, shard_of, Shard};
-pub use stamp::Identity;
+// The checkpoint's types, where they were before they had a folder of
+// their own (`crate::checkpoint`).
 #[doc(hidden)]
-pub use state::respell_keys;
-pub use state::{
-    lock_file, real_path, response_rows, Checkpoint, CheckpointStore, Lock, State, StateFile,
+pub use crate::checkpoint::respell_keys;
+pub use crate::checkpoint::{
+    fnv1a, lock_file, real_path, response_rows, shard_of, Checkpoint, CheckpointStore, FileState,
+    Identity, LineageState, Lock, OutputOptions, OutputState, Shard, State, StateFile,
     RECORD_FORMAT, STATE_VERSION,
 };
+pub use plan::PART_BYTES;
 pub use stats::{
     FailureLine, ModelLine, ProjectLine, Roles, SkipLine, SourceStats, Stats, UsageLine,
 };

@@ -14,9 +14,9 @@ use crate::line::Header;
 use crate::source::SourceOptions;
 use rayon::prelude::*;
 
-use super::model::FileState;
-use super::shard::{root_of, shard_of, Shard};
-use super::stamp::{header_digest, Identity};
+use crate::checkpoint::model::FileState;
+use crate::checkpoint::shard::{root_of, shard_of, Shard};
+use crate::checkpoint::stamp::{header_digest, Identity};
 
 /// Regions larger than this are read in parts of about this size. It does
 /// not depend on `--jobs`, so neither does the order of any sum.

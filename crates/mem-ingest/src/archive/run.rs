@@ -11,13 +11,13 @@ use std::time::{Duration, Instant};
 
 use super::config::{Command, Config};
 use super::dedupe::{Emitter, FpSet, Lineages};
-use super::model::{FileState, OutputOptions, OutputState};
 use super::plan::{self, FoundFile, Mode, Plan, PlannedFile, Task};
-use super::state::{self, Checkpoint, CheckpointStore, State, StateFile};
 use super::stats::{
     known_cost, FailureLine, ModelLine, ProjectLine, Roles, SkipLine, SourceStats, Stats, UsageLine,
 };
 use super::{discover, exec};
+use crate::checkpoint::model::{FileState, OutputOptions, OutputState};
+use crate::checkpoint::state::{self, Checkpoint, CheckpointStore, State, StateFile};
 use crate::counts::{LineCounts, Removal};
 use crate::error::{Error, ErrorKind};
 use crate::format::{open_at, At, BoxedSource, Format, Input, ParentCopies};
@@ -906,7 +906,7 @@ fn detect_formats(
     prior: &BTreeMap<String, Arc<FileState>>,
     mut files: Vec<FoundFile>,
 ) -> Vec<FoundFile> {
-    let known = |path: &Path, id: &super::stamp::Identity| {
+    let known = |path: &Path, id: &crate::checkpoint::stamp::Identity| {
         // The same file, not shrunk below what was read: unchanged, or
         // grown (a live session, every pass of --follow).
         let p = plan::entry(prior, path)
@@ -2079,7 +2079,7 @@ fn file_state(f: &PlannedFile, format: &dyn Format, a: &Assembling) -> Option<Fi
         identity: f.identity,
         format: format.name().to_owned(),
         context: a.context.clone(),
-        header_digest: super::stamp::header_digest(&header),
+        header_digest: crate::checkpoint::stamp::header_digest(&header),
         header,
         offset: position.byte,
         line: position.line,

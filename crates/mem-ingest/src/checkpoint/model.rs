@@ -5,8 +5,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::discover::Links;
 use super::stamp::Identity;
+use crate::archive::discover::Links;
 use crate::line::Header;
 use crate::report::Report;
 

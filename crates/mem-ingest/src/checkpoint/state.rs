@@ -16,13 +16,13 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use super::dedupe::Lineages;
 use super::layout::{
     output_v5, FileV2, OptionsV10, OptionsV4, OptionsV5, OptionsV6, OptionsV7, RefV3, ResponseRef,
     ResponseWire, WireV3,
 };
 use super::model::{blob, FileState, LineageState, Mark, OutputOptions, OutputState};
 use super::stamp::Identity;
+use crate::archive::dedupe::Lineages;
 use crate::error::{Error, ErrorKind};
 #[cfg(test)]
 use crate::line::Header;

@@ -46,9 +46,9 @@ use std::borrow::Cow;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use super::discover::Links;
 use super::model::{FileState, OutputOptions, OutputState};
 use super::stamp::Identity;
+use crate::archive::discover::Links;
 use crate::line::Header;
 use crate::record::Usage;
 use crate::report::{EntryCounts, ModelUsage, Report, Skip, SkipReason, DEFAULT_MAX_SKIPS};

@@ -97,7 +97,7 @@ pub fn shard_of(root: &str, n: u32) -> u32 {
 /// at a parent whose file is not found (yet): that root is taken for this
 /// run only, so shards that saw the archive at different moments agree
 /// again once they see the same one.
-pub(super) fn root_of(
+pub(crate) fn root_of(
     id: &str,
     parent: &HashMap<String, String>,
     has_file: &HashSet<&str>,

@@ -1,0 +1,140 @@
+//! The seam: [`Sink`], the [`Encoder`] it brings, and a record's [`Place`].
+
+use std::path::Path;
+
+use crate::checkpoint::CheckpointStore;
+use crate::checkpoint::Mark;
+use crate::error::Error;
+use crate::json::ParsedLine;
+use crate::record::Record;
+
+/// Where a record was read, and what the engine did to it.
+#[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
+pub struct Place<'p> {
+    /// The file's path as found (lossily UTF-8).
+    pub file: &'p str,
+    /// When `max_text` cut the record's text: its full length in bytes.
+    pub text_bytes: Option<u64>,
+    /// The fingerprint of the record's entry (what deduplication compares:
+    /// a copy of an entry has the same).
+    pub fingerprint: u64,
+    /// The name of the file's format (`pi`).
+    pub format: &'p str,
+    /// The session the record's session was forked from, when it names one.
+    pub parent_session: Option<&'p str>,
+    /// The line the record was parsed from, when the source has it: its
+    /// strings may be copied from it ([`ParsedLine::escaped`]).
+    pub line: Option<ParsedLine<'p>>,
+}
+
+/// Encodes records on the worker threads into batches.
+pub trait Encoder: Sync {
+    /// The records of one task, encoded.
+    type Batch: Send;
+
+    /// An empty batch for a task of about `bytes` bytes of input.
+    fn batch(&self, bytes: u64) -> Self::Batch;
+
+    /// Adds one record to the batch. Records get consecutive indices from
+    /// 0 in the order they are encoded.
+    fn encode(&self, batch: &mut Self::Batch, record: &Record<'_>, place: Place<'_>);
+
+    /// Whether records are wanted at all (default true). When false, the
+    /// engine builds none and calls neither `encode` nor the filters.
+    fn wants_records(&self) -> bool {
+        true
+    }
+
+    /// Whether `encode` reads a pi record's text only through
+    /// [`Place::line`] (the crate's NDJSON encoder), so that the engine may
+    /// build the text escaped, as that encoder writes it, from its line's
+    /// raw strings. Not for other encoders: its argument cannot be named
+    /// outside the crate.
+    #[doc(hidden)]
+    fn takes_raw_text(&self, _: crate::seal::Crate) -> bool {
+        false
+    }
+}
+
+/// A destination for records, written in archive order.
+pub trait Sink {
+    /// Encodes this sink's records on the workers.
+    type Encoder: Encoder;
+
+    /// The encoder the workers share for one run.
+    fn encoder(&self) -> Self::Encoder;
+
+    /// Writes one batch, in archive order. `dropped` holds the indices,
+    /// ascending, of the batch's records that are copies of records written
+    /// before (deduplication): they must not be written. Ok(false) when the
+    /// destination is gone for good (a closed pipe): the run stops there.
+    ///
+    /// # Errors
+    /// The destination failed: the run stops with this error.
+    fn write(
+        &mut self,
+        batch: <Self::Encoder as Encoder>::Batch,
+        dropped: &[usize],
+    ) -> Result<bool, Error>;
+
+    /// Makes everything written so far durable, before a checkpoint that
+    /// covers it is saved; returns the mark the checkpoint records (None
+    /// when the destination cannot be resumed, as stdout).
+    ///
+    /// # Errors
+    /// The destination failed: no checkpoint is saved.
+    fn sync(&mut self) -> Result<Option<Mark>, Error> {
+        Ok(None)
+    }
+
+    /// Called once, before anything is written, when the run has a
+    /// checkpoint: `mark` is what the last checkpoint covers of this sink
+    /// (None: nothing; `checkpoint_exists` tells a new checkpoint from one
+    /// saved with another sink). A sink cuts back what a killed run wrote
+    /// past the mark, and refuses output it does not own.
+    ///
+    /// # Errors
+    /// The sink cannot be resumed from there.
+    fn resume_at(&mut self, mark: Option<&Mark>, checkpoint_exists: bool) -> Result<(), Error> {
+        let _ = (mark, checkpoint_exists);
+        Ok(())
+    }
+
+    /// Whether the mark this sink syncs to must be saved with a checkpoint
+    /// before the first byte is written (an output a checkpoint pairs
+    /// with).
+    fn pairs_with_checkpoint(&self) -> bool {
+        false
+    }
+
+    /// A sink that keeps its own checkpoint returns its store: the engine
+    /// then saves checkpoints there (right after [`Sink::sync`]) instead of
+    /// in a state file.
+    fn checkpoints(&mut self) -> Option<&mut dyn CheckpointStore> {
+        None
+    }
+
+    /// The run ended well: complete the output (rename a temporary file).
+    ///
+    /// # Errors
+    /// Completing failed.
+    fn finish(&mut self) -> Result<(), Error> {
+        Ok(())
+    }
+
+    /// The run failed: remove what this run created and wrote nothing to.
+    fn abandon(&mut self) {}
+
+    /// The destination's reader went away (a closed pipe): the run ends
+    /// quietly.
+    fn closed(&self) -> bool {
+        false
+    }
+
+    /// The file this sink writes, if any: a run refuses one that is among
+    /// its input files.
+    fn output_file(&self) -> Option<&Path> {
+        None
+    }
+}
