@@ -54,6 +54,8 @@ mod exec;
 pub(crate) mod plan;
 mod run;
 mod stats;
+mod summary;
+mod task;
 
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
@@ -72,7 +74,7 @@ pub use crate::formats::pi::session_of_path;
 pub use config::Progress;
 pub(crate) use config::{Command, Config, Filter};
 pub use discover::{refuse_streams, Links};
-pub use run::{FileTotals, SkipAt, Summary};
+pub use summary::{FileTotals, SkipAt, Summary};
 // The checkpoint's types, where they were before they had a folder of
 // their own (`crate::checkpoint`).
 #[doc(hidden)]

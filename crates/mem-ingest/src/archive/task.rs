@@ -1,0 +1,693 @@
+//! A task's reading, on a worker: a part or a whole file read into memory
+//! or streamed, its records encoded for the sink, its entries noted for
+//! deduplication, and its results handed to delivery ([`PartResult`]).
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::{self, Read, Seek, SeekFrom};
+use std::path::Path;
+use std::sync::{Arc, Condvar, Mutex};
+
+use super::config::Config;
+use super::plan::{self, Plan, Task};
+use crate::counts::LineCounts;
+use crate::format::{open_at, At, BoxedSource, Format, Input, ParentCopies};
+use crate::line::Header;
+use crate::line_reader::FileAt;
+use crate::ndjson::cut_text;
+use crate::report::Report;
+use crate::sink::{Encoder, Place};
+use crate::source::{Position, SourceOptions};
+
+/// The run's files by format and the name a parent is found by
+/// (`Format::parent_lookup_name`), built when a child first asks for its
+/// parent, on any thread.
+pub(super) type ByName = std::sync::OnceLock<HashMap<(usize, String), usize>>;
+
+/// The plan's index of the file of the parent `header` names (a file of
+/// `file`'s format, not `file`), when the plan holds it.
+pub(super) fn parent_file_of(
+    plan: &Plan,
+    by_name: &ByName,
+    file: usize,
+    header: &Header,
+    formats: &[Arc<dyn Format>],
+) -> Option<usize> {
+    let format = &*formats[plan.files[file].format];
+    let name = format.parent_file_name(header)?;
+    let by_name = by_name.get_or_init(|| {
+        let mut by_name = HashMap::new();
+        for (i, f) in plan.files.iter().enumerate() {
+            let name = f.path.file_name().unwrap_or_default().to_string_lossy();
+            let format = &*formats[f.format];
+            let key = (f.format, format.parent_lookup_name(&name).to_owned());
+            by_name.entry(key).or_insert(i);
+        }
+        by_name
+    });
+    let key = (plan.files[file].format, name.to_owned());
+    by_name.get(&key).copied().filter(|&j| j != file)
+}
+
+/// The pipe `path` as format detection left it (opened, its first bytes
+/// read), when it did.
+pub(super) fn take_stream(cfg: &Config, path: &Path) -> Option<(File, Vec<u8>)> {
+    let mut streams = cfg.streams.lock().unwrap_or_else(|e| e.into_inner());
+    let i = streams.iter().position(|(p, ..)| p == path)?;
+    let (_, f, prefix) = streams.swap_remove(i);
+    Some((f, prefix))
+}
+
+/// One entry of a task, for deduplication at delivery.
+pub(super) struct EntryNote {
+    pub(super) fingerprint: u64,
+    pub(super) line: u64,
+    pub(super) byte: u64,
+    /// The running context before its line (formats that need one and
+    /// whose source keeps no counts).
+    pub(super) context: Vec<u8>,
+    /// What it added to the part's report, when its source says.
+    pub(super) counts: Option<LineCounts>,
+    /// Its record's index in the task's batch.
+    pub(super) record: Option<usize>,
+}
+
+/// The result of one task.
+pub(super) struct PartResult<B> {
+    pub(super) report: Report,
+    pub(super) batch: Option<B>,
+    /// Records encoded into the batch.
+    pub(super) kept: usize,
+    pub(super) error: Option<String>,
+    pub(super) header: Option<Header>,
+    pub(super) position: Option<Position>,
+    /// The running context at `position`.
+    pub(super) context: Vec<u8>,
+    pub(super) notes: Vec<EntryNote>,
+    /// A child's lines that are its parent's under other bytes (read
+    /// here, in parallel, for delivery to decide on).
+    pub(super) copies: ParentCopies,
+    /// A part of a task's read handed over before its end ([`Handing`]):
+    /// no position, and its file is not done with it.
+    pub(super) partial: bool,
+}
+
+impl<B> Default for PartResult<B> {
+    fn default() -> Self {
+        PartResult {
+            report: Report::default(),
+            batch: None,
+            kept: 0,
+            error: None,
+            header: None,
+            position: None,
+            context: Vec::new(),
+            notes: Vec::new(),
+            copies: ParentCopies::default(),
+            partial: false,
+        }
+    }
+}
+
+/// How a task that reads to its file's end hands its results over while
+/// it reads ([`exec::run_ordered`]), at every [`plan::PART_BYTES`] of lines:
+/// a stream (a compressed rollout, a pipe) or a region that grew is one
+/// task, whose records would otherwise all wait for its end.
+pub(super) struct Handing<'h, B> {
+    pub(super) emit: &'h mut dyn FnMut(PartResult<B>) -> bool,
+    /// A child's lines that are its parent's under other bytes, for the
+    /// first part handed over (read from the file's start).
+    pub(super) copies: &'h dyn Fn(&Header) -> ParentCopies,
+}
+
+/// Newline counts of the parts of large files, published by each part as
+/// soon as it has read its bytes, so that the parts after it know where
+/// their lines start without a second pass over the file.
+#[derive(Default)]
+pub(crate) struct PartLines {
+    counts: Mutex<HashMap<usize, u64>>,
+    published: Condvar,
+    /// The running context at the end of parts, published by each part
+    /// that ends before its file does, for a part after it whose start
+    /// the lines within a part's reach do not say it for (see
+    /// [`Format::context_before`]); taken by that part.
+    contexts: Mutex<HashMap<usize, Vec<u8>>>,
+    ended: Condvar,
+}
+
+impl PartLines {
+    /// Publishes a part's newlines; the first count published stays (a
+    /// part that failed after publishing publishes 0 again).
+    fn publish(&self, task: usize, newlines: u64) {
+        self.counts
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(task)
+            .or_insert(newlines);
+        self.published.notify_all();
+    }
+
+    /// Publishes the running context at the end of part `task` (empty when
+    /// it failed: its file fails, and the parts after it must not wait).
+    fn publish_context(&self, task: usize, context: Vec<u8>) {
+        self.contexts
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(task)
+            .or_insert(context);
+        self.ended.notify_all();
+    }
+
+    /// The running context at the end of part `task`, once it is read.
+    fn context_after(&self, task: usize) -> Vec<u8> {
+        let mut contexts = self.contexts.lock().unwrap_or_else(|e| e.into_inner());
+        loop {
+            if let Some(c) = contexts.remove(&task) {
+                return c;
+            }
+            contexts = self.ended.wait(contexts).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+
+    /// Lines before task `i`: its region's lines and the newlines of the
+    /// parts before it, once they are all published.
+    fn lines_before(&self, plan: &Plan, i: usize) -> u64 {
+        let t = &plan.tasks[i];
+        let base = plan.tasks[t.first_task].lines.unwrap_or(0);
+        let mut counts = self.counts.lock().unwrap_or_else(|e| e.into_inner());
+        loop {
+            let sum: Option<u64> = (t.first_task..i).map(|j| counts.get(&j).copied()).sum();
+            if let Some(sum) = sum {
+                return base + sum;
+            }
+            counts = self
+                .published
+                .wait(counts)
+                .unwrap_or_else(|e| e.into_inner());
+        }
+    }
+}
+
+/// Reads one task ([`read_task`]). A panic while reading it (a bug of
+/// mem-ingest, or of a format a library user added) fails its file with
+/// the panic's message, as an I/O error does, instead of ending the run:
+/// the other files are read, and the failure is reported with the file's
+/// path. The file's records of the task are not written and its
+/// checkpoint does not move.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn run_task<E: Encoder>(
+    plan: &Plan,
+    i: usize,
+    cfg: &Config,
+    opts: &SourceOptions,
+    encoder: &E,
+    bases: &PartLines,
+    by_name: &ByName,
+    emit: Option<&mut dyn FnMut(PartResult<E::Batch>) -> bool>,
+) -> PartResult<E::Batch> {
+    let read = std::panic::AssertUnwindSafe(|| {
+        read_task(plan, i, cfg, opts, encoder, bases, by_name, emit)
+    });
+    std::panic::catch_unwind(read).unwrap_or_else(|panic| {
+        // Parts after this one must not wait for it.
+        bases.publish(i, 0);
+        if plan.tasks[i].end.is_some() {
+            bases.publish_context(i, Vec::new());
+        }
+        let why = panic
+            .downcast_ref::<&str>()
+            .map(|s| (*s).to_owned())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "no message".to_owned());
+        PartResult {
+            error: Some(format!(
+                "internal error while reading it (please report it): {why}"
+            )),
+            ..PartResult::default()
+        }
+    })
+}
+
+/// Reads one task. A part that ends before the file does is read into
+/// memory (about [`plan::PART_BYTES`]), counts its newlines for the parts
+/// after it, and is parsed from there; a region too large to hold is
+/// streamed through the chunked reader; one that reads to its file's end
+/// hands its results over in parts as it reads ([`Handing`]).
+#[allow(clippy::too_many_arguments)]
+pub(super) fn read_task<E: Encoder>(
+    plan: &Plan,
+    i: usize,
+    cfg: &Config,
+    opts: &SourceOptions,
+    encoder: &E,
+    bases: &PartLines,
+    by_name: &ByName,
+    mut emit: Option<&mut dyn FnMut(PartResult<E::Batch>) -> bool>,
+) -> PartResult<E::Batch> {
+    let task = &plan.tasks[i];
+    let path = &plan.files[task.file].path;
+    let format = &*cfg.formats[plan.files[task.file].format];
+    let file = crate::path_text::spell(path);
+    let mut res = PartResult::default();
+    // A child read from its start: its lines that are its parent's under
+    // other bytes.
+    let copies_of = |h: &Header| {
+        if cfg.dedupe && task.start == 0 && format.parent(h).is_some() {
+            let parent = parent_file_of(plan, by_name, task.file, h, &cfg.formats);
+            let parent = parent.map(|j| plan.files[j].path.as_path());
+            format.parent_copies(path, h, parent, opts)
+        } else {
+            ParentCopies::default()
+        }
+    };
+    let len = task.end.map_or(u64::MAX, |e| e - task.start);
+    let size = plan.files[task.file]
+        .size()
+        .saturating_sub(task.start)
+        .min(len);
+    if encoder.wants_records() {
+        res.batch = Some(encoder.batch(size));
+    }
+    if cfg.dedupe {
+        // A note for each entry: room for one a KiB (Codex lines average
+        // 1.5 KB, pi's 5), rather than a dozen moves of a growing list.
+        res.notes
+            .reserve(usize::try_from(size / 1024).unwrap_or(0).min(1 << 16));
+    }
+    // With several jobs, a part is read into memory and its newlines
+    // counted at once, so that the parts after it learn where their lines
+    // start without waiting for it to be parsed. With one job nothing runs
+    // ahead of it: every task is streamed through the chunked reader, whose
+    // buffer stays in cache (reading 8 MiB first and passing over it twice
+    // more cost a tenth of a one-thread run).
+    // A part is cut at the first newline after its size: one that holds a
+    // long line is streamed too (read whole, a part of a line of 600 MB
+    // of zeros was held whole), and its parts after it wait for it.
+    let in_memory = cfg.jobs > 1 && size <= 2 * plan::PART_BYTES;
+    let published = std::cell::Cell::new(false);
+    let publish = |n: u64| {
+        if task.end.is_some() && !published.replace(true) {
+            bases.publish(i, n);
+        }
+    };
+    let result = (|| -> Result<(), String> {
+        // A pipe that format detection opened goes on after what it read.
+        let (handle, prefix) = match take_stream(cfg, path) {
+            Some(stream) => stream,
+            None => (File::open(path).map_err(|e| e.to_string())?, Vec::new()),
+        };
+        let handle = Arc::new(handle);
+        // A long line of a regular file is read again from it, not held.
+        // Anything else is a pipe: read once, as a stream, never into
+        // memory by its size (which says nothing).
+        let again = FileAt::of(Arc::clone(&handle));
+        let stream = again.is_none();
+        let opts = &opts.clone().read_again(again);
+        // A part after the first, or a file resumed from a checkpoint
+        // that saved no context: the format finds it from the lines
+        // before (pi has none). A part after another of its region looks
+        // back a part's bytes at most, then waits for that one to say it
+        // (it started before this one, and waits for none after it).
+        let found;
+        let context: &[u8] = match &task.header {
+            Some(h) if task.start > 0 && task.context.is_empty() => {
+                let after_part = task.first_task < i;
+                let reach = after_part.then_some(plan::PART_BYTES);
+                found = match format
+                    .context_before(&handle, h, task.start, reach, opts)
+                    .map_err(|e| e.to_string())?
+                {
+                    Some(c) => c,
+                    None => bases.context_after(i - 1),
+                };
+                &found
+            }
+            _ => &task.context,
+        };
+        let mut f = &*handle;
+        if task.start > 0 {
+            f.seek(SeekFrom::Start(task.start))
+                .map_err(|e| e.to_string())?;
+        }
+        let mut f = f.take(len);
+        let lines = || task.lines.unwrap_or_else(|| bases.lines_before(plan, i));
+        // A read to the file's end hands its parts over as it reads: a
+        // stream, or a compressed file read into memory (of any length
+        // decompressed).
+        let mut handing = emit
+            .as_mut()
+            .filter(|_| task.end.is_none())
+            .map(|emit| Handing {
+                emit: &mut **emit,
+                copies: &copies_of,
+            });
+        if !in_memory || stream {
+            let before = if task.header.is_some() { lines() } else { 0 };
+            // A file smaller than the reader's buffer gets a buffer of its
+            // size (it grows for a line longer): a one-job run over
+            // thousands of small files zeroed 256 KiB for each.
+            let small;
+            let opts = match usize::try_from(size) {
+                Ok(s) if s < opts.buffer_bytes() && !stream => {
+                    small = opts.clone().buffer_capacity((s + 1).max(4096));
+                    &small
+                }
+                _ => opts,
+            };
+            let input: Box<dyn Read + Send> = if prefix.is_empty() {
+                Box::new(f)
+            } else {
+                Box::new(std::io::Cursor::new(prefix).chain(f))
+            };
+            let src = open(
+                format,
+                Input::Reader(input),
+                task,
+                context,
+                path,
+                opts,
+                || before,
+            )?;
+            let drained = drain(src, format, &mut res, cfg, encoder, &file, handing.take());
+            // The part's newlines, for the parts after it (one job: they
+            // wait for it anyway).
+            publish(res.position.map_or(0, |p| p.line.saturating_sub(before)));
+            return drained;
+        }
+        // One buffer per worker thread, reused from task to task: no fresh
+        // pages to fault in for every file. It stays initialised (zeroed
+        // once, when it grows), so that each read fills as much of it as
+        // it can in one call: `read_to_end` through a `Take` reads 8 KiB,
+        // then twice as much each time (five reads for a file of 120 KB,
+        // six for each 256 KiB a part counts).
+        thread_local! {
+            static DATA: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+        }
+        DATA.with_borrow_mut(|data| {
+            // A part that ends before its file has parts after it waiting
+            // for its newlines (a whole file spent 1.4-3% of a two-job run
+            // counting them for nobody). They are counted as each chunk
+            // arrives, while it is still in cache.
+            let mut newlines = task.end.is_some().then_some(0u64);
+            let filled = read_whole(&mut f, data, size, newlines.as_mut());
+            if let Some(n) = newlines {
+                publish(n);
+            }
+            let filled = filled.map_err(|e| e.to_string())?;
+            let src = open(
+                format,
+                Input::Bytes(&data[..filled]),
+                task,
+                context,
+                path,
+                opts,
+                lines,
+            );
+            let drained = src
+                .and_then(|src| drain(src, format, &mut res, cfg, encoder, &file, handing.take()));
+            if data.len() > 4 * plan::PART_BYTES as usize {
+                // Keep no more than about a part between tasks.
+                data.truncate(2 * plan::PART_BYTES as usize);
+                data.shrink_to_fit();
+            }
+            drained
+        })
+    })();
+    if let Err(e) = result {
+        // Parts after a failed one must not wait for it: the file fails.
+        publish(0);
+        res.error = Some(e);
+    }
+    if task.end.is_some() {
+        bases.publish_context(i, res.context.clone());
+    }
+    // Read from its start, and no part handed over (which took them).
+    if let (None, Some(h)) = (&res.error, &res.header) {
+        res.copies = copies_of(h);
+    }
+    res
+}
+
+/// Reads `r` to its end into `data` from its start (`size`: the bytes
+/// expected; `data` grows when there are more), a read of all the room
+/// left at a time, or of [`COUNT_CHUNK`] bytes when its newlines are
+/// counted into `newlines`; returns how many bytes were read. `data` is
+/// only ever lengthened (zeroed once where it grows), never shortened.
+pub(super) fn read_whole(
+    r: &mut impl Read,
+    data: &mut Vec<u8>,
+    size: u64,
+    mut newlines: Option<&mut u64>,
+) -> io::Result<usize> {
+    let want = usize::try_from(size)
+        .unwrap_or(usize::MAX)
+        .saturating_add(1);
+    if data.len() < want {
+        data.resize(want, 0);
+    }
+    let mut filled = 0;
+    loop {
+        if filled == data.len() {
+            // More than expected (the file grew since it was listed).
+            let more = (data.len() / 2).max(64 << 10);
+            data.resize(data.len() + more, 0);
+        }
+        let end = match newlines {
+            Some(_) => data.len().min(filled + COUNT_CHUNK as usize),
+            None => data.len(),
+        };
+        let n = match r.read(&mut data[filled..end]) {
+            Ok(0) => return Ok(filled),
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        if let Some(c) = newlines.as_deref_mut() {
+            *c += memchr::memchr_iter(b'\n', &data[filled..filled + n]).count() as u64;
+        }
+        filled += n;
+    }
+}
+
+/// What a part reads at a time while it counts its newlines: small enough
+/// to be counted from the cache the kernel copied it into.
+pub(super) const COUNT_CHUNK: u64 = 256 << 10;
+
+/// A source over a task's `input`: from the start of its file, or resumed
+/// after a header read before, in the running `context` there.
+pub(super) fn open<'d>(
+    format: &dyn Format,
+    input: Input<'d>,
+    task: &Task,
+    context: &[u8],
+    path: &Path,
+    opts: &SourceOptions,
+    lines: impl FnOnce() -> u64,
+) -> Result<BoxedSource<'d>, String> {
+    let at = At {
+        header: task.header.as_ref(),
+        context,
+        byte: task.start,
+        lines_before: if task.header.is_some() { lines() } else { 0 },
+    };
+    open_at(format, input, path, at, opts)
+}
+
+pub(super) fn drain<E: Encoder>(
+    mut src: BoxedSource<'_>,
+    format: &dyn Format,
+    res: &mut PartResult<E::Batch>,
+    cfg: &Config,
+    encoder: &E,
+    file: &str,
+    mut handing: Option<Handing<'_, E::Batch>>,
+) -> Result<(), String> {
+    let keep = cfg.filter;
+    // The first line of the part being read (handing over), and whether a
+    // part was handed over.
+    let mut part_from: Option<u64> = None;
+    let mut handed = false;
+    let needs_context = cfg.dedupe && format.needs_running_context();
+    let parent = src.header().and_then(|h| format.parent(h));
+    // The source keeps each entry's counts: no re-read, no context needed.
+    let mut counted = false;
+    let r = loop {
+        // What a re-read of this entry's line alone would need.
+        let context = if needs_context && !counted {
+            src.running_context()
+        } else {
+            Vec::new()
+        };
+        let (entry, parsed) = match src.next_entry_parsed() {
+            Ok(Some(e)) => e,
+            Ok(None) => break Ok(()),
+            Err(e) => break Err(e.cause()),
+        };
+        let (fingerprint, line, byte) = (entry.fingerprint, entry.line, entry.byte);
+        let mut record = None;
+        if let (Some(batch), Some(rec)) = (res.batch.as_mut(), &entry.record) {
+            let in_time = match rec.timestamp {
+                Some(t) => keep.since.is_none_or(|s| t >= s) && keep.until.is_none_or(|u| t < u),
+                None => keep.since.is_none() && keep.until.is_none(),
+            };
+            if in_time {
+                let cut = keep.max_text.and_then(|m| cut_text(rec, m));
+                let place = Place {
+                    file,
+                    text_bytes: cut.as_ref().map(|c| c.1),
+                    fingerprint: entry.fingerprint,
+                    format: format.name(),
+                    parent_session: parent.as_deref(),
+                    // A cut text is not the line's string.
+                    line: if cut.is_some() { None } else { parsed },
+                };
+                match &cut {
+                    Some((cut, _)) => encoder.encode(batch, cut, place),
+                    None => encoder.encode(batch, rec, place),
+                }
+                record = Some(res.kept);
+                res.kept += 1;
+            }
+        }
+        if cfg.dedupe {
+            let counts = src.entry_counts().cloned();
+            counted = counts.is_some();
+            res.notes.push(EntryNote {
+                fingerprint,
+                line,
+                byte,
+                context,
+                counts,
+                record,
+            });
+        }
+        if let Some(h) = handing.as_mut() {
+            let from = *part_from.get_or_insert(byte);
+            if byte - from >= plan::PART_BYTES {
+                let Some(report) = src.take_report_so_far() else {
+                    // A source that cannot: its read is handed over whole.
+                    handing = None;
+                    continue;
+                };
+                let mut part = PartResult {
+                    report,
+                    batch: res
+                        .batch
+                        .as_mut()
+                        .map(|b| std::mem::replace(b, encoder.batch(plan::PART_BYTES))),
+                    kept: std::mem::take(&mut res.kept),
+                    notes: std::mem::take(&mut res.notes),
+                    partial: true,
+                    ..PartResult::default()
+                };
+                if !handed {
+                    part.header = src.header().cloned();
+                    if let Some(header) = &part.header {
+                        part.copies = (h.copies)(header);
+                    }
+                }
+                handed = true;
+                part_from = None;
+                if !(h.emit)(part) {
+                    // The run stops.
+                    break Ok(());
+                }
+            }
+        }
+    };
+    // The header goes with the first part delivered.
+    res.header = if handed { None } else { src.header().cloned() };
+    res.position = Some(src.position());
+    res.context = src.running_context();
+    // Last: the position reads the report's held tail.
+    res.report = src.take_report();
+    r
+}
+
+/// A source that has read one entry's line again (only for a duplicate):
+/// its report holds the counts that entry adds, and it reads on from there.
+pub(super) fn reread<'f>(
+    mut f: &'f File,
+    format: &dyn Format,
+    path: &Path,
+    header: &Header,
+    note: &EntryNote,
+    opts: &SourceOptions,
+) -> Result<BoxedSource<'f>, String> {
+    f.seek(SeekFrom::Start(note.byte))
+        .map_err(|e| e.to_string())?;
+    // A small buffer: few lines are wanted (it grows for a long one).
+    let opts = opts.clone().buffer_capacity(4096);
+    let at = At {
+        header: Some(header),
+        context: &note.context,
+        byte: note.byte,
+        lines_before: note.line - 1,
+    };
+    let mut src = open_at(format, Input::Reader(Box::new(f)), path, at, &opts)?;
+    match src.next_entry().map_err(|e| e.cause())? {
+        Some(e) if e.line == note.line => {}
+        _ => return Err(format!("line {} changed while it was read", note.line)),
+    }
+    Ok(src)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{self, Read};
+
+    /// `read_whole` reads all of its input, however its reads are cut and
+    /// whatever size it was told, counts the newlines of what it read, and
+    /// never shortens its buffer.
+    #[test]
+    fn read_whole_reads_everything_in_few_reads() {
+        /// Hands out at most `step` bytes a read, and counts the reads.
+        struct Steps<'a>(&'a [u8], usize, usize);
+        impl Read for Steps<'_> {
+            fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+                self.2 += 1;
+                let n = out.len().min(self.1).min(self.0.len());
+                out[..n].copy_from_slice(&self.0[..n]);
+                self.0 = &self.0[n..];
+                Ok(n)
+            }
+        }
+        let input: Vec<u8> = (0..700_000u32)
+            .map(|i| {
+                if i % 97 == 0 {
+                    b'\n'
+                } else {
+                    b'a' + (i % 26) as u8
+                }
+            })
+            .collect();
+        let want_lines = input.iter().filter(|&&b| b == b'\n').count() as u64;
+        for (size, step) in [
+            (700_000, usize::MAX),
+            (10, usize::MAX),
+            (700_000, 1000),
+            (0, 7),
+        ] {
+            let mut data = vec![1u8; 3];
+            let mut newlines = 0;
+            let mut r = Steps(&input, step, 0);
+            let n = read_whole(&mut r, &mut data, size, Some(&mut newlines)).unwrap();
+            assert_eq!((n, &data[..n]), (input.len(), &input[..]), "{size} {step}");
+            assert_eq!(newlines, want_lines, "{size} {step}");
+            let mut again = Steps(&input, step, 0);
+            let len = data.len();
+            assert_eq!(
+                read_whole(&mut again, &mut data, 5, None).unwrap(),
+                input.len()
+            );
+            assert_eq!(&data[..input.len()], &input[..]);
+            assert_eq!(data.len(), len, "never shortened");
+            if step == usize::MAX && size == 700_000 {
+                // Three chunks of 256 KiB counted, then the read of 0; one
+                // read of it all, then the read of 0, when not counting.
+                assert_eq!((r.2, again.2), (4, 2));
+            }
+        }
+    }
+}
