@@ -73,7 +73,7 @@ ab=$(bytes "$ARCH")
 pb=$(bytes "$PI")
 cat $(find "$ARCH/" "$PI/" -type f | sort -u) > /dev/null # warm the page cache
 
-# The same totals first (the README's Claude Code and Codex sections map
+# The same totals first (docs/claude-code.md and docs/codex.md map
 # ccusage's fields to ours).
 # pi: ccusage counts the usage of assistant messages alone, where `stats`
 # also sums the usage pi 1.x records on compactions and `usage` entries
