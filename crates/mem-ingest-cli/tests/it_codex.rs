@@ -1096,7 +1096,7 @@ fn parents_are_found_by_the_id_a_name_ends_with() {
         cwd: String::new(),
         version: 0,
         timestamp: None,
-        parent_session: parent.map(str::to_owned),
+        parent: parent.map(|p| mem_ingest::Parent::Session(p.to_owned())),
     };
     assert_eq!(Codex.parent_file_name(&h(Some(id))), Some(id));
     assert_eq!(Codex.parent_file_name(&h(None)), None);

@@ -249,7 +249,7 @@ fn a_schema_3_store_is_respelled() {
     let version: i64 = c
         .pragma_query_value(None, "user_version", |r| r.get(0))
         .unwrap();
-    assert_eq!(version, 4);
+    assert_eq!(version, mem_ingest_store::SCHEMA_VERSION);
     assert_eq!(
         paths(&c),
         [

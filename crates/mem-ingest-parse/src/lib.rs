@@ -63,7 +63,7 @@ pub use formats::pi::{MmapSessionSource, PiSessionSource, SliceSessionSource};
 #[doc(hidden)]
 pub use json::lean::agrees_with_simd_json;
 pub use json::{LineHash, ParsedLine};
-pub use line::{Entry, Header};
+pub use line::{Entry, Header, Parent};
 #[doc(hidden)]
 pub use ndjson::raw_text_agrees;
 pub use record::{OwnedRecord, Record, Role, RoleFilter, Usage};

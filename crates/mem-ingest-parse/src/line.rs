@@ -24,11 +24,49 @@ pub struct Header {
     pub version: u64,
     /// The header's timestamp in Unix ms, when it parses.
     pub timestamp: Option<i64>,
-    /// The parent session's path (`parentSession`; v1: `branchedFrom`).
-    pub parent_session: Option<String>,
+    /// The session this one was forked, branched or spawned from, as the
+    /// format names it: a path (pi) or a session id (Codex).
+    pub parent: Option<Parent>,
     /// The header's entry fingerprint (see [`Entry::fingerprint`]), which a
     /// repeated copy of the header shares.
     pub fingerprint: u64,
+}
+
+/// A session's parent, as its format names it: the kind is part of the
+/// value, so that no reader takes a path for an id.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Parent {
+    /// The parent session's file, as the machine that wrote the child
+    /// spelled its path (pi's `parentSession`; v1: `branchedFrom`).
+    Path(String),
+    /// The parent session's id (Codex's `forked_from_id`, a subagent's
+    /// `parent_thread_id`).
+    Session(String),
+}
+
+impl Parent {
+    /// The parent as written, whatever its kind.
+    pub fn as_str(&self) -> &str {
+        match self {
+            Parent::Path(s) | Parent::Session(s) => s,
+        }
+    }
+
+    /// The parent's path, when it is named by one.
+    pub fn path(&self) -> Option<&str> {
+        match self {
+            Parent::Path(p) => Some(p),
+            Parent::Session(_) => None,
+        }
+    }
+
+    /// The parent's session id, when it is named by one.
+    pub fn session(&self) -> Option<&str> {
+        match self {
+            Parent::Session(id) => Some(id),
+            Parent::Path(_) => None,
+        }
+    }
 }
 
 /// One parsed entry: every line that parses to an object with a string

@@ -45,7 +45,11 @@
 //! 2 hashed them serially and is migrated with 1, which it keeps (and an
 //! older mem-ingest, which knows only the serial hash, refuses version
 //! 3). The row belongs to the store, not to its checkpoint: a checkpoint
-//! lost leaves the rows' fingerprints comparable.
+//! lost leaves the rows' fingerprints comparable. Version 4 keys
+//! `checkpoint_files` by a path's spelling. Version 5 writes each
+//! `checkpoint_files.state` in the state file's layout 11 (a header says
+//! whether its parent is a path or a session id); the migration rewrites
+//! every row of an earlier store, in one transaction.
 //!
 //! # Row identity
 //!
@@ -76,7 +80,7 @@ mod snippet;
 
 /// The schema version this mem-ingest writes (`PRAGMA user_version`).
 /// Stores of earlier versions are migrated in place; newer ones refused.
-pub const SCHEMA_VERSION: i64 = 4;
+pub const SCHEMA_VERSION: i64 = 5;
 
 /// The schema of version [`SCHEMA_VERSION`], as SQL (for tools that build the
 /// same tables: the store's floor in `examples/store_floor.rs`).
@@ -248,7 +252,7 @@ fn migrate(conn: &Connection, from: i64) -> rusqlite::Result<Result<(), String>>
             .collect::<Result<_, _>>()?;
         let mut files = BTreeMap::new();
         for (path, bytes) in rows {
-            match FileState::from_bytes(&bytes) {
+            match FileState::from_bytes_of(&bytes, LAYOUT_BEFORE_5) {
                 Ok(f) => files.insert(path, Arc::new(f)),
                 Err(e) => return Ok(Err(format!("{path}: {e}"))),
             };
@@ -291,8 +295,32 @@ fn migrate(conn: &Connection, from: i64) -> rusqlite::Result<Result<(), String>>
         tx.pragma_update(None, "user_version", 4)?;
         tx.commit()?;
     }
+    if from < 5 {
+        // Version 5: a file's row in state layout 11, whose header says
+        // whether its parent is a path or a session id.
+        let tx = conn.unchecked_transaction()?;
+        let rows: Vec<(String, Vec<u8>)> = tx
+            .prepare("SELECT path, state FROM checkpoint_files")?
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+            .collect::<Result<_, _>>()?;
+        {
+            let mut st = tx.prepare("UPDATE checkpoint_files SET state = ?2 WHERE path = ?1")?;
+            for (path, bytes) in rows {
+                match FileState::from_bytes_of(&bytes, LAYOUT_BEFORE_5) {
+                    Ok(f) => st.execute(params![path, f.to_bytes()])?,
+                    Err(e) => return Ok(Err(format!("{path}: {e}"))),
+                };
+            }
+        }
+        tx.pragma_update(None, "user_version", 5)?;
+        tx.commit()?;
+    }
     Ok(Ok(()))
 }
+
+/// The state layout of a file's row in schemas 1 to 4 (see
+/// [`FileState::from_bytes_of`]).
+const LAYOUT_BEFORE_5: u32 = 10;
 
 const UPSERT: &str = "INSERT INTO records (key, row_id, format, project, session, file, source,
     line, byte, id, parent_id, entry, role, kinds, timestamp, text, provider, model,

@@ -37,7 +37,7 @@ pub use formats::pi::{MmapSessionSource, PiSessionSource, SliceSessionSource};
 #[doc(hidden)]
 pub use json::lean::agrees_with_simd_json;
 pub use json::{LineHash, ParsedLine};
-pub use line::{Entry, Header};
+pub use line::{Entry, Header, Parent};
 #[doc(hidden)]
 pub use mem_ingest_parse::write_json_string;
 /// A file's reading error: what a format's sources return (the parsing

@@ -61,7 +61,7 @@ impl Format for Notes {
             cwd: project,
             version: 1,
             timestamp: None,
-            parent_session: None,
+            parent: None,
         };
         Ok(Box::new(NotesSource::new(
             input,

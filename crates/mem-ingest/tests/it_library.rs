@@ -419,7 +419,7 @@ fn a_sink_keeps_its_own_checkpoint_from_what_changed() {
     fs::remove_dir_all(d).unwrap();
 }
 
-/// The state file this release writes, checked in (`fixtures/state-v10.state`,
+/// The state file this release writes, checked in (`fixtures/state-v11.state`,
 /// written by the `library_backfill` example over `hand-built.jsonl` and
 /// `pi-classic.jsonl`, links not followed). File identity includes device
 /// and inode, so copies of the two files here are new to it: every file is
@@ -428,13 +428,20 @@ fn a_sink_keeps_its_own_checkpoint_from_what_changed() {
 #[test]
 fn the_checked_in_state_of_this_release() {
     checked_in_state(
-        "state-v10.state",
+        "state-v11.state",
         mem_ingest::archive::STATE_VERSION,
         Links::Skip,
     );
 }
 
-/// The states of the releases before (layout versions 9 to 3) are
+/// The state of the release before (layout 10, a parent as its text) is
+/// upgraded: the same as this release's.
+#[test]
+fn the_checked_in_state_of_the_release_before() {
+    checked_in_state("state-v10.state", 10, Links::Skip);
+}
+
+/// The states of the releases before that (layout versions 9 to 3) are
 /// upgraded: the same as this release's. They were saved before links were
 /// recorded, by runs that followed every link met while walking: a run
 /// that does not is refused.

@@ -486,7 +486,7 @@ mod tests {
                 cwd: "/p".into(),
                 version: 3,
                 timestamp: None,
-                parent_session: None,
+                parent: None,
                 fingerprint: 0,
             },
             header_digest: 0,

@@ -41,6 +41,13 @@
 //!   [`OptionsV10`], a [`Links`] as its variant's index, [`LinksV10`]):
 //!   versions 1 to 9 read back as [`Links::Follow`], since every walk
 //!   followed them before `--follow-links` existed.
+//! - Version 11: version 10, and a file's header says what its parent is
+//!   (a [`Parent`]: a path or a session id, through [`HeaderV11`], its
+//!   variant's index then its text); versions 1 to 10 wrote the text alone
+//!   ([`HeaderDef`]) and read back as a path, or as a session id for a
+//!   Codex file, the only format whose parent was an id then
+//!   ([`WireV3`]). The store's `checkpoint_files` rows hold a file in this
+//!   layout from its schema 5.
 
 use std::borrow::Cow;
 
@@ -49,11 +56,13 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use super::model::{FileState, OutputOptions, OutputState};
 use super::stamp::Identity;
 use crate::archive::discover::Links;
-use crate::line::Header;
+use crate::line::{Header, Parent};
 use crate::record::Usage;
 use crate::report::{EntryCounts, ModelUsage, Report, Skip, SkipReason, DEFAULT_MAX_SKIPS};
 use crate::usage::Response;
 
+/// The header of versions 1 to 10: the parent as its text alone, read back
+/// as a path (see [`WireV3`] for Codex's).
 #[derive(Serialize, Deserialize)]
 #[serde(remote = "Header")]
 pub(super) struct HeaderDef {
@@ -61,8 +70,65 @@ pub(super) struct HeaderDef {
     cwd: String,
     version: u64,
     timestamp: Option<i64>,
-    parent_session: Option<String>,
+    #[serde(with = "parent_text")]
+    parent: Option<Parent>,
     fingerprint: u64,
+}
+
+/// A parent as versions 1 to 10 wrote it: its text.
+mod parent_text {
+    use super::*;
+
+    pub fn serialize<S: Serializer>(p: &Option<Parent>, s: S) -> Result<S::Ok, S::Error> {
+        p.as_ref().map(Parent::as_str).serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Parent>, D::Error> {
+        Ok(Option::<String>::deserialize(d)?.map(Parent::Path))
+    }
+}
+
+/// The header of version 11: the parent's kind, then its text.
+#[derive(Serialize, Deserialize)]
+#[serde(remote = "Header")]
+pub(super) struct HeaderV11 {
+    id: String,
+    cwd: String,
+    version: u64,
+    timestamp: Option<i64>,
+    #[serde(with = "parent_v11")]
+    parent: Option<Parent>,
+    fingerprint: u64,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(remote = "Parent")]
+enum ParentV11 {
+    Path(String),
+    Session(String),
+}
+
+mod parent_v11 {
+    use super::*;
+
+    #[derive(Deserialize)]
+    struct Wire(#[serde(with = "ParentV11")] Parent);
+
+    struct Ref<'a>(&'a Parent);
+
+    impl Serialize for Ref<'_> {
+        fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+            ParentV11::serialize(self.0, s)
+        }
+    }
+
+    pub fn serialize<S: Serializer>(p: &Option<Parent>, s: S) -> Result<S::Ok, S::Error> {
+        p.as_ref().map(Ref).serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Parent>, D::Error> {
+        Ok(Option::<Wire>::deserialize(d)?.map(|w| w.0))
+    }
 }
 
 /// The options of layouts 1 to 4: no sources (read back empty: not
@@ -460,7 +526,7 @@ impl FileV2 {
     }
 }
 
-/// A file of a state of version 3.
+/// A file of a state of versions 3 to 10.
 #[derive(Serialize, Deserialize)]
 #[serde(remote = "FileState")]
 pub(super) struct FileStateV3 {
@@ -479,16 +545,62 @@ pub(super) struct FileStateV3 {
     report: Report,
 }
 
-/// A version 3 file read through its layout.
-#[derive(Deserialize)]
-pub(super) struct WireV3(#[serde(with = "FileStateV3")] pub FileState);
+/// A file of versions 3 to 10 read through its layout: a Codex file's
+/// parent is the session id it always was; every other format's, a path.
+pub(super) struct WireV3(pub FileState);
 
-/// A version 3 file written through its layout.
+impl<'de> Deserialize<'de> for WireV3 {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = FileStateV3::deserialize(d)?;
+        if f.format == "codex" {
+            f.header.parent = f
+                .header
+                .parent
+                .map(|p| Parent::Session(p.as_str().to_owned()));
+        }
+        Ok(WireV3(f))
+    }
+}
+
+/// A file of versions 3 to 10 written through its layout (for the writers
+/// of those layouts the upgrade tests use).
 pub(super) struct RefV3<'a>(pub &'a FileState);
 
 impl Serialize for RefV3<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         FileStateV3::serialize(self.0, s)
+    }
+}
+
+/// A file of version 11: version 3's with [`HeaderV11`].
+#[derive(Serialize, Deserialize)]
+#[serde(remote = "FileState")]
+pub(super) struct FileStateV11 {
+    identity: Identity,
+    format: String,
+    #[serde(with = "HeaderV11")]
+    header: Header,
+    header_digest: u64,
+    offset: u64,
+    line: u64,
+    open_line: bool,
+    pending: u64,
+    #[serde(with = "super::model::blob")]
+    context: Vec<u8>,
+    #[serde(with = "ReportDef")]
+    report: Report,
+}
+
+/// A version 11 file read through its layout.
+#[derive(Deserialize)]
+pub(super) struct WireV11(#[serde(with = "FileStateV11")] pub FileState);
+
+/// A version 11 file written through its layout.
+pub(super) struct RefV11<'a>(pub &'a FileState);
+
+impl Serialize for RefV11<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        FileStateV11::serialize(self.0, s)
     }
 }
 

@@ -49,7 +49,7 @@ pub fn header_digest(h: &Header) -> u64 {
         h.cwd.as_bytes(),
         &h.version.to_le_bytes(),
         &opt(ts.as_ref().map(|t| &t[..])),
-        &opt(h.parent_session.as_deref().map(str::as_bytes)),
+        &opt(h.parent.as_ref().map(|p| p.as_str().as_bytes())),
         &h.fingerprint.to_le_bytes(),
     ])
 }

@@ -17,24 +17,25 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use super::layout::{
-    output_v5, FileV2, OptionsV10, OptionsV4, OptionsV5, OptionsV6, OptionsV7, RefV3, ResponseRef,
-    ResponseWire, WireV3,
+    output_v5, FileV2, OptionsV10, OptionsV4, OptionsV5, OptionsV6, OptionsV7, RefV11, RefV3,
+    ResponseRef, ResponseWire, WireV11, WireV3,
 };
 use super::model::{blob, FileState, LineageState, Mark, OutputOptions, OutputState};
 use super::stamp::Identity;
 use crate::archive::dedupe::Lineages;
 use crate::error::{Error, ErrorKind};
 #[cfg(test)]
-use crate::line::Header;
+use crate::line::{Header, Parent};
 use crate::usage::Response;
 
 /// Version of the state file's layout (see the `layout` module). Versions
-/// 1 to 9 are still read, and saved anew in this one. Version 9 is version
+/// 1 to 10 are still read, and saved anew in this one. Version 9 is version
 /// 8's encoding with files keyed by their path's spelling
 /// ([`crate::path_text`]) instead of the path made UTF-8 lossily: see
 /// [`respell_keys`]. Version 10 records whether links met while walking
-/// are followed ([`OutputOptions::links`]).
-pub const STATE_VERSION: u32 = 10;
+/// are followed ([`OutputOptions::links`]). Version 11 records what kind
+/// of parent a file's header names ([`Parent`]).
+pub const STATE_VERSION: u32 = 11;
 /// Version of what a record line holds; a state written for another one is
 /// refused, since re-runs append to the same output.
 pub const RECORD_FORMAT: u32 = 1;
@@ -51,7 +52,7 @@ pub struct State {
     /// Bytes of the output file the state covers (`-o`), if any.
     pub output: Option<OutputState>,
     /// Shared with the plan, which reads them without copying.
-    #[serde(deserialize_with = "files_v3")]
+    #[serde(deserialize_with = "files_v11")]
     pub files: BTreeMap<String, Arc<FileState>>,
     /// The deduplication lineages in postcard's encoding of a
     /// `Vec<LineageState>`, decoded only when a run reads a file: a re-run
@@ -213,7 +214,7 @@ impl FileState {
     /// The file's entry in the state's layout ([`STATE_VERSION`]), for a
     /// store that keeps one row per file.
     pub fn to_bytes(&self) -> Vec<u8> {
-        postcard::to_stdvec(&RefV3(self)).expect("a file state encodes")
+        postcard::to_stdvec(&RefV11(self)).expect("a file state encodes")
     }
 
     /// A file's entry from [`FileState::to_bytes`].
@@ -221,9 +222,27 @@ impl FileState {
     /// # Errors
     /// The bytes are not one: why.
     pub fn from_bytes(b: &[u8]) -> Result<FileState, String> {
-        postcard::from_bytes::<WireV3>(b)
-            .map(|w| w.0)
-            .map_err(|e| format!("damaged file state ({e})"))
+        FileState::from_bytes_of(b, STATE_VERSION)
+    }
+
+    /// A file's entry in the state's layout `version` (3 to
+    /// [`STATE_VERSION`]), for a store that migrates the rows an earlier
+    /// version wrote.
+    ///
+    /// # Errors
+    /// The bytes are not one in that layout, or the layout is not one of
+    /// these: why.
+    pub fn from_bytes_of(b: &[u8], version: u32) -> Result<FileState, String> {
+        let damaged = |e: postcard::Error| format!("damaged file state ({e})");
+        match version {
+            STATE_VERSION => postcard::from_bytes::<WireV11>(b)
+                .map(|w| w.0)
+                .map_err(damaged),
+            3..=10 => postcard::from_bytes::<WireV3>(b)
+                .map(|w| w.0)
+                .map_err(damaged),
+            v => Err(format!("no file state layout {v}")),
+        }
     }
 }
 
@@ -263,6 +282,12 @@ fn files_v3<'de, D: serde::Deserializer<'de>>(
     files_in_order::<D, WireV3>(d)
 }
 
+fn files_v11<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<BTreeMap<String, Arc<FileState>>, D::Error> {
+    files_in_order::<D, WireV11>(d)
+}
+
 fn files_v2<'de, D: serde::Deserializer<'de>>(
     d: D,
 ) -> Result<BTreeMap<String, Arc<FileState>>, D::Error> {
@@ -273,6 +298,31 @@ impl From<WireV3> for FileState {
     fn from(w: WireV3) -> FileState {
         w.0
     }
+}
+
+impl From<WireV11> for FileState {
+    fn from(w: WireV11) -> FileState {
+        w.0
+    }
+}
+
+/// The layout of version 10 (a file's parent as its text alone), read
+/// and converted.
+#[derive(Deserialize)]
+struct StateV10 {
+    #[allow(dead_code)]
+    version: u32,
+    #[serde(with = "OptionsV10")]
+    options: OutputOptions,
+    output: Option<OutputState>,
+    #[serde(deserialize_with = "files_v3")]
+    files: BTreeMap<String, Arc<FileState>>,
+    #[serde(with = "blob")]
+    lineages: Vec<u8>,
+    #[serde(with = "blob")]
+    responses: Vec<u8>,
+    shard_roots: BTreeMap<String, String>,
+    pending_forks: BTreeMap<String, Vec<String>>,
 }
 
 /// The layout of versions 8 and 9 (no links in the options), read and
@@ -592,6 +642,17 @@ fn load_layout(path: &Path) -> Result<Option<State>, Error> {
         STATE_VERSION => postcard::from_bytes(&bytes[12..])
             .map(|st: State| Some(State { version, ..st }))
             .map_err(damaged),
+        10 => {
+            let v10: StateV10 = postcard::from_bytes(&bytes[12..]).map_err(damaged)?;
+            let st = State::of_layout(10, v10.options, v10.output, v10.files);
+            Ok(Some(State {
+                lineages: v10.lineages,
+                responses: v10.responses,
+                shard_roots: v10.shard_roots,
+                pending_forks: v10.pending_forks,
+                ..st
+            }))
+        }
         // Version 8 is version 9's encoding, its keys spelled lossily.
         9 | 8 => {
             let v9: StateV9 = postcard::from_bytes(&bytes[12..]).map_err(damaged)?;
@@ -911,7 +972,8 @@ fn save_with(path: &Path, state: &State, lineages: &[u8], responses: &[u8]) -> i
     save_in(path, state, lineages, responses, STATE_VERSION)
 }
 
-/// [`save_with`] in layout `version`: [`STATE_VERSION`]; 8 or 9, which are
+/// [`save_with`] in layout `version`: [`STATE_VERSION`]; 10, which is this
+/// layout with a parent written as its text alone; 8 or 9, which are
 /// this layout with the options of 7 (no links); or 7, which is 9 less its
 /// last two fields.
 fn save_in(
@@ -927,8 +989,7 @@ fn save_in(
         version: u32,
         shape: Shape<'a>,
         output: &'a Option<OutputState>,
-        #[serde(serialize_with = "ser_files_v3")]
-        files: &'a BTreeMap<String, Arc<FileState>>,
+        files: FilesOf<'a>,
         #[serde(with = "blob")]
         lineages: &'a [u8],
         #[serde(with = "blob")]
@@ -964,7 +1025,7 @@ fn save_in(
         version,
         shape: Shape(&state.options, version),
         output: &state.output,
-        files: &state.files,
+        files: FilesOf(&state.files, version),
         lineages,
         responses,
         shard_roots: (version >= 8).then_some(&state.shard_roots),
@@ -1009,6 +1070,18 @@ fn ser_files_v3<S: serde::Serializer>(
     s: S,
 ) -> Result<S::Ok, S::Error> {
     s.collect_map(files.iter().map(|(k, f)| (k, RefV3(f))))
+}
+
+/// The files in the layout of a version: 11's or, before it, 3's.
+struct FilesOf<'a>(&'a BTreeMap<String, Arc<FileState>>, u32);
+
+impl Serialize for FilesOf<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self.1 {
+            11.. => s.collect_map(self.0.iter().map(|(k, f)| (k, RefV11(f)))),
+            _ => ser_files_v3(&self.0, s),
+        }
+    }
 }
 
 /// Sorted fingerprints as their little-endian bytes.
@@ -1080,7 +1153,7 @@ pub fn header_digest_v2(h: &Header) -> u64 {
         cwd: &h.cwd,
         version: h.version,
         timestamp: h.timestamp,
-        parent_session: h.parent_session.as_deref(),
+        parent_session: h.parent.as_ref().map(Parent::as_str),
         fingerprint: h.fingerprint,
     })
     .expect("a header serialises");
@@ -1233,7 +1306,7 @@ mod tests {
                 cwd: "/p".into(),
                 version: 3,
                 timestamp: Some(5),
-                parent_session: None,
+                parent: None,
                 fingerprint: 6,
             },
             header_digest: 7,
@@ -1429,6 +1502,90 @@ mod tests {
         let v3 = load(&p).unwrap().unwrap();
         assert_eq!(v3.files["a.jsonl"].report, f.report);
         assert_eq!(v3.files["a.jsonl"].header_digest, back.header_digest);
+        fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// Layout 10 wrote a parent as its text: it reads back as a session id
+    /// in a Codex file and as a path in any other; layout 11 keeps the
+    /// kind, in the state file and in a store's file rows alike, with the
+    /// header digest unchanged (a resumed file is not read again).
+    #[test]
+    fn parents_keep_their_kind_from_layout_10_to_11() {
+        let dir = std::env::temp_dir().join(format!("mem-ingest-parent-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("s.state");
+        let mut st = State::new(OutputOptions {
+            command: "backfill".into(),
+            roles: Vec::new(),
+            since: None,
+            until: None,
+            max_text: None,
+            no_dedupe: false,
+            record_format: RECORD_FORMAT,
+            sources: vec!["pi".into(), "codex".into()],
+            shard: None,
+            line_hash: 2,
+            links: Links::Skip,
+        });
+        let with = |format: &str, parent: Parent| {
+            let mut f = file_state();
+            f.format = format.into();
+            f.header.parent = Some(parent);
+            f.header_digest = super::super::stamp::header_digest(&f.header);
+            Arc::new(f)
+        };
+        let codex = with("codex", Parent::Session("019a-parent".into()));
+        let pi = with("pi", Parent::Path("/home/u/.pi/s/1_p.jsonl".into()));
+        let odd = with("notes", Parent::Session("n-1".into()));
+        st.files.insert("c".into(), codex.clone());
+        st.files.insert("p".into(), pi.clone());
+        st.files.insert("n".into(), odd.clone());
+
+        save_in(&p, &st, &[], &[], 10).unwrap();
+        let v10 = load(&p).unwrap().unwrap();
+        assert_eq!(v10.version, 10);
+        assert_eq!(v10.files["c"].header, codex.header);
+        assert_eq!(v10.files["p"].header, pi.header);
+        // An outside format's id was text in layout 10: it reads as a path.
+        assert_eq!(
+            v10.files["n"].header.parent,
+            Some(Parent::Path("n-1".into()))
+        );
+        for f in v10.files.values() {
+            assert_eq!(
+                super::super::stamp::header_digest(&f.header),
+                f.header_digest
+            );
+        }
+
+        save(&p, &st).unwrap();
+        let v11 = load(&p).unwrap().unwrap();
+        assert_eq!(v11.version, STATE_VERSION);
+        for k in ["c", "p", "n"] {
+            assert_eq!(v11.files[k].header, st.files[k].header);
+            assert_eq!(v11.files[k].header_digest, st.files[k].header_digest);
+        }
+
+        // A store's rows: layout 10's bytes read as 10, this layout's as 11.
+        let old = postcard::to_stdvec(&RefV3(&odd)).unwrap();
+        assert_eq!(
+            FileState::from_bytes_of(&old, 10).unwrap().header.parent,
+            Some(Parent::Path("n-1".into()))
+        );
+        let old = postcard::to_stdvec(&RefV3(&codex)).unwrap();
+        assert_eq!(
+            FileState::from_bytes_of(&old, 10).unwrap().header,
+            codex.header
+        );
+        assert_eq!(
+            FileState::from_bytes(&odd.to_bytes()).unwrap().header,
+            odd.header
+        );
+        assert!(FileState::from_bytes(&old).is_err());
+        assert_eq!(
+            FileState::from_bytes_of(&old, 2).unwrap_err(),
+            "no file state layout 2"
+        );
         fs::remove_dir_all(dir).unwrap();
     }
 

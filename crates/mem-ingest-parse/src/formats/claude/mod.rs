@@ -344,7 +344,7 @@ fn header_with(
                     cwd: String::new(),
                     version: 0,
                     timestamp: f.str("timestamp").and_then(parse_iso_millis),
-                    parent_session: None,
+                    parent: None,
                 });
             }
         });
@@ -358,7 +358,7 @@ fn header_with(
         cwd: String::new(),
         version: 0,
         timestamp: None,
-        parent_session: None,
+        parent: None,
     });
     header.cwd = first_cwd.unwrap_or_default();
     header

@@ -21,7 +21,7 @@ use crate::error::Error;
 use crate::format::{BoxedSource, Format, Input};
 use crate::json::{as_bool, as_str, as_u64, elements, fingerprint, is_blank, write_json, Fields};
 use crate::json::{JsonParser, LineHash, PrefixLines};
-use crate::line::{Entry, Header, LinePos, MapLine, Text};
+use crate::line::{Entry, Header, LinePos, MapLine, Parent, Text};
 use crate::line_reader::bom_len;
 use crate::record::{Record, Role, RoleFilter, Usage};
 use crate::report::{Report, SkipReason};
@@ -249,7 +249,11 @@ impl Format for Codex {
     /// A fork (`forked_from_id`) or a subagent (`parent_thread_id`) is of
     /// its parent's lineage.
     fn parent(&self, header: &Header) -> Option<String> {
-        header.parent_session.as_deref().map(|p| self.lineage(p))
+        header
+            .parent
+            .as_ref()
+            .and_then(Parent::session)
+            .map(|p| self.lineage(p))
     }
 
     /// The parent's session id: a rollout is found by the id its name
@@ -257,7 +261,7 @@ impl Format for Codex {
     /// file sorts after its fork's is read ahead and its copies are the
     /// ones kept.
     fn parent_file_name<'h>(&self, header: &'h Header) -> Option<&'h str> {
-        header.parent_session.as_deref()
+        header.parent.as_ref().and_then(Parent::session)
     }
 
     /// `rollout-<YYYY-MM-DDThh-mm-ss>-<id>.jsonl` (or `.jsonl.zst`, or
@@ -606,7 +610,7 @@ impl<'d> Compressed<'d> {
                 cwd: String::new(),
                 version: 0,
                 timestamp: None,
-                parent_session: None,
+                parent: None,
             },
             report: Report::default(),
             position: Position {
@@ -781,7 +785,7 @@ fn header_with(
                     cwd: meta.str("cwd").unwrap_or("").to_owned(),
                     version: 0,
                     timestamp: ts.and_then(parse_iso_millis),
-                    parent_session: parent.map(str::to_owned),
+                    parent: parent.map(|p| Parent::Session(p.to_owned())),
                 },
                 meta.str("model_provider").map(str::to_owned),
                 envelope(nodes).map(|e| HeaderLine {
@@ -805,7 +809,7 @@ fn header_with(
         cwd: String::new(),
         version: 0,
         timestamp: None,
-        parent_session: None,
+        parent: None,
     };
     (header, None, None)
 }

@@ -49,7 +49,7 @@ use simd_json::Node;
 use super::{envelope, line_fingerprint};
 use crate::format::ParentCopies;
 use crate::json::{fingerprint, write_json, Fields, LineHash};
-use crate::line::Header;
+use crate::line::{Header, Parent};
 use crate::line_reader::bom_len;
 use crate::time::parse_iso_millis;
 
@@ -64,7 +64,7 @@ pub fn parent_copies(
     parent: Option<&Path>,
     hash: LineHash,
 ) -> ParentCopies {
-    let Some(parent_id) = header.parent_session.as_deref() else {
+    let Some(parent_id) = header.parent.as_ref().and_then(Parent::session) else {
         return ParentCopies::default();
     };
     let Some(lines) = Lines::open(child) else {

@@ -10,7 +10,7 @@ use bumpalo::Bump;
 use simd_json::Node;
 
 use crate::json::{as_bool, as_f64, as_i64, as_str, as_text, as_u64, fingerprint, Fields};
-use crate::line::{Entry, Header, LineParser, LinePos, MapLine, NotAHeader, Text};
+use crate::line::{Entry, Header, LineParser, LinePos, MapLine, NotAHeader, Parent, Text};
 use crate::record::{Record, Role, RoleFilter, Usage};
 use crate::report::{Report, SkipReason};
 use crate::time::parse_iso_millis;
@@ -82,10 +82,10 @@ pub fn parse_header(
                             cwd: f.str("cwd").unwrap_or("").to_owned(),
                             version: f.get("version").and_then(as_u64).unwrap_or(1),
                             timestamp: f.str("timestamp").and_then(parse_iso_millis),
-                            parent_session: f
+                            parent: f
                                 .str("parentSession")
                                 .or_else(|| f.str("branchedFrom"))
-                                .map(str::to_owned),
+                                .map(|p| Parent::Path(p.to_owned())),
                         })
                     }
                     (Some("session"), None) => Err(NotAHeader(

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use crate::error::Error;
 use crate::format::{BoxedSource, Format, Input};
-use crate::line::Header;
+use crate::line::{Header, Parent};
 use crate::source::SourceOptions;
 
 pub mod map;
@@ -131,13 +131,17 @@ impl Format for Pi {
     }
 
     fn parent(&self, header: &Header) -> Option<String> {
-        header.parent_session.as_deref().map(session_of_path)
+        header
+            .parent
+            .as_ref()
+            .and_then(Parent::path)
+            .map(session_of_path)
     }
 
     /// `parentSession` is a path from the machine that wrote it: only its
     /// file name is compared (pi names files `<timestamp>_<session id>.jsonl`).
     fn parent_file_name<'h>(&self, header: &'h Header) -> Option<&'h str> {
-        let parent = header.parent_session.as_deref()?;
+        let parent = header.parent.as_ref()?.path()?;
         Some(parent.rsplit(['/', '\\']).next().unwrap_or(parent))
     }
 }
