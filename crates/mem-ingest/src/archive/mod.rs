@@ -48,9 +48,12 @@
 //!   are never written.
 
 mod config;
+mod ctx;
 pub(crate) mod dedupe;
+mod deliver;
 pub(crate) mod discover;
 mod exec;
+mod listing;
 pub(crate) mod plan;
 mod run;
 mod stats;
@@ -342,7 +345,7 @@ impl Archive {
     /// # Errors
     /// `NoArchive`: no PATH and no default archive, each one tried named.
     pub fn check_archive(&self) -> Result<(), Error> {
-        run::roots(&self.cfg).map(|_| ())
+        listing::roots(&self.cfg).map(|_| ())
     }
 
     /// Counts what the archive holds: no records are built. With a

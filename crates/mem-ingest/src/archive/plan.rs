@@ -189,7 +189,7 @@ fn reads(p: Option<&FileState>, id: &Identity) -> bool {
 }
 
 /// The state's entry for a file, looked up by its key, the path's
-/// spelling ([`crate::path_text`], see `run::key_of`): borrowed, not built,
+/// spelling ([`crate::path_text`], see `ctx::key_of`): borrowed, not built,
 /// for a UTF-8 path without a backslash.
 pub(super) fn entry<'s>(
     prior: &'s BTreeMap<String, Arc<FileState>>,
