@@ -36,6 +36,26 @@ enum Command {
     Stats(StatsArgs),
     /// Searches a store written by `backfill --db` (full text, best first).
     Search(SearchArgs),
+    /// Prints a shell's completion script (see the README's install
+    /// section for where each shell looks for it).
+    Completions(CompletionsArgs),
+    /// Prints the man page, roff for `man -l -` (or, given a COMMAND,
+    /// that command's page: mem-ingest-COMMAND(1)).
+    Man(ManArgs),
+}
+
+#[derive(Args, Debug)]
+struct CompletionsArgs {
+    /// The shell the script is for.
+    #[arg(value_enum)]
+    shell: clap_complete::Shell,
+}
+
+#[derive(Args, Debug)]
+struct ManArgs {
+    /// A command whose page to print instead of mem-ingest(1)'s.
+    #[arg(value_name = "COMMAND")]
+    command: Option<String>,
 }
 
 #[derive(Args, Debug)]
@@ -288,6 +308,65 @@ pub fn run(cli: Cli) -> i32 {
         Command::Backfill(a) => backfill(a),
         Command::Stats(a) => stats(a),
         Command::Search(a) => search(a),
+        Command::Completions(a) => completions(a),
+        Command::Man(a) => man(a),
+    }
+}
+
+/// `completions SHELL`: the script clap_complete writes for the command
+/// line as it is defined here, so that it names every command and flag.
+fn completions(a: CompletionsArgs) -> i32 {
+    use clap::CommandFactory;
+    let mut script = Vec::new();
+    clap_complete::generate(a.shell, &mut Cli::command(), "mem-ingest", &mut script);
+    print_all(&script)
+}
+
+/// `man [COMMAND]`: mem-ingest(1), which lists the commands, or a
+/// command's own page, with its every option.
+fn man(a: ManArgs) -> i32 {
+    use clap::CommandFactory;
+    let top = Cli::command();
+    let page = match a.command.as_deref() {
+        None => top,
+        Some(name) => match top.find_subcommand(name) {
+            // Titled mem-ingest-COMMAND, as the commands' list names it;
+            // its synopsis the words typed.
+            Some(c) => c
+                .clone()
+                .display_name(format!("mem-ingest-{name}"))
+                .bin_name(format!("mem-ingest {name}")),
+            None => {
+                let names: Vec<&str> = top.get_subcommands().map(|c| c.get_name()).collect();
+                eprintln!(
+                    "error: man: no command {name:?}; the commands are {}",
+                    names.join(", ")
+                );
+                return 2;
+            }
+        },
+    };
+    let mut roff = Vec::new();
+    let source = format!("mem-ingest {}", env!("CARGO_PKG_VERSION"));
+    if let Err(e) = clap_mangen::Man::new(page).source(source).render(&mut roff) {
+        eprintln!("error: man: {e}");
+        return 1;
+    }
+    print_all(&roff)
+}
+
+/// Writes `bytes` to stdout: 0, or 1 with the error said (a reader that
+/// went away, as `| head` does, ends it quietly with 0: it had what it
+/// wanted).
+fn print_all(bytes: &[u8]) -> i32 {
+    let mut out = io::stdout().lock();
+    match out.write_all(bytes).and_then(|()| out.flush()) {
+        Ok(()) => 0,
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => 0,
+        Err(e) => {
+            eprintln!("error: writing to stdout: {e}");
+            1
+        }
     }
 }
 
