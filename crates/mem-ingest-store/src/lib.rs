@@ -246,16 +246,10 @@ fn migrate(conn: &Connection, from: i64) -> rusqlite::Result<Result<(), String>>
         // (`mem_ingest::path_text`), not the path made UTF-8 lossily; the forks
         // waiting for a parent likewise.
         let tx = conn.unchecked_transaction()?;
-        let rows: Vec<(String, Vec<u8>)> = tx
-            .prepare("SELECT path, state FROM checkpoint_files")?
-            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
-            .collect::<Result<_, _>>()?;
         let mut files = BTreeMap::new();
-        for (path, bytes) in rows {
-            match FileState::from_bytes_of(&bytes, LAYOUT_BEFORE_5) {
-                Ok(f) => files.insert(path, Arc::new(f)),
-                Err(e) => return Ok(Err(format!("{path}: {e}"))),
-            };
+        match files_before_5(&tx)? {
+            Ok(rows) => files.extend(rows.into_iter().map(|(p, f)| (p, Arc::new(f)))),
+            Err(e) => return Ok(Err(e)),
         }
         let forks: Option<String> = tx
             .query_row(
@@ -299,17 +293,14 @@ fn migrate(conn: &Connection, from: i64) -> rusqlite::Result<Result<(), String>>
         // Version 5: a file's row in state layout 11, whose header says
         // whether its parent is a path or a session id.
         let tx = conn.unchecked_transaction()?;
-        let rows: Vec<(String, Vec<u8>)> = tx
-            .prepare("SELECT path, state FROM checkpoint_files")?
-            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
-            .collect::<Result<_, _>>()?;
+        let rows = match files_before_5(&tx)? {
+            Ok(rows) => rows,
+            Err(e) => return Ok(Err(e)),
+        };
         {
             let mut st = tx.prepare("UPDATE checkpoint_files SET state = ?2 WHERE path = ?1")?;
-            for (path, bytes) in rows {
-                match FileState::from_bytes_of(&bytes, LAYOUT_BEFORE_5) {
-                    Ok(f) => st.execute(params![path, f.to_bytes()])?,
-                    Err(e) => return Ok(Err(format!("{path}: {e}"))),
-                };
+            for (path, f) in rows {
+                st.execute(params![path, f.to_bytes()])?;
             }
         }
         tx.pragma_update(None, "user_version", 5)?;
@@ -321,6 +312,24 @@ fn migrate(conn: &Connection, from: i64) -> rusqlite::Result<Result<(), String>>
 /// The state layout of a file's row in schemas 1 to 4 (see
 /// [`FileState::from_bytes_of`]).
 const LAYOUT_BEFORE_5: u32 = 10;
+
+/// Every file's checkpoint row of a store before schema 5, decoded; Err
+/// naming the first that is not one.
+fn files_before_5(conn: &Connection) -> rusqlite::Result<Result<Vec<(String, FileState)>, String>> {
+    let rows: Vec<(String, Vec<u8>)> = conn
+        .prepare("SELECT path, state FROM checkpoint_files")?
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+        .collect::<Result<_, _>>()?;
+    Ok(rows
+        .into_iter()
+        .map(
+            |(path, bytes)| match FileState::from_bytes_of(&bytes, LAYOUT_BEFORE_5) {
+                Ok(f) => Ok((path, f)),
+                Err(e) => Err(format!("{path}: {e}")),
+            },
+        )
+        .collect())
+}
 
 const UPSERT: &str = "INSERT INTO records (key, row_id, format, project, session, file, source,
     line, byte, id, parent_id, entry, role, kinds, timestamp, text, provider, model,
