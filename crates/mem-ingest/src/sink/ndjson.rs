@@ -295,10 +295,16 @@ impl NdjsonFile {
         Error::io(&self.path, e)
     }
 
-    /// Opens the temporary file of a run without a checkpoint.
+    /// Opens the temporary file of a run without a checkpoint. It takes
+    /// the place of an output that exists, and takes its permissions too:
+    /// an output keeps its mode, whatever the process would create.
     fn open_temporary(&mut self) -> Result<(), Error> {
         let tmp = crate::atomic::temporary_beside(&self.path);
         let f = File::create(&tmp).map_err(|e| Error::io(&tmp, e))?;
+        if let Some(m) = std::fs::metadata(&self.path).ok().filter(|m| m.is_file()) {
+            f.set_permissions(m.permissions())
+                .map_err(|e| Error::io(&tmp, e))?;
+        }
         self.out = Some(OpenFile {
             w: BufWriter::with_capacity(BUFFERED, f),
             len: 0,
