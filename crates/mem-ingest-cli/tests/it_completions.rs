@@ -59,7 +59,7 @@ fn long_flags(command: &str) -> Vec<String> {
 fn the_help_lists_what_the_tests_below_check() {
     assert_eq!(
         commands(),
-        ["backfill", "stats", "search", "completions", "man"]
+        ["backfill", "stats", "search", "sessions", "completions", "man"]
     );
     let flags = long_flags("search");
     for f in ["db", "json", "limit"] {
@@ -143,7 +143,7 @@ fn an_unknown_command_has_no_page() {
     assert_eq!(
         String::from_utf8_lossy(&out.stderr),
         "error: man: no command \"frobnicate\"; the commands are backfill, stats, search, \
-         completions, man\n"
+         sessions, completions, man\n"
     );
     assert!(out.stdout.is_empty());
 }

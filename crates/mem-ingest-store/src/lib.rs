@@ -76,7 +76,10 @@ use mem_ingest::Record;
 use mem_ingest::{Error, ErrorKind};
 
 mod rank;
+mod sessions;
 mod snippet;
+
+pub use sessions::{sessions, SessionQuery, SessionRow};
 
 /// The schema version this mem-ingest writes (`PRAGMA user_version`).
 /// Stores of earlier versions are migrated in place; newer ones refused.
@@ -1237,7 +1240,8 @@ pub struct Search {
     pub query: String,
     /// Whether `query` is FTS5 syntax.
     pub fts: bool,
-    /// Only this project.
+    /// Only projects that hold this (ASCII case folded; `%` and `_` are
+    /// themselves).
     pub project: Option<String>,
     /// Only this role (its schema name).
     pub role: Option<String>,
@@ -1245,7 +1249,7 @@ pub struct Search {
     pub since: Option<i64>,
     /// Only records before this time, Unix ms.
     pub until: Option<i64>,
-    /// Only this session.
+    /// Only sessions whose id starts with this.
     pub session: Option<String>,
     /// Only this format (`pi`).
     pub format: Option<String>,
@@ -1334,66 +1338,19 @@ pub fn search(path: &Path, s: &Search) -> Result<Vec<Hit>, Error> {
     let query = phrases
         .as_ref()
         .map_or_else(|| s.query.clone(), |p| p.join(" "));
-    match std::fs::metadata(path) {
-        Ok(m) if m.is_file() && m.len() > 0 => {}
-        Ok(_) => return Err(refused(path, "is not a store (empty, or not a file)")),
-        Err(e) => return Err(Error::io(path, e)),
-    }
-    let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-    let mut conn = Connection::open_with_flags(path, flags).map_err(|e| failed(path, e))?;
-    let version = |c: &Connection| c.pragma_query_value(None, "user_version", |r| r.get(0));
-    let not_readable = |e| refused(path, format!("is not a readable SQLite database ({e})"));
-    let version: i64 = match version(&conn) {
-        Ok(v) => v,
-        // A store in WAL mode is read with a `-shm` beside it, which a
-        // user who cannot write the folder cannot make. With no `-wal`
-        // holding rows (none after a backfill that ended), the file holds
-        // every row: read it as immutable (no lock, no -shm).
-        Err(e)
-            if matches!(
-                e.sqlite_error_code(),
-                Some(rusqlite::ErrorCode::ReadOnly | rusqlite::ErrorCode::CannotOpen)
-            ) =>
-        {
-            let mut wal_name = mem_ingest::archive::real_path(path).into_os_string();
-            wal_name.push("-wal");
-            if std::fs::metadata(&wal_name).is_ok_and(|m| m.len() > 0) {
-                return Err(Error::new(
-                    path,
-                    ErrorKind::Setup(format!(
-                        "the store {} cannot be searched by this user: its folder cannot be \
-                         written and its -wal holds rows not yet in it, which SQLite reads only \
-                         with a -shm file beside it; search as a user who can write the folder, \
-                         or let one run a backfill --db (or `sqlite3 FILE 'PRAGMA \
-                         wal_checkpoint(TRUNCATE)'`) first",
-                        path.display()
-                    )),
-                ));
-            }
-            conn = Connection::open_with_flags(
-                immutable_uri(path),
-                flags | OpenFlags::SQLITE_OPEN_URI,
-            )
-            .map_err(|e| failed(path, e))?;
-            version(&conn).map_err(not_readable)?
-        }
-        Err(e) => return Err(not_readable(e)),
-    };
-    // Versions 1 and 2 differ in the checkpoint's tables only.
-    if !(1..=SCHEMA_VERSION).contains(&version) {
-        return Err(refused(
-            path,
-            format!("has schema version {version}; search reads 1 to {SCHEMA_VERSION}"),
-        ));
-    }
+    let conn = open_to_read(path, "search")?;
     let mut filters = String::new();
     let mut args: Vec<rusqlite::types::Value> = vec![query.clone().into()];
     let mut filter = |column: &str, op: &str, v: rusqlite::types::Value| {
         args.push(v);
         filters.push_str(&format!(" AND r.{column} {op} ?{}", args.len()));
+        if op == "LIKE" {
+            filters.push_str(" ESCAPE '\\'");
+        }
     };
     if let Some(p) = &s.project {
-        filter("project", "=", p.clone().into());
+        let pattern = format!("%{}%", sessions::like_literal(p));
+        filter("project", "LIKE", pattern.into());
     }
     if let Some(r) = &s.role {
         filter("role", "=", r.clone().into());
@@ -1405,7 +1362,8 @@ pub fn search(path: &Path, s: &Search) -> Result<Vec<Hit>, Error> {
         filter("timestamp", "<", t.into());
     }
     if let Some(x) = &s.session {
-        filter("session", "=", x.clone().into());
+        let pattern = format!("{}%", sessions::like_literal(x));
+        filter("session", "LIKE", pattern.into());
     }
     if let Some(f) = &s.format {
         filter("format", "=", f.clone().into());
@@ -1526,6 +1484,66 @@ pub fn search(path: &Path, s: &Search) -> Result<Vec<Hit>, Error> {
             Ok(Hit { rank, ..h })
         })
         .collect()
+}
+
+/// Opens a store to read it, never to write (see `search`): read-only, or
+/// immutable when its folder cannot be written and no `-wal` holds rows;
+/// refused when it is not a store of a schema version this release reads.
+/// `what` is the command, for the refusal.
+pub(crate) fn open_to_read(path: &Path, what: &str) -> Result<Connection, Error> {
+    match std::fs::metadata(path) {
+        Ok(m) if m.is_file() && m.len() > 0 => {}
+        Ok(_) => return Err(refused(path, "is not a store (empty, or not a file)")),
+        Err(e) => return Err(Error::io(path, e)),
+    }
+    let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let mut conn = Connection::open_with_flags(path, flags).map_err(|e| failed(path, e))?;
+    let version = |c: &Connection| c.pragma_query_value(None, "user_version", |r| r.get(0));
+    let not_readable = |e| refused(path, format!("is not a readable SQLite database ({e})"));
+    let version: i64 = match version(&conn) {
+        Ok(v) => v,
+        // A store in WAL mode is read with a `-shm` beside it, which a
+        // user who cannot write the folder cannot make. With no `-wal`
+        // holding rows (none after a backfill that ended), the file holds
+        // every row: read it as immutable (no lock, no -shm).
+        Err(e)
+            if matches!(
+                e.sqlite_error_code(),
+                Some(rusqlite::ErrorCode::ReadOnly | rusqlite::ErrorCode::CannotOpen)
+            ) =>
+        {
+            let mut wal_name = mem_ingest::archive::real_path(path).into_os_string();
+            wal_name.push("-wal");
+            if std::fs::metadata(&wal_name).is_ok_and(|m| m.len() > 0) {
+                return Err(Error::new(
+                    path,
+                    ErrorKind::Setup(format!(
+                        "the store {} cannot be searched by this user: its folder cannot be \
+                         written and its -wal holds rows not yet in it, which SQLite reads only \
+                         with a -shm file beside it; search as a user who can write the folder, \
+                         or let one run a backfill --db (or `sqlite3 FILE 'PRAGMA \
+                         wal_checkpoint(TRUNCATE)'`) first",
+                        path.display()
+                    )),
+                ));
+            }
+            conn = Connection::open_with_flags(
+                immutable_uri(path),
+                flags | OpenFlags::SQLITE_OPEN_URI,
+            )
+            .map_err(|e| failed(path, e))?;
+            version(&conn).map_err(not_readable)?
+        }
+        Err(e) => return Err(not_readable(e)),
+    };
+    // Versions 1 and 2 differ in the checkpoint's tables only.
+    if !(1..=SCHEMA_VERSION).contains(&version) {
+        return Err(refused(
+            path,
+            format!("has schema version {version}; {what} reads 1 to {SCHEMA_VERSION}"),
+        ));
+    }
+    Ok(conn)
 }
 
 /// The matches of a word query, newest first (the last `bound` stored at

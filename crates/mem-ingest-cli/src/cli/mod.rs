@@ -3,6 +3,8 @@
 
 mod output;
 mod safe;
+mod sessions;
+mod when;
 
 use std::io::{self, IsTerminal, Write};
 use std::path::PathBuf;
@@ -36,6 +38,9 @@ enum Command {
     Stats(StatsArgs),
     /// Searches a store written by `backfill --db` (full text, best first).
     Search(SearchArgs),
+    /// Lists the sessions of a store, newest first, each with its first
+    /// prompt.
+    Sessions(sessions::SessionsArgs),
     /// Prints a shell's completion script (see the README's install
     /// section for where each shell looks for it).
     Completions(CompletionsArgs),
@@ -221,22 +226,24 @@ struct SearchArgs {
     /// "exact phrases" find the records that contain them, all words
     /// required. With --fts, FTS5 query syntax, passed through.
     query: String,
-    /// The store (written by backfill --db).
+    /// The store (written by backfill --db). Default: $MEM_INGEST_DB, else
+    /// $XDG_DATA_HOME/mem-ingest/memory.db (~/.local/share/...).
     #[arg(long, value_name = "FILE")]
-    db: PathBuf,
-    /// Only records of this project (its cwd).
-    #[arg(long, value_name = "PROJECT")]
+    db: Option<PathBuf>,
+    /// Only records whose project (its cwd) holds this, ASCII case folded.
+    #[arg(long, value_name = "TEXT")]
     project: Option<String>,
     /// Only records of this role.
     #[arg(long, value_parser = parse_role, value_name = "ROLE")]
     role: Option<Role>,
-    /// Only records at or after TIME (RFC 3339, or a date).
-    #[arg(long, value_parser = parse_time, value_name = "TIME")]
+    /// Only records at or after TIME: RFC 3339, a date, 7d, 24h, 2w, today,
+    /// yesterday (the local day's start), "last week".
+    #[arg(long, value_parser = when::parse_when, value_name = "TIME")]
     since: Option<i64>,
-    /// Only records before TIME (RFC 3339, or a date).
-    #[arg(long, value_parser = parse_time, value_name = "TIME")]
+    /// Only records before TIME (as --since).
+    #[arg(long, value_parser = when::parse_when, value_name = "TIME")]
     until: Option<i64>,
-    /// Only records of this session.
+    /// Only records of sessions whose id starts with this.
     #[arg(long, value_name = "ID")]
     session: Option<String>,
     /// Only records of this agent: pi, claude or codex (the `format`
@@ -359,6 +366,7 @@ pub fn run(cli: Cli) -> i32 {
         Command::Backfill(a) => backfill(a),
         Command::Stats(a) => stats(a),
         Command::Search(a) => search(a),
+        Command::Sessions(a) => sessions::sessions(a),
         Command::Completions(a) => completions(a),
         Command::Man(a) => man(a),
     }
@@ -614,6 +622,13 @@ fn open_store(a: &BackfillArgs) -> Result<SqliteStore, Error> {
 }
 
 fn search(a: SearchArgs) -> i32 {
+    let (db, default) = match sessions::store_path(a.db) {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return 2;
+        }
+    };
     let query = Search {
         query: a.query,
         fts: a.fts,
@@ -626,11 +641,10 @@ fn search(a: SearchArgs) -> i32 {
         limit: a.limit as usize,
         rank_all: a.rank_all,
     };
-    let hits = match mem_ingest_store::search(&a.db, &query) {
+    let hits = match mem_ingest_store::search(&db, &query) {
         Ok(h) => h,
-        Err(e) if is_not_found(&e) && e.path() == a.db => {
-            let db = a.db.display();
-            eprintln!("error: {db}: no such store (`mem-ingest backfill --db {db}` creates one)");
+        Err(e) if is_not_found(&e) && e.path() == db => {
+            sessions::no_store(&db, default);
             return 1;
         }
         Err(e) => return fail(&e),

@@ -1,0 +1,253 @@
+//! `sessions`, the default store of the reading commands, and `search`'s
+//! project (a substring) and session (a prefix) filters and relative
+//! times: exact output over the fixtures' three sessions.
+
+#[path = "../../mem-ingest/tests/common/mod.rs"]
+mod common;
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures")
+}
+
+/// A folder holding `m.db`, the store of hand-built.jsonl, pi-1x.jsonl and
+/// pi-classic.jsonl (three sessions: 22, 626 and 315 records).
+fn store(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("mem-ingest-sessions-{}-{tag}", std::process::id()));
+    let _ = fs::remove_dir_all(&d);
+    fs::create_dir_all(&d).unwrap();
+    let out = Command::new(common::bin())
+        .args(["backfill", "-q", "--db"])
+        .arg(d.join("m.db"))
+        .args(["hand-built.jsonl", "pi-1x.jsonl", "pi-classic.jsonl"].map(|f| fixtures().join(f)))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    d
+}
+
+/// `mem-ingest ARGS` in `dir`, TZ as given, no store named by the
+/// environment, HOME set to `dir`.
+fn run(dir: &Path, tz: &str, env: &[(&str, &str)], args: &[&str]) -> Output {
+    let mut c = Command::new(common::bin());
+    c.args(args)
+        .current_dir(dir)
+        .env("TZ", tz)
+        .env("HOME", dir)
+        .env_remove("MEM_INGEST_DB")
+        .env_remove("XDG_DATA_HOME");
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c.output().unwrap()
+}
+
+fn stdout(o: &Output) -> String {
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8(o.stdout.clone()).unwrap()
+}
+
+const ALL: &str = "\
+2026-05-01 10:00  pi      /tmp/my-project  315 records  01a229a8-a761-76d0-bf2d-9410f7fd8a06
+    Hello pi! Please look at ./src in /tmp/my-project — \"quotes\", back\\slash…
+2026-05-01 10:00  pi      /tmp/my-project  626 records  01a229a8-a694-717d-ada9-2fc296ed4e4b
+    Hello pi! Please look at ./src in /tmp/my-project — \"quotes\", back\\slash…
+2026-01-15 10:00  pi      /tmp/my-project  22 records  hand-built-0001
+    Fix the \"bug\" in C:\\Users\\me\\tnow…
+";
+
+#[test]
+fn sessions_newest_first_with_their_first_prompt() {
+    let d = store("list");
+    assert_eq!(
+        stdout(&run(&d, "UTC", &[], &["sessions", "--db", "m.db"])),
+        ALL
+    );
+    // The local zone: 10:00Z is 15:30 in Kolkata; --utc prints UTC anyway.
+    let kolkata = stdout(&run(&d, "Asia/Kolkata", &[], &["sessions", "--db", "m.db"]));
+    assert_eq!(kolkata, ALL.replace("10:00  pi", "15:30  pi"));
+    let utc = stdout(&run(
+        &d,
+        "Asia/Kolkata",
+        &[],
+        &["sessions", "--db", "m.db", "--utc"],
+    ));
+    assert_eq!(utc, ALL);
+    assert_eq!(
+        stdout(&run(
+            &d,
+            "UTC",
+            &[],
+            &["sessions", "--db", "m.db", "--limit", "1"]
+        )),
+        ALL.lines()
+            .take(2)
+            .map(|l| format!("{l}\n"))
+            .collect::<String>()
+    );
+    fs::remove_dir_all(d).unwrap();
+}
+
+#[test]
+fn sessions_as_json_keep_the_prompt_whole() {
+    let d = store("json");
+    let args = ["sessions", "--db", "m.db", "--json", "--session", "hand"];
+    assert_eq!(
+        stdout(&run(&d, "Asia/Kolkata", &[], &args)),
+        "{\"id\":\"hand-built-0001\",\"agent\":\"pi\",\"project\":\"/tmp/my-project\",\
+         \"started\":\"2026-01-15T15:30:03+05:30\",\"ended\":\"2026-01-15T15:30:32+05:30\",\
+         \"records\":22,\"first_prompt\":\"Fix the \\\"bug\\\" in C:\\\\Users\\\\me\\tnow\\n\
+         Line 2: café 🚀 中文测试 日本語\"}\n"
+    );
+    let utc = stdout(&run(
+        &d,
+        "Asia/Kolkata",
+        &[],
+        &[&args[..], &["--utc"]].concat(),
+    ));
+    assert!(
+        utc.contains("\"started\":\"2026-01-15T10:00:03Z\",\"ended\":\"2026-01-15T10:00:32Z\""),
+        "{utc}"
+    );
+    fs::remove_dir_all(d).unwrap();
+}
+
+#[test]
+fn filters_take_part_of_a_project_the_start_of_an_id_and_times() {
+    let d = store("filters");
+    let count = |args: &[&str]| {
+        let o = run(
+            &d,
+            "UTC",
+            &[],
+            &[&["sessions", "--db", "m.db"], args].concat(),
+        );
+        stdout(&o)
+            .lines()
+            .filter(|l| !l.starts_with("    "))
+            .count()
+    };
+    assert_eq!(count(&["--project", "MY-PROJ"]), 3);
+    // `%` and `_` are themselves, not LIKE's wildcards.
+    assert_eq!(count(&["--project", "my%project"]), 0);
+    assert_eq!(count(&["--project", "my_project"]), 0);
+    assert_eq!(count(&["--session", "01A229A8-a7"]), 1);
+    assert_eq!(count(&["--session", "01a229a8"]), 2);
+    assert_eq!(count(&["--session", "built"]), 0);
+    assert_eq!(count(&["--agent", "pi"]), 3);
+    assert_eq!(count(&["--agent", "codex"]), 0);
+    // The pi sessions end on 2026-11-29; the hand-built one on 2026-01-15.
+    assert_eq!(count(&["--since", "2026-06-01"]), 2);
+    assert_eq!(count(&["--until", "2026-02-01"]), 1);
+    // Relative: everything is after a time 100,000 days ago, and nothing
+    // started before it.
+    assert_eq!(count(&["--since", "100000d"]), 3);
+    assert_eq!(count(&["--until", "100000d"]), 0);
+    let none = run(
+        &d,
+        "UTC",
+        &[],
+        &["sessions", "--db", "m.db", "--agent", "codex"],
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&none.stderr),
+        "no session matches\n"
+    );
+    let bad = run(
+        &d,
+        "UTC",
+        &[],
+        &["sessions", "--db", "m.db", "--since", "soon"],
+    );
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&bad.stderr).contains(
+            "\"soon\" is not a time: RFC 3339 (2026-12-01T09:00:00Z), a date (2026-12-01), \
+             7d, 24h, 2w, today, yesterday or \"last week\""
+        ),
+        "{}",
+        String::from_utf8_lossy(&bad.stderr)
+    );
+    fs::remove_dir_all(d).unwrap();
+}
+
+#[test]
+fn search_takes_part_of_a_project_and_the_start_of_a_session() {
+    let d = store("search");
+    let hits = |args: &[&str]| {
+        let o = run(
+            &d,
+            "UTC",
+            &[],
+            &[&["search", "--db", "m.db", "bug"], args].concat(),
+        );
+        stdout(&o)
+            .lines()
+            .filter(|l| !l.starts_with("    "))
+            .map(|l| l.split("  ").last().unwrap().to_owned())
+            .collect::<Vec<_>>()
+    };
+    let all = hits(&[]);
+    assert_eq!(
+        all,
+        ["hand-built-0001:c0de0017", "hand-built-0001:c0de0004"],
+        "{all:?}"
+    );
+    assert_eq!(hits(&["--project", "My-Project"]), all);
+    assert_eq!(hits(&["--project", "/tmp/my"]), all);
+    assert_eq!(hits(&["--project", "my%"]), Vec::<String>::new());
+    assert_eq!(hits(&["--session", "hand-"]), all);
+    assert_eq!(hits(&["--session", "hand-built-0001"]), all);
+    assert_eq!(hits(&["--session", "01a2"]), Vec::<String>::new());
+    assert_eq!(hits(&["--since", "100000d"]), all);
+    fs::remove_dir_all(d).unwrap();
+}
+
+#[test]
+fn the_reading_commands_find_the_default_store() {
+    let d = store("default");
+    let data = d.join("data");
+    fs::create_dir_all(data.join("mem-ingest")).unwrap();
+    fs::copy(d.join("m.db"), data.join("mem-ingest/memory.db")).unwrap();
+    let home_share = d.join(".local/share/mem-ingest");
+    fs::create_dir_all(&home_share).unwrap();
+    // $MEM_INGEST_DB first.
+    let o = run(&d, "UTC", &[("MEM_INGEST_DB", "m.db")], &["sessions"]);
+    assert_eq!(stdout(&o), ALL);
+    // Then $XDG_DATA_HOME/mem-ingest/memory.db.
+    let xdg = data.to_str().unwrap();
+    let o = run(&d, "UTC", &[("XDG_DATA_HOME", xdg)], &["sessions"]);
+    assert_eq!(stdout(&o), ALL);
+    let o = run(&d, "UTC", &[("XDG_DATA_HOME", xdg)], &["search", "bug"]);
+    assert_eq!(stdout(&o).lines().count(), 4);
+    // Then ~/.local/share/mem-ingest/memory.db: not there yet.
+    let o = run(&d, "UTC", &[], &["sessions"]);
+    assert_eq!(o.status.code(), Some(1));
+    let path = home_share.join("memory.db");
+    let p = path.display();
+    assert_eq!(
+        String::from_utf8_lossy(&o.stderr),
+        format!(
+            "error: {p}: no such store (the default store, which --db FILE or $MEM_INGEST_DB \
+             changes; `mem-ingest backfill --db {p}` creates one)\n"
+        )
+    );
+    let o = run(&d, "UTC", &[], &["search", "bug"]);
+    assert_eq!(o.status.code(), Some(1));
+    fs::copy(d.join("m.db"), &path).unwrap();
+    assert_eq!(stdout(&run(&d, "UTC", &[], &["sessions"])), ALL);
+    // A store named by --db that is not there says no more than that.
+    let o = run(&d, "UTC", &[], &["sessions", "--db", "gone.db"]);
+    assert_eq!(
+        String::from_utf8_lossy(&o.stderr),
+        "error: gone.db: no such store (`mem-ingest backfill --db gone.db` creates one)\n"
+    );
+    fs::remove_dir_all(d).unwrap();
+}
