@@ -59,7 +59,15 @@ fn long_flags(command: &str) -> Vec<String> {
 fn the_help_lists_what_the_tests_below_check() {
     assert_eq!(
         commands(),
-        ["backfill", "stats", "search", "sessions", "completions", "man"]
+        [
+            "backfill",
+            "stats",
+            "search",
+            "sessions",
+            "show",
+            "completions",
+            "man"
+        ]
     );
     let flags = long_flags("search");
     for f in ["db", "json", "limit"] {
@@ -143,7 +151,7 @@ fn an_unknown_command_has_no_page() {
     assert_eq!(
         String::from_utf8_lossy(&out.stderr),
         "error: man: no command \"frobnicate\"; the commands are backfill, stats, search, \
-         sessions, completions, man\n"
+         sessions, show, completions, man\n"
     );
     assert!(out.stdout.is_empty());
 }

@@ -251,3 +251,142 @@ fn the_reading_commands_find_the_default_store() {
     );
     fs::remove_dir_all(d).unwrap();
 }
+
+#[test]
+fn show_prints_a_session_around_a_record_tool_output_folded() {
+    let d = store("show");
+    let around = |extra: &[&str]| {
+        let args = [
+            &[
+                "show",
+                "--db",
+                "m.db",
+                "hand",
+                "--around",
+                "hand-built-0001:c0de0006",
+            ],
+            extra,
+        ]
+        .concat();
+        stdout(&run(&d, "UTC", &[], &args))
+    };
+    assert_eq!(
+        around(&["--format", "text"]),
+        "\
+hand-built-0001 · pi · /tmp/my-project · 22 records, 2026-01-15 10:00:03 to 2026-01-15 10:00:32
+
+2026-01-15 10:00:03  system
+    You are pi, a coding agent.
+    Work in /tmp/my-project.
+
+2026-01-15 10:00:04  user
+    Fix the \"bug\" in C:\\Users\\me\\tnow
+    Line 2: café 🚀 中文测试 日本語
+
+2026-01-15 10:00:05  assistant
+    Let me look at the files first.
+    I'll list the project 😀 first.
+    bash {\"command\":\"ls -la /tmp/my-project\",\"timeout\":30}
+
+2026-01-15 10:00:06  tool_result (bash): total 8 [+2 lines]
+
+2026-01-15 10:00:07  user
+    Here is a screenshot:
+    [image image/png, 12 bytes]
+
+2026-01-15 10:00:08  assistant
+    Reading the file now.
+    read {\"path\":\"/tmp/my-project/missing.rs\"}
+
+2026-01-15 10:00:09  tool_result (read): ENOENT: no such file or directory, open '/tmp/my-project/missing.rs'
+
+2026-01-15 10:00:10  assistant: (no text)
+
+2026-01-15 10:00:11  bash_execution (exit 0): $ cargo test [+2 lines]
+"
+    );
+    // Three records before it (the session's first) and five after.
+    // Markdown (the default off a terminal), the tool's output whole with
+    // --full, fenced.
+    let md = around(&["--full"]);
+    assert!(
+        md.contains(
+            "\n## tool_result (bash) · 2026-01-15 10:00:06\n\n```\ntotal 8\n\
+             -rw-r--r-- 1 me me 42 Cargo.toml\nsrc/\n```\n"
+        ),
+        "{md}"
+    );
+    assert!(
+        md.starts_with("# hand-built-0001 · pi · /tmp/my-project"),
+        "{md}"
+    );
+    assert_eq!(md.matches("\n## ").count(), 9);
+    let folded = around(&[]);
+    assert!(
+        folded.contains("\n## tool_result (bash) · 2026-01-15 10:00:06\n\n> total 8 [+2 lines]\n"),
+        "{folded}"
+    );
+    // JSON: a record a line, whole, its place in the archive with it.
+    let json = around(&["--format", "json", "--utc"]);
+    let lines: Vec<&str> = json.lines().collect();
+    assert_eq!(lines.len(), 9);
+    let file = fixtures().join("hand-built.jsonl");
+    assert_eq!(
+        lines[3],
+        format!(
+            "{{\"key\":\"hand-built-0001:c0de0006\",\"role\":\"tool_result\",\
+             \"time\":\"2026-01-15T10:00:06Z\",\"tool_name\":\"bash\",\"command\":null,\
+             \"exit_code\":null,\"file\":{},\"line\":7,\"text\":\"total 8\\n-rw-r--r-- 1 me me \
+             42 Cargo.toml\\nsrc/\"}}",
+            serde_json::Value::from(file.to_str().unwrap())
+        )
+    );
+    fs::remove_dir_all(d).unwrap();
+}
+
+#[test]
+fn show_names_the_session_it_cannot_choose() {
+    let d = store("show-refused");
+    for (session, extra, says) in [
+        (
+            "01a229a8",
+            &[][..],
+            "error: \"01a229a8\" starts the ids of several sessions \
+             (01a229a8-a761-76d0-bf2d-9410f7fd8a06, 01a229a8-a694-717d-ada9-2fc296ed4e4b): \
+             give more of it\n",
+        ),
+        (
+            "zz",
+            &[][..],
+            "error: no session's id starts with \"zz\" (`mem-ingest sessions` lists them)\n",
+        ),
+        (
+            "hand",
+            &["--around", "nope"][..],
+            "error: --around: session hand-built-0001 has no record \"nope\" (search prints \
+             the keys)\n",
+        ),
+    ] {
+        let args = [&["show", "--db", "m.db", session], extra].concat();
+        let o = run(&d, "UTC", &[], &args);
+        assert_eq!(o.status.code(), Some(2), "{session}");
+        assert_eq!(String::from_utf8_lossy(&o.stderr), says);
+        assert!(o.stdout.is_empty());
+    }
+    // A whole id that starts others' too is its own session.
+    let o = run(
+        &d,
+        "UTC",
+        &[],
+        &[
+            "show",
+            "--db",
+            "m.db",
+            "hand-built-0001",
+            "--format",
+            "json",
+        ],
+    );
+    assert_eq!(stdout(&o).lines().count(), 22);
+    fs::remove_dir_all(d).unwrap();
+}

@@ -79,7 +79,9 @@ mod rank;
 mod sessions;
 mod snippet;
 
-pub use sessions::{sessions, SessionQuery, SessionRow};
+pub use sessions::{
+    find_session, session_records, sessions, SessionQuery, SessionRow, ShownRecord,
+};
 
 /// The schema version this mem-ingest writes (`PRAGMA user_version`).
 /// Stores of earlier versions are migrated in place; newer ones refused.

@@ -124,6 +124,98 @@ pub fn sessions(path: &Path, q: &SessionQuery) -> Result<Vec<SessionRow>, Error>
     Ok(rows)
 }
 
+/// One record of a session, as `show` prints it.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct ShownRecord {
+    /// Its key.
+    pub key: String,
+    /// Its role.
+    pub role: String,
+    /// Its time, Unix ms.
+    pub timestamp: Option<i64>,
+    /// Its text, whole.
+    pub text: String,
+    /// The tool a tool result is of.
+    pub tool_name: Option<String>,
+    /// A shell execution's command.
+    pub command: Option<String>,
+    /// A shell execution's exit code.
+    pub exit_code: Option<i64>,
+    /// The file it was read from.
+    pub file: String,
+    /// Its line there (1-based).
+    pub line: i64,
+}
+
+/// The one session whose id starts with `prefix` (a whole id is one).
+///
+/// # Errors
+/// No session's id starts with it, or several do (the error names up to
+/// five, newest first): a usage error; or the store cannot be read.
+pub fn find_session(path: &Path, prefix: &str) -> Result<SessionRow, Error> {
+    let exact = sessions(
+        path,
+        &SessionQuery {
+            session: Some(prefix.to_owned()),
+            limit: 6,
+            ..SessionQuery::default()
+        },
+    )?;
+    if let Some(s) = exact.iter().find(|s| s.id == prefix) {
+        return Ok(s.clone());
+    }
+    match exact.len() {
+        0 => Err(crate::bad_query(
+            path,
+            format!("no session's id starts with {prefix:?} (`mem-ingest sessions` lists them)"),
+        )),
+        1 => Ok(exact.into_iter().next().expect("one")),
+        n => {
+            let names: Vec<&str> = exact.iter().take(5).map(|s| s.id.as_str()).collect();
+            let more = if n > 5 { ", ..." } else { "" };
+            Err(crate::bad_query(
+                path,
+                format!(
+                    "{prefix:?} starts the ids of several sessions ({}{more}): give more of it",
+                    names.join(", ")
+                ),
+            ))
+        }
+    }
+}
+
+/// The records of session `id`, in time order (then in the order they
+/// were stored).
+///
+/// # Errors
+/// The store cannot be read.
+pub fn session_records(path: &Path, id: &str) -> Result<Vec<ShownRecord>, Error> {
+    let conn = open_to_read(path, "show")?;
+    let rows = conn
+        .prepare(
+            "SELECT key, role, timestamp, text, tool_name, command, exit_code, file, line
+             FROM records WHERE session = ?1 ORDER BY timestamp, row_id",
+        )
+        .and_then(|mut st| {
+            st.query_map([id], |r| {
+                Ok(ShownRecord {
+                    key: r.get(0)?,
+                    role: r.get(1)?,
+                    timestamp: r.get(2)?,
+                    text: r.get(3)?,
+                    tool_name: r.get(4)?,
+                    command: r.get(5)?,
+                    exit_code: r.get(6)?,
+                    file: r.get(7)?,
+                    line: r.get(8)?,
+                })
+            })?
+            .collect::<Result<Vec<_>, _>>()
+        })
+        .map_err(|e| failed(path, e))?;
+    Ok(rows)
+}
+
 #[cfg(test)]
 mod tests {
     use super::like_literal;

@@ -4,6 +4,7 @@
 mod output;
 mod safe;
 mod sessions;
+mod show;
 mod when;
 
 use std::io::{self, IsTerminal, Write};
@@ -41,6 +42,9 @@ enum Command {
     /// Lists the sessions of a store, newest first, each with its first
     /// prompt.
     Sessions(sessions::SessionsArgs),
+    /// Prints a session of a store as a transcript: each message in time
+    /// order, tool output folded to a line.
+    Show(show::ShowArgs),
     /// Prints a shell's completion script (see the README's install
     /// section for where each shell looks for it).
     Completions(CompletionsArgs),
@@ -367,6 +371,7 @@ pub fn run(cli: Cli) -> i32 {
         Command::Stats(a) => stats(a),
         Command::Search(a) => search(a),
         Command::Sessions(a) => sessions::sessions(a),
+        Command::Show(a) => show::show(a),
         Command::Completions(a) => completions(a),
         Command::Man(a) => man(a),
     }

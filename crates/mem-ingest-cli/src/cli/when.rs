@@ -124,6 +124,15 @@ pub(crate) fn minute(ms: i64, utc: bool) -> String {
     )
 }
 
+/// `ms` as `2026-12-05 14:03:07` in the local zone, or in UTC with `utc`.
+pub(crate) fn second(ms: i64, utc: bool) -> String {
+    let l = local(ms.div_euclid(1000), utc);
+    format!(
+        "{:04}-{:02}-{:02} {:02}:{:02}:{:02}",
+        l.year, l.month, l.day, l.hour, l.minute, l.second
+    )
+}
+
 /// `ms` as RFC 3339 with the local zone's offset (`+05:30`), or `Z` with
 /// `utc`, to the second.
 pub(crate) fn rfc3339(ms: i64, utc: bool) -> String {
@@ -170,6 +179,7 @@ mod tests {
     #[test]
     fn times_print_in_utc_to_the_minute_or_the_second() {
         assert_eq!(minute(NOW, true), "2026-12-05 13:20");
+        assert_eq!(second(NOW + 7_999, true), "2026-12-05 13:20:07");
         assert_eq!(rfc3339(NOW + 7_999, true), "2026-12-05T13:20:07Z");
         assert_eq!(minute(-1, true), "1969-12-31 23:59");
     }
