@@ -65,6 +65,7 @@ fn the_help_lists_what_the_tests_below_check() {
             "search",
             "sessions",
             "show",
+            "mcp",
             "completions",
             "man"
         ]
@@ -151,7 +152,7 @@ fn an_unknown_command_has_no_page() {
     assert_eq!(
         String::from_utf8_lossy(&out.stderr),
         "error: man: no command \"frobnicate\"; the commands are backfill, stats, search, \
-         sessions, show, completions, man\n"
+         sessions, show, mcp, completions, man\n"
     );
     assert!(out.stdout.is_empty());
 }

@@ -104,16 +104,19 @@ fn shell_lines(text: &str) -> Vec<String> {
 }
 
 /// The mem-ingest invocations of a command line: the words after the
-/// binary (`mem-ingest`, `./target/release/mem-ingest`) or after
-/// `cargo run --release --` (not `--bin gen-corpus`'s), to the end of the
-/// command (a pipe, a redirection, `&&`).
+/// binary (`mem-ingest`, `./target/release/mem-ingest`) where a command
+/// starts (the line's start, after a pipe, `&&`, `;`, or the `--` of a
+/// command that runs it: `claude mcp add mem-ingest -- mem-ingest mcp`),
+/// or after `cargo run --release --` (not `--bin gen-corpus`'s), to the
+/// end of the command (a pipe, a redirection, `&&`).
 fn invocations(line: &str) -> Vec<Vec<String>> {
     let words: Vec<&str> = line.split_whitespace().collect();
     let mut out = Vec::new();
     let mut i = 0;
     while i < words.len() {
         let w = words[i];
-        let start = if w == "mem-ingest" || w.ends_with("/mem-ingest") {
+        let at_start = i == 0 || ["|", "&&", ";", "--"].contains(&words[i - 1]);
+        let start = if at_start && (w == "mem-ingest" || w.ends_with("/mem-ingest")) {
             Some(i + 1)
         } else if words[i..].starts_with(&["cargo", "run", "--release", "--"]) {
             Some(i + 4)
@@ -262,6 +265,12 @@ fn the_pages_parse_what_they_are_checked_by() {
         vec![["backfill", "--db", "x.db", "--follow"]
             .map(String::from)
             .to_vec()]
+    );
+    // Where a command starts only: `mem-ingest` as another's argument is
+    // not one.
+    assert_eq!(
+        invocations("claude mcp add mem-ingest -- mem-ingest mcp --db m.db"),
+        vec![["mcp", "--db", "m.db"].map(String::from).to_vec()]
     );
     let sh = "```sh\n./target/release/mem-ingest stats \\\n    --json > s.json  # the same\n# a comment\n```\n";
     assert_eq!(

@@ -1280,6 +1280,14 @@ pub struct Hit {
     pub timestamp: Option<i64>,
     /// Its role.
     pub role: String,
+    /// The agent that wrote it (the format's name: `pi`).
+    pub agent: String,
+    /// The file it was read from.
+    pub file: String,
+    /// Its line there (1-based).
+    pub line: i64,
+    /// Its line's byte offset there.
+    pub byte: i64,
     /// The text around the match, matches between `«` and `»`.
     pub snippet: String,
     /// BM25 (lower is better, as FTS5 gives it).
@@ -1427,7 +1435,8 @@ pub fn search(path: &Path, s: &Search) -> Result<Vec<Hit>, Error> {
         "snippet(records_fts, 0, '«', '»', '…', 16)"
     };
     let columns = format!(
-        "SELECT records_fts.rowid, r.key, r.session, r.project, r.timestamp, r.role, {snippet}
+        "SELECT records_fts.rowid, r.key, r.session, r.project, r.timestamp, r.role, {snippet},
+                r.format, r.file, r.line, r.byte
          FROM records_fts JOIN records r ON r.row_id = records_fts.rowid
          WHERE records_fts MATCH ?1"
     );
@@ -1441,6 +1450,10 @@ pub fn search(path: &Path, s: &Search) -> Result<Vec<Hit>, Error> {
                 timestamp: r.get(4)?,
                 role: r.get(5)?,
                 snippet: r.get(6)?,
+                agent: r.get(7)?,
+                file: r.get(8)?,
+                line: r.get(9)?,
+                byte: r.get(10)?,
                 rank: 0.0,
             },
         ))

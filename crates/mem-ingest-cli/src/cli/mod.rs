@@ -1,6 +1,7 @@
 //! The command line: `backfill` and `stats` over whole archives, a thin
 //! user of the library's [`mem_ingest::archive`] engine.
 
+mod mcp;
 mod output;
 mod safe;
 mod sessions;
@@ -45,12 +46,24 @@ enum Command {
     /// Prints a session of a store as a transcript: each message in time
     /// order, tool output folded to a line.
     Show(show::ShowArgs),
+    /// Serves the store to agents over the Model Context Protocol on stdin
+    /// and stdout: tools search, sessions and session (see the README for
+    /// each agent's configuration).
+    Mcp(McpArgs),
     /// Prints a shell's completion script (see the README's install
     /// section for where each shell looks for it).
     Completions(CompletionsArgs),
     /// Prints the man page, roff for `man -l -` (or, given a COMMAND,
     /// that command's page: mem-ingest-COMMAND(1)).
     Man(ManArgs),
+}
+
+#[derive(Args, Debug)]
+struct McpArgs {
+    /// The store (written by backfill --db). Default: $MEM_INGEST_DB, else
+    /// $XDG_DATA_HOME/mem-ingest/memory.db (~/.local/share/...).
+    #[arg(long, value_name = "FILE")]
+    db: Option<PathBuf>,
 }
 
 #[derive(Args, Debug)]
@@ -258,7 +271,7 @@ struct SearchArgs {
     #[arg(long, default_value_t = 20, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=100_000))]
     limit: u32,
     /// One JSON object per hit (key, session, project, timestamp, role,
-    /// snippet, rank) instead of text.
+    /// agent, file, line, byte, snippet, rank) instead of text.
     #[arg(long)]
     json: bool,
     /// QUERY is FTS5 query syntax (NEAR, OR, prefix*, column filters).
@@ -372,9 +385,28 @@ pub fn run(cli: Cli) -> i32 {
         Command::Search(a) => search(a),
         Command::Sessions(a) => sessions::sessions(a),
         Command::Show(a) => show::show(a),
+        Command::Mcp(a) => mcp_serve(a),
         Command::Completions(a) => completions(a),
         Command::Man(a) => man(a),
     }
+}
+
+/// `mcp`: the store served, once it is known to be there (an agent's
+/// configuration pointing at no store says so on stderr, which the agent
+/// shows, and exits 1).
+fn mcp_serve(a: McpArgs) -> i32 {
+    let (db, default) = match sessions::store_path(a.db) {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return 2;
+        }
+    };
+    if !db.is_file() {
+        sessions::no_store(&db, default);
+        return 1;
+    }
+    mcp::serve(db)
 }
 
 /// `completions SHELL`: the script clap_complete writes for the command
