@@ -390,3 +390,58 @@ fn show_names_the_session_it_cannot_choose() {
     assert_eq!(stdout(&o).lines().count(), 22);
     fs::remove_dir_all(d).unwrap();
 }
+
+#[test]
+fn a_search_that_finds_nothing_says_its_filters_and_close_words() {
+    let d = store("hint");
+    let o = run(
+        &d,
+        "UTC",
+        &[],
+        &[
+            "search",
+            "--db",
+            "m.db",
+            "scrreenshot of tnow",
+            "--agent",
+            "pi",
+            "--since",
+            "2026-01-01",
+        ],
+    );
+    assert_eq!(stdout(&o), "");
+    assert_eq!(
+        String::from_utf8_lossy(&o.stderr),
+        "no record matches \"scrreenshot of tnow\" with --since \"2026-01-01T00:00:00.000Z\" \
+         --agent \"pi\"; close words in the store: scrreenshot -> screenshot\n"
+    );
+    // Every word held: no close word to offer, the filters said.
+    let o = run(
+        &d,
+        "UTC",
+        &[],
+        &["search", "--db", "m.db", "screenshot", "--role", "system"],
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&o.stderr),
+        "no record matches \"screenshot\" with --role \"system\"\n"
+    );
+    fs::remove_dir_all(d).unwrap();
+}
+
+#[test]
+fn search_prints_the_place_of_each_hit_in_the_local_zone() {
+    let d = store("hit-lines");
+    let file = fixtures().join("hand-built.jsonl");
+    let args = ["search", "--db", "m.db", "screenshot", "--session", "hand"];
+    let o = run(&d, "Asia/Kolkata", &[], &args);
+    assert_eq!(
+        stdout(&o),
+        format!(
+            "2026-01-15 15:30:07  pi  /tmp/my-project  user  {}:8  hand-built-0001:c0de0007\n    \
+             Here is a «screenshot»: [image image/png, 12 bytes]\n",
+            file.display()
+        )
+    );
+    fs::remove_dir_all(d).unwrap();
+}

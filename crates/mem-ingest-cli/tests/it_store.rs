@@ -675,14 +675,17 @@ fn search_finds_identifiers_paths_codes_and_phrases() {
     );
     // Text output.
     let out = bin()
-        .args(["search", "--db"])
+        .args(["search", "--utc", "--db"])
         .arg(&db)
         .arg("E0502")
         .output()
         .unwrap();
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(
-        text.starts_with("2026-02-01T00:00:00.000Z  user  /work/proj  search-s  search-s:m2\n"),
+        text.starts_with(&format!(
+            "2026-02-01 00:00:00  pi  /work/proj  user  {}:4  search-s:m2\n",
+            s.display()
+        )),
         "{text}"
     );
     // A malformed FTS5 query: a clear error, exit 2.
@@ -810,7 +813,7 @@ fn search_prints_control_characters_escaped() {
     let db = d.join("c.db");
     assert!(backfill_db(&db, &[&s]).status.success());
     let out = bin()
-        .args(["search", "--db"])
+        .args(["search", "--utc", "--db"])
         .arg(&db)
         .arg("needle")
         .output()
@@ -818,9 +821,12 @@ fn search_prints_control_characters_escaped() {
     assert!(out.status.success());
     assert_eq!(
         String::from_utf8(out.stdout).unwrap(),
-        "2026-02-01T00:00:00.000Z  user  /work/\\u{1b}]0;pwned\\u{7}proj  ctl  ctl:m0\n    \
-         bell\\u{7} esc\\u{1b}[31mred\\u{1b}[0m «needle»\\ttab\\r next del\\u{7f} c1\\u{85} \
-         bidi\\u{202e}end\n"
+        format!(
+            "2026-02-01 00:00:00  pi  /work/\\u{{1b}}]0;pwned\\u{{7}}proj  user  {}:2  ctl:m0\n    \
+             bell\\u{{7}} esc\\u{{1b}}[31mred\\u{{1b}}[0m «needle»\\ttab\\r next del\\u{{7f}} \
+             c1\\u{{85}} bidi\\u{{202e}}end\n",
+            s.display()
+        )
     );
     fs::remove_dir_all(d).unwrap();
 }

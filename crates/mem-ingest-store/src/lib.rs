@@ -75,10 +75,12 @@ use mem_ingest::sink::{Encoder, Place, Sink};
 use mem_ingest::Record;
 use mem_ingest::{Error, ErrorKind};
 
+mod hint;
 mod rank;
 mod sessions;
 mod snippet;
 
+pub use hint::close_words;
 pub use sessions::{
     find_session, session_records, sessions, SessionQuery, SessionRow, ShownRecord,
 };

@@ -277,6 +277,9 @@ struct SearchArgs {
     /// QUERY is FTS5 query syntax (NEAR, OR, prefix*, column filters).
     #[arg(long)]
     fts: bool,
+    /// Times in UTC, not the local zone.
+    #[arg(long)]
+    utc: bool,
     /// Rank every match. By default, when more than 1,000 records match,
     /// the 1,000 stored last (the newest) are ranked: BM25 over all the
     /// matches of a common word takes a tenth of a second and more.
@@ -659,15 +662,16 @@ fn open_store(a: &BackfillArgs) -> Result<SqliteStore, Error> {
 }
 
 fn search(a: SearchArgs) -> i32 {
-    let (db, default) = match sessions::store_path(a.db) {
+    let (db, default) = match sessions::store_path(a.db.clone()) {
         Ok(d) => d,
         Err(e) => {
             eprintln!("error: {e}");
             return 2;
         }
     };
+    let filters = search_filters(&a);
     let query = Search {
-        query: a.query,
+        query: a.query.clone(),
         fts: a.fts,
         project: a.project,
         role: a.role.map(|r| r.as_str().to_owned()),
@@ -686,6 +690,8 @@ fn search(a: SearchArgs) -> i32 {
         }
         Err(e) => return fail(&e),
     };
+    let colour =
+        io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
     let mut out = io::stdout().lock();
     let mut printed = Ok(());
     for h in &hits {
@@ -699,16 +705,21 @@ fn search(a: SearchArgs) -> i32 {
         } else {
             let time = h
                 .timestamp
-                .map(mem_ingest::format_iso_millis)
-                .unwrap_or_default();
+                .map(|t| when::second(t, a.utc))
+                .unwrap_or_else(|| "-".repeat(19));
+            let mut snippet = safe::printable(&h.snippet.replace('\n', " ")).into_owned();
+            if colour {
+                snippet = snippet.replace('«', "\x1b[1;31m").replace('»', "\x1b[0m");
+            }
             writeln!(
                 out,
-                "{time}  {}  {}  {}  {}\n    {}",
+                "{time}  {}  {}  {}  {}:{}  {}\n    {snippet}",
+                safe::printable(&h.agent),
+                safe::printable(&sessions::short_path(&h.project)),
                 safe::printable(&h.role),
-                safe::printable(&h.project),
-                safe::printable(&h.session),
+                safe::printable(&sessions::short_path(&h.file)),
+                h.line,
                 safe::printable(&h.key),
-                safe::printable(&h.snippet.replace('\n', " "))
             )
         };
     }
@@ -721,9 +732,40 @@ fn search(a: SearchArgs) -> i32 {
         }
     }
     if hits.is_empty() && !a.json {
-        eprintln!("no record matches");
+        let mut says = format!("no record matches {:?}", a.query);
+        if !filters.is_empty() {
+            says.push_str(&format!(" with {}", filters.join(" ")));
+        }
+        if !a.fts {
+            if let Ok(close) = mem_ingest_store::close_words(&db, &a.query) {
+                let close: Vec<String> = close.iter().map(|(w, t)| format!("{w} -> {t}")).collect();
+                if !close.is_empty() {
+                    says.push_str(&format!("; close words in the store: {}", close.join(", ")));
+                }
+            }
+        }
+        eprintln!("{}", safe::printable(&says));
     }
     0
+}
+
+/// The filters of a search, as flags, for the line that says nothing
+/// matched.
+fn search_filters(a: &SearchArgs) -> Vec<String> {
+    let time = |t: i64| mem_ingest::format_iso_millis(t);
+    let mut f = Vec::new();
+    let mut add = |flag: &str, v: Option<String>| {
+        if let Some(v) = v {
+            f.push(format!("--{flag} {v:?}"));
+        }
+    };
+    add("project", a.project.clone());
+    add("role", a.role.map(|r| r.as_str().to_owned()));
+    add("since", a.since.map(time));
+    add("until", a.until.map(time));
+    add("session", a.session.clone());
+    add("agent", a.agent.map(|x| x.format().name().to_owned()));
+    f
 }
 
 /// The error is a file that does not exist.

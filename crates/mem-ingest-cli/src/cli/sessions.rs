@@ -89,17 +89,18 @@ fn prompt_line(text: Option<&str>) -> String {
     safe::printable(&cut).into_owned()
 }
 
-/// A project as the listing prints it: `~` for the home folder.
-fn short_project(project: &str) -> String {
-    if project.is_empty() {
+/// A path (a project, a file) as the listings print it: `~` for the home
+/// folder; `(unknown)` for none.
+pub(super) fn short_path(path: &str) -> String {
+    if path.is_empty() {
         return "(unknown)".to_owned();
     }
     match std::env::var("HOME") {
-        Ok(home) if !home.is_empty() && home != "/" => match project.strip_prefix(&home) {
+        Ok(home) if !home.is_empty() && home != "/" => match path.strip_prefix(&home) {
             Some(rest) if rest.is_empty() || rest.starts_with('/') => format!("~{rest}"),
-            _ => project.to_owned(),
+            _ => path.to_owned(),
         },
-        _ => project.to_owned(),
+        _ => path.to_owned(),
     }
 }
 
@@ -155,7 +156,7 @@ pub(super) fn sessions(a: SessionsArgs) -> i32 {
                 out,
                 "{started}  {:<6}  {}  {} records  {}\n    {}",
                 s.agent,
-                safe::printable(&short_project(&s.project)),
+                safe::printable(&short_path(&s.project)),
                 s.records,
                 safe::printable(&s.id),
                 prompt_line(s.first_prompt.as_deref())
