@@ -380,3 +380,81 @@ fn the_python_sdk_client_lists_and_calls_every_tool() {
     );
     fs::remove_dir_all(d).unwrap();
 }
+
+/// The server beside a `backfill --follow` writing the same store: the
+/// writer is never held up (each line it is given is in the store, and
+/// found through the server, within seconds, while the server stays up
+/// between calls), and it stops when asked as ever.
+#[test]
+fn the_server_and_a_following_writer_share_the_store() {
+    use std::time::{Duration, Instant};
+    let d = std::env::temp_dir().join(format!("mem-ingest-mcp-{}-follow", std::process::id()));
+    let _ = fs::remove_dir_all(&d);
+    let proj = d.join("archive/--tmp-p--");
+    fs::create_dir_all(&proj).unwrap();
+    let s = proj.join("2026-01-01T00-00-00-000Z_s.jsonl");
+    fs::copy(fixtures().join("hand-built.jsonl"), &s).unwrap();
+    let db = d.join("live.db");
+    /// The writer, killed if the test fails before it is stopped.
+    struct Writer(Child);
+    impl Drop for Writer {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let mut writer = Writer(
+        Command::new(common::bin())
+            .args(["backfill", "-q", "--follow", "--db"])
+            .arg(&db)
+            .arg(d.join("archive"))
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let t = Instant::now();
+    while !db.exists() && t.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mut c = Client::start(&db);
+    let found = |c: &mut Client, word: &str| {
+        let t = Instant::now();
+        while t.elapsed() < Duration::from_secs(10) {
+            // Until the writer has made the store's schema, a search is
+            // an error that says the file is not a store yet.
+            let Ok(hits) = c.call("search", json!({"query": word})) else {
+                std::thread::sleep(Duration::from_millis(50));
+                continue;
+            };
+            let keys: Vec<String> = hits["hits"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|h| h["key"].as_str().unwrap().to_owned())
+                .collect();
+            if !keys.is_empty() {
+                return keys;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("{word} not found through the server within 10 s");
+    };
+    assert_eq!(found(&mut c, "screenshot"), ["hand-built-0001:c0de0007"]);
+    for (i, word) in ["zebrafish", "quokka"].into_iter().enumerate() {
+        common::append(
+            &s,
+            &common::user_line(&format!("live-{i}"), &format!("a {word} here")),
+        );
+        assert_eq!(found(&mut c, word), [format!("hand-built-0001:live-{i}")]);
+    }
+    let sessions = c.call("sessions", json!({})).unwrap();
+    assert_eq!(sessions["sessions"][0]["records"], json!(24));
+    Command::new("kill")
+        .arg("-TERM")
+        .arg(writer.0.id().to_string())
+        .status()
+        .unwrap();
+    assert_eq!(writer.0.wait().unwrap().code(), Some(0));
+    drop(c);
+    fs::remove_dir_all(d).unwrap();
+}
