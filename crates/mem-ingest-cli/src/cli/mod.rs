@@ -19,7 +19,7 @@ use mem_ingest::{parse_iso_millis, Error, ErrorKind, Role};
 use mem_ingest_dataset::{ParquetDataset, Shard};
 use mem_ingest_store::{Search, SqliteStore};
 
-/// Reads the session archives of coding agents (pi, Claude Code, Codex) into normalised records.
+/// Reads the session archives of coding agents (pi, Qwen Code, Claude Code, Codex) into normalised records.
 #[derive(Parser, Debug)]
 #[command(name = "mem-ingest", version)]
 pub struct Cli {
@@ -43,7 +43,9 @@ struct Common {
     /// Session files, or folders searched recursively for `*.jsonl`.
     /// Default: every archive that exists: pi's
     /// ($PI_CODING_AGENT_SESSION_DIR, else $PI_CODING_AGENT_DIR/sessions,
-    /// else ~/.pi/agent/sessions) and Claude Code's (projects/ in each of
+    /// else ~/.pi/agent/sessions), Qwen Code's (projects/ of
+    /// $QWEN_RUNTIME_DIR and of each of $QWEN_DATA_DIR, a comma list, else
+    /// of ~/.qwen) and Claude Code's (projects/ in each of
     /// $CLAUDE_CONFIG_DIR, a comma list, else $XDG_CONFIG_HOME/claude and
     /// ~/.claude) and Codex's (sessions/ and archived_sessions/ of
     /// $CODEX_HOME, else ~/.codex).
@@ -79,8 +81,8 @@ struct Common {
     /// first.
     #[arg(long)]
     no_dedupe: bool,
-    /// Read only this agent's sessions (repeatable): pi, claude (Claude
-    /// Code), codex (Codex). Default: every agent's (with PATHs, each
+    /// Read only this agent's sessions (repeatable): pi, qwen (Qwen
+    /// Code), claude (Claude Code), codex (Codex). Default: every agent's (with PATHs, each
     /// file's agent is detected from its first lines; a file none claims
     /// is read as pi's). A --state or --db records the agents it reads,
     /// and a later run without --agent reads the same (one saved before
@@ -127,7 +129,7 @@ struct BackfillArgs {
     db: Option<PathBuf>,
     /// Write a Hive-partitioned Parquet dataset into the folder DIR
     /// (created when missing) for DuckDB, Spark and the like:
-    /// DIR/format=<pi|claude|codex>/date=<YYYY-MM-DD, UTC>/part-*.parquet,
+    /// DIR/format=<pi|qwen|claude|codex>/date=<YYYY-MM-DD, UTC>/part-*.parquet,
     /// records without a timestamp under date=__HIVE_DEFAULT_PARTITION__
     /// (read as null). Parts are written whole (a temporary name, then a
     /// rename) and never rewritten; a run never deletes a part it did not
@@ -144,7 +146,8 @@ struct BackfillArgs {
     /// write exactly the records of one run between them, their parts
     /// sharing one --parquet DIR if wanted. A file's shard is its lineage's
     /// (a session, its forks, other files of it: what deduplication keeps
-    /// together; all of Claude Code's sessions are one lineage), from a
+    /// together; all of Claude Code's sessions are one lineage, and so
+    /// are all of Qwen Code's), from a
     /// stable hash of the lineage's root session (FNV-1a 64 of its id,
     /// modulo N; see the README), never of a path. Every shard reads every
     /// session header. A --state records K/N and refuses another (exit 2).
@@ -169,8 +172,8 @@ struct BackfillArgs {
     #[arg(long, value_name = "BYTES")]
     max_text: Option<usize>,
     /// Keep running (needs --state or --db): emit each new complete line
-    /// of any session under the PATHs as its agent writes it (pi, Claude
-    /// Code, Codex), pick up new session files, and stop cleanly on SIGINT
+    /// of any session under the PATHs as its agent writes it (pi, Qwen
+    /// Code, Claude Code, Codex), pick up new session files, and stop cleanly on SIGINT
     /// or SIGTERM with the state saved. On a terminal, stderr shows the
     /// files followed and the records written so far.
     #[arg(long)]
@@ -211,7 +214,7 @@ struct SearchArgs {
     /// Only records of this session.
     #[arg(long, value_name = "ID")]
     session: Option<String>,
-    /// Only records of this agent: pi, claude or codex (the `format`
+    /// Only records of this agent: pi, qwen, claude or codex (the `format`
     /// column).
     #[arg(long, visible_alias = "format", value_enum, value_name = "AGENT")]
     agent: Option<Agent>,
@@ -253,6 +256,8 @@ fn parse_time(s: &str) -> Result<i64, String> {
 enum Agent {
     /// The pi coding agent.
     Pi,
+    /// Qwen Code.
+    Qwen,
     /// Claude Code.
     Claude,
     /// OpenAI Codex CLI.
@@ -274,7 +279,7 @@ impl Agent {
 /// the first's).
 fn formats(c: &Common) -> Vec<Arc<dyn Format>> {
     let mut agents = match &c.agents[..] {
-        [] => vec![Agent::Pi, Agent::Claude, Agent::Codex],
+        [] => vec![Agent::Pi, Agent::Qwen, Agent::Claude, Agent::Codex],
         s => s.to_vec(),
     };
     agents.sort_by_key(|s| *s as u8);
@@ -685,7 +690,7 @@ mod tests {
             .iter()
             .map(|f| f.name())
             .collect();
-        assert_eq!(agents, ["pi", "claude", "codex"]);
+        assert_eq!(agents, ["pi", "qwen", "claude", "codex"]);
         assert_eq!(agents, registered);
     }
 
