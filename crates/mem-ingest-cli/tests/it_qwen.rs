@@ -3,6 +3,7 @@
 //! is absent) and on lines written here; usage, detection, discovery,
 //! forks, hostile input and incremental runs through the command line.
 
+use std::fs;
 use std::path::{Path, PathBuf};
 
 use mem_ingest::format::{detect_format, Format, Input};
@@ -787,4 +788,153 @@ fn incremental_runs_emit_only_what_is_new() {
     }
     assert_eq!(rows, 8);
     std::fs::remove_dir_all(home).unwrap();
+}
+
+/// The checked-in checkpoints (a state of layout 10 recording pi, a store
+/// of schema 4 recording pi, claude and codex; both of
+/// `hand-built.jsonl`): a run naming
+/// `--agent qwen` reads pi's files and the Qwen session, says it added the
+/// agent, and records it; a later run without `--agent` reads both; a run
+/// naming pi alone is refused (fewer agents than recorded).
+#[test]
+fn a_checkpoint_gains_the_agent_agent_names() {
+    let d = tmpdir("checkpoint-agents");
+    let arch = d.join("archive");
+    fs::create_dir_all(&arch).unwrap();
+    let hand = arch.join("hand-built.jsonl");
+    fs::copy(common::fixtures().join("hand-built.jsonl"), &hand).unwrap();
+    let qwen = write_session(&arch, &session_lines()[..4]);
+    let state = d.join("state");
+    fs::copy(common::fixtures().join("state-v10.state"), &state).unwrap();
+    let db = d.join("store.sqlite");
+    fs::copy(common::fixtures().join("store-v4.sqlite"), &db).unwrap();
+    let cases: [(&str, &Path, &[&str]); 2] = [("state", &state, &["-o"]), ("store", &db, &[])];
+    for (what, checkpoint, _) in cases {
+        let flag = if what == "state" { "--state" } else { "--db" };
+        let out = d.join(format!("{what}.ndjson"));
+        let run = |agents: &[&str], quiet: bool| {
+            let mut c = bin(&d);
+            c.arg("backfill");
+            if what == "store" {
+                // Stores before schema 5 recorded links followed.
+                c.arg("-L");
+            }
+            if quiet {
+                c.arg("-q");
+            }
+            for a in agents {
+                c.args(["--agent", a]);
+            }
+            c.arg(flag).arg(checkpoint);
+            if what == "state" {
+                c.arg("-o").arg(&out);
+            }
+            c.arg(&arch).output().unwrap()
+        };
+        // Without --agent: the agents recorded (the copy of the pi session
+        // is new by its inode: every entry a copy). The state's are pi
+        // alone: the Qwen file, read as pi's, fails (exit 1) and adds
+        // nothing. The store's are pi, claude and codex (a run of the
+        // release before without --agent): the Qwen file is another
+        // agent's, left out, never read as Claude Code's.
+        let o = run(&[], true);
+        let err = String::from_utf8_lossy(&o.stderr).into_owned();
+        if what == "state" {
+            assert_eq!(o.status.code(), Some(1), "{what}: {err}");
+            assert_eq!(
+                err,
+                format!(
+                    "error: {}: 1:0: not a session header: first entry has type \"user\"\n",
+                    qwen.display()
+                ),
+                "{what}"
+            );
+        } else {
+            assert_eq!((o.status.code(), err.as_str()), (Some(0), ""), "{what}");
+            let c = rusqlite::Connection::open(checkpoint).unwrap();
+            let n: i64 = c
+                .query_row(
+                    "SELECT count(*) FROM records WHERE format <> 'pi'",
+                    [],
+                    |r| r.get(0),
+                )
+                .unwrap();
+            assert_eq!(n, 0, "{what}");
+        }
+        let o = run(&["qwen"], false);
+        let err = String::from_utf8_lossy(&o.stderr).into_owned();
+        assert_eq!(o.status.code(), Some(0), "{what}: {err}");
+        assert!(
+            err.contains("added qwen to the agents the checkpoint reads (--agent)"),
+            "{what}: {err}"
+        );
+        let written: Vec<String> = match what {
+            "state" => keys(&ndjson(&fs::read(&out).unwrap())),
+            _ => {
+                let c = rusqlite::Connection::open(checkpoint).unwrap();
+                let mut st = c
+                    .prepare("SELECT key FROM records WHERE format = 'qwen' ORDER BY line")
+                    .unwrap();
+                st.query_map([], |r| r.get(0))
+                    .unwrap()
+                    .map(Result::unwrap)
+                    .collect()
+            }
+        };
+        let want: Vec<String> = ["u1", "a1", "t1", "t2"]
+            .iter()
+            .map(|u| format!("{SID}:{u}"))
+            .collect();
+        assert_eq!(written, want, "{what}");
+        // Later runs without --agent read both agents: a line appended to
+        // each file is exactly what the next run adds.
+        common::append(&hand, &common::user_line(&format!("p-{what}"), "pi again"));
+        common::append(&qwen, &format!("{}\n", session_lines()[8]));
+        let o = run(&[], true);
+        assert!(
+            o.status.success(),
+            "{what}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let new = match what {
+            "state" => {
+                let all = keys(&ndjson(&fs::read(&out).unwrap()));
+                all[want.len()..].to_vec()
+            }
+            _ => {
+                let c = rusqlite::Connection::open(checkpoint).unwrap();
+                let mut st = c
+                    .prepare("SELECT key FROM records WHERE key LIKE '%p-store' OR key LIKE '%:u2' ORDER BY format")
+                    .unwrap();
+                st.query_map([], |r| r.get(0))
+                    .unwrap()
+                    .map(Result::unwrap)
+                    .collect()
+            }
+        };
+        assert_eq!(new.len(), 2, "{what}: {new:?}");
+        assert!(
+            new.iter().any(|k| k.ends_with(&format!(":p-{what}"))),
+            "{what}: {new:?}"
+        );
+        assert!(new.contains(&format!("{SID}:u2")), "{what}: {new:?}");
+        // Fewer agents than recorded: refused, as before.
+        let o = run(&["pi"], true);
+        assert_eq!(o.status.code(), Some(2), "{what}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        let recorded = if what == "state" {
+            "pi,qwen"
+        } else {
+            "pi,qwen,claude,codex"
+        };
+        assert!(
+            err.contains(&format!("has {recorded}, this run pi")),
+            "{what}: {err}"
+        );
+        // For the next case, the same appended lines are new again.
+        fs::copy(common::fixtures().join("hand-built.jsonl"), &hand).unwrap();
+        fs::remove_file(&qwen).unwrap();
+        write_session(&arch, &session_lines()[..4]);
+    }
+    fs::remove_dir_all(d).unwrap();
 }

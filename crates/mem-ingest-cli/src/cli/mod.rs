@@ -87,7 +87,8 @@ struct Common {
     /// is read as pi's). A --state or --db records the agents it reads,
     /// and a later run without --agent reads the same (one saved before
     /// they were recorded: the agents of the files it holds, pi when
-    /// none); with another --agent it is refused (exit 2).
+    /// none); an --agent naming one it does not record adds it (that run
+    /// reads the recorded agents too); naming fewer is refused (exit 2).
     #[arg(
         long = "agent",
         visible_alias = "source",
@@ -648,6 +649,13 @@ fn summary(quiet: bool, t: &Summary, started: Instant, what: &str) {
             "warning: {} files shrank or were replaced since the state was saved: read again from the start{}",
             t.reread,
             if t.dedupe { " (copies of entries already emitted are dropped)" } else { "; their records are emitted again" }
+        );
+    }
+    if !t.added_agents.is_empty() {
+        let _ = writeln!(
+            err,
+            "mem-ingest: added {} to the agents the checkpoint reads (--agent): later runs without --agent read them too",
+            t.added_agents.join(",")
         );
     }
     let state = if t.stateful {

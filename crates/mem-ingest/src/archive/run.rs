@@ -76,6 +76,9 @@ struct Ctx<'r, S: Sink> {
     /// started from, where it has any: reported by an earlier run (a
     /// file read again from the start loses its entry).
     reported: HashMap<String, Reported>,
+    /// The agents this run added to the checkpoint's (`--agent` naming
+    /// agents it did not read).
+    added_agents: Vec<&'static str>,
 }
 
 impl<S: Sink> Ctx<'_, S> {
@@ -153,6 +156,8 @@ pub(crate) fn run<S: Sink>(cfg: &Config, command: Command, sink: &mut S) -> Resu
     let adopted: Config;
     // The checkpoint's line hash, when it is not the run's (likewise).
     let hashed: Config;
+    // The checkpoint's agents and the new ones --agent names (likewise).
+    let widened: Config;
     let mut ctx = Ctx {
         cfg,
         sink,
@@ -167,6 +172,7 @@ pub(crate) fn run<S: Sink>(cfg: &Config, command: Command, sink: &mut S) -> Resu
         wrote: false,
         responses: Responses::default(),
         reported: HashMap::new(),
+        added_agents: Vec::new(),
     };
     let stateful = ctx.store().is_some();
     let mut saved = match ctx.store() {
@@ -177,6 +183,33 @@ pub(crate) fn run<S: Sink>(cfg: &Config, command: Command, sink: &mut S) -> Resu
         let known: Vec<&str> = cfg.formats.iter().map(|f| f.name()).collect();
         s.options
             .recorded_sources(s.files.values().map(|f| &**f), &known);
+    }
+    if !cfg.formats_from_checkpoint {
+        if let Some(s) = &mut saved {
+            let widen = widen_formats(cfg, &s.options.sources);
+            let (what, path) = ctx.checkpoint_place();
+            let widen = widen.map_err(|e| {
+                Error::new(
+                    &path,
+                    ErrorKind::OptionsChanged {
+                        what,
+                        differences: vec![e],
+                    },
+                )
+            })?;
+            if let Some((c, added)) = widen {
+                widened = c;
+                ctx.cfg = &widened;
+                // Listed with fewer formats: listed again by the pass.
+                ctx.listing = None;
+                s.options.sources = widened
+                    .formats
+                    .iter()
+                    .map(|f| f.name().to_owned())
+                    .collect();
+                ctx.added_agents = added;
+            }
+        }
     }
     if cfg.formats_from_checkpoint {
         if let Some(s) = &saved {
@@ -262,7 +295,7 @@ pub(crate) fn run<S: Sink>(cfg: &Config, command: Command, sink: &mut S) -> Resu
         saved = Some(State::new(shape));
     }
     ctx.state = saved;
-    ctx.dirty = fresh || upgraded;
+    ctx.dirty = fresh || upgraded || !ctx.added_agents.is_empty();
     // An output no checkpoint covers yet (a first run, or a state saved by
     // a run to stdout) is paired with the checkpoint, covering 0 bytes of
     // it, before the first byte is written: a run killed at any moment
@@ -318,6 +351,50 @@ fn output_options(cfg: &Config, command: Command) -> OutputOptions {
         line_hash: cfg.opts.line_hash_scheme().id(),
         links: cfg.links,
     }
+}
+
+/// The formats of a run whose `--agent` names agents that the checkpoint
+/// (which records `sources`) did not read: the checkpoint's agents and
+/// the run's together, in the registry's order (a format not in the
+/// registry after those), and the names added. None when the run names
+/// no new agent (the same agents, or fewer: refused as another option).
+///
+/// # Errors
+/// The checkpoint names an agent this build does not know.
+fn widen_formats(
+    cfg: &Config,
+    sources: &[String],
+) -> Result<Option<(Config, Vec<&'static str>)>, String> {
+    let added: Vec<&'static str> = cfg
+        .formats
+        .iter()
+        .map(|f| f.name())
+        .filter(|n| !sources.iter().any(|s| s == n))
+        .collect();
+    if added.is_empty() {
+        return Ok(None);
+    }
+    let mut c = cfg.clone();
+    for s in sources {
+        if c.formats.iter().any(|f| f.name() == s) {
+            continue;
+        }
+        let f = crate::formats::by_name(s).ok_or_else(|| {
+            format!(
+                "--agent: the checkpoint has {}, and this mem-ingest does not read {s}",
+                sources.join(",")
+            )
+        })?;
+        c.formats.push(f);
+    }
+    let registry: Vec<&'static str> = crate::formats::builtin().iter().map(|f| f.name()).collect();
+    c.formats.sort_by_key(|f| {
+        registry
+            .iter()
+            .position(|n| *n == f.name())
+            .unwrap_or(usize::MAX)
+    });
+    Ok(Some((c, added)))
 }
 
 /// A run's configuration with fewer formats, and each format of the
@@ -425,7 +502,31 @@ fn detect_formats(
         }),
         None => todo.iter_mut().for_each(detect),
     }
+    files.retain(|f| f.2 != OTHER_AGENT);
     files
+}
+
+/// What [`detect_format`] says of a file of an agent the run does not
+/// read: it is left out of the run (neither read nor recorded).
+const OTHER_AGENT: usize = usize::MAX - 1;
+
+/// Whether a file with these first bytes is another agent's than the
+/// run's: when the run reads fewer agents than this build knows (an
+/// `--agent`, or a checkpoint recording fewer), the first of the
+/// registry's formats that detects it is one the run does not read. So a
+/// Qwen Code file under a PATH is not read as Claude Code's (whose
+/// detection takes any line with a `sessionId`) by a run of a checkpoint
+/// that records the agents read before Qwen Code was one of them.
+fn another_agents(cfg: &Config, prefix: &[u8], whole: bool) -> bool {
+    let registry = crate::formats::builtin();
+    let reads = |name: &str| cfg.formats.iter().any(|f| f.name() == name);
+    if registry.iter().all(|f| reads(f.name())) {
+        return false;
+    }
+    registry
+        .iter()
+        .find(|f| f.detect(prefix, whole))
+        .is_some_and(|f| !reads(f.name()))
 }
 
 /// [`crate::format::detect_format`], but a pipe's first bytes, read once,
@@ -436,7 +537,11 @@ fn detect_format(cfg: &Config, path: &Path) -> usize {
         return crate::format::detect_format(&cfg.formats, path);
     };
     let (prefix, whole) = detect_prefix(&mut f);
-    let format = detect_in(&cfg.formats, &prefix, whole, path);
+    let format = if another_agents(cfg, &prefix, whole) {
+        OTHER_AGENT
+    } else {
+        detect_in(&cfg.formats, &prefix, whole, path)
+    };
     if !f.metadata().is_ok_and(|m| m.is_file()) {
         let mut streams = cfg.streams.lock().unwrap_or_else(|e| e.into_inner());
         streams.push((path.to_path_buf(), f, prefix));
@@ -550,6 +655,7 @@ fn finish<S: Sink>(ctx: &mut Ctx<'_, S>, mut totals: Summary) -> Result<Summary,
     }
     ctx.sink.finish()?;
     totals.follow = ctx.cfg.follow;
+    totals.added_agents = ctx.added_agents.clone();
     Ok(totals)
 }
 
@@ -1732,6 +1838,7 @@ mod tests {
             responses: Responses::default(),
             listed_formats: None,
             reported: HashMap::new(),
+            added_agents: Vec::new(),
         };
         let mut totals = Summary::default();
         let files = detect_formats(

@@ -237,6 +237,10 @@ pub struct Summary {
     pub interrupted: bool,
     /// The run followed the archive.
     pub follow: bool,
+    /// The agents this run added to those its checkpoint reads (an
+    /// `--agent` naming agents the checkpoint did not read): later runs
+    /// without `--agent` read them too.
+    pub added_agents: Vec<&'static str>,
 }
 
 impl std::ops::Deref for Summary {
