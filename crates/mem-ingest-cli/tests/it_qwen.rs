@@ -938,3 +938,165 @@ fn a_checkpoint_gains_the_agent_agent_names() {
     }
     fs::remove_dir_all(d).unwrap();
 }
+
+/// A generated Qwen runtime folder (forks and their copies, telemetry,
+/// compression): `backfill --state -o` and `backfill --db` killed (SIGKILL)
+/// after growing delays until a run finishes give exactly a clean run's
+/// records, each once; a re-run adds nothing.
+#[test]
+fn killed_at_any_moment_every_record_exactly_once() {
+    use std::process::Stdio;
+    use std::time::{Duration, Instant};
+    let d = tmpdir("kill");
+    let arch = d.join("qwen");
+    let g = gen_corpus::GenCorpus::new()
+        .args([
+            "--format",
+            "qwen",
+            "--total-mb",
+            "12",
+            "--seed",
+            "5",
+            "--archive",
+        ])
+        .arg(&arch)
+        .output()
+        .unwrap();
+    assert!(g.status.success(), "{}", String::from_utf8_lossy(&g.stderr));
+    let started = Instant::now();
+    let clean = bin(&d)
+        .args(["backfill", "-q", "--jobs", "2"])
+        .arg(&arch)
+        .output()
+        .unwrap();
+    let pace = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+    assert!(clean.status.success());
+    let want = keys(&ndjson(&clean.stdout));
+    assert!(want.len() > 2_000, "{}", want.len());
+    let (state, out, db) = (d.join("state"), d.join("out.ndjson"), d.join("store.db"));
+    for sink in ["state", "db"] {
+        let run = || {
+            let mut c = bin(&d);
+            c.args(["backfill", "-q", "--jobs", "2", "--checkpoint-ms", "1"]);
+            match sink {
+                "state" => c.arg("--state").arg(&state).arg("-o").arg(&out),
+                _ => c.arg("--db").arg(&db),
+            };
+            c.arg(&arch);
+            c
+        };
+        let mut kills = 0;
+        let mut delay = (pace / 10).clamp(1, 5);
+        let t = Instant::now();
+        loop {
+            let mut child = run()
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap();
+            let deadline = Instant::now() + Duration::from_millis(delay);
+            let mut done = None;
+            while Instant::now() < deadline {
+                if let Some(st) = child.try_wait().unwrap() {
+                    done = Some(st);
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            if let Some(st) = done {
+                assert!(st.success(), "{sink}: a run failed");
+                break;
+            }
+            child.kill().unwrap();
+            child.wait().unwrap();
+            kills += 1;
+            delay = delay * 3 / 2 + (pace / 10).clamp(1, 7);
+            assert!(
+                t.elapsed() < Duration::from_secs(240),
+                "{sink}: did not finish"
+            );
+        }
+        assert!(kills >= 3, "{sink}: only {kills} kills");
+        let got: Vec<String> = match sink {
+            "state" => keys(&ndjson(&fs::read(&out).unwrap())),
+            _ => {
+                let c = rusqlite::Connection::open(&db).unwrap();
+                let mut st = c.prepare("SELECT key FROM records").unwrap();
+                st.query_map([], |r| r.get(0))
+                    .unwrap()
+                    .map(Result::unwrap)
+                    .collect()
+            }
+        };
+        let mut g = got.clone();
+        let mut w = want.clone();
+        if sink == "state" {
+            assert_eq!(got, want, "{sink}: after {kills} kills");
+        } else {
+            g.sort();
+            w.sort();
+            assert_eq!(g, w, "{sink}: after {kills} kills");
+        }
+        let again = run().output().unwrap();
+        assert!(again.status.success());
+        if sink == "state" {
+            assert_eq!(keys(&ndjson(&fs::read(&out).unwrap())), want);
+        }
+    }
+    fs::remove_dir_all(d).unwrap();
+}
+
+/// `--follow` emits a line Qwen Code appends within a second, and a new
+/// chat file's records; SIGTERM stops it with the state saved.
+#[test]
+fn follow_emits_appended_lines_within_a_second() {
+    use std::process::Stdio;
+    use std::time::{Duration, Instant};
+    let d = tmpdir("follow");
+    let lines = session_lines();
+    let arch = d.join("archive");
+    let path = write_session(&arch, &lines[..1]);
+    let (state, out) = (d.join("state"), d.join("out.ndjson"));
+    let mut child = bin(&d)
+        .args(["backfill", "-q", "--follow", "--agent", "qwen", "--state"])
+        .arg(&state)
+        .arg("-o")
+        .arg(&out)
+        .arg(&arch)
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let wait_for = |n: usize| {
+        let t = Instant::now();
+        while t.elapsed() < Duration::from_secs(10) {
+            if fs::read(&out).map(|b| ndjson(&b).len()).unwrap_or(0) >= n {
+                return t.elapsed();
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        panic!("no {n} records after 10 s");
+    };
+    wait_for(1);
+    common::append(&path, &format!("{}\n", lines[1]));
+    let latency = wait_for(2);
+    assert!(latency < Duration::from_secs(1), "latency {latency:?}");
+    let other = path.with_file_name("77777777-0000-4000-8000-000000000000.jsonl");
+    let own = lines[2].replace(SID, "77777777-0000-4000-8000-000000000000");
+    fs::write(&other, format!("{own}\n")).unwrap();
+    wait_for(3);
+    std::process::Command::new("kill")
+        .arg("-TERM")
+        .arg(child.id().to_string())
+        .status()
+        .unwrap();
+    assert_eq!(child.wait().unwrap().code(), Some(0));
+    assert_eq!(
+        keys(&ndjson(&fs::read(&out).unwrap())),
+        [
+            format!("{SID}:u1"),
+            format!("{SID}:a1"),
+            "77777777-0000-4000-8000-000000000000:t1".to_owned()
+        ]
+    );
+    fs::remove_dir_all(d).unwrap();
+}
