@@ -1100,3 +1100,66 @@ fn follow_emits_appended_lines_within_a_second() {
     );
     fs::remove_dir_all(d).unwrap();
 }
+
+/// With no PATH, `stats` reads every agent's own archive (pi's, Qwen
+/// Code's, Claude Code's and Codex's, each at its default place), each
+/// counted under its own source; `--agent` narrows it.
+#[test]
+fn no_path_reads_every_agent_and_agent_narrows() {
+    let home = tmpdir("all-agents");
+    let pi = home.join(".pi/agent/sessions/--p--");
+    fs::create_dir_all(&pi).unwrap();
+    fs::copy(
+        common::fixtures().join("hand-built.jsonl"),
+        pi.join("2026-01-01T00-00-00-000Z_hand.jsonl"),
+    )
+    .unwrap();
+    write_session(&home.join(".qwen"), &session_lines());
+    let claude = home.join(".claude/projects/-p");
+    fs::create_dir_all(&claude).unwrap();
+    fs::write(
+        claude.join("cs.jsonl"),
+        r#"{"type":"user","uuid":"c1","parentUuid":null,"sessionId":"cs","cwd":"/p","timestamp":"2026-03-01T00:00:00.000Z","message":{"role":"user","content":"hi"}}"#.to_owned() + "\n",
+    )
+    .unwrap();
+    let codex = home.join(".codex/sessions/2026/01/01");
+    fs::create_dir_all(&codex).unwrap();
+    let (rollout, _) = common::codex_rollout("t9", 4_000);
+    fs::write(codex.join("rollout-2026-01-01T00-00-00-t9.jsonl"), rollout).unwrap();
+    let with_defaults = |c: &mut std::process::Command| {
+        c.env("HOME", &home)
+            .env_remove("PI_CODING_AGENT_DIR")
+            .env_remove("CLAUDE_CONFIG_DIR")
+            .env_remove("CODEX_HOME")
+            .env_remove("XDG_CONFIG_HOME");
+    };
+    let mut c = bin(&home);
+    with_defaults(&mut c);
+    let (code, v, err) = stats(c.args(["stats", "--json", "-q"]));
+    assert_eq!(code, Some(0), "{err}");
+    let sources: Vec<&str> = v["by_source"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(sources, ["claude", "codex", "pi", "qwen"], "{v}");
+    assert_eq!(v["by_source"]["qwen"]["records"].as_u64(), Some(8));
+    assert_eq!(v["by_source"]["claude"]["records"].as_u64(), Some(1));
+    assert_eq!(v["files"].as_u64(), Some(4));
+    let mut c = bin(&home);
+    with_defaults(&mut c);
+    let (code, v, err) = stats(c.args([
+        "stats", "--json", "-q", "--agent", "qwen", "--agent", "claude",
+    ]));
+    assert_eq!(code, Some(0), "{err}");
+    let sources: Vec<&str> = v["by_source"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(sources, ["claude", "qwen"], "{v}");
+    assert_eq!(v["files"].as_u64(), Some(2));
+    fs::remove_dir_all(home).unwrap();
+}
