@@ -37,6 +37,7 @@ use std::path::{Path, PathBuf};
 
 mod claude;
 mod codex;
+mod copilot;
 mod qwen;
 
 const MB: u64 = 1024 * 1024;
@@ -946,7 +947,7 @@ fn write_archive(
     Ok((sizes.len() as u64, projects as u64, all))
 }
 
-const USAGE: &str = "usage: gen-corpus [--format pi|claude|codex] [--size-mb N] [--seed S] OUT.jsonl\n       gen-corpus [--format pi|claude|codex|qwen] --archive DIR [--total-mb N] [--seed S]\n       gen-corpus --format codex --shape held-out --archive DIR [--total-mb N] [--seed S]\n       gen-corpus --archive DIR [--total-mb N] --files N [--seed S]";
+const USAGE: &str = "usage: gen-corpus [--format pi|claude|codex] [--size-mb N] [--seed S] OUT.jsonl\n       gen-corpus [--format pi|claude|codex|qwen|copilot] --archive DIR [--total-mb N] [--seed S]\n       gen-corpus --format codex --shape held-out --archive DIR [--total-mb N] [--seed S]\n       gen-corpus --archive DIR [--total-mb N] --files N [--seed S]";
 
 /// What `--format` asks for.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -959,6 +960,8 @@ enum Format {
     Codex,
     /// A Qwen Code runtime folder (`qwen.rs`), `--archive` only.
     Qwen,
+    /// A Copilot CLI home (`copilot.rs`), `--archive` only.
+    Copilot,
 }
 
 /// Runs gen-corpus with `args` (without the program's name), its summary
@@ -1005,8 +1008,11 @@ pub fn run<I: IntoIterator<Item = String>>(
                         "claude" => Format::Claude,
                         "codex" => Format::Codex,
                         "qwen" => Format::Qwen,
+                        "copilot" => Format::Copilot,
                         f => {
-                            return Err(format!("unknown format {f:?} (pi, claude, codex or qwen)"))
+                            return Err(format!(
+                                "unknown format {f:?} (pi, claude, codex, qwen or copilot)"
+                            ))
                         }
                     }
                 }
@@ -1043,6 +1049,21 @@ pub fn run<I: IntoIterator<Item = String>>(
             Some(s) => return fail(err, &format!("unknown --shape {s:?} (codex: held-out)")),
         };
         return match written {
+            Ok(stats) => {
+                stats.print(err, &dir.display().to_string(), t.elapsed().as_secs_f64());
+                0
+            }
+            Err(e) => fail(err, &format!("{}: {e}", dir.display())),
+        };
+    }
+    if format == Format::Copilot {
+        let Some(dir) = archive.filter(|_| out.is_none()) else {
+            return fail(
+                err,
+                "--format copilot writes an archive: give --archive DIR",
+            );
+        };
+        return match copilot::write_archive(&dir, total_mb, seed) {
             Ok(stats) => {
                 stats.print(err, &dir.display().to_string(), t.elapsed().as_secs_f64());
                 0

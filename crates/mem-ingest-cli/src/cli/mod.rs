@@ -259,6 +259,8 @@ enum Agent {
     Pi,
     /// Qwen Code.
     Qwen,
+    /// GitHub Copilot CLI.
+    Copilot,
     /// Claude Code.
     Claude,
     /// OpenAI Codex CLI.
@@ -280,7 +282,13 @@ impl Agent {
 /// the first's).
 fn formats(c: &Common) -> Vec<Arc<dyn Format>> {
     let mut agents = match &c.agents[..] {
-        [] => vec![Agent::Pi, Agent::Qwen, Agent::Claude, Agent::Codex],
+        [] => vec![
+            Agent::Pi,
+            Agent::Qwen,
+            Agent::Copilot,
+            Agent::Claude,
+            Agent::Codex,
+        ],
         s => s.to_vec(),
     };
     agents.sort_by_key(|s| *s as u8);
@@ -698,7 +706,7 @@ mod tests {
             .iter()
             .map(|f| f.name())
             .collect();
-        assert_eq!(agents, ["pi", "qwen", "claude", "codex"]);
+        assert_eq!(agents, ["pi", "qwen", "copilot", "claude", "codex"]);
         assert_eq!(agents, registered);
     }
 

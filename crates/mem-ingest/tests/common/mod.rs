@@ -29,6 +29,7 @@ pub fn cli() -> Command {
     c.env_remove("PI_CODING_AGENT_SESSION_DIR");
     c.env_remove("QWEN_RUNTIME_DIR");
     c.env_remove("QWEN_DATA_DIR");
+    c.env_remove("COPILOT_HOME");
     let none = no_home();
     for var in [
         "HOME",
