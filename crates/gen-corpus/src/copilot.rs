@@ -92,6 +92,8 @@ struct Session {
     segment: Vec<(&'static str, [u64; 4])>,
     /// Every segment's, for cumulative snapshots.
     all: Vec<(&'static str, [u64; 4])>,
+    /// The archive's first session: a compaction in its second turn.
+    every_shape: bool,
 }
 
 impl Session {
@@ -212,7 +214,7 @@ impl Session {
             "assistant.turn_end",
             &format!(r#"{{"turnId":"{turn}"}}"#),
         );
-        if n > 5 && rng.pct(2) {
+        if (n > 5 && rng.pct(2)) || (self.every_shape && n == 1) {
             self.event(rng, "session.compaction_start", "{}");
             let n = rng.range(400, 3_000) as usize;
             let summary = prose(rng, n);
@@ -272,6 +274,7 @@ pub(crate) fn write_archive(dir: &Path, total_mb: f64, seed: u64) -> io::Result<
             model: MODELS[rng.below(MODELS.len() as u64) as usize],
             segment: Vec::new(),
             all: Vec::new(),
+            every_shape: i == 0,
         };
         let data = format!(
             r#"{{"sessionId":"{id}","version":1,"producer":"copilot-agent","copilotVersion":"1.0.80","startTime":"{}","selectedModel":"{}","context":{{"cwd":{},"gitRoot":{},"branch":"main"}}}}"#,
@@ -301,7 +304,7 @@ pub(crate) fn write_archive(dir: &Path, total_mb: f64, seed: u64) -> io::Result<
         stats.crashed += u64::from(crashed);
         let mut n = 0;
         let half = if resumed { size / 2 } else { size };
-        while s.bytes < half || n < 1 {
+        while s.bytes < half || n < 2 {
             s.turn(&mut rng, &mut stats, n);
             if cumulative && rng.pct(10) {
                 s.event(

@@ -19,7 +19,7 @@ use mem_ingest::{parse_iso_millis, Error, ErrorKind, Role};
 use mem_ingest_dataset::{ParquetDataset, Shard};
 use mem_ingest_store::{Search, SqliteStore};
 
-/// Reads the session archives of coding agents (pi, Qwen Code, Claude Code, Codex) into normalised records.
+/// Reads the session archives of coding agents (pi, Qwen Code, Copilot CLI, Claude Code, Codex) into normalised records.
 #[derive(Parser, Debug)]
 #[command(name = "mem-ingest", version)]
 pub struct Cli {
@@ -45,7 +45,8 @@ struct Common {
     /// ($PI_CODING_AGENT_SESSION_DIR, else $PI_CODING_AGENT_DIR/sessions,
     /// else ~/.pi/agent/sessions), Qwen Code's (projects/ of
     /// $QWEN_RUNTIME_DIR and of each of $QWEN_DATA_DIR, a comma list, else
-    /// of ~/.qwen) and Claude Code's (projects/ in each of
+    /// of ~/.qwen), Copilot CLI's (session-state/ of $COPILOT_HOME, else
+    /// of ~/.copilot) and Claude Code's (projects/ in each of
     /// $CLAUDE_CONFIG_DIR, a comma list, else $XDG_CONFIG_HOME/claude and
     /// ~/.claude) and Codex's (sessions/ and archived_sessions/ of
     /// $CODEX_HOME, else ~/.codex).
@@ -82,7 +83,7 @@ struct Common {
     #[arg(long)]
     no_dedupe: bool,
     /// Read only this agent's sessions (repeatable): pi, qwen (Qwen
-    /// Code), claude (Claude Code), codex (Codex). Default: every agent's (with PATHs, each
+    /// Code), copilot (Copilot CLI), claude (Claude Code), codex (Codex). Default: every agent's (with PATHs, each
     /// file's agent is detected from its first lines; a file none claims
     /// is read as pi's). A --state or --db records the agents it reads,
     /// and a later run without --agent reads the same (one saved before
@@ -130,7 +131,7 @@ struct BackfillArgs {
     db: Option<PathBuf>,
     /// Write a Hive-partitioned Parquet dataset into the folder DIR
     /// (created when missing) for DuckDB, Spark and the like:
-    /// DIR/format=<pi|qwen|claude|codex>/date=<YYYY-MM-DD, UTC>/part-*.parquet,
+    /// DIR/format=<pi|qwen|copilot|claude|codex>/date=<YYYY-MM-DD, UTC>/part-*.parquet,
     /// records without a timestamp under date=__HIVE_DEFAULT_PARTITION__
     /// (read as null). Parts are written whole (a temporary name, then a
     /// rename) and never rewritten; a run never deletes a part it did not
@@ -174,7 +175,7 @@ struct BackfillArgs {
     max_text: Option<usize>,
     /// Keep running (needs --state or --db): emit each new complete line
     /// of any session under the PATHs as its agent writes it (pi, Qwen
-    /// Code, Claude Code, Codex), pick up new session files, and stop cleanly on SIGINT
+    /// Code, Copilot CLI, Claude Code, Codex), pick up new session files, and stop cleanly on SIGINT
     /// or SIGTERM with the state saved. On a terminal, stderr shows the
     /// files followed and the records written so far.
     #[arg(long)]
@@ -215,7 +216,7 @@ struct SearchArgs {
     /// Only records of this session.
     #[arg(long, value_name = "ID")]
     session: Option<String>,
-    /// Only records of this agent: pi, qwen, claude or codex (the `format`
+    /// Only records of this agent: pi, qwen, copilot, claude or codex (the `format`
     /// column).
     #[arg(long, visible_alias = "format", value_enum, value_name = "AGENT")]
     agent: Option<Agent>,
