@@ -25,6 +25,7 @@ fn replay(target: &str, name: &str) {
         "claude" => checks::check_claude(&data),
         "codex" => checks::check_codex(&data),
         "qwen" => checks::check_qwen(&data),
+        "copilot" => checks::check_copilot(&data),
         other => panic!("no fuzz target {other}"),
     }
 }
@@ -124,7 +125,7 @@ fn lean_escaped_padding_quote() {
 #[test]
 fn every_saved_input_replays() {
     let root = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../..")).join("fuzz/regressions");
-    for target in ["line", "reader", "claude", "codex", "qwen"] {
+    for target in ["line", "reader", "claude", "codex", "qwen", "copilot"] {
         let Ok(dir) = fs::read_dir(root.join(target)) else {
             continue;
         };
@@ -198,7 +199,7 @@ fn check_generated_cut_and_damaged(format: &str, check: fn(&[u8])) {
     // Codex rollouts and Qwen chat files come as a home (forks replay
     // their parent): its largest file.
     match format {
-        "codex" | "qwen" => gen
+        "codex" | "qwen" | "copilot" => gen
             .args(["--total-mb", "1", "--archive"])
             .arg(dir.join("home")),
         _ => gen.args(["--size-mb", "0.3"]).arg(&out),
@@ -209,7 +210,7 @@ fn check_generated_cut_and_damaged(format: &str, check: fn(&[u8])) {
         "{}",
         String::from_utf8_lossy(&st.stderr)
     );
-    if format == "codex" || format == "qwen" {
+    if format == "codex" || format == "qwen" || format == "copilot" {
         let largest = walk(&dir.join("home"))
             .into_iter()
             .max_by_key(|p| (fs::metadata(p).unwrap().len(), p.clone()))
@@ -250,6 +251,14 @@ fn codex_check_holds_on_generated_rollouts_cut_and_damaged() {
 #[test]
 fn qwen_check_holds_on_generated_chats_cut_and_damaged() {
     check_generated_cut_and_damaged("qwen", checks::check_qwen);
+}
+
+/// The same for Copilot CLI session logs (the `copilot` check: three
+/// readings alike, a reading in two parts with the running context
+/// alike, one without records alike).
+#[test]
+fn copilot_check_holds_on_generated_logs_cut_and_damaged() {
+    check_generated_cut_and_damaged("copilot", checks::check_copilot);
 }
 
 /// Every file under `dir`.
