@@ -638,3 +638,211 @@ fn incremental_runs_emit_only_what_is_new() {
     assert_eq!(rows, 7);
     fs::remove_dir_all(home).unwrap();
 }
+
+/// A generated Copilot home (resumed sessions, cumulative snapshots,
+/// crashes), backfilled with `--state -o` and with `--db`, killed with
+/// SIGKILL after growing delays until a run finishes: exactly a clean
+/// run's records, once each; and `stats --state` stopped so gives a clean
+/// run's usage (the running context saved with each checkpoint).
+#[test]
+fn killed_at_any_moment_every_record_exactly_once() {
+    use std::process::Stdio;
+    use std::time::{Duration, Instant};
+    let d = tmpdir("kill");
+    let arch = d.join("copilot");
+    let g = gen_corpus::GenCorpus::new()
+        .args([
+            "--format",
+            "copilot",
+            "--total-mb",
+            "12",
+            "--seed",
+            "5",
+            "--archive",
+        ])
+        .arg(&arch)
+        .output()
+        .unwrap();
+    assert!(g.status.success(), "{}", String::from_utf8_lossy(&g.stderr));
+    let started = Instant::now();
+    let clean = bin(&d)
+        .args(["backfill", "-q", "--jobs", "2"])
+        .arg(&arch)
+        .output()
+        .unwrap();
+    let pace = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+    assert!(clean.status.success());
+    let want = keys(&ndjson(&clean.stdout));
+    assert!(want.len() > 2_000, "{}", want.len());
+    let usage = |o: &std::process::Output| {
+        let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+        v["usage"].clone()
+    };
+    let clean_usage = usage(
+        &bin(&d)
+            .args(["stats", "--json", "-q"])
+            .arg(&arch)
+            .output()
+            .unwrap(),
+    );
+    let (state, out, db, sstate) = (
+        d.join("state"),
+        d.join("out.ndjson"),
+        d.join("store.db"),
+        d.join("sstate"),
+    );
+    for sink in ["state", "db", "stats"] {
+        let run = || {
+            let mut c = bin(&d);
+            match sink {
+                "state" => c
+                    .args([
+                        "backfill",
+                        "-q",
+                        "--jobs",
+                        "2",
+                        "--checkpoint-ms",
+                        "1",
+                        "--state",
+                    ])
+                    .arg(&state)
+                    .arg("-o")
+                    .arg(&out),
+                "db" => c
+                    .args([
+                        "backfill",
+                        "-q",
+                        "--jobs",
+                        "2",
+                        "--checkpoint-ms",
+                        "1",
+                        "--db",
+                    ])
+                    .arg(&db),
+                _ => c
+                    .args([
+                        "stats",
+                        "--json",
+                        "-q",
+                        "--jobs",
+                        "2",
+                        "--checkpoint-ms",
+                        "1",
+                        "--state",
+                    ])
+                    .arg(&sstate),
+            };
+            c.arg(&arch);
+            c
+        };
+        let mut kills = 0;
+        let mut delay = (pace / 10).clamp(1, 5);
+        let t = Instant::now();
+        loop {
+            let mut child = run()
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap();
+            let deadline = Instant::now() + Duration::from_millis(delay);
+            let mut done = None;
+            while Instant::now() < deadline {
+                if let Some(st) = child.try_wait().unwrap() {
+                    done = Some(st);
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            if let Some(st) = done {
+                assert!(st.success(), "{sink}: a run failed");
+                break;
+            }
+            child.kill().unwrap();
+            child.wait().unwrap();
+            kills += 1;
+            delay = delay * 3 / 2 + (pace / 10).clamp(1, 7);
+            assert!(
+                t.elapsed() < Duration::from_secs(240),
+                "{sink}: did not finish"
+            );
+        }
+        assert!(kills >= 3, "{sink}: only {kills} kills");
+        match sink {
+            "state" => assert_eq!(
+                keys(&ndjson(&fs::read(&out).unwrap())),
+                want,
+                "after {kills} kills"
+            ),
+            "db" => {
+                let c = rusqlite::Connection::open(&db).unwrap();
+                let mut st = c.prepare("SELECT key FROM records").unwrap();
+                let mut got: Vec<String> = st
+                    .query_map([], |r| r.get(0))
+                    .unwrap()
+                    .map(Result::unwrap)
+                    .collect();
+                let mut w = want.clone();
+                got.sort();
+                w.sort();
+                assert_eq!(got, w, "after {kills} kills");
+            }
+            _ => {
+                let again = run().output().unwrap();
+                assert_eq!(usage(&again), clean_usage, "after {kills} kills");
+            }
+        }
+    }
+    fs::remove_dir_all(d).unwrap();
+}
+
+/// `--follow` emits an appended event within a second; SIGTERM stops it.
+#[test]
+fn follow_emits_appended_events_within_a_second() {
+    use std::process::Stdio;
+    use std::time::{Duration, Instant};
+    let d = tmpdir("follow");
+    let lines = session_lines();
+    let arch = d.join("home");
+    let path = write_session(&arch, SID, &lines[..4]);
+    let (state, out) = (d.join("state"), d.join("out.ndjson"));
+    let mut child = bin(&d)
+        .args([
+            "backfill", "-q", "--follow", "--agent", "copilot", "--state",
+        ])
+        .arg(&state)
+        .arg("-o")
+        .arg(&out)
+        .arg(&arch)
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let wait_for = |n: usize| {
+        let t = Instant::now();
+        while t.elapsed() < Duration::from_secs(10) {
+            if fs::read(&out).map(|b| ndjson(&b).len()).unwrap_or(0) >= n {
+                return t.elapsed();
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        panic!("no {n} records after 10 s");
+    };
+    wait_for(2);
+    common::append(&path, &format!("{}\n", lines[10]));
+    let latency = wait_for(3);
+    assert!(latency < Duration::from_secs(1), "latency {latency:?}");
+    std::process::Command::new("kill")
+        .arg("-TERM")
+        .arg(child.id().to_string())
+        .status()
+        .unwrap();
+    assert_eq!(child.wait().unwrap().code(), Some(0));
+    assert_eq!(
+        keys(&ndjson(&fs::read(&out).unwrap())),
+        [
+            format!("{SID}:e3"),
+            format!("{SID}:e4"),
+            format!("{SID}:e11")
+        ]
+    );
+    fs::remove_dir_all(d).unwrap();
+}
