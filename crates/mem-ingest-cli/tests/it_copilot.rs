@@ -846,3 +846,45 @@ fn follow_emits_appended_events_within_a_second() {
     );
     fs::remove_dir_all(d).unwrap();
 }
+
+/// A session whose last segment has no shutdown (a crash, or still
+/// running) is counted as partial usage in `stats` (JSON and table); once
+/// its shutdown is written, a run with the same `--state` no longer counts
+/// it, and its usage is the shutdown's.
+#[test]
+fn a_session_without_shutdown_is_partial_in_stats() {
+    let home = tmpdir("partial");
+    let arch = home.join("archive");
+    let lines = session_lines();
+    write_session(&arch, SID, &lines);
+    // Another session (its own id): its last segment not shut down.
+    let other: Vec<String> = lines.iter().map(|l| l.replace(SID, "s2")).collect();
+    let open = write_session(&arch, "s2", &other[..11]);
+    let state = home.join("state");
+    let run = |json: bool| {
+        let mut c = bin(&home);
+        c.args(["stats", "-q", "--agent", "copilot", "--state"])
+            .arg(&state);
+        if json {
+            c.arg("--json");
+        }
+        let o = c.arg(&arch).output().unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        o.stdout
+    };
+    let v: Value = serde_json::from_slice(&run(true)).unwrap();
+    assert_eq!(v["partial_usage"].as_u64(), Some(1), "{v}");
+    // The open session's messages' output: 40 + 60.
+    assert_eq!(v["usage"]["total_tokens"].as_u64(), Some(10_500 + 100));
+    let table = String::from_utf8(run(false)).unwrap();
+    assert!(
+        table.contains("partial usage")
+            && table.contains("files (no session.shutdown yet: output only)"),
+        "{table}"
+    );
+    common::append(&open, &format!("{}\n", other[13]));
+    let v: Value = serde_json::from_slice(&run(true)).unwrap();
+    assert!(v.get("partial_usage").is_none(), "{v}");
+    assert_eq!(v["usage"]["total_tokens"].as_u64(), Some(2 * 10_500));
+    fs::remove_dir_all(home).unwrap();
+}

@@ -1123,7 +1123,14 @@ fn settle_files_before(
         if let (0, Some(p)) = (f.tasks, &f.prior) {
             totals.unchanged += 1;
             let r = reported.get(&key_of(f)).copied().unwrap_or_default();
-            totals.file_done(&f.path, &p.report, Some(&p.header), &*formats[f.format], r);
+            totals.file_done(
+                &f.path,
+                &p.report,
+                Some(&p.header),
+                &*formats[f.format],
+                &p.context,
+                r,
+            );
         }
         *next += 1;
     }
@@ -1325,6 +1332,7 @@ fn file_delivered<S: Sink>(
                 report,
                 a.header.as_ref(),
                 format,
+                &a.context,
                 reported.unwrap_or_default(),
             );
         }

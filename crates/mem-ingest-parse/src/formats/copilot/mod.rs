@@ -122,6 +122,11 @@ impl Format for Copilot {
         Box::new(CopilotSource(session.counting(opts)))
     }
 
+    /// Output counted from messages of a segment not shut down (yet).
+    fn partial_usage(&self, context: &[u8]) -> bool {
+        Running::decode(context).is_some_and(|r| !r.partial.is_empty())
+    }
+
     /// The usage of a `session.shutdown` depends on the shutdowns and
     /// messages before it in the file: read from the start, in one task.
     fn needs_running_context(&self) -> bool {
