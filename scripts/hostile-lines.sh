@@ -7,13 +7,13 @@
 # whole, the damaged lines skipped where they are) and prints the peak
 # memory of each run (GNU time).
 #
-#   scripts/hostile-lines.sh qwen [LONG_MB]     (default 300)
+#   scripts/hostile-lines.sh qwen|copilot [LONG_MB]     (default 300)
 #
 # Environment: CARGO_TARGET_DIR (default target), BIN (a mem-ingest binary;
 # none built then), WORK (default a temp dir, removed at the end).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-AGENT=${1:?usage: hostile-lines.sh qwen [LONG_MB]}
+AGENT=${1:?usage: hostile-lines.sh qwen|copilot [LONG_MB]}
 LONG_MB=${2:-300}
 TARGET=${CARGO_TARGET_DIR:-target}
 if [ -z "${BIN:-}" ]; then
@@ -44,8 +44,26 @@ qwen)
     AGENT_ARGS=(--agent qwen)
     WANT_LINES=6 WANT_RECORDS=3 WANT_SKIPPED=3 WANT_TOKENS=12
     ;;
+copilot)
+    DIR=$WORK/session-state/7cf44517-0000-4000-8000-000000000001
+    mkdir -p "$DIR"
+    FILE=$DIR/events.jsonl
+    {
+        printf '{"type":"session.start","data":{"sessionId":"7cf44517-0000-4000-8000-000000000001","selectedModel":"gpt-5.4","context":{"cwd":"/p"}},"id":"e1","timestamp":"2026-04-01T10:00:00.000Z","parentId":null}\n'
+        printf '{"type":"tool.execution_complete","data":{"toolCallId":"c","success":true,"result":{"content":"'
+        head -c $((LONG_MB * 1000000)) /dev/zero | tr '\0' 'x'
+        printf '"}},"id":"t1","timestamp":"2026-04-01T10:00:01.000Z","parentId":"e1"}\n'
+        printf '{"type":"assistant.message","data":{"messageId":"m","content":"done","outputTokens":12},"id":"a1","timestamp":"2026-04-01T10:00:02.000Z","parentId":"t1"}\n'
+        printf '{"type":"assistant.message","data":{"content":"cut{"type":"assistant.message","data":{"content":"whole"},"id":"a2","timestamp":"2026-04-01T10:00:03.000Z","parentId":"a1"}\n'
+        printf '{"type":"user.message","data":{"content":"cut\n'
+        printf '{"type":"session.shutdown","data":{"modelMetrics":{"gpt-5.4":{"usage":{"inputTokens":10,"outputTokens'
+        printf '\0\0\0\0\0\0\0\0'
+    } >"$FILE"
+    AGENT_ARGS=(--agent copilot)
+    WANT_LINES=6 WANT_RECORDS=2 WANT_SKIPPED=3 WANT_TOKENS=12
+    ;;
 *)
-    echo "hostile-lines.sh: qwen, not $AGENT" >&2
+    echo "hostile-lines.sh: qwen or copilot, not $AGENT" >&2
     exit 2
     ;;
 esac
