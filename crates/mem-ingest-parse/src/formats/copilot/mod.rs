@@ -188,9 +188,13 @@ fn folder_id(path: &Path) -> String {
         .unwrap_or_default()
 }
 
+/// The header from the first `session.start` of `prefix` (only complete
+/// lines, and the last one when `whole`): its `sessionId` (else the
+/// session folder's name), `context.cwd` (`""` when none) and timestamp.
 fn header_of(prefix: &[u8], whole: bool, path: &Path) -> Header {
     crate::json::with_scratch(|json, arena| {
-        let mut found: Option<Header> = None;
+        // (session id, cwd, timestamp) of the first session.start.
+        let mut found: Option<(Option<String>, String, Option<i64>)> = None;
         for (_, line) in PrefixLines::new(prefix, whole) {
             if is_blank(line) || memchr::memmem::find(line, b"session.start").is_none() {
                 continue;
@@ -204,30 +208,27 @@ fn header_of(prefix: &[u8], whole: bool, path: &Path) -> Header {
                 }
                 let d = Fields::of(f.get("data").unwrap_or(&[]));
                 let cwd = Fields::of(d.get("context").unwrap_or(&[])).str("cwd");
-                found = Some(Header {
-                    id: d
-                        .str("sessionId")
+                found = Some((
+                    d.str("sessionId")
                         .filter(|s| !s.is_empty())
-                        .map_or_else(|| folder_id(path), str::to_owned),
-                    cwd: cwd.unwrap_or("").to_owned(),
-                    version: 0,
-                    timestamp: f.str("timestamp").and_then(parse_iso_millis),
-                    parent_session: None,
-                    fingerprint: headerless_fingerprint(b"copilot-file", path),
-                });
+                        .map(str::to_owned),
+                    cwd.unwrap_or("").to_owned(),
+                    f.str("timestamp").and_then(parse_iso_millis),
+                ));
             });
             if found.is_some() {
                 break;
             }
         }
-        found.unwrap_or_else(|| Header {
-            id: folder_id(path),
-            cwd: String::new(),
+        let (id, cwd, timestamp) = found.unwrap_or_default();
+        Header {
+            id: id.unwrap_or_else(|| folder_id(path)),
+            cwd,
             version: 0,
-            timestamp: None,
+            timestamp,
             parent_session: None,
             fingerprint: headerless_fingerprint(b"copilot-file", path),
-        })
+        }
     })
 }
 
