@@ -511,16 +511,19 @@ fn detect_formats(
 const OTHER_AGENT: usize = usize::MAX - 1;
 
 /// Whether a file with these first bytes is another agent's than the
-/// run's: when the run reads fewer agents than this build knows (an
-/// `--agent`, or a checkpoint recording fewer), the first of the
-/// registry's formats that detects it is one the run does not read. So a
+/// run's: when the run reads fewer of the registry's agents than this
+/// build knows (an `--agent`, or a checkpoint recording fewer), and none
+/// but the registry's (a library's own format decides its files itself),
+/// the first of the registry's formats that detects it is one the run
+/// does not read. So a
 /// Qwen Code file under a PATH is not read as Claude Code's (whose
 /// detection takes any line with a `sessionId`) by a run of a checkpoint
 /// that records the agents read before Qwen Code was one of them.
 fn another_agents(cfg: &Config, prefix: &[u8], whole: bool) -> bool {
     let registry = crate::formats::builtin();
     let reads = |name: &str| cfg.formats.iter().any(|f| f.name() == name);
-    if registry.iter().all(|f| reads(f.name())) {
+    let own = |f: &Arc<dyn Format>| registry.iter().any(|r| r.name() == f.name());
+    if registry.iter().all(|f| reads(f.name())) || !cfg.formats.iter().all(own) {
         return false;
     }
     registry
