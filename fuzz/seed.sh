@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Fills fuzz/corpus/line/, reader/, claude/ and codex/ from the fixtures
+# Fills fuzz/corpus/line/, reader/, claude/, codex/, qwen/ and copilot/ from the fixtures
 # and the samples beside the project.
 #   line:   every distinct line of fixtures/*.jsonl, fixtures/bad/*.jsonl and fixtures/no-header/*.jsonl
 #           (without its \n, cut to 8 KiB).
@@ -110,4 +110,52 @@ printf '%s\n' '{"timestamp":"2026-01-01T00:00:00.000Z","type":"session_meta","pa
     >"$tmp/codex/hand"
 by_sha1 "$tmp/codex" "$codex_dir"
 
-echo "seed.sh: $(ls "$line_dir" | wc -l) inputs in $line_dir, $(ls "$reader_dir" | wc -l) in $reader_dir, $(ls "$claude_dir" | wc -l) in $claude_dir, $(ls "$codex_dir" | wc -l) in $codex_dir"
+# Qwen Code chat files: the sample beside the project, and a hand-made
+# file of its shapes (thoughts, a tool call and result, usage with cached
+# tokens, telemetry, compression, a rewind, a fork copy).
+qwen_dir=$corpus/qwen
+mkdir -p "$qwen_dir" "$tmp/qwen"
+i=0
+if [ -d "$samples" ]; then
+    while IFS= read -r -d '' f; do
+        i=$((i + 1))
+        head -n 12 "$f" >"$tmp/head"
+        head -c 12288 "$tmp/head" >"$tmp/qwen/$i"
+    done < <(find "$samples/qwen-code" -name '*.jsonl' -print0 2>/dev/null)
+fi
+printf '%s\n' '{"uuid":"u1","parentUuid":null,"sessionId":"s","timestamp":"2026-01-01T00:00:00.000Z","type":"user","cwd":"/p","message":{"role":"user","parts":[{"text":"hi"}]}}' \
+    '{"uuid":"a1","parentUuid":"u1","sessionId":"s","timestamp":"2026-01-01T00:00:01.000Z","type":"assistant","cwd":"/p","model":"qwen3-coder-plus","message":{"role":"model","parts":[{"text":"think","thought":true},{"text":"yo"},{"functionCall":{"id":"c1","name":"read_file","args":{"path":"a"}}}]},"usageMetadata":{"promptTokenCount":100,"cachedContentTokenCount":60,"candidatesTokenCount":5,"thoughtsTokenCount":2,"totalTokenCount":107}}' \
+    '{"uuid":"t1","parentUuid":"a1","sessionId":"s","timestamp":"2026-01-01T00:00:02.000Z","type":"tool_result","cwd":"/p","message":{"role":"user","parts":[{"functionResponse":{"id":"c1","name":"read_file","response":{"output":"x"}}}]},"toolCallResult":{"callId":"c1","status":"success"}}' \
+    '{"uuid":"s1","parentUuid":"t1","sessionId":"s","timestamp":"2026-01-01T00:00:03.000Z","type":"system","subtype":"ui_telemetry","cwd":"/p","systemPayload":{"uiEvent":{"input_token_count":100}}}' \
+    '{"uuid":"s2","parentUuid":"s1","sessionId":"s","timestamp":"2026-01-01T00:00:04.000Z","type":"system","subtype":"chat_compression","cwd":"/p","systemPayload":{"compressedHistory":[{"role":"user","parts":[{"text":"sum"}]}]}}' \
+    '{"uuid":"s3","parentUuid":"s2","sessionId":"s","timestamp":"2026-01-01T00:00:05.000Z","type":"system","subtype":"rewind","cwd":"/p","systemPayload":{"truncatedCount":2}}' \
+    '{"uuid":"a1","parentUuid":"u1","sessionId":"f","timestamp":"2026-01-01T00:00:01.000Z","type":"assistant","cwd":"/p","model":"qwen3-coder-plus","message":{"role":"model","parts":[{"text":"yo"}]},"usageMetadata":{"totalTokenCount":7},"forkedFrom":{"sessionId":"s","messageUuid":"a1"}}' \
+    >"$tmp/qwen/hand"
+by_sha1 "$tmp/qwen" "$qwen_dir"
+
+# Copilot CLI session logs: the samples beside the project, and a
+# hand-made log of its shapes (a model change, messages with output, a
+# tool call and result, a checkpoint, two shutdowns around a resume).
+copilot_dir=$corpus/copilot
+mkdir -p "$copilot_dir" "$tmp/copilot"
+i=0
+if [ -d "$samples" ]; then
+    while IFS= read -r -d '' f; do
+        i=$((i + 1))
+        head -n 12 "$f" >"$tmp/head"
+        head -c 12288 "$tmp/head" >"$tmp/copilot/$i"
+    done < <(find "$samples/copilot-cli" -name 'events.jsonl' -print0 2>/dev/null)
+fi
+printf '%s\n' '{"type":"session.start","data":{"sessionId":"s","selectedModel":"gpt-5.4","context":{"cwd":"/p"}},"id":"e1","timestamp":"2026-01-01T00:00:00.000Z","parentId":null}' \
+    '{"type":"session.model_change","data":{"newModel":"claude-opus-4.6-1m"},"id":"e2","timestamp":"2026-01-01T00:00:01.000Z","parentId":"e1"}' \
+    '{"type":"user.message","data":{"content":"hi"},"id":"e3","timestamp":"2026-01-01T00:00:02.000Z","parentId":"e2"}' \
+    '{"type":"assistant.message","data":{"messageId":"m","content":"","reasoningText":"r","toolRequests":[{"toolCallId":"c","name":"bash","arguments":{"command":"ls"}}],"outputTokens":7},"id":"e4","timestamp":"2026-01-01T00:00:03.000Z","parentId":"e3"}' \
+    '{"type":"tool.execution_complete","data":{"toolCallId":"c","success":true,"result":{"content":"a"}},"id":"e5","timestamp":"2026-01-01T00:00:04.000Z","parentId":"e4"}' \
+    '{"type":"session.usage_checkpoint","data":{"totalNanoAiu":1},"id":"e6","timestamp":"2026-01-01T00:00:05.000Z","parentId":"e5"}' \
+    '{"type":"session.shutdown","data":{"modelMetrics":{"claude-opus-4.6-1m":{"usage":{"inputTokens":100,"outputTokens":10,"cacheReadTokens":50,"cacheWriteTokens":5}}}},"id":"e7","timestamp":"2026-01-01T00:00:06.000Z","parentId":"e6"}' \
+    '{"type":"session.resume","data":{"context":{"cwd":"/q"}},"id":"e8","timestamp":"2026-01-02T00:00:00.000Z","parentId":"e7"}' \
+    '{"type":"session.shutdown","data":{"modelMetrics":{"claude-opus-4.6-1m":{"usage":{"inputTokens":150,"outputTokens":12,"cacheReadTokens":60,"cacheWriteTokens":5}}}},"id":"e9","timestamp":"2026-01-02T00:00:06.000Z","parentId":"e8"}' \
+    >"$tmp/copilot/hand"
+by_sha1 "$tmp/copilot" "$copilot_dir"
+
+echo "seed.sh: $(ls "$line_dir" | wc -l) inputs in $line_dir, $(ls "$reader_dir" | wc -l) in $reader_dir, $(ls "$claude_dir" | wc -l) in $claude_dir, $(ls "$codex_dir" | wc -l) in $codex_dir, $(ls "$qwen_dir" | wc -l) in $qwen_dir, $(ls "$copilot_dir" | wc -l) in $copilot_dir"

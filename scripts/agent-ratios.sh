@@ -14,8 +14,8 @@
 # With OLD=path/to/an/older/mem-ingest, that binary's `stats --jobs 2` and
 # `--jobs 1` on the agent's archive alternate with the rest (before/after).
 #
-#   scripts/agent-ratios.sh claude|codex|pi [TOTAL_MB]   (default 300)
-#   scripts/agent-ratios.sh claude|codex|pi ARCHIVE_DIR
+#   scripts/agent-ratios.sh claude|codex|qwen|copilot|pi [TOTAL_MB]   (default 300)
+#   scripts/agent-ratios.sh claude|codex|qwen|copilot|pi ARCHIVE_DIR
 #
 # The second form measures an archive that already exists (a Claude Code
 # config folder, a Codex home, a pi sessions folder), read as it is; the pi
@@ -29,7 +29,7 @@
 # none built then).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-AGENT=${1:?usage: agent-ratios.sh claude|codex|pi [TOTAL_MB | ARCHIVE_DIR]}
+AGENT=${1:?usage: agent-ratios.sh claude|codex|qwen|copilot|pi [TOTAL_MB | ARCHIVE_DIR]}
 TARGET=${CARGO_TARGET_DIR:-target}
 export CARGO_TARGET_DIR=$TARGET
 CCUSAGE=${CCUSAGE:-/tmp/ccusage-reference/node_modules/.bin/ccusage}
@@ -60,13 +60,16 @@ fi
 # empty folder, the agent's at the generated one.
 NONE=$WORK/none
 mkdir -p "$NONE"
-export TZ=UTC HOME=$NONE XDG_CONFIG_HOME=$NONE CLAUDE_CONFIG_DIR=$NONE CODEX_HOME=$NONE PI_CODING_AGENT_DIR=$NONE
+export TZ=UTC HOME=$NONE XDG_CONFIG_HOME=$NONE CLAUDE_CONFIG_DIR=$NONE CODEX_HOME=$NONE PI_CODING_AGENT_DIR=$NONE QWEN_DATA_DIR=$NONE COPILOT_HOME=$NONE
+unset QWEN_RUNTIME_DIR COPILOT_OTEL_FILE_EXPORTER_PATH
 # ours and ccusage: the same archive, each its own way of naming it.
 case $AGENT in
 claude) export CLAUDE_CONFIG_DIR=$ARCH; OURS=(--source claude); THEIRS=() ;;
 codex) export CODEX_HOME=$ARCH; OURS=(--source codex); THEIRS=() ;;
+qwen) export QWEN_DATA_DIR=$ARCH; OURS=(--source qwen); THEIRS=() ;;
+copilot) export COPILOT_HOME=$ARCH; OURS=(--source copilot); THEIRS=() ;;
 pi) OURS=("$ARCH"); THEIRS=(--pi-path "$ARCH"); PI=$ARCH ;;
-*) echo "agent-ratios.sh: claude, codex or pi, not $AGENT" >&2; exit 2 ;;
+*) echo "agent-ratios.sh: claude, codex, qwen, copilot or pi, not $AGENT" >&2; exit 2 ;;
 esac
 bytes() { find "$1/" -type f -name '*.jsonl' -printf '%s\n' | awk '{s += $1} END {print s}'; }
 ab=$(bytes "$ARCH")
@@ -92,10 +95,29 @@ for line in sys.stdin:
             t[k] += r["usage"][k]
 print(json.dumps({"usage": t}))' > "$WORK/ours-assistant.json"
     OURS_JSON=$WORK/ours-assistant.json
+elif [ "$AGENT" = qwen ]; then
+    # ccusage counts a fork's copies again and the cached tokens twice
+    # (docs/qwen-code.md): ours without deduplication, the cached tokens
+    # added to the input and the total, are its totals.
+    "$BIN" stats -q --json --no-dedupe "${OURS[@]}" | python3 -c '
+import json, sys
+u = json.load(sys.stdin)["usage"]
+u["input"] += u["cache_read"]
+u["total_tokens"] += u["cache_read"]
+print(json.dumps({"usage": u}))' > "$WORK/ours-as-ccusage.json"
+    OURS_JSON=$WORK/ours-as-ccusage.json
 else
     OURS_JSON=$WORK/ours.json
 fi
 "$CCUSAGE" "$AGENT" daily --json --offline "${THEIRS[@]}" > "$WORK/ccusage.json"
+if [ "$AGENT" = copilot ]; then
+    # ccusage reads the shutdown lines alone, takes every later snapshot
+    # of a model as cumulative and counts nothing of a crash
+    # (docs/copilot-cli.md): the totals differ on the generated home's
+    # reset and crashed sessions, which conform_copilot.rs checks session
+    # by session. Only the speed is measured here.
+    echo "total tokens: ccusage $(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["totals"]["totalTokens"])' "$WORK/ccusage.json"), ours $(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["usage"]["total_tokens"])' "$OURS_JSON") (not compared: docs/copilot-cli.md)"
+else
 python3 - "$AGENT" "$OURS_JSON" "$WORK/ccusage.json" <<'EOF'
 import json, sys
 agent, ours, cc = sys.argv[1], json.load(open(sys.argv[2]))["usage"], json.load(open(sys.argv[3]))["totals"]
@@ -108,6 +130,7 @@ if diff:
     sys.exit(f"token totals differ from ccusage's: {diff}")
 print("token totals equal ccusage's:", {a: ours[a] for a, _ in pairs})
 EOF
+fi
 
 # One timed run of a command (wall seconds, the shell's clock), appended
 # to the file named by $1.

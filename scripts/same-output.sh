@@ -8,6 +8,10 @@
 #   scripts/same-output.sh OLD_BINARY NEW_BINARY [ARCHIVE]
 #
 # ARCHIVE defaults to a 300 MB archive generated (seed 1) under /tmp.
+# QWEN_ARCHIVE (default a 30 MB Qwen Code runtime folder generated under
+# /tmp, seed 1) is compared too (an older binary that does not read Qwen
+# Code differs there: a change of behaviour); so is COPILOT_ARCHIVE (a 30
+# MB Copilot CLI home, likewise).
 # The store (`backfill --db`, run twice: the second run reads nothing new)
 # is compared as `sqlite3 .dump` prints it, its lines sorted (a table's
 # rows are in the order of their transactions, which the time-based
@@ -25,6 +29,14 @@ OLD=$1 NEW=$2
 ARCH=${3:-/tmp/mem-ingest-same-300}
 if [ ! -d "$ARCH" ]; then
     cargo run -q --release --bin gen-corpus -- --archive "$ARCH" --total-mb 300 >/dev/null
+fi
+QARCH=${QWEN_ARCHIVE:-/tmp/mem-ingest-same-qwen-30}
+if [ ! -d "$QARCH" ]; then
+    cargo run -q --release --bin gen-corpus -- --format qwen --archive "$QARCH" --total-mb 30 2>/dev/null
+fi
+CARCH=${COPILOT_ARCHIVE:-/tmp/mem-ingest-same-copilot-30}
+if [ ! -d "$CARCH" ]; then
+    cargo run -q --release --bin gen-corpus -- --format copilot --archive "$CARCH" --total-mb 30 2>/dev/null
 fi
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
@@ -134,5 +146,11 @@ for j in 1 2; do
     compare_state "fixtures backfill --state -j$j" backfill -q -j$j "${FIX[@]}"
     compare_state "archive stats --state -j$j" stats --json -q -j$j "$ARCH"
     compare_state "archive backfill --state -j$j" backfill -q -j$j "$ARCH"
+    compare "qwen backfill -j$j" backfill -q -j$j "$QARCH"
+    compare "qwen stats -j$j" stats --json -q -j$j "$QARCH"
+    compare_state "qwen backfill --state -j$j" backfill -q -j$j "$QARCH"
+    compare "copilot backfill -j$j" backfill -q -j$j "$CARCH"
+    compare "copilot stats -j$j" stats --json -q -j$j "$CARCH"
+    compare_state "copilot backfill --state -j$j" backfill -q -j$j "$CARCH"
 done
 exit $fail

@@ -1,5 +1,5 @@
-//! The checks behind the fuzz targets `line`, `reader`, `claude` and
-//! `codex`.
+//! The checks behind the fuzz targets `line`, `reader`, `claude`,
+//! `codex`, `qwen` and `copilot`.
 //!
 //! `tests/fuzz_regressions.rs` includes this very file with `#[path]`, so a
 //! crash input replays on stable `cargo test` through exactly the code the
@@ -364,6 +364,166 @@ pub fn check_consistent(input: &[u8], out: &Outcome) {
 pub fn check_claude(data: &[u8]) {
     use mem_ingest_parse::formats::Claude;
     check_headerless(&Claude, "fuzz-claude.jsonl", data);
+}
+
+/// `qwen`: arbitrary bytes as a whole Qwen Code chat file: the checks of
+/// [`check_headerless`]; the usage counted is the sum of the records'
+/// (only assistant records carry usage, and every usage counted is a
+/// record's); the file read in two parts (split after the line that ends
+/// past its middle), the second resumed with the first's header, gives
+/// the same records and counts as one reading; and a reading that builds
+/// no records gives the same entries and counts.
+pub fn check_qwen(data: &[u8]) {
+    use mem_ingest_parse::format::{Format, Input};
+    use mem_ingest_parse::formats::Qwen;
+    use mem_ingest_parse::RoleFilter;
+    let path = std::path::Path::new("projects/p/chats/fuzz.jsonl");
+    let Some((records, whole, full)) = check_headerless(&Qwen, "projects/p/chats/fuzz.jsonl", data)
+    else {
+        return;
+    };
+    let mut sum = mem_ingest_parse::Usage::default();
+    for r in &records {
+        if let Some(u) = &r.usage {
+            assert_eq!(r.role, mem_ingest_parse::Role::Assistant, "{r:?}");
+            sum.add(u);
+        }
+    }
+    assert_eq!(sum, whole.usage, "usage counted is the records'");
+    let opts = SourceOptions::default();
+    let none = {
+        let o = SourceOptions::default().roles(RoleFilter::NONE);
+        let mut src = Qwen.open(Input::Bytes(data), path, &o).expect("in memory");
+        let mut n = 0;
+        while src.next_entry().expect("in memory").is_some() {
+            n += 1;
+        }
+        (n, src.report().clone())
+    };
+    assert_eq!(
+        codex_counts(&none.1),
+        codex_counts(&whole),
+        "counts differ when no record is built"
+    );
+    let Some(nl) = memchr(b'\n', data, data.len() / 2) else {
+        return;
+    };
+    let split = nl + 1;
+    let mut first = Qwen
+        .open(Input::Bytes(&data[..split]), path, &opts)
+        .expect("in memory");
+    let mut parts = Vec::new();
+    while let Some(r) = first.next_record().expect("in memory") {
+        parts.push(r.to_owned_record());
+    }
+    let (Some(header), Some(full)) = (first.header().cloned(), full) else {
+        return;
+    };
+    if header != full {
+        // The header was found past the first part (or not at all in it).
+        return;
+    }
+    let at = first.position();
+    assert_eq!(at.byte, split as u64, "the first part read to its end");
+    let mut rest = Qwen.resume(
+        Input::Bytes(&data[split..]),
+        path,
+        &header,
+        &first.running_context(),
+        at.byte,
+        at.line,
+        &opts,
+    );
+    while let Some(r) = rest.next_record().expect("in memory") {
+        parts.push(r.to_owned_record());
+    }
+    let mut merged = first.report().clone();
+    merged.merge(rest.report());
+    assert_eq!(
+        format!("{parts:?}"),
+        format!("{records:?}"),
+        "records differ when read in two parts"
+    );
+    assert_eq!(
+        codex_counts(&merged),
+        codex_counts(&whole),
+        "counts differ when read in two parts"
+    );
+}
+
+/// `copilot`: arbitrary bytes as a whole Copilot CLI `events.jsonl`: the
+/// checks of [`check_headerless`]; the file read in two parts (split after
+/// the line that ends past its middle), the second resumed with the
+/// first's header and running context (the cwd and model in force, the
+/// last usage snapshots, the output counted in the segment: what a
+/// checkpoint saves), gives the same records and counts as one reading;
+/// and a reading that builds no records gives the same counts.
+pub fn check_copilot(data: &[u8]) {
+    use mem_ingest_parse::format::{Format, Input};
+    use mem_ingest_parse::formats::Copilot;
+    use mem_ingest_parse::RoleFilter;
+    let name = "session-state/s/events.jsonl";
+    let path = std::path::Path::new(name);
+    let Some((records, whole, full)) = check_headerless(&Copilot, name, data) else {
+        return;
+    };
+    let none = {
+        let o = SourceOptions::default().roles(RoleFilter::NONE);
+        let mut src = Copilot
+            .open(Input::Bytes(data), path, &o)
+            .expect("in memory");
+        while src.next_entry().expect("in memory").is_some() {}
+        src.report().clone()
+    };
+    assert_eq!(
+        codex_counts(&none),
+        codex_counts(&whole),
+        "counts differ when no record is built"
+    );
+    let Some(nl) = memchr(b'\n', data, data.len() / 2) else {
+        return;
+    };
+    let split = nl + 1;
+    let opts = SourceOptions::default();
+    let mut first = Copilot
+        .open(Input::Bytes(&data[..split]), path, &opts)
+        .expect("in memory");
+    let mut parts = Vec::new();
+    while let Some(r) = first.next_record().expect("in memory") {
+        parts.push(r.to_owned_record());
+    }
+    let (Some(header), Some(full)) = (first.header().cloned(), full) else {
+        return;
+    };
+    if header != full {
+        return;
+    }
+    let at = first.position();
+    assert_eq!(at.byte, split as u64, "the first part read to its end");
+    let mut rest = Copilot.resume(
+        Input::Bytes(&data[split..]),
+        path,
+        &header,
+        &first.running_context(),
+        at.byte,
+        at.line,
+        &opts,
+    );
+    while let Some(r) = rest.next_record().expect("in memory") {
+        parts.push(r.to_owned_record());
+    }
+    let mut merged = first.report().clone();
+    merged.merge(rest.report());
+    assert_eq!(
+        format!("{parts:?}"),
+        format!("{records:?}"),
+        "records differ when read in two parts"
+    );
+    assert_eq!(
+        codex_counts(&merged),
+        codex_counts(&whole),
+        "counts differ when read in two parts"
+    );
 }
 
 /// `codex`: arbitrary bytes as a whole Codex rollout: the checks of

@@ -5,7 +5,7 @@
 //!
 //! ```text
 //! gen-corpus [--format pi|claude|codex] [--size-mb N] [--seed S] OUT.jsonl
-//! gen-corpus [--format pi|claude|codex] --archive DIR [--total-mb N] [--seed S]
+//! gen-corpus [--format pi|claude|codex|qwen] --archive DIR [--total-mb N] [--seed S]
 //! ```
 //!
 //! `--format pi` (the default) is described here; `--format claude` writes
@@ -13,7 +13,9 @@
 //! with its rates and byte mix, and prints a summary of what it wrote;
 //! `--format codex --archive DIR` a Codex home, `DIR/sessions/...`,
 //! described in `codex.rs`; with `--shape held-out`, the shape of issue
-//! 41's held-out Codex home (`codex::write_held_out`).
+//! 41's held-out Codex home (`codex::write_held_out`); `--format qwen
+//! --archive DIR` a Qwen Code runtime folder, `DIR/projects/...`,
+//! described in `qwen.rs`.
 //!
 //! One file: a session header, then entries with ids and parentIds, ISO
 //! entry timestamps and numeric message timestamps, as pi 1.x writes them:
@@ -35,6 +37,8 @@ use std::path::{Path, PathBuf};
 
 mod claude;
 mod codex;
+mod copilot;
+mod qwen;
 
 const MB: u64 = 1024 * 1024;
 
@@ -943,7 +947,7 @@ fn write_archive(
     Ok((sizes.len() as u64, projects as u64, all))
 }
 
-const USAGE: &str = "usage: gen-corpus [--format pi|claude|codex] [--size-mb N] [--seed S] OUT.jsonl\n       gen-corpus [--format pi|claude|codex] --archive DIR [--total-mb N] [--seed S]\n       gen-corpus --format codex --shape held-out --archive DIR [--total-mb N] [--seed S]\n       gen-corpus --archive DIR [--total-mb N] --files N [--seed S]";
+const USAGE: &str = "usage: gen-corpus [--format pi|claude|codex] [--size-mb N] [--seed S] OUT.jsonl\n       gen-corpus [--format pi|claude|codex|qwen|copilot] --archive DIR [--total-mb N] [--seed S]\n       gen-corpus --format codex --shape held-out --archive DIR [--total-mb N] [--seed S]\n       gen-corpus --archive DIR [--total-mb N] --files N [--seed S]";
 
 /// What `--format` asks for.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -954,6 +958,10 @@ enum Format {
     Claude,
     /// A Codex home (`codex.rs`), `--archive` only.
     Codex,
+    /// A Qwen Code runtime folder (`qwen.rs`), `--archive` only.
+    Qwen,
+    /// A Copilot CLI home (`copilot.rs`), `--archive` only.
+    Copilot,
 }
 
 /// Runs gen-corpus with `args` (without the program's name), its summary
@@ -999,7 +1007,13 @@ pub fn run<I: IntoIterator<Item = String>>(
                         "pi" => Format::Pi,
                         "claude" => Format::Claude,
                         "codex" => Format::Codex,
-                        f => return Err(format!("unknown format {f:?} (pi, claude or codex)")),
+                        "qwen" => Format::Qwen,
+                        "copilot" => Format::Copilot,
+                        f => {
+                            return Err(format!(
+                                "unknown format {f:?} (pi, claude, codex, qwen or copilot)"
+                            ))
+                        }
                     }
                 }
                 "--archive" => archive = Some(val("--archive")?.into()),
@@ -1035,6 +1049,33 @@ pub fn run<I: IntoIterator<Item = String>>(
             Some(s) => return fail(err, &format!("unknown --shape {s:?} (codex: held-out)")),
         };
         return match written {
+            Ok(stats) => {
+                stats.print(err, &dir.display().to_string(), t.elapsed().as_secs_f64());
+                0
+            }
+            Err(e) => fail(err, &format!("{}: {e}", dir.display())),
+        };
+    }
+    if format == Format::Copilot {
+        let Some(dir) = archive.filter(|_| out.is_none()) else {
+            return fail(
+                err,
+                "--format copilot writes an archive: give --archive DIR",
+            );
+        };
+        return match copilot::write_archive(&dir, total_mb, seed) {
+            Ok(stats) => {
+                stats.print(err, &dir.display().to_string(), t.elapsed().as_secs_f64());
+                0
+            }
+            Err(e) => fail(err, &format!("{}: {e}", dir.display())),
+        };
+    }
+    if format == Format::Qwen {
+        let Some(dir) = archive.filter(|_| out.is_none()) else {
+            return fail(err, "--format qwen writes an archive: give --archive DIR");
+        };
+        return match qwen::write_archive(&dir, total_mb, seed) {
             Ok(stats) => {
                 stats.print(err, &dir.display().to_string(), t.elapsed().as_secs_f64());
                 0

@@ -1,5 +1,5 @@
 //! `mem-ingest`: backfill, stats and search over the session archives of
-//! coding agents (pi, Claude Code, Codex).
+//! coding agents (pi, Qwen Code, Copilot CLI, Claude Code, Codex).
 
 mod cli;
 

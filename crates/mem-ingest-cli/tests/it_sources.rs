@@ -1,6 +1,7 @@
 //! The agents a checkpoint covers (issue 13): a `--state` or `--db`
-//! records them; a later run without `--source` reads the same; another
-//! `--source` is refused; a checkpoint saved before they were recorded
+//! records them; a later run without `--source` reads the same; a
+//! `--source` naming agents it does not record adds them (issue 44), one
+//! naming fewer is refused; a checkpoint saved before they were recorded
 //! covers the agents of the files it holds (pi when none), so a state of
 //! pi's archive gains no records of another agent.
 
@@ -50,7 +51,8 @@ fn keys(out: &str) -> Vec<String> {
 /// an archive that now also holds a Claude Code session: a run without
 /// `--source` reads pi's files only (the appended pi line, not the Claude
 /// session), and saves the state in this release's layout recording pi; `--source
-/// claude` with it is refused, naming both sets.
+/// claude` with it adds Claude Code (its session read), and `--source pi`
+/// is then refused, naming both sets.
 #[test]
 fn a_state_saved_before_sources_were_recorded_stays_pis() {
     let d = tmpdir("sources", "legacy-state");
@@ -99,11 +101,32 @@ fn a_state_saved_before_sources_were_recorded_stays_pis() {
         &state,
         &arch,
     ]);
+    // A new agent named adds it (issue 44): the run reads pi's files and
+    // the Claude Code session, which is now Claude Code's.
     let (out, err) = text(&other);
-    assert_eq!(other.status.code(), Some(2), "{err}");
+    assert_eq!(other.status.code(), Some(0), "{err}");
+    assert_eq!(keys(&out), ["cs-1:u-1", "cs-1:u-2"]);
+    let again = run(&[&"backfill", &"-L", &"--state", &state, &arch]);
+    let (out, err) = text(&again);
+    assert_eq!(again.status.code(), Some(0), "{err}");
+    assert_eq!(out, "");
+    assert!(!err.contains("added"), "{err}");
+    // Fewer agents than it records: refused, naming both sets.
+    let fewer = run(&[
+        &"backfill",
+        &"-q",
+        &"-L",
+        &"--source",
+        &"pi",
+        &"--state",
+        &state,
+        &arch,
+    ]);
+    let (out, err) = text(&fewer);
+    assert_eq!(fewer.status.code(), Some(2), "{err}");
     assert_eq!(out, "");
     assert!(
-        err.contains("--agent: state has pi, this run claude"),
+        err.contains("--agent: state has pi,claude, this run pi"),
         "{err}"
     );
     fs::remove_dir_all(d).unwrap();
@@ -143,7 +166,7 @@ fn a_new_state_reads_and_records_every_agent() {
     let err = text(&narrowed).1;
     assert_eq!(narrowed.status.code(), Some(2), "{err}");
     assert!(
-        err.contains("--agent: state has pi,claude,codex, this run pi"),
+        err.contains("--agent: state has pi,qwen,copilot,claude,codex, this run pi"),
         "{err}"
     );
     fs::remove_dir_all(d).unwrap();

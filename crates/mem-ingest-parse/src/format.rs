@@ -274,6 +274,16 @@ pub trait Format: Send + Sync {
         false
     }
 
+    /// Whether the usage counted of a file whose running context at the
+    /// end of what was read is `context` is partial: the agent had not
+    /// written the usage of all it did (Copilot CLI: output counted from
+    /// messages whose segment has no `session.shutdown`, after a crash or
+    /// while the session runs). `stats` counts such files. Default: never.
+    fn partial_usage(&self, context: &[u8]) -> bool {
+        let _ = context;
+        false
+    }
+
     /// The lineage id of a session id of this format: ids of two formats
     /// never meet. Default `<name>:<id>`.
     fn lineage(&self, session: &str) -> String {

@@ -355,6 +355,16 @@ impl<'a> Text<'a> {
         self.first.is_some() || self.joined.is_some()
     }
 
+    /// Whether a piece was appended (an empty one counts).
+    pub fn has_text(&self) -> bool {
+        self.has_piece()
+    }
+
+    /// The arena the text is built in.
+    pub fn arena(&self) -> &'a Bump {
+        self.arena
+    }
+
     /// `piece`, a string read with [`crate::json::as_text`] (or one
     /// without a character to escape), as the text holds it: itself, or,
     /// escaped, the raw string as the escape writes it.

@@ -24,6 +24,8 @@ fn replay(target: &str, name: &str) {
         "reader" => checks::check_reader(&data),
         "claude" => checks::check_claude(&data),
         "codex" => checks::check_codex(&data),
+        "qwen" => checks::check_qwen(&data),
+        "copilot" => checks::check_copilot(&data),
         other => panic!("no fuzz target {other}"),
     }
 }
@@ -123,7 +125,7 @@ fn lean_escaped_padding_quote() {
 #[test]
 fn every_saved_input_replays() {
     let root = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../..")).join("fuzz/regressions");
-    for target in ["line", "reader", "claude", "codex"] {
+    for target in ["line", "reader", "claude", "codex", "qwen", "copilot"] {
         let Ok(dir) = fs::read_dir(root.join(target)) else {
             continue;
         };
@@ -194,10 +196,10 @@ fn check_generated_cut_and_damaged(format: &str, check: fn(&[u8])) {
     let out = dir.join("t.jsonl");
     let mut gen = gen_corpus::GenCorpus::new();
     gen.args(["--format", format, "--seed", "11"]);
-    // Codex rollouts come as a home (forks replay their parent): its
-    // largest file.
+    // Codex rollouts and Qwen chat files come as a home (forks replay
+    // their parent): its largest file.
     match format {
-        "codex" => gen
+        "codex" | "qwen" | "copilot" => gen
             .args(["--total-mb", "1", "--archive"])
             .arg(dir.join("home")),
         _ => gen.args(["--size-mb", "0.3"]).arg(&out),
@@ -208,7 +210,7 @@ fn check_generated_cut_and_damaged(format: &str, check: fn(&[u8])) {
         "{}",
         String::from_utf8_lossy(&st.stderr)
     );
-    if format == "codex" {
+    if format == "codex" || format == "qwen" || format == "copilot" {
         let largest = walk(&dir.join("home"))
             .into_iter()
             .max_by_key(|p| (fs::metadata(p).unwrap().len(), p.clone()))
@@ -241,6 +243,22 @@ fn claude_check_holds_on_generated_transcripts_cut_and_damaged() {
 #[test]
 fn codex_check_holds_on_generated_rollouts_cut_and_damaged() {
     check_generated_cut_and_damaged("codex", checks::check_codex);
+}
+
+/// The same for Qwen Code chat files (the `qwen` check: three readings
+/// alike, usage the records', a reading in two parts alike, and one
+/// without records alike).
+#[test]
+fn qwen_check_holds_on_generated_chats_cut_and_damaged() {
+    check_generated_cut_and_damaged("qwen", checks::check_qwen);
+}
+
+/// The same for Copilot CLI session logs (the `copilot` check: three
+/// readings alike, a reading in two parts with the running context
+/// alike, one without records alike).
+#[test]
+fn copilot_check_holds_on_generated_logs_cut_and_damaged() {
+    check_generated_cut_and_damaged("copilot", checks::check_copilot);
 }
 
 /// Every file under `dir`.

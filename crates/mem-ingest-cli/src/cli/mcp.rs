@@ -30,7 +30,7 @@ struct SearchParams {
     /// Only records whose project (the session's working folder) holds
     /// this text (case folded).
     project: Option<String>,
-    /// Only this agent's records: pi, claude or codex.
+    /// Only this agent's records: pi, qwen, copilot, claude, codex.
     agent: Option<String>,
     /// Only this role: user, assistant, tool_result, bash_execution,
     /// system, custom.
@@ -50,7 +50,7 @@ struct SearchParams {
 struct SessionsParams {
     /// Only sessions whose project holds this text (case folded).
     project: Option<String>,
-    /// Only this agent's sessions: pi, claude or codex.
+    /// Only this agent's sessions: pi, qwen, copilot, claude, codex.
     agent: Option<String>,
     /// Only sessions with a record at or after this time (as search's).
     since: Option<String>,
@@ -89,12 +89,20 @@ fn time(s: Option<&str>) -> Result<Option<i64>, McpError> {
     s.map(|t| when::parse_when(t).map_err(bad)).transpose()
 }
 
+/// An agent's name as the store's `format` column holds it: one of the
+/// registry's.
 fn agent(a: Option<String>) -> Result<Option<String>, McpError> {
-    match a.as_deref() {
-        None => Ok(None),
-        Some("pi" | "claude" | "codex") => Ok(a),
-        Some(other) => Err(bad(format!("unknown agent {other:?}: pi, claude or codex"))),
+    let Some(name) = a else {
+        return Ok(None);
+    };
+    if mem_ingest::formats::by_name(&name).is_some() {
+        return Ok(Some(name));
     }
+    let names: Vec<&str> = mem_ingest::formats::builtin()
+        .iter()
+        .map(|f| f.name())
+        .collect();
+    Err(bad(format!("unknown agent {name:?}: {}", names.join(", "))))
 }
 
 fn text_result(v: Value) -> CallToolResult {
@@ -135,7 +143,7 @@ impl Memory {
 
     /// Full-text search of everything the user and their agents did.
     #[tool(
-        description = "Search the user's coding-agent history (every message, tool call and result of their pi, Claude Code and Codex sessions) by words, best matches first. Each hit has its key (pass it to the session tool's `around` to read the conversation there), agent, project, session id, time (UTC), role, file:line and a snippet with the matched words between « and »."
+        description = "Search the user's coding-agent history (every message, tool call and result of their coding agents' sessions: pi, Qwen Code, Copilot CLI, Claude Code, Codex) by words, best matches first. Each hit has its key (pass it to the session tool's `around` to read the conversation there), agent, project, session id, time (UTC), role, file:line and a snippet with the matched words between « and »."
     )]
     async fn search(
         &self,
@@ -293,7 +301,8 @@ impl ServerHandler for Memory {
         ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
             .with_server_info(Implementation::new("mem-ingest", env!("CARGO_PKG_VERSION")))
             .with_instructions(
-                "The user's coding-agent history (pi, Claude Code, Codex), read from the \
+                "The user's coding-agent history (pi, Qwen Code, Copilot CLI, Claude Code, \
+                 Codex), read from the \
                  mem-ingest store. Use search to find what was done or said about something, \
                  sessions to see recent work, and session to read a conversation.",
             )

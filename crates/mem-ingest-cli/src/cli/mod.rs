@@ -23,7 +23,7 @@ use mem_ingest::{parse_iso_millis, Error, ErrorKind, Role};
 use mem_ingest_dataset::{ParquetDataset, Shard};
 use mem_ingest_store::{Search, SqliteStore};
 
-/// Reads the session archives of coding agents (pi, Claude Code, Codex) into normalised records.
+/// Reads the session archives of coding agents (pi, Qwen Code, Copilot CLI, Claude Code, Codex) into normalised records.
 #[derive(Parser, Debug)]
 #[command(name = "mem-ingest", version)]
 pub struct Cli {
@@ -85,7 +85,10 @@ struct Common {
     /// Session files, or folders searched recursively for `*.jsonl`.
     /// Default: every archive that exists: pi's
     /// ($PI_CODING_AGENT_SESSION_DIR, else $PI_CODING_AGENT_DIR/sessions,
-    /// else ~/.pi/agent/sessions) and Claude Code's (projects/ in each of
+    /// else ~/.pi/agent/sessions), Qwen Code's (projects/ of
+    /// $QWEN_RUNTIME_DIR and of each of $QWEN_DATA_DIR, a comma list, else
+    /// of ~/.qwen), Copilot CLI's (session-state/ of $COPILOT_HOME, else
+    /// of ~/.copilot) and Claude Code's (projects/ in each of
     /// $CLAUDE_CONFIG_DIR, a comma list, else $XDG_CONFIG_HOME/claude and
     /// ~/.claude) and Codex's (sessions/ and archived_sessions/ of
     /// $CODEX_HOME, else ~/.codex).
@@ -121,13 +124,14 @@ struct Common {
     /// first.
     #[arg(long)]
     no_dedupe: bool,
-    /// Read only this agent's sessions (repeatable): pi, claude (Claude
-    /// Code), codex (Codex). Default: every agent's (with PATHs, each
+    /// Read only this agent's sessions (repeatable): pi, qwen (Qwen
+    /// Code), copilot (Copilot CLI), claude (Claude Code), codex (Codex). Default: every agent's (with PATHs, each
     /// file's agent is detected from its first lines; a file none claims
     /// is read as pi's). A --state or --db records the agents it reads,
     /// and a later run without --agent reads the same (one saved before
     /// they were recorded: the agents of the files it holds, pi when
-    /// none); with another --agent it is refused (exit 2).
+    /// none); an --agent naming one it does not record adds it (that run
+    /// reads the recorded agents too); naming fewer is refused (exit 2).
     #[arg(
         long = "agent",
         visible_alias = "source",
@@ -177,7 +181,7 @@ struct BackfillArgs {
     db: Option<PathBuf>,
     /// Write a Hive-partitioned Parquet dataset into the folder DIR
     /// (created when missing) for DuckDB, Spark and the like:
-    /// DIR/format=<pi|claude|codex>/date=<YYYY-MM-DD, UTC>/part-*.parquet,
+    /// DIR/format=<pi|qwen|copilot|claude|codex>/date=<YYYY-MM-DD, UTC>/part-*.parquet,
     /// records without a timestamp under date=__HIVE_DEFAULT_PARTITION__
     /// (read as null). Parts are written whole (a temporary name, then a
     /// rename) and never rewritten; a run never deletes a part it did not
@@ -194,7 +198,8 @@ struct BackfillArgs {
     /// write exactly the records of one run between them, their parts
     /// sharing one --parquet DIR if wanted. A file's shard is its lineage's
     /// (a session, its forks, other files of it: what deduplication keeps
-    /// together; all of Claude Code's sessions are one lineage), from a
+    /// together; all of Claude Code's sessions are one lineage, and so
+    /// are all of Qwen Code's), from a
     /// stable hash of the lineage's root session (FNV-1a 64 of its id,
     /// modulo N; see the README), never of a path. Every shard reads every
     /// session header. A --state records K/N and refuses another (exit 2).
@@ -219,8 +224,8 @@ struct BackfillArgs {
     #[arg(long, value_name = "BYTES")]
     max_text: Option<usize>,
     /// Keep running (needs --state or --db): emit each new complete line
-    /// of any session under the PATHs as its agent writes it (pi, Claude
-    /// Code, Codex), pick up new session files, and stop cleanly on SIGINT
+    /// of any session under the PATHs as its agent writes it (pi, Qwen
+    /// Code, Copilot CLI, Claude Code, Codex), pick up new session files, and stop cleanly on SIGINT
     /// or SIGTERM with the state saved. On a terminal, stderr shows the
     /// files followed and the records written so far.
     #[arg(long)]
@@ -263,7 +268,7 @@ struct SearchArgs {
     /// Only records of sessions whose id starts with this.
     #[arg(long, value_name = "ID")]
     session: Option<String>,
-    /// Only records of this agent: pi, claude or codex (the `format`
+    /// Only records of this agent: pi, qwen, copilot, claude or codex (the `format`
     /// column).
     #[arg(long, visible_alias = "format", value_enum, value_name = "AGENT")]
     agent: Option<Agent>,
@@ -345,6 +350,10 @@ fn parse_time(s: &str) -> Result<i64, String> {
 enum Agent {
     /// The pi coding agent.
     Pi,
+    /// Qwen Code.
+    Qwen,
+    /// GitHub Copilot CLI.
+    Copilot,
     /// Claude Code.
     Claude,
     /// OpenAI Codex CLI.
@@ -366,7 +375,13 @@ impl Agent {
 /// the first's).
 fn formats(c: &Common) -> Vec<Arc<dyn Format>> {
     let mut agents = match &c.agents[..] {
-        [] => vec![Agent::Pi, Agent::Claude, Agent::Codex],
+        [] => vec![
+            Agent::Pi,
+            Agent::Qwen,
+            Agent::Copilot,
+            Agent::Claude,
+            Agent::Codex,
+        ],
         s => s.to_vec(),
     };
     agents.sort_by_key(|s| *s as u8);
@@ -868,6 +883,13 @@ fn summary(quiet: bool, t: &Summary, started: Instant, what: &str) {
             if t.dedupe { " (copies of entries already emitted are dropped)" } else { "; their records are emitted again" }
         );
     }
+    if !t.added_agents.is_empty() {
+        let _ = writeln!(
+            err,
+            "mem-ingest: added {} to the agents the checkpoint reads (--agent): later runs without --agent read them too",
+            t.added_agents.join(",")
+        );
+    }
     let state = if t.stateful {
         format!(
             ", {} unchanged, {} resumed, {} re-read",
@@ -908,7 +930,7 @@ mod tests {
             .iter()
             .map(|f| f.name())
             .collect();
-        assert_eq!(agents, ["pi", "claude", "codex"]);
+        assert_eq!(agents, ["pi", "qwen", "copilot", "claude", "codex"]);
         assert_eq!(agents, registered);
     }
 

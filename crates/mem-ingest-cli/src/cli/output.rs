@@ -165,6 +165,13 @@ pub fn write_table(out: &mut impl Write, s: &Stats) -> io::Result<()> {
     if s.pending > 0 {
         counts.push(("pending", s.pending, "  bytes of partial last lines"));
     }
+    if s.partial_usage > 0 {
+        counts.push((
+            "partial usage",
+            s.partial_usage,
+            "  files (no session.shutdown yet: output only)",
+        ));
+    }
     write_counts(out, &counts)?;
 
     // Roles and entries share their columns.

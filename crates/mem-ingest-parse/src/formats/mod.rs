@@ -9,15 +9,29 @@ use crate::format::Format;
 
 pub mod claude;
 pub mod codex;
+pub mod copilot;
 pub mod pi;
+pub mod qwen;
 
 pub use claude::Claude;
 pub use codex::Codex;
+pub use copilot::Copilot;
 pub use pi::Pi;
+pub use qwen::Qwen;
 
-/// Every format this build reads, pi's first.
+/// Every format this build reads, pi's first. A file named as a PATH is
+/// the first's that detects it: formats whose detection looks for keys of
+/// their own come before Claude Code's, which takes any line with a
+/// `sessionId` (Qwen Code's records have one too, and a Copilot CLI event
+/// may name one).
 pub fn builtin() -> Vec<Arc<dyn Format>> {
-    vec![Arc::new(Pi), Arc::new(Claude), Arc::new(Codex)]
+    vec![
+        Arc::new(Pi),
+        Arc::new(Qwen),
+        Arc::new(Copilot),
+        Arc::new(Claude),
+        Arc::new(Codex),
+    ]
 }
 
 /// The format named `name` ([`Format::name`]).

@@ -70,6 +70,9 @@ pub(super) struct Ctx<'r, S: Sink> {
     /// started from, where it has any: reported by an earlier run (a
     /// file read again from the start loses its entry).
     pub(super) reported: HashMap<String, Reported>,
+    /// The agents this run added to the checkpoint's (`--agent` naming
+    /// agents it did not read).
+    pub(super) added_agents: Vec<&'static str>,
 }
 
 impl<S: Sink> Ctx<'_, S> {

@@ -198,6 +198,7 @@ pub(super) fn file_delivered<S: Sink>(
                 report,
                 a.header.as_ref(),
                 format,
+                &a.context,
                 reported.unwrap_or_default(),
             );
         }

@@ -12,6 +12,51 @@ use super::discover;
 use super::plan::{self, FoundFile};
 use crate::checkpoint::model::FileState;
 use crate::error::{Error, ErrorKind};
+use crate::format::Format;
+
+/// The formats of a run whose `--agent` names agents that the checkpoint
+/// (which records `sources`) did not read: the checkpoint's agents and
+/// the run's together, in the registry's order (a format not in the
+/// registry after those), and the names added. None when the run names
+/// no new agent (the same agents, or fewer: refused as another option).
+///
+/// # Errors
+/// The checkpoint names an agent this build does not know.
+pub(super) fn widen_formats(
+    cfg: &Config,
+    sources: &[String],
+) -> Result<Option<(Config, Vec<&'static str>)>, String> {
+    let added: Vec<&'static str> = cfg
+        .formats
+        .iter()
+        .map(|f| f.name())
+        .filter(|n| !sources.iter().any(|s| s == n))
+        .collect();
+    if added.is_empty() {
+        return Ok(None);
+    }
+    let mut c = cfg.clone();
+    for s in sources {
+        if c.formats.iter().any(|f| f.name() == s) {
+            continue;
+        }
+        let f = crate::formats::by_name(s).ok_or_else(|| {
+            format!(
+                "--agent: the checkpoint has {}, and this mem-ingest does not read {s}",
+                sources.join(",")
+            )
+        })?;
+        c.formats.push(f);
+    }
+    let registry: Vec<&'static str> = crate::formats::builtin().iter().map(|f| f.name()).collect();
+    c.formats.sort_by_key(|f| {
+        registry
+            .iter()
+            .position(|n| *n == f.name())
+            .unwrap_or(usize::MAX)
+    });
+    Ok(Some((c, added)))
+}
 
 /// A run's configuration with fewer formats, and each format of the
 /// configuration it came from as an index into its own.
@@ -122,7 +167,34 @@ pub(super) fn detect_formats(
         }),
         None => todo.iter_mut().for_each(detect),
     }
+    files.retain(|f| f.2 != OTHER_AGENT);
     files
+}
+
+/// What [`detect_format`] says of a file of an agent the run does not
+/// read: it is left out of the run (neither read nor recorded).
+const OTHER_AGENT: usize = usize::MAX - 1;
+
+/// Whether a file with these first bytes is another agent's than the
+/// run's: when the run reads fewer of the registry's agents than this
+/// build knows (an `--agent`, or a checkpoint recording fewer), and none
+/// but the registry's (a library's own format decides its files itself),
+/// the first of the registry's formats that detects it is one the run
+/// does not read. So a
+/// Qwen Code file under a PATH is not read as Claude Code's (whose
+/// detection takes any line with a `sessionId`) by a run of a checkpoint
+/// that records the agents read before Qwen Code was one of them.
+fn another_agents(cfg: &Config, prefix: &[u8], whole: bool) -> bool {
+    let registry = crate::formats::builtin();
+    let reads = |name: &str| cfg.formats.iter().any(|f| f.name() == name);
+    let own = |f: &Arc<dyn Format>| registry.iter().any(|r| r.name() == f.name());
+    if registry.iter().all(|f| reads(f.name())) || !cfg.formats.iter().all(own) {
+        return false;
+    }
+    registry
+        .iter()
+        .find(|f| f.detect(prefix, whole))
+        .is_some_and(|f| !reads(f.name()))
 }
 
 /// [`crate::format::detect_format`], but a pipe's first bytes, read once,
@@ -133,7 +205,11 @@ pub(super) fn detect_format(cfg: &Config, path: &Path) -> usize {
         return crate::format::detect_format(&cfg.formats, path);
     };
     let (prefix, whole) = detect_prefix(&mut f);
-    let format = detect_in(&cfg.formats, &prefix, whole, path);
+    let format = if another_agents(cfg, &prefix, whole) {
+        OTHER_AGENT
+    } else {
+        detect_in(&cfg.formats, &prefix, whole, path)
+    };
     if !f.metadata().is_ok_and(|m| m.is_file()) {
         let mut streams = cfg.streams.lock().unwrap_or_else(|e| e.into_inner());
         streams.push((path.to_path_buf(), f, prefix));

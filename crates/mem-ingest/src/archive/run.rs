@@ -13,7 +13,9 @@ use super::config::{Command, Config};
 use super::ctx::{a_handed, checkpoint, key_of, Assembling, Ctx};
 use super::dedupe::FpSet;
 use super::deliver::{deliver, ParentsAhead};
-use super::listing::{adopt_formats, detect_formats, find_files, relist, roots, Listed};
+use super::listing::{
+    adopt_formats, detect_formats, find_files, relist, roots, widen_formats, Listed,
+};
 use super::plan::{self, FoundFile, Plan, Task};
 use super::summary::{Reported, Summary};
 use super::task::{run_task, ByName, PartLines, PartResult};
@@ -58,6 +60,8 @@ pub(crate) fn run<S: Sink>(cfg: &Config, command: Command, sink: &mut S) -> Resu
     let adopted: Config;
     // The checkpoint's line hash, when it is not the run's (likewise).
     let hashed: Config;
+    // The checkpoint's agents and the new ones --agent names (likewise).
+    let widened: Config;
     let mut ctx = Ctx {
         cfg,
         sink,
@@ -72,6 +76,7 @@ pub(crate) fn run<S: Sink>(cfg: &Config, command: Command, sink: &mut S) -> Resu
         wrote: false,
         responses: Responses::default(),
         reported: HashMap::new(),
+        added_agents: Vec::new(),
     };
     let stateful = ctx.store().is_some();
     let mut saved = match ctx.store() {
@@ -82,6 +87,33 @@ pub(crate) fn run<S: Sink>(cfg: &Config, command: Command, sink: &mut S) -> Resu
         let known: Vec<&str> = cfg.formats.iter().map(|f| f.name()).collect();
         s.options
             .recorded_sources(s.files.values().map(|f| &**f), &known);
+    }
+    if !cfg.formats_from_checkpoint {
+        if let Some(s) = &mut saved {
+            let widen = widen_formats(cfg, &s.options.sources);
+            let (what, path) = ctx.checkpoint_place();
+            let widen = widen.map_err(|e| {
+                Error::new(
+                    &path,
+                    ErrorKind::OptionsChanged {
+                        what,
+                        differences: vec![e],
+                    },
+                )
+            })?;
+            if let Some((c, added)) = widen {
+                widened = c;
+                ctx.cfg = &widened;
+                // Listed with fewer formats: listed again by the pass.
+                ctx.listing = None;
+                s.options.sources = widened
+                    .formats
+                    .iter()
+                    .map(|f| f.name().to_owned())
+                    .collect();
+                ctx.added_agents = added;
+            }
+        }
     }
     if cfg.formats_from_checkpoint {
         if let Some(s) = &saved {
@@ -167,7 +199,7 @@ pub(crate) fn run<S: Sink>(cfg: &Config, command: Command, sink: &mut S) -> Resu
         saved = Some(State::new(shape));
     }
     ctx.state = saved;
-    ctx.dirty = fresh || upgraded;
+    ctx.dirty = fresh || upgraded || !ctx.added_agents.is_empty();
     // An output no checkpoint covers yet (a first run, or a state saved by
     // a run to stdout) is paired with the checkpoint, covering 0 bytes of
     // it, before the first byte is written: a run killed at any moment
@@ -331,6 +363,7 @@ fn finish<S: Sink>(ctx: &mut Ctx<'_, S>, mut totals: Summary) -> Result<Summary,
     }
     ctx.sink.finish()?;
     totals.follow = ctx.cfg.follow;
+    totals.added_agents = ctx.added_agents.clone();
     Ok(totals)
 }
 
@@ -638,7 +671,14 @@ fn settle_files_before(
         if let (0, Some(p)) = (f.tasks, &f.prior) {
             totals.unchanged += 1;
             let r = reported.get(&key_of(f)).copied().unwrap_or_default();
-            totals.file_done(&f.path, &p.report, Some(&p.header), &*formats[f.format], r);
+            totals.file_done(
+                &f.path,
+                &p.report,
+                Some(&p.header),
+                &*formats[f.format],
+                &p.context,
+                r,
+            );
         }
         *next += 1;
     }
@@ -885,6 +925,7 @@ mod tests {
             responses: Responses::default(),
             listed_formats: None,
             reported: HashMap::new(),
+            added_agents: Vec::new(),
         };
         let mut totals = Summary::default();
         let files = detect_formats(

@@ -159,6 +159,15 @@ pub struct SourceStats {
     /// The usage summed: its field names are the schema's; the cost null
     /// where unknown (see [`UsageLine`]).
     pub usage: UsageLine,
+    /// Files whose usage is partial (Copilot CLI sessions without a
+    /// `session.shutdown` for their last segment: their messages' output
+    /// alone); absent when none.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub partial_usage: u64,
     pub by_model: Vec<ModelLine>,
     pub by_project: Vec<ProjectLine>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }

@@ -96,6 +96,8 @@ pub struct FileTotals {
     by_project: Projects,
     /// What of the usage is of agents that record costs.
     priced: Priced,
+    /// Files whose usage is partial ([`Format::partial_usage`]).
+    pub partial_usage: u64,
 }
 
 impl FileTotals {
@@ -106,7 +108,8 @@ impl FileTotals {
         self.bytes += size;
     }
 
-    fn file_done(&mut self, report: &Report, header: Option<&Header>, priced: bool) {
+    fn file_done(&mut self, report: &Report, header: Option<&Header>, priced: bool, partial: bool) {
+        self.partial_usage += u64::from(partial);
         if priced {
             self.priced.file_done(report, header);
         }
@@ -237,6 +240,10 @@ pub struct Summary {
     pub interrupted: bool,
     /// The run followed the archive.
     pub follow: bool,
+    /// The agents this run added to those its checkpoint reads (an
+    /// `--agent` naming agents the checkpoint did not read): later runs
+    /// without `--agent` read them too.
+    pub added_agents: Vec<&'static str>,
 }
 
 impl std::ops::Deref for Summary {
@@ -326,13 +333,15 @@ impl Summary {
         report: &Report,
         header: Option<&Header>,
         format: &dyn Format,
+        context: &[u8],
         reported: Reported,
     ) {
         let priced = format.records_cost();
+        let partial = format.partial_usage(context);
         if let Some(s) = self.source(format.name()) {
-            s.file_done(report, header, priced);
+            s.file_done(report, header, priced, partial);
         }
-        self.totals.file_done(report, header, priced);
+        self.totals.file_done(report, header, priced, partial);
         self.reported_skips += reported.0.min(report.skipped);
         let room = MAX_SKIPS.saturating_sub(self.skips.len());
         if room > 0 && !report.skips.is_empty() {
@@ -450,6 +459,7 @@ impl FileTotals {
             roles: Roles::from_counts(&r.roles),
             entries: r.entries.iter().map(|(k, n)| (k.to_owned(), n)).collect(),
             usage: UsageLine::of(&r.usage, priced.any),
+            partial_usage: self.partial_usage,
             by_model: model_lines(r, priced),
             by_project: project_lines(&self.by_project, priced),
         }

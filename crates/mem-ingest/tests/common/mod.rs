@@ -27,6 +27,9 @@ pub fn bin() -> &'static str {
 pub fn cli() -> Command {
     let mut c = Command::new(bin());
     c.env_remove("PI_CODING_AGENT_SESSION_DIR");
+    c.env_remove("QWEN_RUNTIME_DIR");
+    c.env_remove("QWEN_DATA_DIR");
+    c.env_remove("COPILOT_HOME");
     let none = no_home();
     for var in [
         "HOME",
