@@ -426,6 +426,38 @@ fn usage_shapes() {
     std::fs::remove_dir_all(dir).unwrap();
 }
 
+/// A session whose lines name no `cwd` is counted under project `""` in
+/// `by_project`, shown as `(unknown)` in the table.
+#[test]
+fn a_session_without_a_cwd_is_of_the_unknown_project() {
+    let dir = tmpdir("no-cwd");
+    let lines: Vec<String> = session_lines()[..2]
+        .iter()
+        .map(|l| {
+            let mut v: Value = serde_json::from_str(l).unwrap();
+            v.as_object_mut().unwrap().remove("cwd");
+            v.to_string()
+        })
+        .collect();
+    write_session(&dir, &lines);
+    let (code, v, err) = stats(bin(&dir).args(["stats", "--json", "-q"]).arg(&dir));
+    assert_eq!(code, Some(0), "{err}");
+    let p = &v["by_project"][0];
+    assert_eq!(
+        (p["project"].as_str(), p["records"].as_u64()),
+        (Some(""), Some(2)),
+        "{v}"
+    );
+    let out = bin(&dir).args(["stats", "-q"]).arg(&dir).output().unwrap();
+    let table = String::from_utf8(out.stdout).unwrap();
+    let line = table
+        .lines()
+        .find(|l| l.contains("(unknown)"))
+        .unwrap_or_default();
+    assert!(line.trim_start().starts_with("(unknown)"), "{table}");
+    fs::remove_dir_all(dir).unwrap();
+}
+
 #[test]
 #[ignore = "needs ../shared: samples/qwen-code"]
 fn deja_vu_sample_line_by_line() {
@@ -1102,8 +1134,8 @@ fn follow_emits_appended_lines_within_a_second() {
 }
 
 /// With no PATH, `stats` reads every agent's own archive (pi's, Qwen
-/// Code's, Claude Code's and Codex's, each at its default place), each
-/// counted under its own source; `--agent` narrows it.
+/// Code's, Copilot CLI's, Claude Code's and Codex's, each at its default
+/// place), each counted under its own source; `--agent` narrows it.
 #[test]
 fn no_path_reads_every_agent_and_agent_narrows() {
     let home = tmpdir("all-agents");
@@ -1126,6 +1158,13 @@ fn no_path_reads_every_agent_and_agent_narrows() {
     fs::create_dir_all(&codex).unwrap();
     let (rollout, _) = common::codex_rollout("t9", 4_000);
     fs::write(codex.join("rollout-2026-01-01T00-00-00-t9.jsonl"), rollout).unwrap();
+    let copilot = home.join(".copilot/session-state/c9");
+    fs::create_dir_all(&copilot).unwrap();
+    fs::write(
+        copilot.join("events.jsonl"),
+        r#"{"type":"user.message","data":{"content":"hi"},"id":"e1","timestamp":"2026-03-01T00:00:00.000Z","parentId":null}"#.to_owned() + "\n",
+    )
+    .unwrap();
     let with_defaults = |c: &mut std::process::Command| {
         c.env("HOME", &home)
             .env_remove("PI_CODING_AGENT_DIR")
@@ -1143,10 +1182,11 @@ fn no_path_reads_every_agent_and_agent_narrows() {
         .keys()
         .map(String::as_str)
         .collect();
-    assert_eq!(sources, ["claude", "codex", "pi", "qwen"], "{v}");
+    assert_eq!(sources, ["claude", "codex", "copilot", "pi", "qwen"], "{v}");
     assert_eq!(v["by_source"]["qwen"]["records"].as_u64(), Some(8));
     assert_eq!(v["by_source"]["claude"]["records"].as_u64(), Some(1));
-    assert_eq!(v["files"].as_u64(), Some(4));
+    assert_eq!(v["by_source"]["copilot"]["records"].as_u64(), Some(1));
+    assert_eq!(v["files"].as_u64(), Some(5));
     let mut c = bin(&home);
     with_defaults(&mut c);
     let (code, v, err) = stats(c.args([
