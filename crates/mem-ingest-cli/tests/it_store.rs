@@ -1540,7 +1540,19 @@ fn search_in_a_folder_the_user_cannot_write() {
     let db = dir.join("m.db");
     let s = d.join("s.jsonl");
     fs::copy(fixtures().join("hand-built.jsonl"), &s).unwrap();
-    assert!(backfill_db(&db, &[&s]).status.success());
+    // Shared with other users on purpose: a store is its owner's alone
+    // (0600) unless --file-mode says otherwise.
+    let out = bin()
+        .args(["backfill", "-q", "--file-mode", "0644", "--db"])
+        .arg(&db)
+        .arg(&s)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(!dir.join("m.db-wal").exists());
     // A copy of the binary where `nobody` can run it, whatever folder the
     // build is in.
