@@ -445,3 +445,41 @@ fn search_prints_the_place_of_each_hit_in_the_local_zone() {
     );
     fs::remove_dir_all(d).unwrap();
 }
+
+/// The reading commands read a store of every schema version as it is
+/// (no migration: they never write), the checked-in stores of versions 1
+/// to 5 (`backfill --db` of hand-built.jsonl).
+#[test]
+fn sessions_and_show_read_the_stores_of_every_version() {
+    let d = std::env::temp_dir().join(format!(
+        "mem-ingest-sessions-{}-versions",
+        std::process::id()
+    ));
+    let _ = fs::remove_dir_all(&d);
+    fs::create_dir_all(&d).unwrap();
+    for v in 1..=mem_ingest_store::SCHEMA_VERSION {
+        let db = d.join(format!("store-v{v}.sqlite"));
+        fs::copy(fixtures().join(format!("store-v{v}.sqlite")), &db).unwrap();
+        let before = fs::read(&db).unwrap();
+        let db = db.to_str().unwrap();
+        assert_eq!(
+            stdout(&run(&d, "UTC", &[], &["sessions", "--db", db])),
+            "2026-01-15 10:00  pi      /tmp/my-project  22 records  hand-built-0001\n    \
+             Fix the \"bug\" in C:\\Users\\me\\tnow…\n",
+            "version {v}"
+        );
+        let shown = stdout(&run(
+            &d,
+            "UTC",
+            &[],
+            &["show", "--db", db, "hand", "--format", "json"],
+        ));
+        assert_eq!(shown.lines().count(), 22, "version {v}");
+        assert_eq!(
+            fs::read(db).unwrap(),
+            before,
+            "version {v}: the store was written"
+        );
+    }
+    fs::remove_dir_all(d).unwrap();
+}
