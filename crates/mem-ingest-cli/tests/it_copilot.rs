@@ -646,8 +646,7 @@ fn incremental_runs_emit_only_what_is_new() {
 /// run's usage (the running context saved with each checkpoint).
 #[test]
 fn killed_at_any_moment_every_record_exactly_once() {
-    use std::process::Stdio;
-    use std::time::{Duration, Instant};
+    use std::time::Instant;
     let d = tmpdir("kill");
     let arch = d.join("copilot");
     let g = gen_corpus::GenCorpus::new()
@@ -735,38 +734,7 @@ fn killed_at_any_moment_every_record_exactly_once() {
             c.arg(&arch);
             c
         };
-        let mut kills = 0;
-        let mut delay = (pace / 10).clamp(1, 5);
-        let t = Instant::now();
-        loop {
-            let mut child = run()
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .unwrap();
-            let deadline = Instant::now() + Duration::from_millis(delay);
-            let mut done = None;
-            while Instant::now() < deadline {
-                if let Some(st) = child.try_wait().unwrap() {
-                    done = Some(st);
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(1));
-            }
-            if let Some(st) = done {
-                assert!(st.success(), "{sink}: a run failed");
-                break;
-            }
-            child.kill().unwrap();
-            child.wait().unwrap();
-            kills += 1;
-            delay = delay * 3 / 2 + (pace / 10).clamp(1, 7);
-            assert!(
-                t.elapsed() < Duration::from_secs(240),
-                "{sink}: did not finish"
-            );
-        }
-        assert!(kills >= 3, "{sink}: only {kills} kills");
+        let kills = common::kill_until_it_finishes(run, pace, sink);
         match sink {
             "state" => assert_eq!(
                 keys(&ndjson(&fs::read(&out).unwrap())),

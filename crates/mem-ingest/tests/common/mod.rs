@@ -101,6 +101,43 @@ pub fn append(path: &Path, text: &str) {
         .unwrap();
 }
 
+/// Runs the command `run` makes, killing it (SIGKILL) after a delay that
+/// grows from a tenth of `pace_ms` (a clean run's time) at each kill,
+/// until a run finishes (it must succeed) within 240 s; the number of
+/// kills, at least 3 (fewer would not test a kill mid-run). `what` names
+/// the case in a failure.
+pub fn kill_until_it_finishes(mut run: impl FnMut() -> Command, pace_ms: u64, what: &str) -> u32 {
+    use std::process::Stdio;
+    use std::time::{Duration, Instant};
+    let mut kills = 0;
+    let mut delay = (pace_ms / 10).clamp(1, 5);
+    let t = Instant::now();
+    loop {
+        let mut child = run()
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_millis(delay);
+        while Instant::now() < deadline {
+            if let Some(st) = child.try_wait().unwrap() {
+                assert!(st.success(), "{what}: a run failed");
+                assert!(kills >= 3, "{what}: only {kills} kills");
+                return kills;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        child.kill().unwrap();
+        child.wait().unwrap();
+        kills += 1;
+        delay = delay * 3 / 2 + (pace_ms / 10).clamp(1, 7);
+        assert!(
+            t.elapsed() < Duration::from_secs(240),
+            "{what}: did not finish"
+        );
+    }
+}
+
 /// The SHA-256 of a file, by `sha256sum`.
 pub fn sha256(path: &Path) -> String {
     let out = Command::new("sha256sum").arg(path).output().unwrap();
