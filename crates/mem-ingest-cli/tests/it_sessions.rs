@@ -483,3 +483,41 @@ fn sessions_and_show_read_the_stores_of_every_version() {
     }
     fs::remove_dir_all(d).unwrap();
 }
+
+/// Counts in the listing and the transcript's header have thousands
+/// separators, as every human table.
+#[test]
+fn counts_are_grouped_by_thousands() {
+    let d = std::env::temp_dir().join(format!("mem-ingest-sessions-{}-big", std::process::id()));
+    let _ = fs::remove_dir_all(&d);
+    fs::create_dir_all(&d).unwrap();
+    let s = d.join("2026-01-01T00-00-00-000Z_big.jsonl");
+    let mut body = r#"{"type":"session","version":3,"id":"big","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/p"}"#.to_owned() + "\n";
+    for i in 0..1_234 {
+        body.push_str(&common::user_line(&format!("m{i}"), &format!("line {i}")));
+    }
+    fs::write(&s, body).unwrap();
+    let out = Command::new(common::bin())
+        .args(["backfill", "-q", "--db"])
+        .arg(d.join("m.db"))
+        .arg(&s)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let list = stdout(&run(&d, "UTC", &[], &["sessions", "--db", "m.db"]));
+    assert_eq!(
+        list,
+        "2026-02-01 00:00  pi      /p  1,234 records  big\n    line 0\n"
+    );
+    let shown = stdout(&run(
+        &d,
+        "UTC",
+        &[],
+        &["show", "--db", "m.db", "big", "--format", "text"],
+    ));
+    assert_eq!(
+        shown.lines().next().unwrap(),
+        "big · pi · /p · 1,234 records, 2026-02-01 00:00:00 to 2026-02-01 00:00:00"
+    );
+    fs::remove_dir_all(d).unwrap();
+}

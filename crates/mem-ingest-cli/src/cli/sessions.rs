@@ -157,7 +157,7 @@ pub(super) fn sessions(a: SessionsArgs) -> i32 {
                 "{started}  {:<6}  {}  {} records  {}\n    {}",
                 s.agent,
                 safe::printable(&short_path(&s.project)),
-                s.records,
+                super::output::count(s.records.max(0) as u64),
                 safe::printable(&s.id),
                 prompt_line(s.first_prompt.as_deref())
             )

@@ -97,7 +97,7 @@ fn header(s: &SessionRow, utc: bool) -> String {
         } else {
             &s.project
         },
-        s.records
+        super::output::count(s.records.max(0) as u64)
     )
 }
 
