@@ -794,3 +794,132 @@ fn follow_emits_a_message_when_final() {
     assert_eq!(recs[1]["line"], 3);
     fs::remove_dir_all(home).unwrap();
 }
+
+/// A run killed (-9) at any moment, then run again, gives every record
+/// exactly once, with `--state` and with `--db`: the messages held in a
+/// file's running context go with its checkpoint.
+#[test]
+fn killed_at_any_moment_every_record_exactly_once() {
+    use std::process::Stdio;
+    use std::time::Instant;
+    let d = tmpdir("kill");
+    let gemini = d.join(".gemini");
+    for f in 0..30 {
+        let sid = format!("{f:08x}-0000-4000-8000-000000000000");
+        let chats = gemini.join(format!("tmp/p{f}/chats"));
+        fs::create_dir_all(&chats).unwrap();
+        let mut text = json!({"sessionId": sid, "projectHash": "h",
+                              "startTime": "2026-09-01T10:00:00.000Z"})
+        .to_string()
+            + "\n";
+        for m in 0..400 {
+            let ts = format!("{:02}", m % 60);
+            text += &(msg(
+                &format!("u{m}"),
+                &ts,
+                "user",
+                json!({"content": [{"text": format!("prompt {m} of {f}")}]}),
+            ) + "\n");
+            text += &(msg(
+                &format!("g{m}"),
+                &ts,
+                "gemini",
+                json!({"content": "", "tokens": null}),
+            ) + "\n");
+            text += &(msg(
+                &format!("g{m}"),
+                &ts,
+                "gemini",
+                json!({"content": format!("answer {m}"), "model": "gemini-2.5-pro", "tokens": tokens(100, 10, 0, 0, 0, 110)}),
+            ) + "\n");
+            text +=
+                &(json!({"$set": {"lastUpdated": "2026-09-01T10:00:00.000Z"}}).to_string() + "\n");
+        }
+        let p = chats.join(format!("session-2026-09-01T10-00-{}.jsonl", &sid[..8]));
+        fs::write(&p, text).unwrap();
+        age(&p, 60);
+    }
+    let started = Instant::now();
+    let clean = bin(&d)
+        .args(["backfill", "-q", "--jobs", "2", "--agent", "gemini"])
+        .output()
+        .unwrap();
+    let pace = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+    assert!(clean.status.success());
+    let want = keys(&ndjson(&clean.stdout));
+    assert_eq!(want.len(), 30 * 800);
+    let (state, out, db) = (d.join("state"), d.join("out.ndjson"), d.join("store.db"));
+    for sink in ["state", "db"] {
+        let run = || {
+            let mut c = bin(&d);
+            c.args([
+                "backfill",
+                "-q",
+                "--jobs",
+                "2",
+                "--agent",
+                "gemini",
+                "--checkpoint-ms",
+                "1",
+            ]);
+            match sink {
+                "state" => c.arg("--state").arg(&state).arg("-o").arg(&out),
+                _ => c.arg("--db").arg(&db),
+            };
+            c
+        };
+        let mut kills = 0;
+        let mut delay = (pace / 10).clamp(1, 5);
+        let t = Instant::now();
+        loop {
+            let mut child = run()
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap();
+            let deadline = Instant::now() + Duration::from_millis(delay);
+            let mut done = None;
+            while Instant::now() < deadline {
+                if let Some(st) = child.try_wait().unwrap() {
+                    done = Some(st);
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            if let Some(st) = done {
+                assert!(st.success(), "{sink}: a run failed");
+                break;
+            }
+            child.kill().unwrap();
+            child.wait().unwrap();
+            kills += 1;
+            delay = delay * 3 / 2 + (pace / 10).clamp(1, 7);
+            assert!(
+                t.elapsed() < Duration::from_secs(240),
+                "{sink}: did not finish"
+            );
+        }
+        assert!(kills >= 3, "{sink}: only {kills} kills");
+        let mut got: Vec<String> = match sink {
+            "state" => keys(&ndjson(&fs::read(&out).unwrap())),
+            _ => {
+                let c = rusqlite::Connection::open(&db).unwrap();
+                let mut st = c.prepare("SELECT key FROM records").unwrap();
+                st.query_map([], |r| r.get(0))
+                    .unwrap()
+                    .map(Result::unwrap)
+                    .collect()
+            }
+        };
+        let mut w = want.clone();
+        if sink == "state" {
+            assert_eq!(got, want, "{sink}: after {kills} kills");
+        } else {
+            got.sort();
+            w.sort();
+            assert_eq!(got, w, "{sink}: after {kills} kills");
+        }
+        assert!(run().output().unwrap().status.success());
+    }
+    fs::remove_dir_all(d).unwrap();
+}
