@@ -1101,8 +1101,8 @@ fn follow_emits_appended_lines_within_a_second() {
     fs::remove_dir_all(d).unwrap();
 }
 
-/// With no PATH, `stats` reads every agent's own archive (pi's, Qwen
-/// Code's, Copilot CLI's, Claude Code's and Codex's, each at its default
+/// With no PATH, `stats` reads every agent's own archive (pi's, Gemini
+/// CLI's, Qwen Code's, Copilot CLI's, Claude Code's and Codex's, each at its default
 /// place), each counted under its own source; `--agent` narrows it.
 #[test]
 fn no_path_reads_every_agent_and_agent_narrows() {
@@ -1133,6 +1133,23 @@ fn no_path_reads_every_agent_and_agent_narrows() {
         r#"{"type":"user.message","data":{"content":"hi"},"id":"e1","timestamp":"2026-03-01T00:00:00.000Z","parentId":null}"#.to_owned() + "\n",
     )
     .unwrap();
+    let gemini = home.join(".gemini/tmp/g/chats");
+    fs::create_dir_all(&gemini).unwrap();
+    let g = gemini.join("session-2026-03-01T00-00-g9.jsonl");
+    fs::write(
+        &g,
+        r#"{"sessionId":"g9","projectHash":"h","startTime":"2026-03-01T00:00:00.000Z"}
+{"id":"m1","timestamp":"2026-03-01T00:00:00.000Z","type":"user","content":"hi"}
+"#,
+    )
+    .unwrap();
+    // Still: its message written last is final.
+    fs::File::options()
+        .write(true)
+        .open(&g)
+        .unwrap()
+        .set_modified(std::time::SystemTime::now() - std::time::Duration::from_secs(60))
+        .unwrap();
     let with_defaults = |c: &mut std::process::Command| {
         c.env("HOME", &home)
             .env_remove("PI_CODING_AGENT_DIR")
@@ -1150,11 +1167,16 @@ fn no_path_reads_every_agent_and_agent_narrows() {
         .keys()
         .map(String::as_str)
         .collect();
-    assert_eq!(sources, ["claude", "codex", "copilot", "pi", "qwen"], "{v}");
+    assert_eq!(
+        sources,
+        ["claude", "codex", "copilot", "gemini", "pi", "qwen"],
+        "{v}"
+    );
     assert_eq!(v["by_source"]["qwen"]["records"].as_u64(), Some(8));
+    assert_eq!(v["by_source"]["gemini"]["records"].as_u64(), Some(1));
     assert_eq!(v["by_source"]["claude"]["records"].as_u64(), Some(1));
     assert_eq!(v["by_source"]["copilot"]["records"].as_u64(), Some(1));
-    assert_eq!(v["files"].as_u64(), Some(5));
+    assert_eq!(v["files"].as_u64(), Some(6));
     let mut c = bin(&home);
     with_defaults(&mut c);
     let (code, v, err) = stats(c.args([

@@ -1400,7 +1400,7 @@ fn a_store_of_other_agents_is_named_as_a_store() {
         String::from_utf8(out.stderr).unwrap(),
         format!(
             "error: the store {} was written with other options (--agent: store has \
-             pi,qwen,copilot,claude,codex, this run pi); use another store\n",
+             pi,gemini,qwen,copilot,claude,codex, this run pi); use another store\n",
             db.display()
         )
     );
@@ -1467,7 +1467,8 @@ fn missing_folders_stores_and_archives_create_nothing() {
         String::from_utf8(out.stderr).unwrap(),
         format!(
             "error: no PATH given and pi's session archive {h}/sessions does not exist (set \
-             PI_CODING_AGENT_SESSION_DIR or PI_CODING_AGENT_DIR, or name a PATH); no Qwen \
+             PI_CODING_AGENT_SESSION_DIR or PI_CODING_AGENT_DIR, or name a PATH); no Gemini \
+             CLI archive: no folder at {h}/.gemini/tmp; no Qwen \
              Code archive: no projects/ folder in {h}/.qwen/projects; no Copilot CLI archive: \
              no {h}/.copilot/session-state; no Claude Code archive: no projects/ folder in \
              {h}/projects; no Codex archive: no {h}/sessions nor {h}/archived_sessions\n"

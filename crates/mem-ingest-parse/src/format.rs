@@ -284,6 +284,16 @@ pub trait Format: Send + Sync {
         false
     }
 
+    /// Whether a file whose saved running context is `context` holds
+    /// records back that a later read may hand out though the file did not
+    /// change (Gemini CLI: the message written last, held until the file is
+    /// still): the engine then reads such a file again from where it
+    /// stopped rather than skipping it as unchanged. Default: never.
+    fn holds_back(&self, context: &[u8]) -> bool {
+        let _ = context;
+        false
+    }
+
     /// The lineage id of a session id of this format: ids of two formats
     /// never meet. Default `<name>:<id>`.
     fn lineage(&self, session: &str) -> String {

@@ -30,7 +30,7 @@ struct SearchParams {
     /// Only records whose project (the session's working folder) holds
     /// this text (case folded).
     project: Option<String>,
-    /// Only this agent's records: pi, qwen, copilot, claude, codex.
+    /// Only this agent's records: pi, gemini, qwen, copilot, claude, codex.
     agent: Option<String>,
     /// Only this role: user, assistant, tool_result, bash_execution,
     /// system, custom.
@@ -50,7 +50,7 @@ struct SearchParams {
 struct SessionsParams {
     /// Only sessions whose project holds this text (case folded).
     project: Option<String>,
-    /// Only this agent's sessions: pi, qwen, copilot, claude, codex.
+    /// Only this agent's sessions: pi, gemini, qwen, copilot, claude, codex.
     agent: Option<String>,
     /// Only sessions with a record at or after this time (as search's).
     since: Option<String>,
@@ -143,7 +143,7 @@ impl Memory {
 
     /// Full-text search of everything the user and their agents did.
     #[tool(
-        description = "Search the user's coding-agent history (every message, tool call and result of their coding agents' sessions: pi, Qwen Code, Copilot CLI, Claude Code, Codex) by words, best matches first. Each hit has its key (pass it to the session tool's `around` to read the conversation there), agent, project, session id, time (UTC), role, file:line and a snippet with the matched words between « and »."
+        description = "Search the user's coding-agent history (every message, tool call and result of their coding agents' sessions: pi, Gemini CLI, Qwen Code, Copilot CLI, Claude Code, Codex) by words, best matches first. Each hit has its key (pass it to the session tool's `around` to read the conversation there), agent, project, session id, time (UTC), role, file:line and a snippet with the matched words between « and »."
     )]
     async fn search(
         &self,
@@ -301,7 +301,7 @@ impl ServerHandler for Memory {
         ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
             .with_server_info(Implementation::new("mem-ingest", env!("CARGO_PKG_VERSION")))
             .with_instructions(
-                "The user's coding-agent history (pi, Qwen Code, Copilot CLI, Claude Code, \
+                "The user's coding-agent history (pi, Gemini CLI, Qwen Code, Copilot CLI, Claude Code, \
                  Codex), read from the \
                  mem-ingest store. Use search to find what was done or said about something, \
                  sessions to see recent work, and session to read a conversation.",

@@ -23,7 +23,7 @@ use mem_ingest::{parse_iso_millis, Error, ErrorKind, Role};
 use mem_ingest_dataset::{ParquetDataset, Shard};
 use mem_ingest_store::{Search, SqliteStore};
 
-/// Reads the session archives of coding agents (pi, Qwen Code, Copilot CLI, Claude Code, Codex) into normalised records.
+/// Reads the session archives of coding agents (pi, Gemini CLI, Qwen Code, Copilot CLI, Claude Code, Codex) into normalised records.
 #[derive(Parser, Debug)]
 #[command(name = "mem-ingest", version)]
 pub struct Cli {
@@ -85,7 +85,9 @@ struct Common {
     /// Session files, or folders searched recursively for `*.jsonl`.
     /// Default: every archive that exists: pi's
     /// ($PI_CODING_AGENT_SESSION_DIR, else $PI_CODING_AGENT_DIR/sessions,
-    /// else ~/.pi/agent/sessions), Qwen Code's (projects/ of
+    /// else ~/.pi/agent/sessions), Gemini CLI's (tmp/ of
+    /// $GEMINI_CLI_HOME/.gemini and each of $GEMINI_DATA_DIR, a comma list,
+    /// else ~/.gemini/tmp), Qwen Code's (projects/ of
     /// $QWEN_RUNTIME_DIR and of each of $QWEN_DATA_DIR, a comma list, else
     /// of ~/.qwen), Copilot CLI's (session-state/ of $COPILOT_HOME, else
     /// of ~/.copilot) and Claude Code's (projects/ in each of
@@ -124,7 +126,8 @@ struct Common {
     /// first.
     #[arg(long)]
     no_dedupe: bool,
-    /// Read only this agent's sessions (repeatable): pi, qwen (Qwen
+    /// Read only this agent's sessions (repeatable): pi, gemini (Gemini
+    /// CLI), qwen (Qwen
     /// Code), copilot (Copilot CLI), claude (Claude Code), codex (Codex). Default: every agent's (with PATHs, each
     /// file's agent is detected from its first lines; a file none claims
     /// is read as pi's). A --state or --db records the agents it reads,
@@ -181,7 +184,7 @@ struct BackfillArgs {
     db: Option<PathBuf>,
     /// Write a Hive-partitioned Parquet dataset into the folder DIR
     /// (created when missing) for DuckDB, Spark and the like:
-    /// DIR/format=<pi|qwen|copilot|claude|codex>/date=<YYYY-MM-DD, UTC>/part-*.parquet,
+    /// DIR/format=<pi|gemini|qwen|copilot|claude|codex>/date=<YYYY-MM-DD, UTC>/part-*.parquet,
     /// records without a timestamp under date=__HIVE_DEFAULT_PARTITION__
     /// (read as null). Parts are written whole (a temporary name, then a
     /// rename) and never rewritten; a run never deletes a part it did not
@@ -224,8 +227,7 @@ struct BackfillArgs {
     #[arg(long, value_name = "BYTES")]
     max_text: Option<usize>,
     /// Keep running (needs --state or --db): emit each new complete line
-    /// of any session under the PATHs as its agent writes it (pi, Qwen
-    /// Code, Copilot CLI, Claude Code, Codex), pick up new session files, and stop cleanly on SIGINT
+    /// of any session under the PATHs as its agent writes it (pi, Gemini CLI, Qwen Code, Copilot CLI, Claude Code, Codex), pick up new session files, and stop cleanly on SIGINT
     /// or SIGTERM with the state saved. On a terminal, stderr shows the
     /// files followed and the records written so far.
     #[arg(long)]
@@ -268,7 +270,7 @@ struct SearchArgs {
     /// Only records of sessions whose id starts with this.
     #[arg(long, value_name = "ID")]
     session: Option<String>,
-    /// Only records of this agent: pi, qwen, copilot, claude or codex (the `format`
+    /// Only records of this agent: pi, gemini, qwen, copilot, claude or codex (the `format`
     /// column).
     #[arg(long, visible_alias = "format", value_enum, value_name = "AGENT")]
     agent: Option<Agent>,
@@ -350,6 +352,8 @@ fn parse_time(s: &str) -> Result<i64, String> {
 enum Agent {
     /// The pi coding agent.
     Pi,
+    /// Gemini CLI (its JSONL chat recordings).
+    Gemini,
     /// Qwen Code.
     Qwen,
     /// GitHub Copilot CLI.
@@ -377,6 +381,7 @@ fn formats(c: &Common) -> Vec<Arc<dyn Format>> {
     let mut agents = match &c.agents[..] {
         [] => vec![
             Agent::Pi,
+            Agent::Gemini,
             Agent::Qwen,
             Agent::Copilot,
             Agent::Claude,
@@ -930,7 +935,10 @@ mod tests {
             .iter()
             .map(|f| f.name())
             .collect();
-        assert_eq!(agents, ["pi", "qwen", "copilot", "claude", "codex"]);
+        assert_eq!(
+            agents,
+            ["pi", "gemini", "qwen", "copilot", "claude", "codex"]
+        );
         assert_eq!(agents, registered);
     }
 

@@ -10,12 +10,14 @@ use crate::format::Format;
 pub mod claude;
 pub mod codex;
 pub mod copilot;
+pub mod gemini;
 pub mod pi;
 pub mod qwen;
 
 pub use claude::Claude;
 pub use codex::Codex;
 pub use copilot::Copilot;
+pub use gemini::Gemini;
 pub use pi::Pi;
 pub use qwen::Qwen;
 
@@ -23,10 +25,13 @@ pub use qwen::Qwen;
 /// the first's that detects it: formats whose detection looks for keys of
 /// their own come before Claude Code's, which takes any line with a
 /// `sessionId` (Qwen Code's records have one too, and a Copilot CLI event
-/// may name one).
+/// may name one). Gemini CLI's comes before Qwen Code's, whose walk
+/// claims any `chats/*.jsonl`: a Gemini `chats/session-*.jsonl` is
+/// Gemini's.
 pub fn builtin() -> Vec<Arc<dyn Format>> {
     vec![
         Arc::new(Pi),
+        Arc::new(Gemini),
         Arc::new(Qwen),
         Arc::new(Copilot),
         Arc::new(Claude),

@@ -214,6 +214,16 @@ fn region(
     let Some(p) = prior else {
         return fresh(Mode::New);
     };
+    if unchanged(p, id) && format.holds_back(&p.context) {
+        // Unchanged, but its context holds records back until the file is
+        // still (Gemini CLI): read from where it stopped, nothing new.
+        return Region {
+            start: p.offset,
+            lines: p.line,
+            header: Some(p.header.clone()),
+            mode: Mode::Resumed,
+        };
+    }
     if unchanged(p, id) {
         // No task: the header is not needed.
         return Region {

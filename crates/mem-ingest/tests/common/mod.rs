@@ -27,6 +27,8 @@ pub fn bin() -> &'static str {
 pub fn cli() -> Command {
     let mut c = Command::new(bin());
     c.env_remove("PI_CODING_AGENT_SESSION_DIR");
+    c.env_remove("GEMINI_CLI_HOME");
+    c.env_remove("GEMINI_DATA_DIR");
     c.env_remove("QWEN_RUNTIME_DIR");
     c.env_remove("QWEN_DATA_DIR");
     c.env_remove("COPILOT_HOME");

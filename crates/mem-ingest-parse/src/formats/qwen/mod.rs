@@ -567,7 +567,7 @@ impl MapLine for QwenContext {
 /// (then `is_error`), kind `text`; `inlineData` as an image placeholder;
 /// `fileData` as `[file <mime>, <uri>]` (kind `file`); others their first
 /// key as kind, no text.
-fn parts<'a>(
+pub(crate) fn parts<'a>(
     text: &mut Text<'a>,
     parts: Option<&[Node<'a>]>,
     call: &mut (Option<&'a str>, Option<&'a str>),
@@ -579,7 +579,19 @@ fn parts<'a>(
         text.push(s);
         return;
     }
-    for part in elements(v) {
+    for p in elements(v) {
+        part(text, p, call, is_error);
+    }
+}
+
+/// One Gemini part (see [`parts`]).
+pub(crate) fn part<'a>(
+    text: &mut Text<'a>,
+    part: &[Node<'a>],
+    call: &mut (Option<&'a str>, Option<&'a str>),
+    is_error: &mut Option<bool>,
+) {
+    {
         let f = Fields::of(part);
         if let Some(t) = f.get("text").and_then(as_str) {
             let thought = f.get("thought").and_then(as_bool) == Some(true);

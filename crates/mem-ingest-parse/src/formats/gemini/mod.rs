@@ -1,0 +1,1017 @@
+//! The Gemini CLI adapter: the only module that knows Gemini CLI's key
+//! names (see `docs/gemini-cli.md` for the mapping, and
+//! `shared/spec/gemini-cli-format.md` for the format).
+//!
+//! A chat file (`tmp/<project id>/chats/session-<time>-<id8>.jsonl` under
+//! Gemini's home, a subagent's one folder deeper) is event-sourced: a
+//! metadata line, then message lines that are re-appended whole under the
+//! same `id` whenever their tokens or tool calls change (the last copy
+//! wins), `{"$set": {...}}` lines (with `messages`: a checkpoint replacing
+//! the list) and `{"$rewindTo": id}` lines dropping a tail of the list.
+//!
+//! Every message id ever written is one record, with the content of its
+//! last copy, handed out once, when final:
+//! - a message is *held* while it is the last one written (a later copy
+//!   may still replace it); a line that writes another message makes every
+//!   held message final, and a `$rewindTo` makes the messages it drops
+//!   final (their records say `rewound`);
+//! - at the end of what a run reads, the held message is final when the
+//!   file has been still (not modified) for [`STILL`]; else it stays held
+//!   in the file's running context, which the engine saves with the file's
+//!   checkpoint, and a later run (or the next pass of `--follow`) hands it
+//!   out when it is final ([`Format::holds_back`] makes the engine open a
+//!   file whose context holds one though the file is unchanged);
+//! - a later copy of a message already handed out makes no record: the
+//!   line is counted (entry type `message`, `late_copies` in the docs'
+//!   terms: no record, no usage).
+//!
+//! Lines themselves are entries without a record (counted by their shape:
+//! `metadata`, `message`, `$set`, `$rewindTo`); the records are entries of
+//! their own, fingerprinted by session and message id, so that a hash
+//! folder's copy and a slug folder's copy of one session give each message
+//! once.
+
+use std::cell::RefCell;
+use std::collections::{HashSet, VecDeque};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use bumpalo::Bump;
+use simd_json::Node;
+
+use crate::error::Error;
+use crate::format::{BoxedSource, Format, Input};
+use crate::json::{
+    as_bool, as_str, as_u64, elements, fingerprint, is_blank, write_json, Fields, JsonParser,
+    ParsedLine, PrefixLines,
+};
+use crate::line::{Entry, Header, LinePos, MapLine, Text};
+use crate::line_reader::bom_len;
+use crate::record::{Record, Role, RoleFilter, Usage};
+use crate::report::{Report, SkipReason};
+use crate::source::{
+    headerless_body, headerless_fingerprint, open_headerless, resume_headerless, FileLines,
+    LineDriver, Position, RecordSource, SourceOptions,
+};
+use crate::time::parse_iso_millis;
+
+/// How much of a file's start its [`Header`] is looked for in (bytes).
+pub const PREFIX: usize = 64 << 10;
+
+/// The provider usage is counted under.
+pub const PROVIDER: &str = "google";
+
+/// How long a file must have been still (its modification time that far
+/// in the past) for the message written last to be final at the end of a
+/// read. Gemini CLI re-appends a message as its tokens and tool calls
+/// arrive, within a turn; five seconds without a write ends the turn's
+/// writes in practice. `--follow` waits the same: its passes reopen a file
+/// whose context holds a message ([`Format::holds_back`]).
+pub const STILL: Duration = Duration::from_secs(5);
+
+/// Gemini CLI's JSONL chat recordings.
+///
+/// - The file's [`Header`]: `id` is the `sessionId` of the first line that
+///   has one (the file stem when none does), `timestamp` its `startTime`,
+///   `cwd` the project recovered from the files beside the session's
+///   folder (`.project_root`, `projects.json`, a known path whose SHA-256
+///   is the folder's name or the `projectHash`), else a subagent's first
+///   `directories` entry, else `""` (unknown): never a decoded folder name.
+/// - Records' keys are `<sessionId>:<message id>`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Gemini;
+
+impl Format for Gemini {
+    fn name(&self) -> &'static str {
+        "gemini"
+    }
+
+    fn honours_raw_text(&self, _: crate::seal::Crate) -> bool {
+        // Its sources never read raw text.
+        true
+    }
+
+    /// `session-*.jsonl` directly in a `chats/` folder (a main session),
+    /// or `*.jsonl` in a folder of a `chats/` folder (a subagent's,
+    /// `chats/<parent session id>/<session id>.jsonl`). The legacy
+    /// `.json` documents are not read (a later issue).
+    fn is_session_file(&self, path: &Path) -> bool {
+        if path.extension().is_none_or(|e| e != "jsonl") {
+            return false;
+        }
+        let parent = path.parent();
+        let named = |p: Option<&Path>| p.and_then(Path::file_name).is_some_and(|n| n == "chats");
+        if named(parent) {
+            return path
+                .file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("session-"));
+        }
+        named(parent.and_then(Path::parent))
+    }
+
+    fn default_archive(&self) -> Result<PathBuf, String> {
+        self.default_archives()
+            .map(|v| v.into_iter().next().expect("one at least"))
+    }
+
+    fn default_archives(&self) -> Result<Vec<PathBuf>, String> {
+        let (found, tried) = default_archives();
+        if found.is_empty() {
+            return Err(format!(
+                "no Gemini CLI archive: no folder at {}",
+                tried.join(", ")
+            ));
+        }
+        Ok(found)
+    }
+
+    /// The first line that is not blank is Gemini CLI's metadata line: an
+    /// object with a string `sessionId`, no `type`, and a `projectHash`,
+    /// `startTime` or `lastUpdated`; or a `$set` / `$rewindTo` line.
+    fn detect(&self, prefix: &[u8], whole: bool) -> bool {
+        crate::json::with_scratch(|json, arena| {
+            let mut lines = PrefixLines::new(&prefix[bom_len(prefix)..], whole);
+            loop {
+                let Some((_, line)) = lines.next() else {
+                    return false;
+                };
+                if is_blank(line) {
+                    continue;
+                }
+                arena.reset();
+                return json.parse(line, arena, |parsed| {
+                    let Ok((nodes, _)) = parsed else { return false };
+                    let f = Fields::of(nodes);
+                    (f.str("sessionId").is_some()
+                        && f.get("type").is_none()
+                        && ["projectHash", "startTime", "lastUpdated"]
+                            .iter()
+                            .any(|k| f.get(k).is_some()))
+                        || f.get("$set").is_some()
+                        || f.str("$rewindTo").is_some()
+                });
+            }
+        })
+    }
+
+    fn open<'d>(
+        &self,
+        input: Input<'d>,
+        path: &Path,
+        opts: &SourceOptions,
+    ) -> Result<BoxedSource<'d>, Error> {
+        let driver = open_headerless(input, path, opts, PREFIX, |prefix, whole| {
+            let body = headerless_body(prefix, whole)?;
+            Some(GeminiContext::new(
+                header_of(body, whole, path),
+                path,
+                Running::default(),
+                (0, 0),
+            ))
+        })?;
+        Ok(Box::new(GeminiSource::new(driver.counting(opts), opts)))
+    }
+
+    fn resume<'d>(
+        &self,
+        input: Input<'d>,
+        path: &Path,
+        header: &Header,
+        context: &[u8],
+        byte: u64,
+        lines_before: u64,
+        opts: &SourceOptions,
+    ) -> BoxedSource<'d> {
+        let running = Running::decode(context).unwrap_or_default();
+        let ctx = GeminiContext::new(header.clone(), path, running, (lines_before, byte));
+        let driver = resume_headerless(input, path, ctx, byte, lines_before, opts);
+        Box::new(GeminiSource::new(driver.counting(opts), opts))
+    }
+
+    /// A file's messages are held until final: its parts are read in one
+    /// task, in order.
+    fn needs_running_context(&self) -> bool {
+        true
+    }
+
+    fn holds_back(&self, context: &[u8]) -> bool {
+        Running::decode(context).is_some_and(|r| !r.held.is_empty() || !r.ready.is_empty())
+    }
+}
+
+/// Gemini's `tmp/` folders that exist, and every place tried:
+/// `$GEMINI_CLI_HOME/.gemini/tmp` (Gemini CLI's own variable replaces the
+/// home folder) and each entry of `$GEMINI_DATA_DIR` (a comma list,
+/// ccusage's: a folder searched as given), else `~/.gemini/tmp`.
+pub fn default_archives() -> (Vec<PathBuf>, Vec<String>) {
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let expand = |s: &str| -> PathBuf {
+        match (s.strip_prefix('~'), &home) {
+            (Some(rest), Some(h)) if rest.is_empty() || rest.starts_with('/') => {
+                h.join(rest.trim_start_matches('/'))
+            }
+            _ => PathBuf::from(s),
+        }
+    };
+    let mut candidates = Vec::new();
+    if let Ok(dir) = std::env::var("GEMINI_CLI_HOME") {
+        if !dir.trim().is_empty() {
+            candidates.push(expand(dir.trim()).join(".gemini").join("tmp"));
+        }
+    }
+    if let Ok(list) = std::env::var("GEMINI_DATA_DIR") {
+        for entry in list.split(',').map(str::trim).filter(|e| !e.is_empty()) {
+            candidates.push(expand(entry));
+        }
+    }
+    if candidates.is_empty() {
+        candidates.extend(home.as_ref().map(|h| h.join(".gemini").join("tmp")));
+    }
+    let mut found = Vec::new();
+    let mut tried = Vec::new();
+    for c in candidates {
+        if c.is_dir() {
+            if !found.contains(&c) {
+                found.push(c);
+            }
+        } else {
+            tried.push(c.display().to_string());
+        }
+    }
+    if found.is_empty() && tried.is_empty() {
+        tried.push("~/.gemini/tmp (HOME is not set)".to_owned());
+    }
+    (found, tried)
+}
+
+fn file_stem(path: &Path) -> String {
+    path.file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+/// What the metadata line says: the session id, its start, the project
+/// hash, a subagent's first workspace folder.
+type Metadata = (String, Option<i64>, Option<String>, Option<String>);
+
+/// The header from the first lines of `prefix`.
+fn header_of(prefix: &[u8], whole: bool, path: &Path) -> Header {
+    crate::json::with_scratch(|json, arena| {
+        let mut meta: Option<Metadata> = None;
+        for (_, line) in PrefixLines::new(prefix, whole) {
+            if is_blank(line) {
+                continue;
+            }
+            arena.reset();
+            json.parse(line, arena, |parsed| {
+                let Ok((nodes, _)) = parsed else { return };
+                let f = Fields::of(nodes);
+                if f.get("$set").is_some() || f.get("$rewindTo").is_some() || f.get("id").is_some()
+                {
+                    return;
+                }
+                if let Some(s) = f.str("sessionId").filter(|s| !s.is_empty()) {
+                    let ts = f
+                        .str("startTime")
+                        .and_then(parse_iso_millis)
+                        .or_else(|| f.str("lastUpdated").and_then(parse_iso_millis));
+                    let dir = f
+                        .get("directories")
+                        .into_iter()
+                        .flat_map(elements)
+                        .find_map(as_str)
+                        .map(str::to_owned);
+                    meta = Some((
+                        s.to_owned(),
+                        ts,
+                        f.str("projectHash").map(str::to_owned),
+                        dir,
+                    ));
+                }
+            });
+            if meta.is_some() {
+                break;
+            }
+        }
+        let (id, timestamp, hash, dir) =
+            meta.unwrap_or_else(|| (file_stem(path), None, None, None));
+        Header {
+            id,
+            cwd: project_of(path, hash.as_deref(), dir),
+            version: 0,
+            timestamp,
+            parent: None,
+            fingerprint: headerless_fingerprint(b"gemini-file", path),
+        }
+    })
+}
+
+/// The project folder of a session file (see [`Gemini`]): `""` when it
+/// cannot be known.
+pub fn project_of(path: &Path, project_hash: Option<&str>, directory: Option<String>) -> String {
+    let chats = path
+        .ancestors()
+        .skip(1)
+        .take(2)
+        .find(|p| p.file_name().is_some_and(|n| n == "chats"));
+    let from_home = chats
+        .and_then(Path::parent)
+        .and_then(|id_dir| project_in_home(id_dir, project_hash));
+    from_home.or(directory).unwrap_or_default()
+}
+
+/// The project of `tmp/<id>/`: its `.project_root`, else the path
+/// `projects.json` gives the slug `<id>`, else a path of `projects.json` or
+/// `trustedFolders.json` whose SHA-256 is `<id>` or `project_hash`.
+fn project_in_home(id_dir: &Path, project_hash: Option<&str>) -> Option<String> {
+    if let Ok(s) = std::fs::read_to_string(id_dir.join(".project_root")) {
+        let s = s.trim_end_matches(['\n', '\r']);
+        if !s.is_empty() {
+            return Some(s.to_owned());
+        }
+    }
+    let id = id_dir.file_name()?.to_str()?;
+    let home = id_dir.parent()?.parent()?;
+    let read = |name: &str| -> Option<serde_json::Value> {
+        serde_json::from_slice(&std::fs::read(home.join(name)).ok()?).ok()
+    };
+    let projects = read("projects.json");
+    let registry = projects
+        .as_ref()
+        .and_then(|v| v.get("projects"))
+        .and_then(serde_json::Value::as_object);
+    if let Some(map) = registry {
+        if let Some((p, _)) = map.iter().find(|(_, v)| v.as_str() == Some(id)) {
+            return Some(p.clone());
+        }
+    }
+    let trusted = read("trustedFolders.json");
+    let mut candidates: Vec<&String> = registry.into_iter().flat_map(|m| m.keys()).collect();
+    if let Some(m) = trusted.as_ref().and_then(serde_json::Value::as_object) {
+        candidates.extend(m.keys());
+    }
+    candidates
+        .into_iter()
+        .find(|p| {
+            let h = sha256_hex(p);
+            h == id || project_hash == Some(h.as_str())
+        })
+        .cloned()
+}
+
+/// SHA-256 of a path as 64 lower-case hex digits (Gemini CLI's
+/// `getProjectHash`).
+pub fn sha256_hex(s: &str) -> String {
+    use sha2::Digest;
+    let d = sha2::Sha256::digest(s.as_bytes());
+    d.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+// ---------------------------------------------------------------------------
+// The running state: messages held, the list's order, what was handed out
+
+/// A message not handed out yet: its last copy, as JSON.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Held {
+    id: String,
+    json: Vec<u8>,
+    line: u64,
+    byte: u64,
+    rewound: bool,
+    /// Written only inside a `$set` checkpoint (no line of its own).
+    checkpoint_only: bool,
+}
+
+/// What a later read of the file needs: the messages handed out (by id
+/// hash), the list's order (by id hash, for rewinds), the messages held,
+/// and those final but not handed out yet.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+struct Running {
+    done: HashSet<u64>,
+    list: Vec<u64>,
+    held: Vec<Held>,
+    ready: VecDeque<Held>,
+}
+
+const CONTEXT_TAG: u8 = 1;
+
+fn id_hash(id: &str) -> u64 {
+    fingerprint(&[b"gemini-id", id.as_bytes()])
+}
+
+impl Running {
+    fn encode(&self) -> Vec<u8> {
+        let mut b = vec![CONTEXT_TAG];
+        let mut done: Vec<u64> = self.done.iter().copied().collect();
+        done.sort_unstable();
+        for set in [&done, &self.list] {
+            b.extend_from_slice(&(set.len() as u64).to_le_bytes());
+            for h in set {
+                b.extend_from_slice(&h.to_le_bytes());
+            }
+        }
+        for held in [
+            self.held.iter().collect::<Vec<_>>(),
+            self.ready.iter().collect(),
+        ] {
+            b.extend_from_slice(&(held.len() as u64).to_le_bytes());
+            for h in held {
+                for n in [h.line, h.byte, h.id.len() as u64, h.json.len() as u64] {
+                    b.extend_from_slice(&n.to_le_bytes());
+                }
+                b.push(u8::from(h.rewound) | (u8::from(h.checkpoint_only) << 1));
+                b.extend_from_slice(h.id.as_bytes());
+                b.extend_from_slice(&h.json);
+            }
+        }
+        b
+    }
+
+    /// `None` for an empty or damaged context.
+    fn decode(b: &[u8]) -> Option<Running> {
+        let (&tag, mut rest) = b.split_first()?;
+        if tag != CONTEXT_TAG {
+            return None;
+        }
+        let mut u64_at = || -> Option<u64> {
+            let (n, r) = rest.split_first_chunk::<8>()?;
+            rest = r;
+            Some(u64::from_le_bytes(*n))
+        };
+        let mut r = Running::default();
+        let n = u64_at()?;
+        for _ in 0..n {
+            r.done.insert(u64_at()?);
+        }
+        let n = u64_at()?;
+        for _ in 0..n {
+            r.list.push(u64_at()?);
+        }
+        for ready in [false, true] {
+            let n = {
+                let (c, r2) = rest.split_first_chunk::<8>()?;
+                rest = r2;
+                u64::from_le_bytes(*c)
+            };
+            for _ in 0..n {
+                let mut nums = [0u64; 4];
+                for x in &mut nums {
+                    let (c, r2) = rest.split_first_chunk::<8>()?;
+                    rest = r2;
+                    *x = u64::from_le_bytes(*c);
+                }
+                let (&flags, r2) = rest.split_first()?;
+                rest = r2;
+                let (id_len, json_len) = (
+                    usize::try_from(nums[2]).ok()?,
+                    usize::try_from(nums[3]).ok()?,
+                );
+                if rest.len() < id_len.checked_add(json_len)? {
+                    return None;
+                }
+                let id = std::str::from_utf8(&rest[..id_len]).ok()?.to_owned();
+                let json = rest[id_len..id_len + json_len].to_vec();
+                rest = &rest[id_len + json_len..];
+                let h = Held {
+                    id,
+                    json,
+                    line: nums[0],
+                    byte: nums[1],
+                    rewound: flags & 1 != 0,
+                    checkpoint_only: flags & 2 != 0,
+                };
+                if ready {
+                    r.ready.push_back(h);
+                } else {
+                    r.held.push(h);
+                }
+            }
+        }
+        rest.is_empty().then_some(r)
+    }
+
+    /// Every held message but `keep` is final.
+    fn finalize_except(&mut self, keep: Option<u64>) {
+        let (kept, fin): (Vec<Held>, Vec<Held>) = std::mem::take(&mut self.held)
+            .into_iter()
+            .partition(|h| Some(id_hash(&h.id)) == keep);
+        self.held = kept;
+        for h in fin {
+            self.done.insert(id_hash(&h.id));
+            self.ready.push_back(h);
+        }
+    }
+
+    /// A copy of message `id` (its JSON), written on a line of its own or
+    /// inside a checkpoint; whether it is a late copy (of a message handed
+    /// out).
+    fn copy(&mut self, id: &str, json: &[u8], line: u64, byte: u64, own_line: bool) -> bool {
+        let h = id_hash(id);
+        if self.done.contains(&h) {
+            return true;
+        }
+        if let Some(held) = self.held.iter_mut().find(|x| x.id == id) {
+            held.json.clear();
+            held.json.extend_from_slice(json);
+            (held.line, held.byte) = (line, byte);
+            held.checkpoint_only &= !own_line;
+        } else {
+            self.held.push(Held {
+                id: id.to_owned(),
+                json: json.to_vec(),
+                line,
+                byte,
+                rewound: false,
+                checkpoint_only: !own_line,
+            });
+        }
+        false
+    }
+
+    /// `$rewindTo`: `id` and every message after it leave the list; those
+    /// held are final, rewound. An unknown id empties the list.
+    fn rewind(&mut self, id: &str) {
+        let h = id_hash(id);
+        let at = self.list.iter().position(|x| *x == h).unwrap_or(0);
+        let dropped: HashSet<u64> = self.list.drain(at..).collect();
+        for held in &mut self.held {
+            if dropped.contains(&id_hash(&held.id)) {
+                held.rewound = true;
+            }
+        }
+        let (rewound, kept): (Vec<Held>, Vec<Held>) = std::mem::take(&mut self.held)
+            .into_iter()
+            .partition(|x| x.rewound);
+        self.held = kept;
+        for x in rewound {
+            self.done.insert(id_hash(&x.id));
+            self.ready.push_back(x);
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Lines
+
+/// What the records of one file share, and the running state.
+#[derive(Debug)]
+pub struct GeminiContext {
+    header: Header,
+    /// `gemini:<file stem>`.
+    source: String,
+    running: RefCell<Running>,
+    /// The line and byte of the last line mapped (where the read started,
+    /// before one): the place of the entries of the messages it made final,
+    /// so that entries come in the file's order (their records keep their
+    /// last copy's line and byte).
+    at: std::cell::Cell<(u64, u64)>,
+}
+
+impl GeminiContext {
+    fn new(header: Header, path: &Path, running: Running, at: (u64, u64)) -> Self {
+        GeminiContext {
+            header,
+            source: format!("gemini:{}", file_stem(path)),
+            running: RefCell::new(running),
+            at: std::cell::Cell::new(at),
+        }
+    }
+}
+
+impl MapLine for GeminiContext {
+    fn header(&self) -> &Header {
+        &self.header
+    }
+
+    fn running_context(&self) -> Vec<u8> {
+        self.running.borrow().encode()
+    }
+
+    /// Every line is an entry without a record, counted by its shape
+    /// (`$rewindTo`, `message`, `$set`, `metadata`, in the reader's order
+    /// of tests); what it does to the messages goes to the running state.
+    fn map<'a>(
+        &'a self,
+        nodes: &[Node<'a>],
+        raw: &[u8],
+        pos: LinePos,
+        repaired: bool,
+        arena: &'a Bump,
+        _filter: RoleFilter,
+        report: &mut Report,
+    ) -> Option<Entry<'a>> {
+        let f = Fields::of(nodes);
+        if !matches!(nodes.first(), Some(Node::Object { .. })) {
+            report.repaired -= u64::from(repaired);
+            report.skip(pos.line, pos.byte, SkipReason::NotAnEntry);
+            return None;
+        }
+        self.at.set((pos.line, pos.byte));
+        let mut run = self.running.borrow_mut();
+        let ty = if let Some(to) = f.str("$rewindTo") {
+            run.rewind(to);
+            "$rewindTo"
+        } else if let Some(id) = f.str("id") {
+            if !run.copy(id, raw, pos.line, pos.byte, true) {
+                let h = id_hash(id);
+                if !run.list.contains(&h) {
+                    run.list.push(h);
+                }
+                run.finalize_except(Some(h));
+            }
+            "message"
+        } else if let Some(set) = f
+            .get("$set")
+            .filter(|v| matches!(v.first(), Some(Node::Object { .. })))
+        {
+            if let Some(list) = Fields::of(set)
+                .get("messages")
+                .filter(|v| matches!(v.first(), Some(Node::Array { .. })))
+            {
+                let mut ids = Vec::new();
+                let mut last = None;
+                for m in elements(list) {
+                    let Some(id) = Fields::of(m).str("id") else {
+                        continue;
+                    };
+                    let mut json = bumpalo::collections::String::new_in(arena);
+                    write_json(m, &mut json);
+                    let h = id_hash(id);
+                    ids.push(h);
+                    last = (!run.copy(id, json.as_bytes(), pos.line, pos.byte, false)).then_some(h);
+                }
+                run.list = ids;
+                run.finalize_except(last);
+            }
+            "$set"
+        } else if f.str("sessionId").is_some() {
+            "metadata"
+        } else {
+            report.repaired -= u64::from(repaired);
+            report.skip(pos.line, pos.byte, SkipReason::NotAnEntry);
+            return None;
+        };
+        report.entries.add(ty, 1);
+        report.no_record += 1;
+        Some(Entry {
+            fingerprint: fingerprint(&[b"gemini-line", raw, &pos.line.to_le_bytes()]),
+            line: pos.line,
+            byte: pos.byte,
+            record: None,
+        })
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The source
+
+/// A Gemini CLI source: the lines' entries, and between them the records
+/// of the messages that became final.
+struct GeminiSource<'d> {
+    driver: LineDriver<FileLines<'d>, GeminiContext>,
+    /// The records' scratch: a held message's JSON parsed again.
+    json: JsonParser,
+    arena: Bump,
+    filter: RoleFilter,
+    /// The lines are all read.
+    ended: bool,
+}
+
+impl<'d> GeminiSource<'d> {
+    fn new(driver: LineDriver<FileLines<'d>, GeminiContext>, opts: &SourceOptions) -> Self {
+        GeminiSource {
+            driver,
+            json: JsonParser::new(),
+            arena: Bump::new(),
+            filter: opts.filter,
+            ended: false,
+        }
+    }
+
+    fn ready(&self) -> Option<Held> {
+        let ctx = self.driver.ctx.as_ref()?;
+        let h = ctx.running.borrow_mut().ready.pop_front();
+        h
+    }
+
+    /// At the end of the lines: the held messages are final when the file
+    /// is still.
+    fn end(&mut self) {
+        if self.ended {
+            return;
+        }
+        self.ended = true;
+        let still = std::fs::metadata(&self.driver.path)
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.elapsed().ok())
+            .is_none_or(|age| age >= STILL);
+        if let Some(ctx) = self.driver.ctx.as_ref() {
+            if still && self.driver.report.pending == 0 {
+                ctx.running.borrow_mut().finalize_except(None);
+            }
+        }
+    }
+
+    /// The entry of a final message, counted in the report.
+    fn emit(&mut self, held: Held) -> Entry<'_> {
+        self.arena.reset();
+        let arena = &self.arena;
+        let ctx = self.driver.ctx.as_ref().expect("a context");
+        let report = &mut self.driver.report;
+        let filter = self.filter;
+        let json = arena.alloc_slice_copy(&held.json);
+        let fp = fingerprint(&[b"gemini-msg", ctx.header.id.as_bytes(), held.id.as_bytes()]);
+        let record = self.json.parse(json, arena, |parsed| {
+            let (nodes, repaired) = parsed.ok()?;
+            record_of(ctx, nodes, &held, repaired, arena, filter, report)
+        });
+        if let Some(t) = self.driver.counts.as_mut() {
+            t.after_line(&self.driver.report, true);
+        }
+        let (line, byte) = ctx.at.get();
+        Entry {
+            fingerprint: fp,
+            line,
+            byte,
+            record,
+        }
+    }
+
+    /// Whether the record of `held` is handed out by the role filter
+    /// (for a read of records alone).
+    fn keeps(&mut self, held: &Held) -> bool {
+        let arena = Bump::new();
+        let json = arena.alloc_slice_copy(&held.json);
+        self.json
+            .parse(json, &arena, |parsed| {
+                parsed.ok().and_then(|(nodes, _)| {
+                    let f = Fields::of(nodes);
+                    role_of(f.str("type")?, f.get("content"))
+                })
+            })
+            .is_some_and(|r| self.filter.allows(r))
+    }
+
+    /// The next entry: a final message's record first, else the next
+    /// line's entry (`all`; lines give no record), else, at the end of the
+    /// lines, the messages the file's stillness makes final.
+    fn next(&mut self, all: bool) -> Result<Option<Entry<'_>>, Error> {
+        loop {
+            if let Some(h) = self.ready() {
+                if all || self.keeps(&h) {
+                    return Ok(Some(self.emit(h)));
+                }
+                // Counted, not handed out.
+                let _ = self.emit(h);
+                continue;
+            }
+            if self.ended {
+                return Ok(None);
+            }
+            let driver: *mut LineDriver<FileLines<'d>, GeminiContext> = &mut self.driver;
+            // SAFETY: the borrow checker cannot see that an entry returned
+            // here ends the loop, while a `None` (no entry, nothing
+            // borrowed) goes on with `self` (the case NLL rejects and
+            // Polonius accepts). `driver` points into `self`, which this
+            // call borrows mutably for as long as the returned entry lives;
+            // nothing else touches the driver while the entry is alive.
+            #[allow(unsafe_code)]
+            let line = unsafe { (*driver).next_entry()? };
+            match line {
+                Some(e) if all => return Ok(Some(e)),
+                Some(_) => {}
+                None => self.end(),
+            }
+        }
+    }
+}
+
+impl RecordSource for GeminiSource<'_> {
+    fn next_record(&mut self) -> Result<Option<Record<'_>>, Error> {
+        Ok(self.next(false)?.and_then(|e| e.record))
+    }
+
+    fn report(&self) -> &Report {
+        &self.driver.report
+    }
+
+    fn header(&self) -> Option<&Header> {
+        self.driver.ctx.as_ref().map(MapLine::header)
+    }
+
+    fn next_entry(&mut self) -> Result<Option<Entry<'_>>, Error> {
+        self.next(true)
+    }
+
+    fn next_entry_parsed(&mut self) -> Result<Option<(Entry<'_>, Option<ParsedLine<'_>>)>, Error> {
+        Ok(self.next(true)?.map(|e| (e, None)))
+    }
+
+    fn position(&self) -> Position {
+        self.driver.position()
+    }
+
+    fn running_context(&self) -> Vec<u8> {
+        self.driver
+            .ctx
+            .as_ref()
+            .map(MapLine::running_context)
+            .unwrap_or_default()
+    }
+
+    fn entry_counts(&self) -> Option<&crate::LineCounts> {
+        self.driver.entry_counts()
+    }
+
+    fn take_report(&mut self) -> Report {
+        self.driver.take_report()
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Records
+
+/// The role of a message: `user` (`tool_result` when its content is only
+/// `functionResponse` parts), `gemini` assistant, `info`, `error` and
+/// `warning` system; another type makes no record.
+fn role_of(ty: &str, content: Option<&[Node<'_>]>) -> Option<Role> {
+    match ty {
+        "user" => {
+            let parts: Vec<&[Node<'_>]> = content
+                .filter(|c| matches!(c.first(), Some(Node::Array { .. })))
+                .into_iter()
+                .flat_map(elements)
+                .collect();
+            let responses = !parts.is_empty()
+                && parts
+                    .iter()
+                    .all(|p| Fields::of(p).get("functionResponse").is_some());
+            Some(if responses {
+                Role::ToolResult
+            } else {
+                Role::User
+            })
+        }
+        "gemini" => Some(Role::Assistant),
+        "info" | "error" | "warning" => Some(Role::System),
+        _ => None,
+    }
+}
+
+/// A `tokens` object in our fields, as ccusage counts it: `cached` is the
+/// cache read; when `cached` is more than 0 and `total` is
+/// `input + output + thoughts + tool` (the cached tokens inside the
+/// input), `input` less `cached` is the input, else `input` is all input
+/// (the total then counts the cached tokens beside it); `tool` is added to
+/// the input; `output` the candidates (the thoughts are in the total
+/// only); `total_tokens` the `total` written.
+pub fn usage_of(v: &[Node<'_>]) -> Option<Usage> {
+    if !matches!(v.first(), Some(Node::Object { .. })) {
+        return None;
+    }
+    let f = Fields::of(v);
+    let n = |k: &str| f.get(k).and_then(as_u64).unwrap_or(0);
+    let (input, output, cached, thoughts, tool) = (
+        n("input"),
+        n("output"),
+        n("cached"),
+        n("thoughts"),
+        n("tool"),
+    );
+    let total = f.get("total").and_then(as_u64).unwrap_or_else(|| {
+        [output, thoughts, tool]
+            .into_iter()
+            .fold(input, u64::saturating_add)
+    });
+    let sum = [output, thoughts, tool]
+        .into_iter()
+        .fold(input, u64::saturating_add);
+    let mut u = Usage::default();
+    u.cache_read = cached;
+    u.input = if cached > 0 && total == sum && Some(total) != sum.checked_add(cached) {
+        input.saturating_sub(cached)
+    } else {
+        input
+    };
+    u.input = u.input.saturating_add(tool);
+    u.output = output;
+    u.total_tokens = total;
+    Some(u)
+}
+
+/// The record of a final message (its last copy's JSON parsed), counted in
+/// `report`; `None` when its type makes none or the filter holds it back.
+fn record_of<'a>(
+    ctx: &'a GeminiContext,
+    nodes: &[Node<'a>],
+    held: &Held,
+    repaired: bool,
+    arena: &'a Bump,
+    filter: RoleFilter,
+    report: &mut Report,
+) -> Option<Record<'a>> {
+    let f = Fields::of(nodes);
+    let ty = f.str("type").unwrap_or("");
+    let content = f.get("content");
+    let Some(role) = role_of(ty, content) else {
+        report.add_unknown_role(ty);
+        return None;
+    };
+    let assistant = role == Role::Assistant;
+    let model = f.str("model").filter(|m| assistant && !m.is_empty());
+    let usage = if assistant {
+        f.get("tokens").and_then(usage_of)
+    } else {
+        None
+    };
+    if let Some(u) = &usage {
+        report.add_usage(Some(PROVIDER), model, u, true);
+    }
+    if !report.count_record(role, filter) {
+        return None;
+    }
+    let mut text = Text::new(arena);
+    let mut call: (Option<&'a str>, Option<&'a str>) = (None, None);
+    let mut is_error = None;
+    for t in f.get("thoughts").into_iter().flat_map(elements) {
+        let t = Fields::of(t);
+        let piece = match (t.str("subject"), t.str("description")) {
+            (Some(s), Some(d)) => bumpalo::format!(in arena, "{}: {}", s, d).into_bump_str(),
+            (Some(s), None) | (None, Some(s)) => s,
+            (None, None) => continue,
+        };
+        text.kind("thought");
+        text.push_decoded(piece);
+    }
+    match content {
+        Some(c) if matches!(c.first(), Some(Node::Object { .. })) => {
+            crate::formats::qwen::part(&mut text, c, &mut call, &mut is_error);
+        }
+        c => crate::formats::qwen::parts(&mut text, c, &mut call, &mut is_error),
+    }
+    let mut agent_id = None;
+    for c in f.get("toolCalls").into_iter().flat_map(elements) {
+        let c = Fields::of(c);
+        let name = c.str("name").unwrap_or("");
+        text.kind("toolCall");
+        text.call(name, c.get("args"));
+        if call.0.is_none() {
+            call = (Some(name), c.str("id"));
+        }
+        if agent_id.is_none() {
+            agent_id = c.str("agentId");
+        }
+        if c.str("status") == Some("error") {
+            is_error = Some(true);
+        }
+    }
+    if held.rewound {
+        text.kind("rewound");
+    }
+    if held.checkpoint_only {
+        text.kind("checkpoint");
+    }
+    if f.get("thought").and_then(as_bool) == Some(true) {
+        text.kind("thinking");
+    }
+    let (text, kinds) = text.finish();
+    let session = ctx.header.id.as_str();
+    let id = arena.alloc_str(&held.id);
+    let key = bumpalo::format!(in arena, "{}:{}", session, id).into_bump_str();
+    Some(Record {
+        role,
+        text,
+        project: &ctx.header.cwd,
+        session,
+        key,
+        source: &ctx.source,
+        id: Some(id),
+        parent_id: None,
+        line: held.line,
+        byte: held.byte,
+        entry: if ty.is_empty() { "message" } else { ty },
+        message_role: None,
+        kinds,
+        timestamp: f
+            .str("timestamp")
+            .and_then(parse_iso_millis)
+            .or(ctx.header.timestamp),
+        provider: None,
+        model,
+        usage,
+        stop_reason: None,
+        tool_name: call.0,
+        tool_call_id: call.1,
+        is_error,
+        custom_type: None,
+        command: None,
+        exit_code: None,
+        repaired,
+        agent_id,
+        message_id: None,
+        request_id: None,
+        provisional: false,
+    })
+}
