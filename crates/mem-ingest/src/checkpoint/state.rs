@@ -495,9 +495,17 @@ pub fn lock(state: &Path) -> Result<Lock, Error> {
     lock_file(state, "state")
 }
 
+/// How long a lock that is taken is tried again before the run is
+/// refused: a lock is also held, for an instant, by a process this one
+/// (another thread of it: a test harness, an application) is starting,
+/// which holds a copy of every descriptor between its fork and its exec.
+/// A second run is refused after this, not waited for.
+const LOCK_RETRY: std::time::Duration = std::time::Duration::from_millis(100);
+
 /// Takes the lock of the file at `path` (a state, a store: `what`):
 /// `<path>.lock` beside it, created when missing, held for the life of the
-/// [`Lock`]; a second run refuses at once instead of waiting.
+/// [`Lock`]; a second run is refused within [`LOCK_RETRY`] instead of
+/// waiting.
 ///
 /// # Errors
 /// `Locked` when another run holds it; I/O errors naming the lock file.
@@ -511,12 +519,18 @@ pub fn lock_file(path: &Path, what: &'static str) -> Result<Lock, Error> {
         .write(true)
         .open(&lock)
         .map_err(|e| Error::io(&lock, e))?;
-    match file.try_lock() {
-        Ok(()) => Ok(Lock { _file: file }),
-        Err(fs::TryLockError::WouldBlock) => {
-            Err(Error::new(path, ErrorKind::Locked { lock, what }))
+    let tried = std::time::Instant::now();
+    loop {
+        match file.try_lock() {
+            Ok(()) => return Ok(Lock { _file: file }),
+            Err(fs::TryLockError::WouldBlock) if tried.elapsed() < LOCK_RETRY => {
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            Err(fs::TryLockError::WouldBlock) => {
+                return Err(Error::new(path, ErrorKind::Locked { lock, what }))
+            }
+            Err(fs::TryLockError::Error(e)) => return Err(Error::io(&lock, e)),
         }
-        Err(fs::TryLockError::Error(e)) => Err(Error::io(&lock, e)),
     }
 }
 
@@ -1586,6 +1600,35 @@ mod tests {
             FileState::from_bytes_of(&old, 2).unwrap_err(),
             "no file state layout 2"
         );
+        fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// A lock held for an instant (as by a process being started, between
+    /// its fork and its exec) is waited out; one held on is refused, within
+    /// the retry's time.
+    #[test]
+    fn a_lock_held_for_an_instant_is_waited_out_and_a_held_one_refused() {
+        let dir = std::env::temp_dir().join(format!("mem-ingest-lock-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("s.state");
+        let held = lock_file(&p, "state").unwrap();
+        let t = std::time::Instant::now();
+        let Err(e) = lock_file(&p, "state") else {
+            panic!("a held lock taken again");
+        };
+        assert!(
+            matches!(e.kind(), ErrorKind::Locked { what: "state", .. }),
+            "{e}"
+        );
+        assert!(t.elapsed() >= LOCK_RETRY, "{:?}", t.elapsed());
+        let release = std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+            drop(held);
+        });
+        let again = lock_file(&p, "state");
+        release.join().unwrap();
+        assert!(again.is_ok());
+        drop(again);
         fs::remove_dir_all(dir).unwrap();
     }
 
