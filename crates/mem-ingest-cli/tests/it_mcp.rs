@@ -9,34 +9,10 @@ mod common;
 
 use std::fs;
 use std::io::{BufRead, BufReader, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 
 use serde_json::{json, Value};
-
-fn fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures")
-}
-
-/// A folder holding `m.db`, the store of hand-built.jsonl, pi-1x.jsonl and
-/// pi-classic.jsonl.
-fn store(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("mem-ingest-mcp-{}-{tag}", std::process::id()));
-    let _ = fs::remove_dir_all(&d);
-    fs::create_dir_all(&d).unwrap();
-    let out = Command::new(common::bin())
-        .args(["backfill", "-q", "--db"])
-        .arg(d.join("m.db"))
-        .args(["hand-built.jsonl", "pi-1x.jsonl", "pi-classic.jsonl"].map(|f| fixtures().join(f)))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    d
-}
 
 /// A server and a client's end of its stdio.
 struct Client {
@@ -124,12 +100,15 @@ impl Drop for Client {
 }
 
 fn place(line: u32) -> String {
-    format!("{}:{line}", fixtures().join("hand-built.jsonl").display())
+    format!(
+        "{}:{line}",
+        common::fixtures().join("hand-built.jsonl").display()
+    )
 }
 
 #[test]
 fn every_tool_answers_exactly_over_stdio() {
-    let d = store("tools");
+    let d = common::three_sessions_store("tools");
     let db = d.join("m.db");
     let before = fs::read(&db).unwrap();
     let mut c = Client::start(&db);
@@ -316,7 +295,7 @@ fn python() -> String {
 #[test]
 #[ignore = "needs the Python MCP SDK (mcp 2.3.0, MEM_INGEST_MCP_PYTHON): .ci/run installs it"]
 fn the_python_sdk_client_lists_and_calls_every_tool() {
-    let d = store("python");
+    let d = common::three_sessions_store("python");
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/client.py");
     let out = Command::new(python())
         .arg(&script)
@@ -393,7 +372,7 @@ fn the_server_and_a_following_writer_share_the_store() {
     let proj = d.join("archive/--tmp-p--");
     fs::create_dir_all(&proj).unwrap();
     let s = proj.join("2026-01-01T00-00-00-000Z_s.jsonl");
-    fs::copy(fixtures().join("hand-built.jsonl"), &s).unwrap();
+    fs::copy(common::fixtures().join("hand-built.jsonl"), &s).unwrap();
     let db = d.join("live.db");
     /// The writer, killed if the test fails before it is stopped.
     struct Writer(Child);

@@ -6,32 +6,8 @@
 mod common;
 
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
-
-fn fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures")
-}
-
-/// A folder holding `m.db`, the store of hand-built.jsonl, pi-1x.jsonl and
-/// pi-classic.jsonl (three sessions: 22, 626 and 315 records).
-fn store(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("mem-ingest-sessions-{}-{tag}", std::process::id()));
-    let _ = fs::remove_dir_all(&d);
-    fs::create_dir_all(&d).unwrap();
-    let out = Command::new(common::bin())
-        .args(["backfill", "-q", "--db"])
-        .arg(d.join("m.db"))
-        .args(["hand-built.jsonl", "pi-1x.jsonl", "pi-classic.jsonl"].map(|f| fixtures().join(f)))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    d
-}
 
 /// `mem-ingest ARGS` in `dir`, TZ as given, no store named by the
 /// environment, HOME set to `dir`.
@@ -65,7 +41,7 @@ const ALL: &str = "\
 
 #[test]
 fn sessions_newest_first_with_their_first_prompt() {
-    let d = store("list");
+    let d = common::three_sessions_store("list");
     assert_eq!(
         stdout(&run(&d, "UTC", &[], &["sessions", "--db", "m.db"])),
         ALL
@@ -97,7 +73,7 @@ fn sessions_newest_first_with_their_first_prompt() {
 
 #[test]
 fn sessions_as_json_keep_the_prompt_whole() {
-    let d = store("json");
+    let d = common::three_sessions_store("json");
     let args = ["sessions", "--db", "m.db", "--json", "--session", "hand"];
     assert_eq!(
         stdout(&run(&d, "Asia/Kolkata", &[], &args)),
@@ -121,7 +97,7 @@ fn sessions_as_json_keep_the_prompt_whole() {
 
 #[test]
 fn filters_take_part_of_a_project_the_start_of_an_id_and_times() {
-    let d = store("filters");
+    let d = common::three_sessions_store("filters");
     let count = |args: &[&str]| {
         let o = run(
             &d,
@@ -180,7 +156,7 @@ fn filters_take_part_of_a_project_the_start_of_an_id_and_times() {
 
 #[test]
 fn search_takes_part_of_a_project_and_the_start_of_a_session() {
-    let d = store("search");
+    let d = common::three_sessions_store("search");
     let hits = |args: &[&str]| {
         let o = run(
             &d,
@@ -212,7 +188,7 @@ fn search_takes_part_of_a_project_and_the_start_of_a_session() {
 
 #[test]
 fn the_reading_commands_find_the_default_store() {
-    let d = store("default");
+    let d = common::three_sessions_store("default");
     let data = d.join("data");
     fs::create_dir_all(data.join("mem-ingest")).unwrap();
     fs::copy(d.join("m.db"), data.join("mem-ingest/memory.db")).unwrap();
@@ -254,7 +230,7 @@ fn the_reading_commands_find_the_default_store() {
 
 #[test]
 fn show_prints_a_session_around_a_record_tool_output_folded() {
-    let d = store("show");
+    let d = common::three_sessions_store("show");
     let around = |extra: &[&str]| {
         let args = [
             &[
@@ -330,7 +306,7 @@ hand-built-0001 · pi · /tmp/my-project · 22 records, 2026-01-15 10:00:03 to 2
     let json = around(&["--format", "json", "--utc"]);
     let lines: Vec<&str> = json.lines().collect();
     assert_eq!(lines.len(), 9);
-    let file = fixtures().join("hand-built.jsonl");
+    let file = common::fixtures().join("hand-built.jsonl");
     assert_eq!(
         lines[3],
         format!(
@@ -346,7 +322,7 @@ hand-built-0001 · pi · /tmp/my-project · 22 records, 2026-01-15 10:00:03 to 2
 
 #[test]
 fn show_names_the_session_it_cannot_choose() {
-    let d = store("show-refused");
+    let d = common::three_sessions_store("show-refused");
     for (session, extra, says) in [
         (
             "01a229a8",
@@ -393,7 +369,7 @@ fn show_names_the_session_it_cannot_choose() {
 
 #[test]
 fn a_search_that_finds_nothing_says_its_filters_and_close_words() {
-    let d = store("hint");
+    let d = common::three_sessions_store("hint");
     let o = run(
         &d,
         "UTC",
@@ -431,8 +407,8 @@ fn a_search_that_finds_nothing_says_its_filters_and_close_words() {
 
 #[test]
 fn search_prints_the_place_of_each_hit_in_the_local_zone() {
-    let d = store("hit-lines");
-    let file = fixtures().join("hand-built.jsonl");
+    let d = common::three_sessions_store("hit-lines");
+    let file = common::fixtures().join("hand-built.jsonl");
     let args = ["search", "--db", "m.db", "screenshot", "--session", "hand"];
     let o = run(&d, "Asia/Kolkata", &[], &args);
     assert_eq!(
@@ -459,7 +435,7 @@ fn sessions_and_show_read_the_stores_of_every_version() {
     fs::create_dir_all(&d).unwrap();
     for v in 1..=mem_ingest_store::SCHEMA_VERSION {
         let db = d.join(format!("store-v{v}.sqlite"));
-        fs::copy(fixtures().join(format!("store-v{v}.sqlite")), &db).unwrap();
+        fs::copy(common::fixtures().join(format!("store-v{v}.sqlite")), &db).unwrap();
         let before = fs::read(&db).unwrap();
         let db = db.to_str().unwrap();
         assert_eq!(

@@ -93,6 +93,25 @@ pub fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures")
 }
 
+/// A new temporary folder (named by `tag`) holding `m.db`, the store
+/// `backfill --db` makes of the fixtures hand-built.jsonl, pi-1x.jsonl and
+/// pi-classic.jsonl (three sessions: 22, 626 and 315 records).
+pub fn three_sessions_store(tag: &str) -> PathBuf {
+    let d = tmpdir("store", tag);
+    let out = Command::new(bin())
+        .args(["backfill", "-q", "--db"])
+        .arg(d.join("m.db"))
+        .args(["hand-built.jsonl", "pi-1x.jsonl", "pi-classic.jsonl"].map(|f| fixtures().join(f)))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    d
+}
+
 /// Appends `text` to the file at `path`.
 pub fn append(path: &Path, text: &str) {
     fs::OpenOptions::new()
