@@ -5,7 +5,7 @@
 //!
 //! ```text
 //! gen-corpus [--format pi|claude|codex] [--size-mb N] [--seed S] OUT.jsonl
-//! gen-corpus [--format pi|claude|codex|qwen] --archive DIR [--total-mb N] [--seed S]
+//! gen-corpus [--format pi|claude|codex|qwen|copilot|gemini] --archive DIR [--total-mb N] [--seed S]
 //! ```
 //!
 //! `--format pi` (the default) is described here; `--format claude` writes
@@ -15,7 +15,10 @@
 //! described in `codex.rs`; with `--shape held-out`, the shape of issue
 //! 41's held-out Codex home (`codex::write_held_out`); `--format qwen
 //! --archive DIR` a Qwen Code runtime folder, `DIR/projects/...`,
-//! described in `qwen.rs`.
+//! described in `qwen.rs`; `--format copilot --archive DIR` a Copilot CLI
+//! home, `DIR/session-state/...` (`copilot.rs`); `--format gemini
+//! --archive DIR` a Gemini CLI home (a `.gemini` folder), `DIR/tmp/...`,
+//! described in `gemini.rs`.
 //!
 //! One file: a session header, then entries with ids and parentIds, ISO
 //! entry timestamps and numeric message timestamps, as pi 1.x writes them:
@@ -38,6 +41,7 @@ use std::path::{Path, PathBuf};
 mod claude;
 mod codex;
 mod copilot;
+mod gemini;
 mod qwen;
 
 const MB: u64 = 1024 * 1024;
@@ -947,7 +951,7 @@ fn write_archive(
     Ok((sizes.len() as u64, projects as u64, all))
 }
 
-const USAGE: &str = "usage: gen-corpus [--format pi|claude|codex] [--size-mb N] [--seed S] OUT.jsonl\n       gen-corpus [--format pi|claude|codex|qwen|copilot] --archive DIR [--total-mb N] [--seed S]\n       gen-corpus --format codex --shape held-out --archive DIR [--total-mb N] [--seed S]\n       gen-corpus --archive DIR [--total-mb N] --files N [--seed S]";
+const USAGE: &str = "usage: gen-corpus [--format pi|claude|codex] [--size-mb N] [--seed S] OUT.jsonl\n       gen-corpus [--format pi|claude|codex|qwen|copilot|gemini] --archive DIR [--total-mb N] [--seed S]\n       gen-corpus --format codex --shape held-out --archive DIR [--total-mb N] [--seed S]\n       gen-corpus --archive DIR [--total-mb N] --files N [--seed S]";
 
 /// What `--format` asks for.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -962,6 +966,9 @@ enum Format {
     Qwen,
     /// A Copilot CLI home (`copilot.rs`), `--archive` only.
     Copilot,
+    /// A Gemini CLI home, a `.gemini` folder (`gemini.rs`), `--archive`
+    /// only.
+    Gemini,
 }
 
 /// Runs gen-corpus with `args` (without the program's name), its summary
@@ -1009,9 +1016,10 @@ pub fn run<I: IntoIterator<Item = String>>(
                         "codex" => Format::Codex,
                         "qwen" => Format::Qwen,
                         "copilot" => Format::Copilot,
+                        "gemini" => Format::Gemini,
                         f => {
                             return Err(format!(
-                                "unknown format {f:?} (pi, claude, codex, qwen or copilot)"
+                                "unknown format {f:?} (pi, claude, codex, qwen, copilot or gemini)"
                             ))
                         }
                     }
@@ -1064,6 +1072,18 @@ pub fn run<I: IntoIterator<Item = String>>(
             );
         };
         return match copilot::write_archive(&dir, total_mb, seed) {
+            Ok(stats) => {
+                stats.print(err, &dir.display().to_string(), t.elapsed().as_secs_f64());
+                0
+            }
+            Err(e) => fail(err, &format!("{}: {e}", dir.display())),
+        };
+    }
+    if format == Format::Gemini {
+        let Some(dir) = archive.filter(|_| out.is_none()) else {
+            return fail(err, "--format gemini writes an archive: give --archive DIR");
+        };
+        return match gemini::write_archive(&dir, total_mb, seed) {
             Ok(stats) => {
                 stats.print(err, &dir.display().to_string(), t.elapsed().as_secs_f64());
                 0

@@ -923,3 +923,87 @@ fn killed_at_any_moment_every_record_exactly_once() {
     }
     fs::remove_dir_all(d).unwrap();
 }
+
+/// A generated Gemini CLI home (messages re-appended and late copies,
+/// checkpoints, rewinds, subagents, damaged lines, a hash folder's session
+/// copied into its slug folder): `backfill --state -o` and `backfill --db`
+/// killed (SIGKILL) after growing delays until a run finishes give
+/// exactly a clean run's records, each once; a re-run adds nothing.
+#[test]
+fn generated_home_killed_at_any_moment_every_record_exactly_once() {
+    use std::time::Instant;
+    let d = tmpdir("kill-generated");
+    let gemini = d.join(".gemini");
+    let g = gen_corpus::GenCorpus::new()
+        .args([
+            "--format",
+            "gemini",
+            "--total-mb",
+            "12",
+            "--seed",
+            "5",
+            "--archive",
+        ])
+        .arg(&gemini)
+        .output()
+        .unwrap();
+    assert!(g.status.success(), "{}", String::from_utf8_lossy(&g.stderr));
+    let started = Instant::now();
+    let clean = bin(&d)
+        .args(["backfill", "-q", "--jobs", "2", "--agent", "gemini"])
+        .output()
+        .unwrap();
+    let pace = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+    assert!(clean.status.success());
+    let want = keys(&ndjson(&clean.stdout));
+    assert!(want.len() > 1_500, "{}", want.len());
+    let unique: std::collections::BTreeSet<&String> = want.iter().collect();
+    assert_eq!(unique.len(), want.len());
+    let (state, out, db) = (d.join("state"), d.join("out.ndjson"), d.join("store.db"));
+    for sink in ["state", "db"] {
+        let run = || {
+            let mut c = bin(&d);
+            c.args([
+                "backfill",
+                "-q",
+                "--jobs",
+                "2",
+                "--agent",
+                "gemini",
+                "--checkpoint-ms",
+                "1",
+            ]);
+            match sink {
+                "state" => c.arg("--state").arg(&state).arg("-o").arg(&out),
+                _ => c.arg("--db").arg(&db),
+            };
+            c
+        };
+        let kills = common::kill_until_it_finishes(run, pace, sink);
+        let got: Vec<String> = match sink {
+            "state" => keys(&ndjson(&fs::read(&out).unwrap())),
+            _ => {
+                let c = rusqlite::Connection::open(&db).unwrap();
+                let mut st = c.prepare("SELECT key FROM records").unwrap();
+                st.query_map([], |r| r.get(0))
+                    .unwrap()
+                    .map(Result::unwrap)
+                    .collect()
+            }
+        };
+        let (mut g, mut w) = (got.clone(), want.clone());
+        if sink == "state" {
+            assert_eq!(got, want, "{sink}: after {kills} kills");
+        } else {
+            g.sort();
+            w.sort();
+            assert_eq!(g, w, "{sink}: after {kills} kills");
+        }
+        let again = run().output().unwrap();
+        assert!(again.status.success());
+        if sink == "state" {
+            assert_eq!(keys(&ndjson(&fs::read(&out).unwrap())), want);
+        }
+    }
+    fs::remove_dir_all(d).unwrap();
+}
