@@ -62,6 +62,7 @@ fn the_help_lists_what_the_tests_below_check() {
         [
             "backfill",
             "stats",
+            "usage",
             "search",
             "sessions",
             "show",
@@ -151,8 +152,8 @@ fn an_unknown_command_has_no_page() {
     assert_eq!(out.status.code(), Some(2));
     assert_eq!(
         String::from_utf8_lossy(&out.stderr),
-        "error: man: no command \"frobnicate\"; the commands are backfill, stats, search, \
-         sessions, show, mcp, completions, man\n"
+        "error: man: no command \"frobnicate\"; the commands are backfill, stats, usage, \
+         search, sessions, show, mcp, completions, man\n"
     );
     assert!(out.stdout.is_empty());
 }

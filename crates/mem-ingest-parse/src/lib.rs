@@ -37,6 +37,7 @@ pub mod line_reader;
 #[doc(hidden)]
 pub mod ndjson;
 pub mod path_text;
+pub mod prices;
 #[doc(hidden)]
 pub mod record;
 #[doc(hidden)]
@@ -67,7 +68,9 @@ pub use line::{Entry, Header, Parent};
 #[doc(hidden)]
 pub use ndjson::raw_text_agrees;
 pub use record::{OwnedRecord, Record, Role, RoleFilter, Usage};
-pub use report::{EntryCounts, ModelUsage, Report, Skip, SkipReason, DEFAULT_MAX_SKIPS};
+pub use report::{
+    EntryCounts, ModelUsage, Report, Skip, SkipReason, UsageAt, UsageRow, DEFAULT_MAX_SKIPS,
+};
 pub use source::{Position, RecordSource, SourceOptions};
 pub use time::{format_iso_millis, parse_iso_millis};
 

@@ -342,7 +342,46 @@ pub struct Report {
     /// engine takes them out at delivery (see [`crate::usage`]); never
     /// saved with a file's report.
     pub responses: Vec<Response>,
+    /// Each usage counted in `usage`, one row per response, when
+    /// [`Report::keep_usage_rows`] (the `usage` report and the sinks'
+    /// usage rows ask for them); never saved with a file's report.
+    /// Invariant: their usages sum to `usage` (deduplication takes a
+    /// copy's rows out with its counts).
+    pub usage_rows: Vec<UsageRow>,
+    /// Whether [`Report::add_usage_at`] keeps rows ([`SourceOptions`]'s
+    /// `usage_rows`).
+    ///
+    /// [`SourceOptions`]: crate::source::SourceOptions
+    pub keep_usage_rows: bool,
     pub max_skips: usize,
+}
+
+/// Where and when a usage was reported: the line of the entry that
+/// carries it, its time, and what the agent reports beyond [`Usage`].
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct UsageAt {
+    /// The 1-based line of the entry it is counted with (deduplication
+    /// takes it out with that entry).
+    pub line: u64,
+    /// Its response's time, Unix milliseconds.
+    pub time: Option<i64>,
+    /// Reasoning output tokens, where the agent reports them apart
+    /// (counted in `output` already).
+    pub reasoning: u64,
+}
+
+/// One response's usage, as counted: a row of the `usage` report and of
+/// the sinks' usage tables.
+#[derive(Debug, Clone, PartialEq)]
+pub struct UsageRow {
+    /// Where and when.
+    pub at: UsageAt,
+    /// The provider, when named.
+    pub provider: Option<String>,
+    /// The model, when named.
+    pub model: Option<String>,
+    /// Its tokens (and the cost the agent recorded, 0 when none).
+    pub usage: Usage,
 }
 
 impl Default for Report {
@@ -365,6 +404,8 @@ impl Default for Report {
             by_model: Vec::new(),
             unknown_roles: Vec::new(),
             responses: Vec::new(),
+            usage_rows: Vec::new(),
+            keep_usage_rows: false,
             max_skips: DEFAULT_MAX_SKIPS,
         }
     }
@@ -408,6 +449,37 @@ impl Report {
         assistant: bool,
     ) {
         self.add_usages(provider, model, std::iter::once(usage), assistant);
+    }
+
+    /// [`Report::add_usage`] of one response, kept as a row when rows are
+    /// kept.
+    pub fn add_usage_at(
+        &mut self,
+        provider: Option<&str>,
+        model: Option<&str>,
+        usage: &Usage,
+        assistant: bool,
+        at: UsageAt,
+    ) {
+        self.add_usage(provider, model, usage, assistant);
+        if self.keep_usage_rows {
+            self.usage_rows.push(UsageRow {
+                at,
+                provider: provider.map(str::to_owned),
+                model: model.map(str::to_owned),
+                usage: *usage,
+            });
+        }
+    }
+
+    /// Takes out the rows of entries at `lines` (ascending): copies that
+    /// deduplication took out.
+    pub fn remove_usage_rows_at(&mut self, lines: &[u64]) {
+        if lines.is_empty() || self.usage_rows.is_empty() {
+            return;
+        }
+        self.usage_rows
+            .retain(|r| lines.binary_search(&r.at.line).is_err());
     }
 
     /// Adds usages of one model, one by one: the sums are those of as many
@@ -503,6 +575,7 @@ impl Report {
         self.deduplicated += other.deduplicated;
         self.empty &= other.empty;
         self.usage.add(&other.usage);
+        self.usage_rows.extend(other.usage_rows.iter().cloned());
         for (role, n) in &other.unknown_roles {
             add_count(&mut self.unknown_roles, role, *n);
         }

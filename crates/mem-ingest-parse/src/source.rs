@@ -131,6 +131,9 @@ pub struct SourceOptions {
     pub count_entries: bool,
     pub line_hash: LineHash,
     pub raw_text: bool,
+    /// Whether reports keep a row per usage counted
+    /// ([`Report::usage_rows`]).
+    pub usage_rows: bool,
     /// The input's bytes, read again by offset: a line longer than the
     /// buffer is then looked at without being held (set per file by the
     /// engine and by [`PiSessionSource::open_with`]).
@@ -148,6 +151,7 @@ impl Default for SourceOptions {
             count_entries: false,
             line_hash: LineHash::default(),
             raw_text: false,
+            usage_rows: false,
             again: None,
         }
     }
@@ -231,6 +235,13 @@ impl SourceOptions {
         self
     }
 
+    /// Whether reports keep a row per usage counted, with its line and
+    /// time ([`Report::usage_rows`]; default false).
+    pub fn usage_rows(mut self, on: bool) -> Self {
+        self.usage_rows = on;
+        self
+    }
+
     /// Whether a pi record's text may be built escaped, as the NDJSON
     /// writer writes it, from its line's raw strings (default false): only
     /// for the engine's NDJSON writer, which reads the text through the
@@ -266,6 +277,7 @@ impl SourceOptions {
     pub fn report(&self) -> Report {
         Report {
             max_skips: self.max_skips,
+            keep_usage_rows: self.usage_rows,
             ..Report::default()
         }
     }
@@ -659,6 +671,7 @@ impl<L: Lines, C: MapLine> LineDriver<L, C> {
     pub fn take_report(&mut self) -> Report {
         let fresh = Report {
             max_skips: self.report.max_skips,
+            keep_usage_rows: self.report.keep_usage_rows,
             ..Report::default()
         };
         let taken = std::mem::replace(&mut self.report, fresh);

@@ -52,6 +52,12 @@ pub struct Response {
     pub project: String,
     /// Its usage (`cost` is `costUSD`, 0 when absent).
     pub usage: Usage,
+    /// The line's `timestamp`, Unix milliseconds (None when read back
+    /// from a checkpoint, which does not keep it).
+    pub time: Option<i64>,
+    /// Of the cache writes, those kept an hour (`ephemeral_1h`), priced
+    /// higher (not kept by a checkpoint either).
+    pub cache_write_1h: u64,
 }
 
 impl Response {
@@ -254,6 +260,8 @@ mod tests {
                 total_tokens: tokens,
                 ..Usage::default()
             },
+            time: None,
+            cache_write_1h: 0,
         }
     }
 

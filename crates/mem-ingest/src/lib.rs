@@ -24,7 +24,7 @@ mod sys;
 // are re-exported as this crate's own; the others are imported under their
 // old names for the engine's `crate::` paths.
 use mem_ingest_parse::{counts, json, line, ndjson, record, report, seal, source, time, usage};
-pub use mem_ingest_parse::{format, formats, line_reader, path_text};
+pub use mem_ingest_parse::{format, formats, line_reader, path_text, prices};
 // Where the unit tests find the shared folder: the integration tests' own
 // helper, one file for both.
 #[cfg(test)]
@@ -46,6 +46,8 @@ pub use mem_ingest_parse::{Error as SourceError, ErrorKind as SourceErrorKind};
 #[doc(hidden)]
 pub use ndjson::raw_text_agrees;
 pub use record::{OwnedRecord, Record, Role, RoleFilter, Usage};
-pub use report::{EntryCounts, ModelUsage, Report, Skip, SkipReason, DEFAULT_MAX_SKIPS};
+pub use report::{
+    EntryCounts, ModelUsage, Report, Skip, SkipReason, UsageAt, UsageRow, DEFAULT_MAX_SKIPS,
+};
 pub use source::{Position, RecordSource, SourceOptions};
 pub use time::{format_iso_millis, parse_iso_millis};

@@ -6,6 +6,7 @@ mod output;
 mod safe;
 mod sessions;
 mod show;
+mod usage;
 mod when;
 
 use std::io::{self, IsTerminal, Write};
@@ -38,6 +39,9 @@ enum Command {
     Backfill(BackfillArgs),
     /// Prints what an archive holds.
     Stats(StatsArgs),
+    /// Tokens and cost by day, week, month or session, in ccusage's JSON
+    /// names: every response the stats count, priced.
+    Usage(usage::UsageArgs),
     /// Searches a store written by `backfill --db` (full text, best first).
     Search(SearchArgs),
     /// Lists the sessions of a store, newest first, each with its first
@@ -159,6 +163,30 @@ struct Common {
     /// file system without them; tests).
     #[arg(long, hide = true)]
     follow_poll: bool,
+}
+
+impl Common {
+    /// The options of a `usage` report's pass: no state, deduplicated.
+    fn for_usage(
+        paths: &[PathBuf],
+        agents: &[Agent],
+        follow_links: bool,
+        jobs: Option<u32>,
+        quiet: bool,
+    ) -> Common {
+        Common {
+            paths: paths.to_vec(),
+            follow_links,
+            jobs,
+            quiet,
+            state: None,
+            no_dedupe: false,
+            agents: agents.to_vec(),
+            file_mode: 0o600,
+            checkpoint_ms: None,
+            follow_poll: false,
+        }
+    }
 }
 
 #[derive(Args, Debug)]
@@ -349,7 +377,7 @@ fn parse_time(s: &str) -> Result<i64, String> {
 
 /// An agent whose sessions are read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-enum Agent {
+pub(crate) enum Agent {
     /// The pi coding agent.
     Pi,
     /// Gemini CLI (its JSONL chat recordings).
@@ -405,6 +433,7 @@ pub fn run(cli: Cli) -> i32 {
     match cli.command {
         Command::Backfill(a) => backfill(a),
         Command::Stats(a) => stats(a),
+        Command::Usage(a) => usage::usage(a),
         Command::Search(a) => search(a),
         Command::Sessions(a) => sessions::sessions(a),
         Command::Show(a) => show::show(a),

@@ -68,17 +68,17 @@ fn right(out: &mut impl Write, s: &str, w: usize) -> io::Result<()> {
 
 /// One table: a title over its left-aligned name column (rows indented by
 /// two spaces), then right-aligned columns, each cell after one space.
-struct Table<'a> {
-    title: &'a str,
+pub(crate) struct Table<'a> {
+    pub(crate) title: &'a str,
     /// Each right-aligned column: its header and its narrowest width.
-    columns: &'a [(&'a str, usize)],
+    pub(crate) columns: &'a [(&'a str, usize)],
     /// The narrowest width of the name column (without the indent).
-    name_width: usize,
-    rows: Vec<(String, Vec<String>)>,
+    pub(crate) name_width: usize,
+    pub(crate) rows: Vec<(String, Vec<String>)>,
 }
 
 impl Table<'_> {
-    fn write(&self, out: &mut impl Write) -> io::Result<()> {
+    pub(crate) fn write(&self, out: &mut impl Write) -> io::Result<()> {
         let name = self
             .rows
             .iter()

@@ -15,17 +15,17 @@ fn now_ms() -> i64 {
 
 /// The local zone's view of a time (Unix seconds): its fields, and the
 /// zone's offset east of UTC in seconds. UTC when the zone cannot be had.
-struct Local {
-    year: i64,
-    month: u32,
-    day: u32,
-    hour: u32,
-    minute: u32,
-    second: u32,
-    offset: i64,
+pub(crate) struct Local {
+    pub(crate) year: i64,
+    pub(crate) month: u32,
+    pub(crate) day: u32,
+    pub(crate) hour: u32,
+    pub(crate) minute: u32,
+    pub(crate) second: u32,
+    pub(crate) offset: i64,
 }
 
-fn local(secs: i64, utc: bool) -> Local {
+pub(crate) fn local(secs: i64, utc: bool) -> Local {
     let mut tm: libc::tm = unsafe_zeroed_tm();
     let t = secs as libc::time_t;
     // SAFETY: localtime_r and gmtime_r read `t` and write the `tm` they

@@ -327,6 +327,8 @@ pub(super) fn decide_copies<B>(
         res.report.remove_duplicate(&h);
     }
     let mut dropped = Vec::new();
+    // The lines of the copies: their usage rows go with their counts.
+    let mut copy_lines = Vec::new();
     // Opened once for the part, at its first duplicate.
     let file: std::cell::OnceCell<File> = std::cell::OnceCell::new();
     // A run of duplicates that are consecutive entries (a fork's or a
@@ -372,6 +374,9 @@ pub(super) fn decide_copies<B>(
         if let Some(i) = note.record {
             dropped.push(i);
         }
+        if res.report.keep_usage_rows {
+            copy_lines.push(note.line);
+        }
         if let Some(c) = &note.counts {
             flush(&mut run, &mut res.report);
             removal.add(c);
@@ -399,6 +404,7 @@ pub(super) fn decide_copies<B>(
     }
     flush(&mut run, &mut res.report);
     removal.apply(&mut res.report);
+    res.report.remove_usage_rows_at(&copy_lines);
     Ok(dropped)
 }
 

@@ -48,6 +48,7 @@
 //!   are never written.
 
 mod config;
+mod counted;
 mod ctx;
 pub(crate) mod dedupe;
 mod deliver;
@@ -76,6 +77,7 @@ use crate::source::SourceOptions;
 pub use crate::formats::pi::session_of_path;
 pub use config::Progress;
 pub(crate) use config::{Command, Config, Filter};
+pub use counted::CountedUsage;
 pub use discover::{refuse_streams, Links};
 pub use summary::{FileTotals, SkipAt, Summary};
 // The checkpoint's types, where they were before they had a folder of
@@ -355,5 +357,17 @@ impl Archive {
     /// As [`Archive::backfill`].
     pub fn stats(&self) -> Result<Summary, Error> {
         run::run(&self.cfg, Command::Stats, &mut Discard)
+    }
+
+    /// As [`Archive::stats`], and each response counted as a row
+    /// ([`Summary::usage`]): exactly the responses the stats count, with
+    /// their times. Their usages sum to the stats' usage.
+    ///
+    /// # Errors
+    /// As [`Archive::backfill`].
+    pub fn usage(&self) -> Result<Summary, Error> {
+        let mut cfg = self.cfg.clone();
+        cfg.opts = cfg.opts.usage_rows(true);
+        run::run(&cfg, Command::Stats, &mut Discard)
     }
 }

@@ -369,7 +369,12 @@ fn finish<S: Sink>(ctx: &mut Ctx<'_, S>, mut totals: Summary) -> Result<Summary,
 
 /// One pass over the archive.
 fn pass<S: Sink>(ctx: &mut Ctx<'_, S>) -> Result<Summary, Error> {
-    let mut totals = Summary::of_pass(&ctx.cfg.formats, ctx.state.is_some(), ctx.cfg.dedupe);
+    let mut totals = Summary::of_pass(
+        &ctx.cfg.formats,
+        ctx.state.is_some(),
+        ctx.cfg.dedupe,
+        ctx.cfg.opts.usage_rows,
+    );
     let listing = match ctx.listing.take() {
         Some(l) => l.join().unwrap_or_else(|_| {
             Err(Error::new(

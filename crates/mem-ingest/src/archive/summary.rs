@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::path::Path;
 use std::sync::Arc;
 
+use super::counted::CountedUsage;
 use super::stats::{
     known_cost, FailureLine, ModelLine, ProjectLine, Roles, SkipLine, SourceStats, Stats, UsageLine,
 };
@@ -240,6 +241,12 @@ pub struct Summary {
     pub interrupted: bool,
     /// The run followed the archive.
     pub follow: bool,
+    /// Each response counted, when the run keeps them
+    /// ([`super::Archive::usage`]): files' in archive order, then Claude
+    /// Code's (counted once across the archive), in the order first seen.
+    pub usage: Vec<CountedUsage>,
+    /// The run keeps [`Summary::usage`].
+    keep_usage: bool,
     /// The agents this run added to those its checkpoint reads (an
     /// `--agent` naming agents the checkpoint did not read): later runs
     /// without `--agent` read them too.
@@ -259,10 +266,16 @@ impl Summary {
     /// The summary a pass starts from: what its formats say of responses
     /// and of the stats' shape, whether it has a checkpoint, whether it
     /// deduplicates.
-    pub(super) fn of_pass(formats: &[Arc<dyn Format>], stateful: bool, dedupe: bool) -> Summary {
+    pub(super) fn of_pass(
+        formats: &[Arc<dyn Format>],
+        stateful: bool,
+        dedupe: bool,
+        keep_usage: bool,
+    ) -> Summary {
         Summary {
             stateful,
             dedupe,
+            keep_usage,
             responses_of: formats
                 .iter()
                 .find_map(|f| Some((f.name(), f.responses_provider()?))),
@@ -342,6 +355,27 @@ impl Summary {
             s.file_done(report, header, priced, partial);
         }
         self.totals.file_done(report, header, priced, partial);
+        if self.keep_usage && !report.usage_rows.is_empty() {
+            let file = path.display().to_string();
+            let (session, project) = header.map_or((String::new(), String::new()), |h| {
+                (h.id.clone(), h.cwd.clone())
+            });
+            self.usage
+                .extend(report.usage_rows.iter().map(|r| CountedUsage {
+                    agent: format.name(),
+                    session: session.clone(),
+                    project: project.clone(),
+                    file: file.clone(),
+                    line: r.at.line,
+                    time: r.at.time,
+                    provider: r.provider.clone(),
+                    model: r.model.clone(),
+                    usage: r.usage,
+                    reasoning: r.at.reasoning,
+                    cache_write_1h: 0,
+                    recorded: priced,
+                }));
+        }
         self.reported_skips += reported.0.min(report.skipped);
         let room = MAX_SKIPS.saturating_sub(self.skips.len());
         if room > 0 && !report.skips.is_empty() {
@@ -396,6 +430,25 @@ impl Summary {
         }
         if let (Some(s), Some(name)) = (source, name) {
             self.by_source.insert(name, s);
+        }
+        if self.keep_usage {
+            let name = name.unwrap_or("claude");
+            self.usage
+                .extend(responses.kept().iter().map(|r| CountedUsage {
+                    agent: name,
+                    session: r.session.clone(),
+                    project: r.project.clone(),
+                    file: String::new(),
+                    line: 0,
+                    time: r.time,
+                    provider: provider.map(str::to_owned),
+                    model: r.model.clone(),
+                    usage: r.usage,
+                    reasoning: 0,
+                    cache_write_1h: r.cache_write_1h,
+                    // `costUSD`, where the line has one.
+                    recorded: r.usage.cost != 0.0,
+                }));
         }
     }
 

@@ -470,6 +470,11 @@ pub(super) struct ReportDef {
     unknown_roles: Vec<(String, u64)>,
     #[serde(skip)]
     responses: Vec<crate::usage::Response>,
+    /// Not in the layout (rows are handed on, never saved).
+    #[serde(skip)]
+    usage_rows: Vec<crate::report::UsageRow>,
+    #[serde(skip)]
+    keep_usage_rows: bool,
     #[serde(skip, default = "default_max_skips")]
     max_skips: usize,
 }
@@ -617,6 +622,12 @@ pub(super) struct ResponseV4 {
     project: String,
     #[serde(with = "UsageDef")]
     usage: Usage,
+    /// Not in the layout: a response read back from a state has no time
+    /// (the `usage` report reads the archive without one).
+    #[serde(skip)]
+    time: Option<i64>,
+    #[serde(skip)]
+    cache_write_1h: u64,
 }
 
 /// A version 4 response read through its layout.

@@ -1093,21 +1093,24 @@ impl ClaudeContext {
                 Some(v) if is_null(v) => None,
                 Some(v) => Some(as_str(v).filter(|s| matches!(*s, "standard" | "fast"))?),
             };
-            let cache_write = match u.get("cache_creation") {
-                None => cache_write,
-                Some(v) if is_null(v) => cache_write,
+            let (cache_write, cache_write_1h) = match u.get("cache_creation") {
+                None => (cache_write, 0),
+                Some(v) if is_null(v) => (cache_write, 0),
                 Some(v) if matches!(v.first(), Some(Node::Object { .. })) => {
                     let c = Fields::of(v);
                     let part = |k: &str| match c.get(k) {
                         None => Some(0),
                         Some(v) => int(v),
                     };
-                    part("ephemeral_5m_input_tokens")?
-                        .saturating_add(part("ephemeral_1h_input_tokens")?)
+                    let hour = part("ephemeral_1h_input_tokens")?;
+                    (
+                        part("ephemeral_5m_input_tokens")?.saturating_add(hour),
+                        hour,
+                    )
                 }
                 Some(_) => return None,
             };
-            parse_iso_millis(e.timestamp)?;
+            let time = parse_iso_millis(e.timestamp)?;
             if e.version.is_some_and(|v| !semver_prefix(v)) {
                 return None;
             }
@@ -1140,6 +1143,8 @@ impl ClaudeContext {
                 model,
                 project: self.header.cwd.clone(),
                 usage,
+                time: Some(time),
+                cache_write_1h,
             })
         };
         read(e)

@@ -1878,7 +1878,12 @@ impl MapLine for CodexContext {
                 if let Some(d) = token_delta(info, &mut run.total) {
                     let model = named_model(p, info).or(run.model.as_deref());
                     let provider = run.provider.as_deref().unwrap_or(DEFAULT_PROVIDER);
-                    report.add_usage(Some(provider), model, &usage_of(d), true);
+                    let at = crate::report::UsageAt {
+                        line: pos.line,
+                        time: e.timestamp.and_then(crate::time::parse_iso_millis),
+                        reasoning: d[3],
+                    };
+                    report.add_usage_at(Some(provider), model, &usage_of(d), true, at);
                 }
                 None
             }

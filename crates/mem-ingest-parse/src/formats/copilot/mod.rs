@@ -398,7 +398,7 @@ impl CopilotContext {
     /// Counts a `session.shutdown`'s `modelMetrics` (see the docs: a
     /// snapshot is its segment's, unless cumulative), less the output
     /// already counted from the segment's messages.
-    fn shutdown(&self, data: Fields<'_, '_>, report: &mut Report) {
+    fn shutdown(&self, data: Fields<'_, '_>, report: &mut Report, at: crate::report::UsageAt) {
         let mut run = self.running.borrow_mut();
         let Some(metrics) = data.get("modelMetrics") else {
             run.partial.clear();
@@ -417,7 +417,7 @@ impl CopilotContext {
             let counted = run.partial.remove(model).unwrap_or(0);
             own[1] = own[1].saturating_sub(counted);
             if own != [0; 4] {
-                report.add_usage(Some(PROVIDER), Some(model), &usage(own), false);
+                report.add_usage_at(Some(PROVIDER), Some(model), &usage(own), false, at);
             }
             run.last.insert(model.to_owned(), now);
         }
@@ -495,6 +495,11 @@ impl MapLine for CopilotContext {
             })
         };
         let d = Fields::of(data.unwrap_or(&[]));
+        let at = crate::report::UsageAt {
+            line: pos.line,
+            time: timestamp.and_then(parse_iso_millis),
+            reasoning: 0,
+        };
         // The running context first: what this event says of the cwd, the
         // model, the segment.
         let mut usage = None;
@@ -523,7 +528,7 @@ impl MapLine for CopilotContext {
                 }
             }
             "session.usage_checkpoint" => self.running.borrow_mut().checkpoints = true,
-            "session.shutdown" => self.shutdown(d, report),
+            "session.shutdown" => self.shutdown(d, report, at),
             "assistant.message" => {
                 if let Some(n) = d.get("outputTokens").and_then(as_u64) {
                     let mut run = self.running.borrow_mut();
@@ -536,7 +541,7 @@ impl MapLine for CopilotContext {
                         ..Usage::default()
                     };
                     let model = (!model.is_empty()).then_some(model.as_str());
-                    report.add_usage(Some(PROVIDER), model, &u, true);
+                    report.add_usage_at(Some(PROVIDER), model, &u, true, at);
                     usage = Some(u);
                 }
             }

@@ -927,7 +927,18 @@ fn record_of<'a>(
         None
     };
     if let Some(u) = &usage {
-        report.add_usage(Some(PROVIDER), model, u, true);
+        let at = crate::report::UsageAt {
+            line: held.line,
+            time: f
+                .str("timestamp")
+                .and_then(parse_iso_millis)
+                .or(ctx.header.timestamp),
+            // Thoughts: in the total, not in the output.
+            reasoning: u
+                .total_tokens
+                .saturating_sub(u.input + u.output + u.cache_read + u.cache_write),
+        };
+        report.add_usage_at(Some(PROVIDER), model, u, true, at);
     }
     if !report.count_record(role, filter) {
         return None;

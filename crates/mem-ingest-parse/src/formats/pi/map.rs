@@ -275,13 +275,18 @@ fn map_entry<'a>(
         "message" => m.usage.and_then(usage_of),
         _ => e.usage.and_then(usage_of),
     };
+    let at = crate::report::UsageAt {
+        line: pos.line,
+        time: e.timestamp.and_then(parse_iso_millis),
+        reasoning: 0,
+    };
     let Some(role) = role else {
         report.no_record += 1;
         if ty == "message" {
             report.add_unknown_role(m.role.unwrap_or("(none)"));
         }
         if let Some(u) = &usage {
-            report.add_usage(e.provider, e.model, u, false);
+            report.add_usage_at(e.provider, e.model, u, false, at);
         }
         return entry(None);
     };
@@ -292,11 +297,12 @@ fn map_entry<'a>(
         (e.provider, e.model)
     };
     if let Some(u) = &usage {
-        report.add_usage(
+        report.add_usage_at(
             provider,
             model,
             u,
             role == Role::Assistant && ty == "message",
+            at,
         );
     }
     if !kept {

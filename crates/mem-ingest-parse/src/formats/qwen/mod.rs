@@ -469,7 +469,12 @@ impl MapLine for QwenContext {
             return entry(None);
         };
         if let Some(u) = &usage {
-            report.add_usage(Some(PROVIDER), l.model, u, true);
+            let at = crate::report::UsageAt {
+                line: pos.line,
+                time: l.timestamp.and_then(parse_iso_millis),
+                reasoning: 0,
+            };
+            report.add_usage_at(Some(PROVIDER), l.model, u, true, at);
         }
         if !report.count_record(role, filter) {
             return entry(None);

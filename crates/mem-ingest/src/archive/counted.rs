@@ -1,0 +1,66 @@
+//! Usage as data: one [`CountedUsage`] per response the stats count,
+//! after the same deduplication (a fork's copy, a subagent's replay, a
+//! streamed response's lines), with where it was read, when, and what it
+//! cost.
+
+use crate::prices::Prices;
+use crate::record::Usage;
+
+/// One response's usage, as counted ([`super::Archive::usage`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct CountedUsage {
+    /// The agent (format name): `pi`, `claude`, `codex`, ...
+    pub agent: &'static str,
+    /// The session id (Claude Code: the line's `sessionId`).
+    pub session: String,
+    /// The project (the session's cwd).
+    pub project: String,
+    /// The file it was read from (empty for Claude Code's responses,
+    /// counted once across the archive: see `line`).
+    pub file: String,
+    /// The 1-based line of the entry that carries it (0 for Claude Code's).
+    pub line: u64,
+    /// The response's time, Unix milliseconds.
+    pub time: Option<i64>,
+    /// The provider, when named.
+    pub provider: Option<String>,
+    /// The model, when named.
+    pub model: Option<String>,
+    /// Its tokens; `cost` the cost the agent recorded (0 when none).
+    pub usage: Usage,
+    /// Reasoning output tokens, where the agent reports them.
+    pub reasoning: u64,
+    /// Of the cache writes, those kept an hour (Claude Code's
+    /// `ephemeral_1h`), priced at twice the input price as ccusage does.
+    pub cache_write_1h: u64,
+    /// The agent recorded this cost (pi; Claude Code's `costUSD`): it is
+    /// the cost, not priced again.
+    pub recorded: bool,
+}
+
+impl CountedUsage {
+    /// Its cost: the one the agent recorded, else its model's price in
+    /// `prices` (0 for no tokens); None when neither (a model with no
+    /// price, or none named).
+    ///
+    /// Everything in the total beyond input and cache is priced as output
+    /// (Gemini CLI's and Qwen Code's thoughts, as ccusage prices them).
+    pub fn cost(&self, prices: &Prices) -> Option<f64> {
+        if self.recorded {
+            return Some(self.usage.cost);
+        }
+        if self.usage.total_tokens == 0 {
+            // Nothing to price (Claude Code's `<synthetic>` lines).
+            return Some(0.0);
+        }
+        let u = &self.usage;
+        let priced = Usage {
+            output: u
+                .total_tokens
+                .saturating_sub(u.input + u.cache_read + u.cache_write)
+                .max(u.output),
+            ..*u
+        };
+        prices.cost_with_hour(self.model.as_deref(), &priced, self.cache_write_1h)
+    }
+}
