@@ -203,7 +203,7 @@ pub fn value<'a>(s: &'a str) -> &'a str {
     if at < start || at >= end {
         return s;
     }
-    let Some(first) = memchr::memchr(b'\\', s.as_bytes()) else {
+    let Some(first) = backslash_in(s.as_bytes()) else {
         return s;
     };
     // SAFETY: `s` lies in the line that `Reading` was made for, which is
@@ -215,6 +215,18 @@ pub fn value<'a>(s: &'a str) -> &'a str {
     #[allow(unsafe_code)]
     let arena: &'a Bump = unsafe { &*arena };
     unescape_at(s, first, arena, avx2())
+}
+
+/// The first backslash of `b`: a plain loop for the short strings most
+/// reads are of (a type, a timestamp, an id), where `memchr`'s dispatch
+/// and setup cost more than the bytes; `memchr` for longer ones.
+#[inline(always)]
+fn backslash_in(b: &[u8]) -> Option<usize> {
+    if b.len() < 32 {
+        b.iter().position(|&c| c == b'\\')
+    } else {
+        memchr::memchr(b'\\', b)
+    }
 }
 
 /// The text of a raw JSON string that the lean parse validated (its
@@ -932,29 +944,43 @@ unsafe fn masks_avx2(block: &[u8; 64]) -> Masks {
 #[inline]
 unsafe fn escape_chars_avx2(block: &[u8; 64]) -> (u64, u64) {
     use std::arch::x86_64::{
-        __m256i, _mm256_cmpeq_epi8, _mm256_loadu_si256, _mm256_movemask_epi8, _mm256_or_si256,
-        _mm256_set1_epi8,
+        __m256i, _mm256_and_si256, _mm256_cmpeq_epi8, _mm256_loadu_si256, _mm256_movemask_epi8,
+        _mm256_set1_epi8, _mm256_setr_epi8, _mm256_setzero_si256, _mm256_shuffle_epi8,
+        _mm256_srli_epi16,
     };
     let p = block.as_ptr().cast::<__m256i>();
     // SAFETY: both loads' 32 bytes are in the 64-byte block.
     let (lo, hi) = unsafe { (_mm256_loadu_si256(p), _mm256_loadu_si256(p.add(1))) };
-    macro_rules! eq {
-        ($v:expr, $c:expr) => {
-            _mm256_cmpeq_epi8($v, _mm256_set1_epi8($c as i8))
-        };
-    }
-    macro_rules! known {
+    // The nine bytes as a class looked up by nibble (two shuffles, not
+    // nine compares): a byte is in it when the bits its low nibble selects
+    // and the bits its high nibble selects meet. One bit per high nibble
+    // that holds members: 1 for 0x2_ (`"` 22, `/` 2F), 2 for 0x5_ (`\`
+    // 5C), 4 for 0x6_ (`b` 62, `f` 66, `n` 6E), 8 for 0x7_ (`r` 72, `t`
+    // 74, `u` 75); bytes from 0x80 have high nibbles 8-F, whose bits are 0.
+    #[rustfmt::skip]
+    let by_low = _mm256_setr_epi8(
+        0, 0, 1 | 4 | 8, 0, 8, 8, 4, 0, 0, 0, 0, 0, 2, 0, 4, 1,
+        0, 0, 1 | 4 | 8, 0, 8, 8, 4, 0, 0, 0, 0, 0, 2, 0, 4, 1,
+    );
+    #[rustfmt::skip]
+    let by_high = _mm256_setr_epi8(
+        0, 0, 1, 0, 0, 2, 4, 8, 0, 0, 0, 0, 0, 0, 0, 0,
+        0, 0, 1, 0, 0, 2, 4, 8, 0, 0, 0, 0, 0, 0, 0, 0,
+    );
+    let nibble = _mm256_set1_epi8(0x0f);
+    let (zero, letter_u) = (_mm256_setzero_si256(), _mm256_set1_epi8(b'u' as i8));
+    macro_rules! outside {
         ($v:expr) => {{
             let v = $v;
-            let a = _mm256_or_si256(_mm256_or_si256(eq!(v, b'"'), eq!(v, b'\\')), eq!(v, b'/'));
-            let b = _mm256_or_si256(_mm256_or_si256(eq!(v, b'b'), eq!(v, b'f')), eq!(v, b'n'));
-            let c = _mm256_or_si256(_mm256_or_si256(eq!(v, b'r'), eq!(v, b't')), eq!(v, b'u'));
-            _mm256_movemask_epi8(_mm256_or_si256(_mm256_or_si256(a, b), c)) as u32
+            let low = _mm256_shuffle_epi8(by_low, _mm256_and_si256(v, nibble));
+            let high =
+                _mm256_shuffle_epi8(by_high, _mm256_and_si256(_mm256_srli_epi16(v, 4), nibble));
+            _mm256_movemask_epi8(_mm256_cmpeq_epi8(_mm256_and_si256(low, high), zero)) as u32
         }};
     }
-    let known = u64::from(known!(lo)) | u64::from(known!(hi)) << 32;
-    let u = u64::from(_mm256_movemask_epi8(eq!(lo, b'u')) as u32)
-        | u64::from(_mm256_movemask_epi8(eq!(hi, b'u')) as u32) << 32;
+    let known = !(u64::from(outside!(lo)) | u64::from(outside!(hi)) << 32);
+    let u = u64::from(_mm256_movemask_epi8(_mm256_cmpeq_epi8(lo, letter_u)) as u32)
+        | u64::from(_mm256_movemask_epi8(_mm256_cmpeq_epi8(hi, letter_u)) as u32) << 32;
     (known, u)
 }
 
@@ -1394,6 +1420,27 @@ mod tests {
     }
 
     #[test]
+    fn the_first_backslash_is_found_at_every_length_and_place() {
+        for len in 0..80 {
+            for at in 0..=len {
+                let mut b = vec![b'a'; len];
+                for (k, c) in b.iter_mut().enumerate() {
+                    // Bytes around the backslash's value, and high ones.
+                    *c = [b'[', b']', 0x5d, 0xdc, 0x5c ^ 0x80, b'a'][k % 6];
+                }
+                if at < len {
+                    b[at] = b'\\';
+                    if at + 1 < len {
+                        b[at + 1] = b'\\';
+                    }
+                }
+                let want = (at < len).then_some(at);
+                assert_eq!(backslash_in(&b), want, "length {len}, at {at}");
+            }
+        }
+    }
+
+    #[test]
     fn the_vector_masks_are_the_byte_ones() {
         if !avx2() {
             return;
@@ -1417,6 +1464,18 @@ mod tests {
             );
             assert_eq!(escape_chars(&block, true), escape_chars_bytes(&block));
             assert_eq!(slashes(&block, true), slashes_bytes(&block));
+        }
+        // Every byte value, in each of the block's halves.
+        for c in 0..=255u8 {
+            for half in [0..32, 32..64] {
+                let mut block = [b'a'; 64];
+                block[half].fill(c);
+                assert_eq!(
+                    escape_chars(&block, true),
+                    escape_chars_bytes(&block),
+                    "byte {c:#04x}"
+                );
+            }
         }
     }
 
