@@ -171,16 +171,21 @@ fn write_session(gemini: &Path, dir: &str, lines: &[String]) -> PathBuf {
 }
 
 /// The entries with a record of a file, with the report and the running
-/// context at its end; the entries without one (every line's) are as many
-/// as the report's `no_record`, and a read of records alone gives the same.
-fn read(path: &Path) -> (Entries, Report, Vec<u8>) {
+/// context at its end, and the revisions (late copies of messages handed
+/// out before); the entries without one (every line's) are as many as the
+/// report's `no_record`, and a read of records alone gives the same,
+/// without the revisions.
+fn read(path: &Path) -> (Entries, Report, Vec<u8>, Entries) {
     let opts = SourceOptions::new();
     let input = Input::Reader(Box::new(fs::File::open(path).unwrap()));
     let mut src = Gemini.open(input, path, &opts).unwrap();
     let mut out = Vec::new();
+    let mut revisions = Vec::new();
     let mut lines = 0;
     while let Some(e) = src.next_entry().unwrap() {
+        let revision = e.revision;
         match e.record {
+            Some(r) if revision => revisions.push((r.line, Some(r.to_owned_record()))),
             // The record's line: its last copy's.
             Some(r) => out.push((r.line, Some(r.to_owned_record()))),
             None => lines += 1,
@@ -200,7 +205,7 @@ fn read(path: &Path) -> (Entries, Report, Vec<u8>) {
         out.iter().map(|(_, r)| r.clone()).collect::<Vec<_>>()
     );
     assert_eq!(src.report(), &report);
-    (out, report, ctx)
+    (out, report, ctx, revisions)
 }
 
 fn record<'e>(entries: &'e Entries, id: &str) -> &'e OwnedRecord {
@@ -217,7 +222,12 @@ fn every_message_once_with_its_last_copy() {
     let p = write_session(&dir.join(".gemini"), "app", &session_lines());
     fs::write(dir.join(".gemini/tmp/app/.project_root"), PROJECT).unwrap();
     age(&p, 60);
-    let (entries, report, _) = read(&p);
+    let (entries, report, _, revisions) = read(&p);
+    // Line 15, a late copy of g1 (handed out at line 6): a revision of its
+    // record, with the late copy's content, counted in no report.
+    let (role, entry, kinds) = rec(Role::Assistant, "gemini", &["thought", "text", "toolCall"]);
+    assert_eq!(rows(&revisions), [(15, role, entry, kinds)]);
+    assert_eq!(revisions[0].1.as_ref().unwrap().key, format!("{SID}:g1"));
     use Role::*;
     assert_eq!(
         rows(&entries),
@@ -329,7 +339,7 @@ fn the_message_written_last_waits_until_the_file_is_still() {
     let dir = tmpdir("held");
     let p = write_session(&dir.join(".gemini"), "app", &session_lines());
     // Just written: g4 may still be re-appended.
-    let (entries, report, ctx) = read(&p);
+    let (entries, report, ctx, _) = read(&p);
     assert_eq!(entries.len(), 9);
     assert_eq!(
         entries.last().unwrap().1.as_ref().unwrap().id.as_deref(),
@@ -472,7 +482,7 @@ fn hostile_lines_are_counted_located_skips() {
     bytes.extend_from_slice(b"{\"id\":\"bad\",\"type\":\"user\",\"content\":\"\xff\"}\n"); // 10
     fs::write(&p, &bytes).unwrap();
     age(&p, 60);
-    let (entries, report, _) = read(&p);
+    let (entries, report, ..) = read(&p);
     let ids: Vec<(u64, &str)> = entries
         .iter()
         .map(|(l, r)| (*l, r.as_ref().unwrap().id.as_deref().unwrap()))
@@ -491,7 +501,7 @@ fn hostile_lines_are_counted_located_skips() {
 #[ignore = "needs ../shared: samples/gemini-cli"]
 fn deja_vu_samples() {
     let base = samples().join("gemini-cli/deja-vu/fixtures/registry/gemini");
-    let (entries, report, _) = read(&base.join("session-set-snapshot.jsonl"));
+    let (entries, report, ..) = read(&base.join("session-set-snapshot.jsonl"));
     let got: Vec<(u64, Role, &str, Vec<String>)> = entries
         .iter()
         .map(|(l, r)| {
@@ -522,7 +532,7 @@ fn deja_vu_samples() {
     );
     assert_eq!(record(&entries, "m1").session, "reg-gem-set-001");
     assert_eq!((report.records, report.usage.total_tokens), (2, 0));
-    let (entries, report, _) = read(&base.join("session.jsonl"));
+    let (entries, report, ..) = read(&base.join("session.jsonl"));
     let got: Vec<(u64, Role, &str)> = entries
         .iter()
         .map(|(l, r)| {
@@ -656,6 +666,121 @@ fn discovery_by_gemini_cli_home_and_gemini_data_dir() {
         )),
         "{err}"
     );
+    fs::remove_dir_all(home).unwrap();
+}
+
+/// A later copy of a message emitted in an earlier run (Gemini CLI writes
+/// a message again after the next one): the store's row updated by key,
+/// its row id kept; NDJSON and Parquet count it and write nothing; its
+/// tokens are not counted again.
+#[test]
+fn a_late_copy_updates_the_stores_row_and_is_counted_by_ndjson_and_parquet() {
+    let home = tmpdir("late-copy");
+    let gemini = home.join(".gemini");
+    let lines = session_lines();
+    // Lines 1 to 8: u1, g1, t1, g2 final (g2 held until still).
+    let path = write_session(&gemini, "app", &lines[..8]);
+    age(&path, 60);
+    let (state, out, db) = (
+        home.join("state"),
+        home.join("out.ndjson"),
+        home.join("m.db"),
+    );
+    let (ds, pstate) = (home.join("ds"), home.join("pstate"));
+    let run = |extra: &[&dyn AsRef<std::ffi::OsStr>]| -> String {
+        let mut c = bin(&home);
+        c.args(["backfill", "--agent", "gemini"]);
+        for a in extra {
+            c.arg(a);
+        }
+        let o = c.output().unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8_lossy(&o.stderr).into_owned()
+    };
+    let all_runs = || {
+        [
+            run(&[&"--state", &state, &"-o", &out]),
+            run(&[&"--db", &db]),
+            run(&[&"--parquet", &ds, &"--state", &pstate]),
+        ]
+    };
+    for err in all_runs() {
+        assert!(err.contains(" records (4 written), "), "{err}");
+    }
+    let row = || -> (i64, String, i64) {
+        rusqlite::Connection::open(&db)
+            .unwrap()
+            .query_row(
+                "SELECT row_id, text, usage_output FROM records WHERE key = ?1",
+                [format!("{SID}:g1")],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            )
+            .unwrap()
+    };
+    let before = row();
+    assert_eq!(
+        before.1,
+        "Plan: Read the file first\nReading it.\nread_file {\"path\":\"src/p.rs\"}"
+    );
+    // g1 written again, its text and tokens changed, then a message after
+    // it (g1's copy is final at once: g1 was handed out).
+    let late = {
+        let mut v: Value = serde_json::from_str(&lines[5]).unwrap();
+        v["content"] = json!("Read it twice.");
+        v["tokens"] = tokens(1000, 70, 600, 20, 0, 1090);
+        v.to_string()
+    };
+    common::append(&path, &(late + "\n"));
+    age(&path, 60);
+    for err in all_runs() {
+        assert!(err.contains(" records (0 written, 1 updated), "), "{err}");
+    }
+    let out_text = fs::read_to_string(&out).unwrap();
+    assert_eq!(out_text.lines().count(), 4, "NDJSON writes no record twice");
+    assert!(!out_text.contains("Read it twice."));
+    let after = row();
+    assert_eq!(
+        after,
+        (
+            before.0,
+            "Plan: Read the file first\nRead it twice.\nread_file {\"path\":\"src/p.rs\"}"
+                .to_owned(),
+            70
+        ),
+        "the row updated by key, its row id kept"
+    );
+    let count: i64 = rusqlite::Connection::open(&db)
+        .unwrap()
+        .query_row("SELECT count(*) FROM records", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(count, 4);
+    // Parquet: no part for it.
+    let mut rows = 0;
+    let mut stack = vec![ds.clone()];
+    while let Some(d) = stack.pop() {
+        for e in fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.extension().is_some_and(|x| x == "parquet") {
+                let r = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(
+                    fs::File::open(&p).unwrap(),
+                )
+                .unwrap()
+                .build()
+                .unwrap();
+                rows += r.map(|b| b.unwrap().num_rows()).sum::<usize>();
+            }
+        }
+    }
+    assert_eq!(rows, 4);
+    // Its tokens are counted once, with the copy that was final.
+    let stats = bin(&home)
+        .args(["stats", "--agent", "gemini", "--json"])
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&stats.stdout).unwrap();
+    assert_eq!(v["usage"]["output"], 50 + 10, "{v}");
     fs::remove_dir_all(home).unwrap();
 }
 

@@ -294,6 +294,28 @@ pub trait Format: Send + Sync {
         false
     }
 
+    /// Whether this format's files are JSON documents rewritten whole
+    /// in place (Amp threads, Cline tasks, Gemini CLI's legacy sessions;
+    /// see [`crate::document`]): a changed one (its identity, size or
+    /// modification time differ from the checkpoint's) is read whole
+    /// again, from its start, its saved running context (what it
+    /// emitted) handed to [`Format::resume`] at byte 0; it is never cut
+    /// into parts, and its report replaces the one saved. Default: no
+    /// (appended lines).
+    fn is_document(&self) -> bool {
+        false
+    }
+
+    /// Whether the agent may rewrite a document keeping its size and
+    /// modification time (Amp does not move a thread's mtime): a document
+    /// whose identity, size and time are unchanged is then hashed when the
+    /// run is planned ([`crate::document::content_hash`] of its bytes,
+    /// read whole) and read again when the hash differs from the one its
+    /// context saved. Default: no (an unchanged document is not opened).
+    fn hashes_unchanged(&self) -> bool {
+        false
+    }
+
     /// The lineage id of a session id of this format: ids of two formats
     /// never meet. Default `<name>:<id>`.
     fn lineage(&self, session: &str) -> String {

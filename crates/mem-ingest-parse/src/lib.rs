@@ -25,6 +25,7 @@
 
 #[doc(hidden)]
 pub mod counts;
+pub mod document;
 #[doc(hidden)]
 pub mod error;
 pub mod format;

@@ -85,6 +85,12 @@ pub struct Entry<'a> {
     /// The record, when the entry gives one that the role filter lets
     /// through.
     pub record: Option<Record<'a>>,
+    /// The entry revises one handed out before under the same record key
+    /// (a message edited after it was emitted: a document rewritten, a
+    /// Gemini CLI message written again after it was final): a store
+    /// updates its row by key; NDJSON and Parquet count it (the run's
+    /// `updated`) and write nothing. False for every entry of lines.
+    pub revision: bool,
 }
 
 /// A format's mapping of parsed lines, with what the records of one file

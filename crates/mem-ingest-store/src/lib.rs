@@ -338,7 +338,11 @@ fn files_before_5(conn: &Connection) -> rusqlite::Result<Result<Vec<(String, Fil
         .collect())
 }
 
-const UPSERT: &str = "INSERT INTO records (key, row_id, format, project, session, file, source,
+/// The insert of a row, or its update where its key is taken (see
+/// [`UPSERT`] and [`UPSERT_BY_KEY`]).
+macro_rules! upsert_sql {
+    () => {
+        "INSERT INTO records (key, row_id, format, project, session, file, source,
     line, byte, id, parent_id, entry, role, kinds, timestamp, text, provider, model,
     usage_input, usage_output, usage_cache_read, usage_cache_write, usage_total_tokens,
     usage_cost, stop_reason, tool_name, tool_call_id, is_error, custom_type, command,
@@ -362,8 +366,22 @@ ON CONFLICT (key) DO UPDATE SET format = excluded.format, project = excluded.pro
     exit_code = excluded.exit_code, text_bytes = excluded.text_bytes,
     agent_id = excluded.agent_id, message_id = excluded.message_id,
     request_id = excluded.request_id, provisional = excluded.provisional
-WHERE records.fingerprint = excluded.fingerprint
-RETURNING row_id";
+"
+    };
+}
+
+/// A row inserted, or updated in place when its key holds the same entry
+/// (its fingerprint): another entry under a taken key makes no change
+/// (the writer stores it under a key of its own).
+const UPSERT: &str = concat!(
+    upsert_sql!(),
+    "WHERE records.fingerprint = excluded.fingerprint\nRETURNING row_id"
+);
+
+/// A revision of a record written before (a message edited after it was
+/// emitted): the row of its key updated in place, whatever entry it holds
+/// (its row id and fingerprint kept), else inserted.
+const UPSERT_BY_KEY: &str = concat!(upsert_sql!(), "RETURNING row_id");
 
 /// One record, owned, as the workers encode it for the store.
 #[derive(Debug, Clone)]
@@ -400,6 +418,8 @@ pub struct Row {
     provisional: bool,
     fingerprint: u64,
     parent_session: Option<String>,
+    /// It revises the record written before under its key.
+    revision: bool,
 }
 
 /// Encodes records into [`Row`]s on the workers.
@@ -461,7 +481,13 @@ impl Encoder for RowEncoder {
             provisional: r.provisional,
             fingerprint: place.fingerprint,
             parent_session: place.parent_session.map(str::to_owned),
+            revision: place.revision,
         });
+    }
+
+    /// A revision updates its key's row.
+    fn takes_revisions(&self) -> bool {
+        true
     }
 }
 
@@ -843,7 +869,8 @@ impl SqliteStore {
     /// it is the same entry: its `row_id`, or None when `key` holds another
     /// entry.
     fn upsert(&self, r: &Row, key: &str) -> rusqlite::Result<Option<i64>> {
-        let mut st = self.conn.prepare_cached(UPSERT)?;
+        let sql = if r.revision { UPSERT_BY_KEY } else { UPSERT };
+        let mut st = self.conn.prepare_cached(sql)?;
         let u = r.usage.as_ref();
         st.query_row(
             params![

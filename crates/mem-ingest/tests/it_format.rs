@@ -203,6 +203,7 @@ impl RecordSource for NotesSource<'_> {
                     line,
                     byte: at,
                     record: None,
+                    revision: false,
                 }));
             }
             let text = v.get("text").and_then(|t| t.as_str()).unwrap_or("");
@@ -219,6 +220,7 @@ impl RecordSource for NotesSource<'_> {
                 line,
                 byte: at,
                 record: Some(rec),
+                revision: false,
             }));
         }
     }

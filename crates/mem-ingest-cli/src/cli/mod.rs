@@ -695,7 +695,13 @@ fn backfill(a: BackfillArgs) -> i32 {
             if t.closed {
                 return 0;
             }
-            let what = format!(" ({} written)", t.written);
+            // Revisions of records written before (messages edited after
+            // they were emitted): a store's rows updated by key; counted,
+            // never written twice, by NDJSON and Parquet.
+            let what = match t.updated {
+                0 => format!(" ({} written)", t.written),
+                n => format!(" ({} written, {n} updated)", t.written),
+            };
             summary(a.common.quiet, &t, started, &what);
             exit_code(&t)
         }

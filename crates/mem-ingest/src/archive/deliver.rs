@@ -110,9 +110,11 @@ pub(super) fn deliver<S: Sink>(
                         }
                     }
                 }
+                totals.updated += res.revised;
                 if let Some(batch) = res.batch.take() {
-                    let kept = res.kept - dropped.len();
-                    ctx.wrote |= kept > 0;
+                    // Revisions update records written before: not new.
+                    let kept = res.kept - dropped.len() - res.revised_kept;
+                    ctx.wrote |= kept + res.revised_kept > 0;
                     if ctx.sink.write(batch, &dropped)? {
                         totals.written += kept as u64;
                     } else {
@@ -371,7 +373,10 @@ pub(super) fn decide_copies<B>(
             flush(&mut run, &mut res.report);
             continue;
         }
+        // A revision that another file made already (the same version).
+        res.revised -= u64::from(note.revision);
         if let Some(i) = note.record {
+            res.revised_kept -= usize::from(note.revision);
             dropped.push(i);
         }
         if res.report.keep_usage_rows {

@@ -165,6 +165,9 @@ struct Region {
     lines: u64,
     header: Option<Header>,
     mode: Mode,
+    /// A document read again: its saved running context (what it
+    /// emitted), handed to the format with its saved header at byte 0.
+    document: Option<Vec<u8>>,
 }
 
 /// Unchanged: the same file, size and time, and all of it consumed (a
@@ -180,7 +183,11 @@ pub(super) fn same_file(p: &FileState, id: &Identity) -> bool {
 
 /// Whether planning a file reads from it: to check the header of a file
 /// that grew, or to cut a large region into parts.
-fn reads(p: Option<&FileState>, id: &Identity) -> bool {
+fn reads(p: Option<&FileState>, id: &Identity, format: &dyn Format) -> bool {
+    if format.is_document() {
+        // An unchanged document whose writer keeps its time is hashed.
+        return p.is_some_and(|p| unchanged(p, id) && format.hashes_unchanged());
+    }
     match p {
         Some(p) if unchanged(p, id) => false,
         Some(p) if same_file(p, id) => true,
@@ -210,10 +217,14 @@ fn region(
         lines: 0,
         header: None,
         mode,
+        document: None,
     };
     let Some(p) = prior else {
         return fresh(Mode::New);
     };
+    if format.is_document() {
+        return document_region(path, id, p, format);
+    }
     if unchanged(p, id) && format.holds_back(&p.context) {
         // Unchanged, but its context holds records back until the file is
         // still (Gemini CLI): read from where it stopped, nothing new.
@@ -222,6 +233,7 @@ fn region(
             lines: p.line,
             header: Some(p.header.clone()),
             mode: Mode::Resumed,
+            document: None,
         };
     }
     if unchanged(p, id) {
@@ -231,6 +243,7 @@ fn region(
             lines: p.line,
             header: None,
             mode: Mode::Unchanged,
+            document: None,
         };
     }
     if !same_file(p, id) || id.size < p.offset + p.pending {
@@ -260,10 +273,57 @@ fn region(
                 lines: p.line,
                 header: Some(h),
                 mode: Mode::Resumed,
+                document: None,
             }
         }
         _ => fresh(Mode::Reread),
     }
+}
+
+/// A document the state knows: unchanged (not opened) when its identity,
+/// size and time are the saved ones and, for a format whose writer keeps
+/// the time ([`Format::hashes_unchanged`]), the hash of its bytes, taken
+/// now, is the one saved; else read whole again (the saved context says
+/// what it emitted).
+fn document_region(path: &Path, id: &Identity, p: &FileState, format: &dyn Format) -> Region {
+    let same = unchanged(p, id)
+        && (!format.hashes_unchanged() || {
+            let saved = crate::document::saved_hash(&p.context);
+            saved.is_some() && saved == hash_of(path, id.size)
+        });
+    if same {
+        return Region {
+            start: p.offset,
+            lines: p.line,
+            header: None,
+            mode: Mode::Unchanged,
+            document: None,
+        };
+    }
+    Region {
+        start: 0,
+        lines: 0,
+        header: Some(p.header.clone()),
+        mode: Mode::Reread,
+        document: Some(p.context.clone()),
+    }
+}
+
+/// The content hash of a document of `size` bytes (`None`: it could not
+/// be read, or is larger than a document may be: read again, and the task
+/// says why).
+fn hash_of(path: &Path, size: u64) -> Option<u64> {
+    use std::io::Read;
+    if size > crate::document::MAX_DOCUMENT {
+        return None;
+    }
+    let mut data = Vec::with_capacity(usize::try_from(size).ok()?);
+    File::open(path)
+        .ok()?
+        .take(crate::document::MAX_DOCUMENT + 1)
+        .read_to_end(&mut data)
+        .ok()?;
+    Some(crate::document::content_hash(&data))
 }
 
 struct Split {
@@ -305,7 +365,7 @@ pub fn plan(
     let io = found
         .iter()
         .zip(&entries)
-        .any(|((_, id, _), p)| reads(p.map(|a| &**a), id));
+        .any(|((_, id, format), p)| reads(p.map(|a| &**a), id, &*formats[*format]));
     let pool = io
         .then(|| {
             rayon::ThreadPoolBuilder::new()
@@ -356,8 +416,9 @@ pub fn plan(
                     end: (k < last).then_some(w[1]),
                     lines: (k == 0).then_some(r.lines),
                     first_task,
-                    // A part from 0 reads the header itself.
-                    header: if w[0] == 0 {
+                    // A part from 0 reads the header itself (a document
+                    // read again is given its saved one, with its context).
+                    header: if w[0] == 0 && r.document.is_none() {
                         None
                     } else {
                         split.header.clone()
@@ -365,8 +426,9 @@ pub fn plan(
                     // A resumed file's first part goes on from the saved
                     // context; later parts exist only for formats that need
                     // none.
-                    context: match (&f.prior, k) {
-                        (Some(p), 0) if r.mode == Mode::Resumed => p.context.clone(),
+                    context: match (&f.prior, k, &r.document) {
+                        (_, 0, Some(c)) => c.clone(),
+                        (Some(p), 0, _) if r.mode == Mode::Resumed => p.context.clone(),
                         _ => Vec::new(),
                     },
                 });
@@ -387,8 +449,8 @@ fn split(path: &Path, r: &Region, size: u64, opts: &SourceOptions, format: &dyn 
         header: r.header.clone(),
     };
     // A file whose parts cannot find the context of the lines before them
-    // (a stream) is read in one task.
-    if size - r.start <= PART_BYTES || !format.splits(path) {
+    // (a stream), or a document, is read in one task.
+    if size - r.start <= PART_BYTES || !format.splits(path) || format.is_document() {
         return whole;
     }
     let header = match &r.header {
@@ -562,13 +624,17 @@ mod tests {
         ];
         let opts = SourceOptions::new();
         for (name, prior, identity, expect_reads, mode) in cases {
-            assert_eq!(reads(prior.as_deref(), &identity), expect_reads, "{name}");
+            let pi: Arc<dyn Format> = Arc::new(crate::formats::Pi);
+            assert_eq!(
+                reads(prior.as_deref(), &identity, &*pi),
+                expect_reads,
+                "{name}"
+            );
             let path = PathBuf::from(format!("/nonexistent/mem-ingest/{name}.jsonl"));
             let mut map = BTreeMap::new();
             if let Some(p) = &prior {
                 map.insert(crate::path_text::spell(&path).into_owned(), p.clone());
             }
-            let pi: Arc<dyn Format> = Arc::new(crate::formats::Pi);
             let plan = plan(vec![(path, identity, 0)], &map, &opts, 2, &[pi]);
             assert_eq!(plan.known, usize::from(prior.is_some()), "{name}");
             // A grown file whose header cannot be read is read again.

@@ -265,13 +265,15 @@ fn passes<S: Sink>(ctx: &mut Ctx<'_, S>) -> Result<Summary, Error> {
     } else {
         (None, None)
     };
-    let (mut read, mut written) = (0, 0);
+    let (mut read, mut written, mut updated) = (0, 0, 0);
     loop {
         let mut totals = pass(ctx)?;
         read += totals.read;
         written += totals.written;
+        updated += totals.updated;
         totals.read = read;
         totals.written = written;
+        totals.updated = updated;
         if totals.closed || !ctx.cfg.follow || ctx.cfg.stop.load(Ordering::SeqCst) {
             totals.interrupted = ctx.cfg.stop.load(Ordering::SeqCst);
             if let Some(p) = ctx.cfg.progress.as_ref().filter(|_| ctx.cfg.follow) {

@@ -201,6 +201,11 @@ pub struct Summary {
     pub read: u64,
     /// Records the sink received in this run.
     pub written: u64,
+    /// Revisions in this run of records written before (messages edited
+    /// after they were emitted: [`crate::line::Entry::revision`]): a
+    /// store's rows updated by key; NDJSON and Parquet write nothing for
+    /// them. Not counted in `written`.
+    pub updated: u64,
     /// The source (format name) of every file so far, while they are of
     /// one: the totals are its counts, and `by_source` stays empty (a run
     /// over one agent's archive adds up nothing twice).

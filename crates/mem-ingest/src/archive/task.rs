@@ -70,6 +70,8 @@ pub(super) struct EntryNote {
     pub(super) counts: Option<LineCounts>,
     /// Its record's index in the task's batch.
     pub(super) record: Option<usize>,
+    /// It revises an entry handed out before ([`crate::line::Entry::revision`]).
+    pub(super) revision: bool,
 }
 
 /// The result of one task.
@@ -78,6 +80,11 @@ pub(super) struct PartResult<B> {
     pub(super) batch: Option<B>,
     /// Records encoded into the batch.
     pub(super) kept: usize,
+    /// Revisions of records handed out before (encoded for a sink that
+    /// takes them, else only counted).
+    pub(super) revised: u64,
+    /// Of the records encoded into the batch, the revisions.
+    pub(super) revised_kept: usize,
     pub(super) error: Option<String>,
     pub(super) header: Option<Header>,
     pub(super) position: Option<Position>,
@@ -98,6 +105,8 @@ impl<B> Default for PartResult<B> {
             report: Report::default(),
             batch: None,
             kept: 0,
+            revised: 0,
+            revised_kept: 0,
             error: None,
             header: None,
             position: None,
@@ -524,8 +533,14 @@ pub(super) fn drain<E: Encoder>(
             Err(e) => break Err(e.cause()),
         };
         let (fingerprint, line, byte) = (entry.fingerprint, entry.line, entry.byte);
+        let revision = entry.revision && entry.record.is_some();
+        res.revised += u64::from(revision);
         let mut record = None;
-        if let (Some(batch), Some(rec)) = (res.batch.as_mut(), &entry.record) {
+        let batch = res
+            .batch
+            .as_mut()
+            .filter(|_| !revision || encoder.takes_revisions());
+        if let (Some(batch), Some(rec)) = (batch, &entry.record) {
             let in_time = match rec.timestamp {
                 Some(t) => keep.since.is_none_or(|s| t >= s) && keep.until.is_none_or(|u| t < u),
                 None => keep.since.is_none() && keep.until.is_none(),
@@ -540,6 +555,7 @@ pub(super) fn drain<E: Encoder>(
                     parent_session: parent.as_deref(),
                     // A cut text is not the line's string.
                     line: if cut.is_some() { None } else { parsed },
+                    revision,
                 };
                 match &cut {
                     Some((cut, _)) => encoder.encode(batch, cut, place),
@@ -547,6 +563,7 @@ pub(super) fn drain<E: Encoder>(
                 }
                 record = Some(res.kept);
                 res.kept += 1;
+                res.revised_kept += usize::from(revision);
             }
         }
         if cfg.dedupe {
@@ -559,6 +576,7 @@ pub(super) fn drain<E: Encoder>(
                 context,
                 counts,
                 record,
+                revision,
             });
         }
         if let Some(h) = handing.as_mut() {
@@ -576,6 +594,8 @@ pub(super) fn drain<E: Encoder>(
                         .as_mut()
                         .map(|b| std::mem::replace(b, encoder.batch(plan::PART_BYTES))),
                     kept: std::mem::take(&mut res.kept),
+                    revised: std::mem::take(&mut res.revised),
+                    revised_kept: std::mem::take(&mut res.revised_kept),
                     notes: std::mem::take(&mut res.notes),
                     partial: true,
                     ..PartResult::default()

@@ -26,6 +26,10 @@ pub struct Place<'p> {
     /// The line the record was parsed from, when the source has it: its
     /// strings may be copied from it ([`ParsedLine::escaped`]).
     pub line: Option<ParsedLine<'p>>,
+    /// The record revises one written before under the same key (see
+    /// [`crate::line::Entry::revision`]): only for an encoder that
+    /// [`Encoder::takes_revisions`].
+    pub revision: bool,
 }
 
 /// Encodes records on the worker threads into batches.
@@ -39,6 +43,16 @@ pub trait Encoder: Sync {
     /// Adds one record to the batch. Records get consecutive indices from
     /// 0 in the order they are encoded.
     fn encode(&self, batch: &mut Self::Batch, record: &Record<'_>, place: Place<'_>);
+
+    /// Whether revisions of records written before (a message edited
+    /// after it was emitted: [`crate::line::Entry::revision`]) are encoded,
+    /// with [`Place::revision`] (a store updates its row by key). Default
+    /// false: the engine counts them (the run's `updated`) and does not
+    /// encode them (NDJSON and Parquet append, and never write a record
+    /// twice).
+    fn takes_revisions(&self) -> bool {
+        false
+    }
 
     /// Whether records are wanted at all (default true). When false, the
     /// engine builds none and calls neither `encode` nor the filters.

@@ -735,6 +735,7 @@ impl MapLine for ClaudeContext {
                 line: pos.line,
                 byte: pos.byte,
                 record,
+                revision: false,
             })
         };
         let Some(shape) = shape(ty, &l, &m) else {

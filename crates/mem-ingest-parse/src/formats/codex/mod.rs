@@ -1735,6 +1735,7 @@ impl CodexContext {
             line: pos.line,
             byte: pos.byte,
             record: None,
+            revision: false,
         })
     }
 }
@@ -1791,6 +1792,7 @@ impl MapLine for CodexContext {
             line: pos.line,
             byte: pos.byte,
             record: None,
+            revision: false,
         })
     }
 
@@ -1853,6 +1855,7 @@ impl MapLine for CodexContext {
                 line: pos.line,
                 byte: pos.byte,
                 record,
+                revision: false,
             })
         };
         let p = e.payload;

@@ -492,6 +492,7 @@ impl MapLine for CopilotContext {
                 line: pos.line,
                 byte: pos.byte,
                 record,
+                revision: false,
             })
         };
         let d = Fields::of(data.unwrap_or(&[]));

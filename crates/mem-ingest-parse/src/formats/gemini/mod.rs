@@ -21,9 +21,11 @@
 //!   checkpoint, and a later run (or the next pass of `--follow`) hands it
 //!   out when it is final ([`Format::holds_back`] makes the engine open a
 //!   file whose context holds one though the file is unchanged);
-//! - a later copy of a message already handed out makes no record: the
-//!   line is counted (entry type `message`, `late_copies` in the docs'
-//!   terms: no record, no usage).
+//! - a later copy of a message already handed out is a *revision* of its
+//!   record ([`Entry::revision`]): a store updates the message's row by
+//!   key; NDJSON and Parquet count it (the run's `updated`) and write
+//!   nothing; its usage is not counted again (the message's usage is
+//!   counted once, with the copy that was final).
 //!
 //! Lines themselves are entries without a record (counted by their shape:
 //! `metadata`, `message`, `$set`, `$rewindTo`); the records are entries of
@@ -381,6 +383,8 @@ struct Held {
     rewound: bool,
     /// Written only inside a `$set` checkpoint (no line of its own).
     checkpoint_only: bool,
+    /// A later copy of a message handed out before: a revision.
+    revision: bool,
 }
 
 /// What a later read of the file needs: the messages handed out (by id
@@ -420,7 +424,11 @@ impl Running {
                 for n in [h.line, h.byte, h.id.len() as u64, h.json.len() as u64] {
                     b.extend_from_slice(&n.to_le_bytes());
                 }
-                b.push(u8::from(h.rewound) | (u8::from(h.checkpoint_only) << 1));
+                b.push(
+                    u8::from(h.rewound)
+                        | (u8::from(h.checkpoint_only) << 1)
+                        | (u8::from(h.revision) << 2),
+                );
                 b.extend_from_slice(h.id.as_bytes());
                 b.extend_from_slice(&h.json);
             }
@@ -480,6 +488,7 @@ impl Running {
                     byte: nums[1],
                     rewound: flags & 1 != 0,
                     checkpoint_only: flags & 2 != 0,
+                    revision: flags & 4 != 0,
                 };
                 if ready {
                     r.ready.push_back(h);
@@ -505,10 +514,23 @@ impl Running {
 
     /// A copy of message `id` (its JSON), written on a line of its own or
     /// inside a checkpoint; whether it is a late copy (of a message handed
-    /// out).
+    /// out): a copy on a line of its own is then a revision, ready at once
+    /// (a checkpoint's copies of messages handed out revise nothing: they
+    /// repeat the list).
     fn copy(&mut self, id: &str, json: &[u8], line: u64, byte: u64, own_line: bool) -> bool {
         let h = id_hash(id);
         if self.done.contains(&h) {
+            if own_line {
+                self.ready.push_back(Held {
+                    id: id.to_owned(),
+                    json: json.to_vec(),
+                    line,
+                    byte,
+                    rewound: false,
+                    checkpoint_only: false,
+                    revision: true,
+                });
+            }
             return true;
         }
         if let Some(held) = self.held.iter_mut().find(|x| x.id == id) {
@@ -524,6 +546,7 @@ impl Running {
                 byte,
                 rewound: false,
                 checkpoint_only: !own_line,
+                revision: false,
             });
         }
         false
@@ -659,6 +682,7 @@ impl MapLine for GeminiContext {
             line: pos.line,
             byte: pos.byte,
             record: None,
+            revision: false,
         })
     }
 }
@@ -722,7 +746,15 @@ impl<'d> GeminiSource<'d> {
         let report = &mut self.driver.report;
         let filter = self.filter;
         let json = arena.alloc_slice_copy(&held.json);
-        let fp = fingerprint(&[b"gemini-msg", ctx.header.id.as_bytes(), held.id.as_bytes()]);
+        let mut fp = fingerprint(&[b"gemini-msg", ctx.header.id.as_bytes(), held.id.as_bytes()]);
+        // A revision is counted in no report: the message was, once.
+        let mut scratch = Report::default();
+        let report = if held.revision {
+            fp = crate::document::revision_fingerprint(fp, fingerprint(&[&held.json]));
+            &mut scratch
+        } else {
+            report
+        };
         let record = self.json.parse(json, arena, |parsed| {
             let (nodes, repaired) = parsed.ok()?;
             record_of(ctx, nodes, &held, repaired, arena, filter, report)
@@ -736,6 +768,7 @@ impl<'d> GeminiSource<'d> {
             line,
             byte,
             record,
+            revision: held.revision,
         }
     }
 
@@ -760,7 +793,9 @@ impl<'d> GeminiSource<'d> {
     fn next(&mut self, all: bool) -> Result<Option<Entry<'_>>, Error> {
         loop {
             if let Some(h) = self.ready() {
-                if all || self.keeps(&h) {
+                // A revision is an entry's (a read of records alone has
+                // the record as it was first handed out).
+                if all || (!h.revision && self.keeps(&h)) {
                     return Ok(Some(self.emit(h)));
                 }
                 // Counted, not handed out.

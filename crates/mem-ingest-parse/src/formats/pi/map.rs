@@ -261,6 +261,7 @@ fn map_entry<'a>(
             line: pos.line,
             byte: pos.byte,
             record,
+            revision: false,
         })
     };
     let m = match (ty, e.message) {

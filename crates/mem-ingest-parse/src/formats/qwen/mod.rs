@@ -453,6 +453,7 @@ impl MapLine for QwenContext {
                 line: pos.line,
                 byte: pos.byte,
                 record,
+                revision: false,
             })
         };
         let role = if TYPES.contains(&ty) {

@@ -1,0 +1,458 @@
+//! Documents: session files that are one JSON document rewritten whole
+//! whenever the agent writes (Amp threads, Cline tasks, Gemini CLI's
+//! legacy sessions), the second kind of source on the format seam beside
+//! appended lines.
+//!
+//! A document has no byte offset to resume from: a changed document is
+//! read whole again, and what was emitted before is known by its items'
+//! keys. A format says how a document reads ([`MapDocument`]): its
+//! [`Header`] and its items in order, each an [`Item`] with a key (the
+//! message's id, or a stable position where the shape has none), a
+//! version (a hash of the item as written) and its record. The source
+//! ([`open`]) hands out:
+//! - every item whose key was not emitted before, once it is settled (a
+//!   message still being written, Amp's `running`, waits for a later
+//!   read);
+//! - every item emitted before whose version changed (edited after it was
+//!   emitted) as a *revision* ([`Entry::revision`]): a store updates its
+//!   row by key; NDJSON and Parquet count it and write nothing;
+//! - nothing for an item emitted before with the same version.
+//!
+//! What was emitted is the file's running context ([`DocState`]: the
+//! document's content hash and each emitted key with its version), saved
+//! with the file's checkpoint in the same transaction as the output it
+//! covers: exactly once across rewrites, runs and kills.
+//!
+//! A document's report is always that of its whole current content (a
+//! re-read document's report replaces the one saved): its usage is what
+//! the document holds now, each message's last version, as the agents'
+//! own tools count it. A key that leaves the document (a rewind, an edit
+//! that drops a message) stays emitted: its record stays where it was
+//! written, and the key is never emitted again.
+//!
+//! Memory is bounded by the document: it is read whole (at most
+//! [`MAX_DOCUMENT`] bytes; a larger one is a failure of its file, naming
+//! it), parsed once, and its records built in one arena that lives as
+//! long as the source. The engine reads at most `--jobs` files at once, so
+//! at most `--jobs` documents are held.
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::io::Read;
+use std::path::Path;
+
+pub use bumpalo::Bump;
+
+use crate::counts::{LineCounts, Tracker};
+use crate::error::Error;
+use crate::format::BoxedSource;
+use crate::json::fingerprint;
+use crate::line::{Entry, Header};
+use crate::record::{Record, RoleFilter};
+use crate::report::{Report, SkipReason};
+use crate::source::{Input, Position, RecordSource, SourceOptions};
+
+/// The largest document read (256 MiB): a larger one fails its file,
+/// named, with this limit in the message; the run goes on.
+pub const MAX_DOCUMENT: u64 = 256 << 20;
+
+/// The hash of a document's bytes that says whether it changed though its
+/// size and modification time did not (see
+/// [`crate::format::Format::hashes_unchanged`]).
+pub fn content_hash(data: &[u8]) -> u64 {
+    crate::json::LineHash::Wide.of(data)
+}
+
+/// One item of a document, in the document's order.
+#[derive(Debug, Clone)]
+pub struct Item<'a> {
+    /// Its key, unique within the document: the message's id, or its
+    /// position where the shape has none (a key repeated in one document
+    /// is told apart by the driver: its n-th copy is `<key>#<n>`).
+    pub key: &'a str,
+    /// A hash of the item as written: another version, after it was
+    /// emitted, is a revision.
+    pub version: u64,
+    /// Whether it is written to its end (default true): an item still
+    /// being written (Amp's `running` message) is emitted by a later read.
+    pub settled: bool,
+    /// Its identity for deduplication: copies of it in another file
+    /// (Gemini CLI's legacy `.json` and its `.jsonl` successor) share it.
+    pub fingerprint: u64,
+    /// The place said for it: the item's 1-based position in the
+    /// document.
+    pub line: u64,
+    /// The place said for it: a byte offset (0 where the format knows
+    /// none).
+    pub byte: u64,
+    /// Its record, when it gives one the role filter lets through.
+    pub record: Option<Record<'a>>,
+}
+
+/// The items a [`MapDocument`] reads, each pushed after the format
+/// counted it in the report.
+pub struct Items<'a> {
+    list: Vec<(Item<'a>, LineCounts)>,
+    tracker: Tracker,
+}
+
+impl<'a> Items<'a> {
+    /// Adds the next item. `report` is the report the format counts the
+    /// document in, with the item counted (its record or `no_record`,
+    /// its usage); the driver counts its line.
+    pub fn push(&mut self, report: &mut Report, item: Item<'a>) {
+        report.lines += 1;
+        self.tracker.after_line(report, true);
+        self.list.push((item, self.tracker.last().clone()));
+    }
+
+    /// Items pushed so far.
+    pub fn len(&self) -> usize {
+        self.list.len()
+    }
+
+    /// Whether none was pushed.
+    pub fn is_empty(&self) -> bool {
+        self.list.is_empty()
+    }
+}
+
+/// A format's reading of its documents.
+pub trait MapDocument: Send + Sync {
+    /// The document's identity and items: `data` is the whole document
+    /// (its bytes as read), `arena` lives as long as the records. Each
+    /// item is counted in `report` (a record with
+    /// [`Report::count_record`], else `no_record`; its usage) and then
+    /// pushed. `Err`: the document is not one of this format's shape (or
+    /// does not parse), the reason of the counted skip of the file's one
+    /// "line".
+    ///
+    /// # Errors
+    /// The reason the document was skipped.
+    fn read<'a>(
+        &self,
+        data: &'a [u8],
+        path: &Path,
+        arena: &'a Bump,
+        filter: RoleFilter,
+        report: &mut Report,
+        items: &mut Items<'a>,
+    ) -> Result<Header, SkipReason>;
+}
+
+/// What a document's checkpoint keeps (its running context): the hash of
+/// the content last read, and each key emitted with its version.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DocState {
+    /// [`content_hash`] of the bytes last read.
+    pub hash: u64,
+    /// Emitted keys (hashed) and their versions, sorted by key.
+    pub emitted: Vec<(u64, u64)>,
+}
+
+/// The first byte of an encoded [`DocState`].
+const STATE_TAG: u8 = b'D';
+
+impl DocState {
+    /// Its bytes: the tag, the hash, the count, the pairs (little-endian).
+    pub fn encode(&self) -> Vec<u8> {
+        let mut b = Vec::with_capacity(17 + 16 * self.emitted.len());
+        b.push(STATE_TAG);
+        b.extend_from_slice(&self.hash.to_le_bytes());
+        b.extend_from_slice(&(self.emitted.len() as u64).to_le_bytes());
+        for (k, v) in &self.emitted {
+            b.extend_from_slice(&k.to_le_bytes());
+            b.extend_from_slice(&v.to_le_bytes());
+        }
+        b
+    }
+
+    /// `None` for an empty or damaged context (nothing emitted known).
+    pub fn decode(b: &[u8]) -> Option<DocState> {
+        let (&tag, rest) = b.split_first()?;
+        if tag != STATE_TAG || rest.len() < 16 {
+            return None;
+        }
+        let word = |i: usize| u64::from_le_bytes(rest[i..i + 8].try_into().expect("8 bytes"));
+        let (hash, n) = (word(0), word(8));
+        let n = usize::try_from(n).ok()?;
+        if rest.len() != 16 + n.checked_mul(16)? {
+            return None;
+        }
+        let emitted = (0..n)
+            .map(|i| (word(16 + 16 * i), word(24 + 16 * i)))
+            .collect();
+        Some(DocState { hash, emitted })
+    }
+}
+
+/// The content hash a document's saved context holds, if any.
+pub fn saved_hash(context: &[u8]) -> Option<u64> {
+    DocState::decode(context).map(|s| s.hash)
+}
+
+fn key_hash(key: &str) -> u64 {
+    fingerprint(&[b"doc-key", key.as_bytes()])
+}
+
+/// The fingerprint of a revision of the item of fingerprint `fp` at
+/// `version`.
+pub fn revision_fingerprint(fp: u64, version: u64) -> u64 {
+    fingerprint(&[b"revision", &fp.to_le_bytes(), &version.to_le_bytes()])
+}
+
+/// A header for a document that does not say one (it failed to parse):
+/// the file's stem, no project.
+pub fn fallback_header(tag: &[u8], path: &Path) -> Header {
+    Header {
+        id: path
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default(),
+        cwd: String::new(),
+        version: 0,
+        timestamp: None,
+        parent: None,
+        fingerprint: crate::source::headerless_fingerprint(tag, path),
+    }
+}
+
+/// One entry to hand out, with what its item added to the report.
+struct Ready<'a> {
+    entry: Entry<'a>,
+    counts: LineCounts,
+}
+
+/// A source over a whole document (see the module's docs).
+struct DocumentSource<'d> {
+    // Declared first, dropped first: the entries borrow the arena and the
+    // data below.
+    ready: std::vec::IntoIter<Ready<'static>>,
+    last_counts: Option<LineCounts>,
+    header: Option<Header>,
+    report: Report,
+    state: DocState,
+    position: Position,
+    error: Option<Error>,
+    arena: Box<Bump>,
+    data: Cow<'d, [u8]>,
+}
+
+/// Reads `input` whole (at most [`MAX_DOCUMENT`] bytes).
+fn read_input<'d>(input: Input<'d>, path: &Path) -> Result<Cow<'d, [u8]>, Error> {
+    let too_large = |n: u64| {
+        Error::io(
+            path,
+            std::io::Error::other(format!(
+                "a document of {}{n} bytes is larger than the {} MiB a document may be: not \
+                 read (nothing of it is emitted; the file stays failed until it is smaller)",
+                if n > MAX_DOCUMENT { "more than " } else { "" },
+                MAX_DOCUMENT >> 20
+            )),
+        )
+    };
+    match input {
+        Input::Bytes(b) if b.len() as u64 > MAX_DOCUMENT => Err(too_large(b.len() as u64)),
+        Input::Bytes(b) => Ok(Cow::Borrowed(b)),
+        Input::Reader(r) => {
+            let mut data = Vec::new();
+            r.take(MAX_DOCUMENT + 1)
+                .read_to_end(&mut data)
+                .map_err(|e| Error::io(path, e))?;
+            if data.len() as u64 > MAX_DOCUMENT {
+                return Err(too_large(MAX_DOCUMENT));
+            }
+            Ok(Cow::Owned(data))
+        }
+    }
+}
+
+/// A source over the document `input`, read whole with `map`. `prior`:
+/// the header and running context its checkpoint saved (the keys emitted
+/// before), for a document read again.
+pub fn open<'d>(
+    map: &dyn MapDocument,
+    tag: &'static [u8],
+    input: Input<'d>,
+    path: &Path,
+    prior: Option<(&Header, &[u8])>,
+    opts: &SourceOptions,
+) -> BoxedSource<'d> {
+    let before = prior
+        .and_then(|(_, c)| DocState::decode(c))
+        .unwrap_or_default();
+    let mut src = DocumentSource {
+        ready: Vec::new().into_iter(),
+        last_counts: None,
+        header: None,
+        report: opts.report(),
+        state: before.clone(),
+        position: Position {
+            byte: 0,
+            line: 0,
+            open_line: false,
+        },
+        error: None,
+        arena: Box::new(Bump::new()),
+        data: Cow::Borrowed(&[]),
+    };
+    match read_input(input, path) {
+        Ok(d) => src.data = d,
+        Err(e) => {
+            // Nothing emitted: the saved context stays as it was.
+            src.error = Some(e);
+            return Box::new(src);
+        }
+    }
+    let data: &[u8] = &src.data;
+    src.report.bytes = data.len() as u64;
+    src.position.byte = data.len() as u64;
+    let hash = content_hash(data);
+    let body = &data[crate::line_reader::bom_len(data)..];
+    if body
+        .iter()
+        .all(|b| matches!(b, 0 | b' ' | b'\t' | b'\r' | b'\n'))
+    {
+        // Nothing but whitespace (a document being replaced): no header,
+        // nothing emitted, read again when it changes.
+        src.report.empty = true;
+        src.state.hash = hash;
+        return Box::new(src);
+    }
+    // SAFETY: the records built below borrow `data` and the arena. Both
+    // live in `src` as long as the entries do, at addresses that do not
+    // move with `src`: the arena is boxed and its chunks are on the heap;
+    // `data` is either borrowed for `'d` (which `src` cannot outlive) or
+    // an owned buffer on the heap, never changed after this point. The
+    // entries are declared before them in `DocumentSource`, so they are
+    // dropped first, and each is handed out borrowing the source mutably
+    // (shortened to that borrow), so none outlives it.
+    #[allow(unsafe_code)]
+    let (data, arena): (&'static [u8], &'static Bump) = unsafe {
+        (
+            std::slice::from_raw_parts(data.as_ptr(), data.len()),
+            &*std::ptr::from_ref::<Bump>(&src.arena),
+        )
+    };
+    let mut items = Items {
+        list: Vec::new(),
+        tracker: Tracker::new(&src.report),
+    };
+    let read = map.read(data, path, arena, opts.filter, &mut src.report, &mut items);
+    let header = match read {
+        Ok(h) => h,
+        Err(reason) => {
+            // The whole document is one skipped line; what was emitted of
+            // it stays emitted, and a later version is read again.
+            src.report.lines = 1;
+            src.report.skip(1, 0, reason);
+            src.position.line = 1;
+            src.state.hash = hash;
+            src.header = Some(match prior {
+                Some((h, _)) => h.clone(),
+                None => fallback_header(tag, path),
+            });
+            return Box::new(src);
+        }
+    };
+    src.position.line = items.list.len() as u64;
+    let emitted: HashMap<u64, u64> = before.emitted.iter().copied().collect();
+    let mut now: HashMap<u64, u64> = emitted.clone();
+    let mut seen: HashMap<u64, u64> = HashMap::new();
+    let mut ready = Vec::new();
+    for (item, counts) in items.list {
+        let mut kh = key_hash(item.key);
+        let copies = seen.entry(kh).or_insert(0);
+        *copies += 1;
+        if *copies > 1 {
+            let n = *copies;
+            kh = key_hash(&format!("{}#{n}", item.key));
+        }
+        if !item.settled {
+            continue;
+        }
+        let entry = |fingerprint, revision| Entry {
+            fingerprint,
+            line: item.line,
+            byte: item.byte,
+            record: item.record,
+            revision,
+        };
+        match emitted.get(&kh) {
+            Some(v) if *v == item.version => {}
+            Some(_) => {
+                now.insert(kh, item.version);
+                // Counted with the document: taking it out as a copy
+                // takes nothing out.
+                ready.push(Ready {
+                    entry: entry(revision_fingerprint(item.fingerprint, item.version), true),
+                    counts: LineCounts::default(),
+                });
+            }
+            None => {
+                now.insert(kh, item.version);
+                ready.push(Ready {
+                    entry: entry(item.fingerprint, false),
+                    counts,
+                });
+            }
+        }
+    }
+    let mut emitted: Vec<(u64, u64)> = now.into_iter().collect();
+    emitted.sort_unstable();
+    src.state = DocState { hash, emitted };
+    src.header = Some(header);
+    src.ready = ready.into_iter();
+    Box::new(src)
+}
+
+impl RecordSource for DocumentSource<'_> {
+    /// The records of new items (a revision is an entry's, for the
+    /// engine: see [`Entry::revision`]).
+    fn next_record(&mut self) -> Result<Option<Record<'_>>, Error> {
+        if let Some(e) = self.error.take() {
+            return Err(e);
+        }
+        for r in self.ready.by_ref() {
+            self.last_counts = Some(r.counts);
+            if let (Some(rec), false) = (r.entry.record, r.entry.revision) {
+                return Ok(Some(rec));
+            }
+        }
+        Ok(None)
+    }
+
+    fn report(&self) -> &Report {
+        &self.report
+    }
+
+    fn header(&self) -> Option<&Header> {
+        self.header.as_ref()
+    }
+
+    fn next_entry(&mut self) -> Result<Option<Entry<'_>>, Error> {
+        if let Some(e) = self.error.take() {
+            return Err(e);
+        }
+        Ok(self.ready.next().map(|r| {
+            self.last_counts = Some(r.counts);
+            r.entry
+        }))
+    }
+
+    fn position(&self) -> Position {
+        self.position
+    }
+
+    fn running_context(&self) -> Vec<u8> {
+        self.state.encode()
+    }
+
+    fn entry_counts(&self) -> Option<&LineCounts> {
+        self.last_counts.as_ref()
+    }
+
+    fn take_report(&mut self) -> Report {
+        std::mem::take(&mut self.report)
+    }
+}
