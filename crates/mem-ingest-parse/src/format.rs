@@ -294,15 +294,17 @@ pub trait Format: Send + Sync {
         false
     }
 
-    /// Whether this format's files are JSON documents rewritten whole
-    /// in place (Amp threads, Cline tasks, Gemini CLI's legacy sessions;
-    /// see [`crate::document`]): a changed one (its identity, size or
+    /// Whether this format's file at `path` is a JSON document rewritten
+    /// whole in place (Amp threads, Cline tasks, Gemini CLI's legacy
+    /// `.json` sessions beside its `.jsonl` ones; see
+    /// [`crate::document`]): a changed one (its identity, size or
     /// modification time differ from the checkpoint's) is read whole
     /// again, from its start, its saved running context (what it
     /// emitted) handed to [`Format::resume`] at byte 0; it is never cut
     /// into parts, and its report replaces the one saved. Default: no
     /// (appended lines).
-    fn is_document(&self) -> bool {
+    fn is_document(&self, path: &Path) -> bool {
+        let _ = path;
         false
     }
 

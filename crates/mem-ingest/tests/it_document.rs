@@ -187,7 +187,7 @@ impl Format for Docs {
         true
     }
 
-    fn is_document(&self) -> bool {
+    fn is_document(&self, _path: &Path) -> bool {
         true
     }
 

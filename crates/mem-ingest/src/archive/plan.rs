@@ -183,8 +183,8 @@ pub(super) fn same_file(p: &FileState, id: &Identity) -> bool {
 
 /// Whether planning a file reads from it: to check the header of a file
 /// that grew, or to cut a large region into parts.
-fn reads(p: Option<&FileState>, id: &Identity, format: &dyn Format) -> bool {
-    if format.is_document() {
+fn reads(p: Option<&FileState>, id: &Identity, path: &Path, format: &dyn Format) -> bool {
+    if format.is_document(path) {
         // An unchanged document whose writer keeps its time is hashed.
         return p.is_some_and(|p| unchanged(p, id) && format.hashes_unchanged());
     }
@@ -222,7 +222,7 @@ fn region(
     let Some(p) = prior else {
         return fresh(Mode::New);
     };
-    if format.is_document() {
+    if format.is_document(path) {
         return document_region(path, id, p, format);
     }
     if unchanged(p, id) && format.holds_back(&p.context) {
@@ -365,7 +365,7 @@ pub fn plan(
     let io = found
         .iter()
         .zip(&entries)
-        .any(|((_, id, format), p)| reads(p.map(|a| &**a), id, &*formats[*format]));
+        .any(|((path, id, format), p)| reads(p.map(|a| &**a), id, path, &*formats[*format]));
     let pool = io
         .then(|| {
             rayon::ThreadPoolBuilder::new()
@@ -450,7 +450,7 @@ fn split(path: &Path, r: &Region, size: u64, opts: &SourceOptions, format: &dyn 
     };
     // A file whose parts cannot find the context of the lines before them
     // (a stream), or a document, is read in one task.
-    if size - r.start <= PART_BYTES || !format.splits(path) || format.is_document() {
+    if size - r.start <= PART_BYTES || !format.splits(path) || format.is_document(path) {
         return whole;
     }
     let header = match &r.header {
@@ -625,12 +625,12 @@ mod tests {
         let opts = SourceOptions::new();
         for (name, prior, identity, expect_reads, mode) in cases {
             let pi: Arc<dyn Format> = Arc::new(crate::formats::Pi);
+            let path = PathBuf::from(format!("/nonexistent/mem-ingest/{name}.jsonl"));
             assert_eq!(
-                reads(prior.as_deref(), &identity, &*pi),
+                reads(prior.as_deref(), &identity, &path, &*pi),
                 expect_reads,
                 "{name}"
             );
-            let path = PathBuf::from(format!("/nonexistent/mem-ingest/{name}.jsonl"));
             let mut map = BTreeMap::new();
             if let Some(p) = &prior {
                 map.insert(crate::path_text::spell(&path).into_owned(), p.clone());
