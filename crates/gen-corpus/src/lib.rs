@@ -5,7 +5,7 @@
 //!
 //! ```text
 //! gen-corpus [--format pi|claude|codex] [--size-mb N] [--seed S] OUT.jsonl
-//! gen-corpus [--format pi|claude|codex|qwen|copilot|gemini] --archive DIR [--total-mb N] [--seed S]
+//! gen-corpus [--format pi|claude|codex|qwen|copilot|gemini|amp] --archive DIR [--total-mb N] [--seed S]
 //! ```
 //!
 //! `--format pi` (the default) is described here; `--format claude` writes
@@ -38,6 +38,7 @@ use std::fs;
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 
+mod amp;
 mod claude;
 mod codex;
 mod copilot;
@@ -969,6 +970,8 @@ enum Format {
     /// A Gemini CLI home, a `.gemini` folder (`gemini.rs`), `--archive`
     /// only.
     Gemini,
+    /// An Amp data folder (`amp.rs`), `--archive` only.
+    Amp,
 }
 
 /// Runs gen-corpus with `args` (without the program's name), its summary
@@ -1017,10 +1020,11 @@ pub fn run<I: IntoIterator<Item = String>>(
                         "qwen" => Format::Qwen,
                         "copilot" => Format::Copilot,
                         "gemini" => Format::Gemini,
+                        "amp" => Format::Amp,
                         f => {
                             return Err(format!(
-                                "unknown format {f:?} (pi, claude, codex, qwen, copilot or gemini)"
-                            ))
+                        "unknown format {f:?} (pi, claude, codex, qwen, copilot, gemini or amp)"
+                    ))
                         }
                     }
                 }
@@ -1072,6 +1076,18 @@ pub fn run<I: IntoIterator<Item = String>>(
             );
         };
         return match copilot::write_archive(&dir, total_mb, seed) {
+            Ok(stats) => {
+                stats.print(err, &dir.display().to_string(), t.elapsed().as_secs_f64());
+                0
+            }
+            Err(e) => fail(err, &format!("{}: {e}", dir.display())),
+        };
+    }
+    if format == Format::Amp {
+        let Some(dir) = archive.filter(|_| out.is_none()) else {
+            return fail(err, "--format amp writes an archive: give --archive DIR");
+        };
+        return match amp::write_archive(&dir, total_mb, seed) {
             Ok(stats) => {
                 stats.print(err, &dir.display().to_string(), t.elapsed().as_secs_f64());
                 0

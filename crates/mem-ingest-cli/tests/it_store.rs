@@ -1400,7 +1400,7 @@ fn a_store_of_other_agents_is_named_as_a_store() {
         String::from_utf8(out.stderr).unwrap(),
         format!(
             "error: the store {} was written with other options (--agent: store has \
-             pi,gemini,qwen,copilot,claude,codex, this run pi); use another store\n",
+             pi,gemini,qwen,copilot,amp,claude,codex, this run pi); use another store\n",
             db.display()
         )
     );

@@ -24,7 +24,7 @@ use mem_ingest::{parse_iso_millis, Error, ErrorKind, Role};
 use mem_ingest_dataset::{ParquetDataset, Shard};
 use mem_ingest_store::{Search, SqliteStore};
 
-/// Reads the session archives of coding agents (pi, Gemini CLI, Qwen Code, Copilot CLI, Claude Code, Codex) into normalised records.
+/// Reads the session archives of coding agents (pi, Gemini CLI, Qwen Code, Copilot CLI, Claude Code, Codex, Amp) into normalised records.
 #[derive(Parser, Debug)]
 #[command(name = "mem-ingest", version)]
 pub struct Cli {
@@ -97,7 +97,9 @@ struct Common {
     /// of ~/.copilot) and Claude Code's (projects/ in each of
     /// $CLAUDE_CONFIG_DIR, a comma list, else $XDG_CONFIG_HOME/claude and
     /// ~/.claude) and Codex's (sessions/ and archived_sessions/ of
-    /// $CODEX_HOME, else ~/.codex).
+    /// $CODEX_HOME, else ~/.codex) and Amp's (threads/ of each of
+    /// $AMP_DATA_DIR, a comma list, else $XDG_DATA_HOME/amp/threads and
+    /// ~/.local/share/amp/threads).
     paths: Vec<PathBuf>,
     /// Follow symbolic links met while walking a folder (to files and
     /// folders). By default they are not followed: a link inside an
@@ -132,7 +134,7 @@ struct Common {
     no_dedupe: bool,
     /// Read only this agent's sessions (repeatable): pi, gemini (Gemini
     /// CLI), qwen (Qwen
-    /// Code), copilot (Copilot CLI), claude (Claude Code), codex (Codex). Default: every agent's (with PATHs, each
+    /// Code), copilot (Copilot CLI), claude (Claude Code), codex (Codex), amp (Amp). Default: every agent's (with PATHs, each
     /// file's agent is detected from its first lines; a file none claims
     /// is read as pi's). A --state or --db records the agents it reads,
     /// and a later run without --agent reads the same (one saved before
@@ -212,7 +214,7 @@ struct BackfillArgs {
     db: Option<PathBuf>,
     /// Write a Hive-partitioned Parquet dataset into the folder DIR
     /// (created when missing) for DuckDB, Spark and the like:
-    /// DIR/format=<pi|gemini|qwen|copilot|claude|codex>/date=<YYYY-MM-DD, UTC>/part-*.parquet,
+    /// DIR/format=<pi|gemini|qwen|copilot|claude|codex|amp>/date=<YYYY-MM-DD, UTC>/part-*.parquet,
     /// records without a timestamp under date=__HIVE_DEFAULT_PARTITION__
     /// (read as null). Parts are written whole (a temporary name, then a
     /// rename) and never rewritten; a run never deletes a part it did not
@@ -255,7 +257,7 @@ struct BackfillArgs {
     #[arg(long, value_name = "BYTES")]
     max_text: Option<usize>,
     /// Keep running (needs --state or --db): emit each new complete line
-    /// of any session under the PATHs as its agent writes it (pi, Gemini CLI, Qwen Code, Copilot CLI, Claude Code, Codex), pick up new session files, and stop cleanly on SIGINT
+    /// of any session under the PATHs as its agent writes it (pi, Gemini CLI, Qwen Code, Copilot CLI, Claude Code, Codex, Amp), pick up new session files, and stop cleanly on SIGINT
     /// or SIGTERM with the state saved. On a terminal, stderr shows the
     /// files followed and the records written so far.
     #[arg(long)]
@@ -298,7 +300,7 @@ struct SearchArgs {
     /// Only records of sessions whose id starts with this.
     #[arg(long, value_name = "ID")]
     session: Option<String>,
-    /// Only records of this agent: pi, gemini, qwen, copilot, claude or codex (the `format`
+    /// Only records of this agent: pi, gemini, qwen, copilot, claude, codex or amp (the `format`
     /// column).
     #[arg(long, visible_alias = "format", value_enum, value_name = "AGENT")]
     agent: Option<Agent>,
@@ -386,6 +388,8 @@ pub(crate) enum Agent {
     Qwen,
     /// GitHub Copilot CLI.
     Copilot,
+    /// Amp (its thread files).
+    Amp,
     /// Claude Code.
     Claude,
     /// OpenAI Codex CLI.
@@ -412,6 +416,7 @@ fn formats(c: &Common) -> Vec<Arc<dyn Format>> {
             Agent::Gemini,
             Agent::Qwen,
             Agent::Copilot,
+            Agent::Amp,
             Agent::Claude,
             Agent::Codex,
         ],
@@ -972,7 +977,7 @@ mod tests {
             .collect();
         assert_eq!(
             agents,
-            ["pi", "gemini", "qwen", "copilot", "claude", "codex"]
+            ["pi", "gemini", "qwen", "copilot", "amp", "claude", "codex"]
         );
         assert_eq!(agents, registered);
     }

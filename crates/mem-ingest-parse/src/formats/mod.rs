@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use crate::format::Format;
 
+pub mod amp;
 pub mod claude;
 pub mod codex;
 pub mod copilot;
@@ -14,6 +15,7 @@ pub mod gemini;
 pub mod pi;
 pub mod qwen;
 
+pub use amp::Amp;
 pub use claude::Claude;
 pub use codex::Codex;
 pub use copilot::Copilot;
@@ -27,13 +29,15 @@ pub use qwen::Qwen;
 /// `sessionId` (Qwen Code's records have one too, and a Copilot CLI event
 /// may name one). Gemini CLI's comes before Qwen Code's, whose walk
 /// claims any `chats/*.jsonl`: a Gemini `chats/session-*.jsonl` is
-/// Gemini's.
+/// Gemini's. Amp's comes before Claude Code's and Codex's (Codex's takes
+/// an object with an `id` on its first line: a thread is one).
 pub fn builtin() -> Vec<Arc<dyn Format>> {
     vec![
         Arc::new(Pi),
         Arc::new(Gemini),
         Arc::new(Qwen),
         Arc::new(Copilot),
+        Arc::new(Amp),
         Arc::new(Claude),
         Arc::new(Codex),
     ]

@@ -193,3 +193,28 @@ pub fn write_json(v: &[Node<'_>], out: &mut bumpalo::collections::String<'_>) {
 fn write_json_str(s: &str, out: &mut bumpalo::collections::String<'_>) {
     escape(out, s);
 }
+
+/// A hash of a value on the tape (its structure, keys, strings and
+/// numbers): two values hash alike when they are the same JSON, whatever
+/// its spacing. A document item's version ([`crate::document::Item`]).
+pub fn value_hash(v: &[Node<'_>]) -> u64 {
+    let n = v.first().map_or(0, span).min(v.len());
+    let mut h = 0x243f_6a88_85a3_08d3u64;
+    let mut step = |tag: u8, bits: u64| {
+        let r = u128::from(h ^ bits ^ u64::from(tag)) * 0x9e37_79b9_7f4a_7c15u128;
+        h = (r as u64) ^ ((r >> 64) as u64);
+    };
+    for node in &v[..n] {
+        match node {
+            Node::String(s) => step(b's', super::hash::fingerprint(&[s.as_bytes()])),
+            Node::Object { len, .. } => step(b'o', *len as u64),
+            Node::Array { len, .. } => step(b'a', *len as u64),
+            Node::Static(StaticNode::Null) => step(b'n', 0),
+            Node::Static(StaticNode::Bool(b)) => step(b'b', u64::from(*b)),
+            Node::Static(StaticNode::I64(i)) => step(b'i', *i as u64),
+            Node::Static(StaticNode::U64(u)) => step(b'u', *u),
+            Node::Static(StaticNode::F64(f)) => step(b'f', f.to_bits()),
+        }
+    }
+    h
+}

@@ -32,10 +32,12 @@ pub fn cli() -> Command {
     c.env_remove("QWEN_RUNTIME_DIR");
     c.env_remove("QWEN_DATA_DIR");
     c.env_remove("COPILOT_HOME");
+    c.env_remove("AMP_DATA_DIR");
     let none = no_home();
     for var in [
         "HOME",
         "XDG_CONFIG_HOME",
+        "XDG_DATA_HOME",
         "CLAUDE_CONFIG_DIR",
         "CODEX_HOME",
         "PI_CODING_AGENT_DIR",
