@@ -1450,6 +1450,7 @@ fn missing_folders_stores_and_archives_create_nothing() {
     for var in [
         "HOME",
         "XDG_CONFIG_HOME",
+        "XDG_DATA_HOME",
         "CLAUDE_CONFIG_DIR",
         "CODEX_HOME",
         "PI_CODING_AGENT_DIR",
@@ -1470,7 +1471,8 @@ fn missing_folders_stores_and_archives_create_nothing() {
              PI_CODING_AGENT_SESSION_DIR or PI_CODING_AGENT_DIR, or name a PATH); no Gemini \
              CLI archive: no folder at {h}/.gemini/tmp; no Qwen \
              Code archive: no projects/ folder in {h}/.qwen/projects; no Copilot CLI archive: \
-             no {h}/.copilot/session-state; no Claude Code archive: no projects/ folder in \
+             no {h}/.copilot/session-state; no Amp archive: no folder at {h}/amp/threads, \
+             {h}/.local/share/amp/threads; no Claude Code archive: no projects/ folder in \
              {h}/projects; no Codex archive: no {h}/sessions nor {h}/archived_sessions\n"
         )
     );
