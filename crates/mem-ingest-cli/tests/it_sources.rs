@@ -166,7 +166,9 @@ fn a_new_state_reads_and_records_every_agent() {
     let err = text(&narrowed).1;
     assert_eq!(narrowed.status.code(), Some(2), "{err}");
     assert!(
-        err.contains("--agent: state has pi,gemini,qwen,copilot,amp,claude,codex, this run pi"),
+        err.contains(
+            "--agent: state has pi,gemini,qwen,copilot,amp,cline,claude,codex, this run pi"
+        ),
         "{err}"
     );
     fs::remove_dir_all(d).unwrap();

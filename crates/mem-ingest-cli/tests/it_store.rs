@@ -1400,7 +1400,7 @@ fn a_store_of_other_agents_is_named_as_a_store() {
         String::from_utf8(out.stderr).unwrap(),
         format!(
             "error: the store {} was written with other options (--agent: store has \
-             pi,gemini,qwen,copilot,amp,claude,codex, this run pi); use another store\n",
+             pi,gemini,qwen,copilot,amp,cline,claude,codex, this run pi); use another store\n",
             db.display()
         )
     );
@@ -1472,7 +1472,16 @@ fn missing_folders_stores_and_archives_create_nothing() {
              CLI archive: no folder at {h}/.gemini/tmp; no Qwen \
              Code archive: no projects/ folder in {h}/.qwen/projects; no Copilot CLI archive: \
              no {h}/.copilot/session-state; no Amp archive: no folder at {h}/amp/threads, \
-             {h}/.local/share/amp/threads; no Claude Code archive: no projects/ folder in \
+             {h}/.local/share/amp/threads; no Cline archive: no folder at {h}/.cline/data/tasks, \
+             {h}/.cline/data/sessions, {h}/Code/User/globalStorage/saoudrizwan.claude-dev, \
+             {h}/Code - Insiders/User/globalStorage/saoudrizwan.claude-dev, \
+             {h}/VSCodium/User/globalStorage/saoudrizwan.claude-dev, \
+             {h}/Cursor/User/globalStorage/saoudrizwan.claude-dev, \
+             {h}/Library/Application Support/Code/User/globalStorage/saoudrizwan.claude-dev, \
+             {h}/Library/Application Support/Code - Insiders/User/globalStorage/saoudrizwan.claude-dev, \
+             {h}/Library/Application Support/VSCodium/User/globalStorage/saoudrizwan.claude-dev, \
+             {h}/Library/Application Support/Cursor/User/globalStorage/saoudrizwan.claude-dev; \
+             no Claude Code archive: no projects/ folder in \
              {h}/projects; no Codex archive: no {h}/sessions nor {h}/archived_sessions\n"
         )
     );

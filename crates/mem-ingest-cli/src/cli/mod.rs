@@ -24,7 +24,7 @@ use mem_ingest::{parse_iso_millis, Error, ErrorKind, Role};
 use mem_ingest_dataset::{ParquetDataset, Shard};
 use mem_ingest_store::{Search, SqliteStore};
 
-/// Reads the session archives of coding agents (pi, Gemini CLI, Qwen Code, Copilot CLI, Claude Code, Codex, Amp) into normalised records.
+/// Reads the session archives of coding agents (pi, Gemini CLI, Qwen Code, Copilot CLI, Claude Code, Codex, Amp, Cline) into normalised records.
 #[derive(Parser, Debug)]
 #[command(name = "mem-ingest", version)]
 pub struct Cli {
@@ -99,7 +99,11 @@ struct Common {
     /// ~/.claude) and Codex's (sessions/ and archived_sessions/ of
     /// $CODEX_HOME, else ~/.codex) and Amp's (threads/ of each of
     /// $AMP_DATA_DIR, a comma list, else $XDG_DATA_HOME/amp/threads and
-    /// ~/.local/share/amp/threads).
+    /// ~/.local/share/amp/threads) and Cline's (tasks/ and sessions/ of
+    /// $CLINE_DATA_DIR, else $CLINE_DIR/data, else ~/.cline/data;
+    /// $CLINE_SESSION_DATA_DIR; the VS Code global storage
+    /// saoudrizwan.claude-dev of Code, Code - Insiders, VSCodium and
+    /// Cursor).
     paths: Vec<PathBuf>,
     /// Follow symbolic links met while walking a folder (to files and
     /// folders). By default they are not followed: a link inside an
@@ -134,7 +138,7 @@ struct Common {
     no_dedupe: bool,
     /// Read only this agent's sessions (repeatable): pi, gemini (Gemini
     /// CLI), qwen (Qwen
-    /// Code), copilot (Copilot CLI), claude (Claude Code), codex (Codex), amp (Amp). Default: every agent's (with PATHs, each
+    /// Code), copilot (Copilot CLI), claude (Claude Code), codex (Codex), amp (Amp), cline (Cline). Default: every agent's (with PATHs, each
     /// file's agent is detected from its first lines; a file none claims
     /// is read as pi's). A --state or --db records the agents it reads,
     /// and a later run without --agent reads the same (one saved before
@@ -214,7 +218,7 @@ struct BackfillArgs {
     db: Option<PathBuf>,
     /// Write a Hive-partitioned Parquet dataset into the folder DIR
     /// (created when missing) for DuckDB, Spark and the like:
-    /// DIR/format=<pi|gemini|qwen|copilot|claude|codex|amp>/date=<YYYY-MM-DD, UTC>/part-*.parquet,
+    /// DIR/format=<pi|gemini|qwen|copilot|claude|codex|amp|cline>/date=<YYYY-MM-DD, UTC>/part-*.parquet,
     /// records without a timestamp under date=__HIVE_DEFAULT_PARTITION__
     /// (read as null). Parts are written whole (a temporary name, then a
     /// rename) and never rewritten; a run never deletes a part it did not
@@ -257,7 +261,7 @@ struct BackfillArgs {
     #[arg(long, value_name = "BYTES")]
     max_text: Option<usize>,
     /// Keep running (needs --state or --db): emit each new complete line
-    /// of any session under the PATHs as its agent writes it (pi, Gemini CLI, Qwen Code, Copilot CLI, Claude Code, Codex, Amp), pick up new session files, and stop cleanly on SIGINT
+    /// of any session under the PATHs as its agent writes it (pi, Gemini CLI, Qwen Code, Copilot CLI, Claude Code, Codex, Amp, Cline), pick up new session files, and stop cleanly on SIGINT
     /// or SIGTERM with the state saved. On a terminal, stderr shows the
     /// files followed and the records written so far.
     #[arg(long)]
@@ -300,7 +304,7 @@ struct SearchArgs {
     /// Only records of sessions whose id starts with this.
     #[arg(long, value_name = "ID")]
     session: Option<String>,
-    /// Only records of this agent: pi, gemini, qwen, copilot, claude, codex or amp (the `format`
+    /// Only records of this agent: pi, gemini, qwen, copilot, claude, codex, amp or cline (the `format`
     /// column).
     #[arg(long, visible_alias = "format", value_enum, value_name = "AGENT")]
     agent: Option<Agent>,
@@ -390,6 +394,8 @@ pub(crate) enum Agent {
     Copilot,
     /// Amp (its thread files).
     Amp,
+    /// Cline (its task and session files).
+    Cline,
     /// Claude Code.
     Claude,
     /// OpenAI Codex CLI.
@@ -417,6 +423,7 @@ fn formats(c: &Common) -> Vec<Arc<dyn Format>> {
             Agent::Qwen,
             Agent::Copilot,
             Agent::Amp,
+            Agent::Cline,
             Agent::Claude,
             Agent::Codex,
         ],
@@ -977,7 +984,7 @@ mod tests {
             .collect();
         assert_eq!(
             agents,
-            ["pi", "gemini", "qwen", "copilot", "amp", "claude", "codex"]
+            ["pi", "gemini", "qwen", "copilot", "amp", "cline", "claude", "codex"]
         );
         assert_eq!(agents, registered);
     }

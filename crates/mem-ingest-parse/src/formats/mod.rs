@@ -9,6 +9,7 @@ use crate::format::Format;
 
 pub mod amp;
 pub mod claude;
+pub mod cline;
 pub mod codex;
 pub mod copilot;
 pub mod gemini;
@@ -17,6 +18,7 @@ pub mod qwen;
 
 pub use amp::Amp;
 pub use claude::Claude;
+pub use cline::Cline;
 pub use codex::Codex;
 pub use copilot::Copilot;
 pub use gemini::Gemini;
@@ -38,6 +40,7 @@ pub fn builtin() -> Vec<Arc<dyn Format>> {
         Arc::new(Qwen),
         Arc::new(Copilot),
         Arc::new(Amp),
+        Arc::new(Cline),
         Arc::new(Claude),
         Arc::new(Codex),
     ]

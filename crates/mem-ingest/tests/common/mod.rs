@@ -33,6 +33,9 @@ pub fn cli() -> Command {
     c.env_remove("QWEN_DATA_DIR");
     c.env_remove("COPILOT_HOME");
     c.env_remove("AMP_DATA_DIR");
+    c.env_remove("CLINE_DIR");
+    c.env_remove("CLINE_DATA_DIR");
+    c.env_remove("CLINE_SESSION_DATA_DIR");
     let none = no_home();
     for var in [
         "HOME",
