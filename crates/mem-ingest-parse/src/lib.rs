@@ -41,6 +41,7 @@ pub mod path_text;
 pub mod prices;
 #[doc(hidden)]
 pub mod record;
+pub mod redact;
 #[doc(hidden)]
 pub mod report;
 #[doc(hidden)]
