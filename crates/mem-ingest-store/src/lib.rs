@@ -11,7 +11,10 @@
 //!   signed 64-bit integer) and `row_id` (the integer the full-text index
 //!   refers to: a column of its own, so `VACUUM` never renumbers it), and
 //!   columns reserved for Claude Code and Codex (`agent_id`, `message_id`,
-//!   `request_id`, `provisional`), null for pi.
+//!   `request_id`, `provisional`), null for pi, and `redactions`: the rule
+//!   ids of the secrets redacted in the record's `text` and `command`, one
+//!   per secret, as a JSON array (null when none; see
+//!   [`redaction_counts`]).
 //! - `records_fts`: FTS5 over `records.text`, external content (the text is
 //!   stored once, in `records`). Tokenizer `unicode61 remove_diacritics 2`.
 //!   Rows up to `checkpoint_meta.indexed_up_to` (a `row_id`) are indexed:
@@ -49,7 +52,10 @@
 //! `checkpoint_files` by a path's spelling. Version 5 writes each
 //! `checkpoint_files.state` in the state file's layout 11 (a header says
 //! whether its parent is a path or a session id); the migration rewrites
-//! every row of an earlier store, in one transaction.
+//! every row of an earlier store, in one transaction. Version 6 adds
+//! `records.redactions`; the rows of before are null, and the checkpoint's
+//! options (without `redact`) say they were written unredacted until
+//! `mem-ingest redact --db` rewrites them ([`redact_store`]).
 //!
 //! # Row identity
 //!
@@ -87,7 +93,7 @@ pub use sessions::{
 
 /// The schema version this mem-ingest writes (`PRAGMA user_version`).
 /// Stores of earlier versions are migrated in place; newer ones refused.
-pub const SCHEMA_VERSION: i64 = 5;
+pub const SCHEMA_VERSION: i64 = 6;
 
 /// The schema of version [`SCHEMA_VERSION`], as SQL (for tools that build the
 /// same tables: the store's floor in `examples/store_floor.rs`).
@@ -129,7 +135,8 @@ CREATE TABLE records (
     message_id TEXT,
     request_id TEXT,
     provisional INTEGER,
-    fingerprint INTEGER NOT NULL
+    fingerprint INTEGER NOT NULL,
+    redactions TEXT
 );
 CREATE INDEX records_session_time ON records(session, timestamp);
 CREATE INDEX records_project_time ON records(project, timestamp);
@@ -313,6 +320,16 @@ fn migrate(conn: &Connection, from: i64) -> rusqlite::Result<Result<(), String>>
         tx.pragma_update(None, "user_version", 5)?;
         tx.commit()?;
     }
+    if from < 6 {
+        // Version 6: the rule ids of each record's redacted secrets. The
+        // records of before were written unredacted: the column is null,
+        // and the checkpoint's options say nothing of redaction (a run
+        // goes on unredacted until `mem-ingest redact --db` rewrites them).
+        let tx = conn.unchecked_transaction()?;
+        tx.execute_batch("ALTER TABLE records ADD COLUMN redactions TEXT;")?;
+        tx.pragma_update(None, "user_version", 6)?;
+        tx.commit()?;
+    }
     Ok(Ok(()))
 }
 
@@ -346,10 +363,11 @@ macro_rules! upsert_sql {
     line, byte, id, parent_id, entry, role, kinds, timestamp, text, provider, model,
     usage_input, usage_output, usage_cache_read, usage_cache_write, usage_total_tokens,
     usage_cost, stop_reason, tool_name, tool_call_id, is_error, custom_type, command,
-    exit_code, text_bytes, agent_id, message_id, request_id, provisional, fingerprint)
+    exit_code, text_bytes, agent_id, message_id, request_id, provisional, fingerprint,
+    redactions)
 VALUES (?1, ?37, ?2, ?3, ?4, ?5, ?6, ?7, ?8,
     ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26,
-    ?27, ?28, ?29, ?30, ?31, ?32, ?33, ?34, ?35, ?36)
+    ?27, ?28, ?29, ?30, ?31, ?32, ?33, ?34, ?35, ?36, ?38)
 ON CONFLICT (key) DO UPDATE SET format = excluded.format, project = excluded.project,
     session = excluded.session, file = excluded.file, source = excluded.source,
     line = excluded.line, byte = excluded.byte, id = excluded.id,
@@ -365,7 +383,8 @@ ON CONFLICT (key) DO UPDATE SET format = excluded.format, project = excluded.pro
     custom_type = excluded.custom_type, command = excluded.command,
     exit_code = excluded.exit_code, text_bytes = excluded.text_bytes,
     agent_id = excluded.agent_id, message_id = excluded.message_id,
-    request_id = excluded.request_id, provisional = excluded.provisional
+    request_id = excluded.request_id, provisional = excluded.provisional,
+    redactions = excluded.redactions
 "
     };
 }
@@ -420,6 +439,8 @@ pub struct Row {
     parent_session: Option<String>,
     /// It revises the record written before under its key.
     revision: bool,
+    /// The rule ids of the secrets redacted, as a JSON array (None: none).
+    redactions: Option<String>,
 }
 
 /// Encodes records into [`Row`]s on the workers.
@@ -482,6 +503,7 @@ impl Encoder for RowEncoder {
             fingerprint: place.fingerprint,
             parent_session: place.parent_session.map(str::to_owned),
             revision: place.revision,
+            redactions: rule_list(place.redactions),
         });
     }
 
@@ -489,6 +511,23 @@ impl Encoder for RowEncoder {
     fn takes_revisions(&self) -> bool {
         true
     }
+}
+
+/// Rule ids as the `redactions` column holds them: a JSON array, None for
+/// none.
+fn rule_list(ids: &[&str]) -> Option<String> {
+    if ids.is_empty() {
+        return None;
+    }
+    let mut out = vec![b'['];
+    for (i, id) in ids.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        mem_ingest::write_json_string(&mut out, id);
+    }
+    out.push(b']');
+    Some(String::from_utf8(out).expect("escaped JSON is UTF-8"))
 }
 
 /// What a batch did to a session, applied to `sessions` at the commit.
@@ -911,6 +950,7 @@ impl SqliteStore {
                 r.provisional.then_some(1),
                 r.fingerprint as i64,
                 self.next_row_id,
+                r.redactions,
             ],
             |row| row.get(0),
         )
@@ -1146,6 +1186,127 @@ impl SqliteStore {
         }
         Ok(Some(Ok(st)))
     }
+}
+
+/// What [`SqliteStore::redact_all`] did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Redacted {
+    /// Records read.
+    pub records: u64,
+    /// Records whose text or command was rewritten.
+    pub rewritten: u64,
+    /// Secrets replaced, by rule id.
+    pub secrets: BTreeMap<&'static str, u64>,
+}
+
+impl SqliteStore {
+    /// Redacts a store written before redaction existed (or with
+    /// `--no-redact`), in place: every record's `text` and `command` as a
+    /// backfill would have written them, and the full-text index with
+    /// them, in one transaction that also records in the checkpoint's
+    /// options that the store is redacted (later backfills redact, and
+    /// refuse `--no-redact`). Then it leaves no old text in the file:
+    /// `secure_delete` on while rows change, the full-text index rebuilt
+    /// from the rewritten rows (its old segments dropped), `VACUUM`
+    /// (outside the transaction) and `wal_checkpoint(TRUNCATE)`.
+    ///
+    /// # Errors
+    /// The store failed; the transaction is rolled back (nothing
+    /// changed).
+    pub fn redact_all(&mut self) -> Result<Redacted, Error> {
+        let r = mem_ingest::redact::Redactor::get();
+        let ids = r.rule_ids();
+        let mut done = Redacted::default();
+        let run = |done: &mut Redacted| -> rusqlite::Result<()> {
+            self.conn.execute_batch("PRAGMA secure_delete = ON")?;
+            let tx = self.conn.unchecked_transaction()?;
+            {
+                let mut read = tx.prepare("SELECT row_id, text, command FROM records")?;
+                let mut write = tx.prepare(
+                    "UPDATE records SET text = ?2, command = ?3, redactions = ?4
+                     WHERE row_id = ?1",
+                )?;
+                let mut rows = read.query([])?;
+                let mut rules = Vec::new();
+                while let Some(row) = rows.next()? {
+                    done.records += 1;
+                    let text: String = row.get(1)?;
+                    let command: Option<String> = row.get(2)?;
+                    rules.clear();
+                    let t = r.redact(&text, &mut rules);
+                    let c = command.as_deref().and_then(|c| r.redact(c, &mut rules));
+                    if rules.is_empty() {
+                        continue;
+                    }
+                    done.rewritten += 1;
+                    let names: Vec<&str> = rules.iter().map(|&i| ids[i]).collect();
+                    for n in &names {
+                        *done.secrets.entry(n).or_insert(0) += 1;
+                    }
+                    let row_id: i64 = row.get(0)?;
+                    write.execute(params![
+                        row_id,
+                        t.as_deref().unwrap_or(&text),
+                        c.as_deref().or(command.as_deref()),
+                        rule_list(&names),
+                    ])?;
+                }
+            }
+            // The index anew from the rows: its old segments (which hold
+            // the old text's tokens until merged) go, every row indexed.
+            tx.execute_batch(
+                "INSERT INTO records_fts (records_fts) VALUES ('rebuild');
+                 UPDATE checkpoint_meta SET value = (SELECT COALESCE(MAX(row_id), 0) FROM records)
+                     WHERE name = 'indexed_up_to';",
+            )?;
+            let options: Option<String> = tx
+                .query_row(
+                    "SELECT value FROM checkpoint_meta WHERE name = 'options'",
+                    [],
+                    |r| r.get(0),
+                )
+                .optional()?;
+            if let Some(o) = options {
+                // Kept as written but for `redact` (a key this release may
+                // not know stays).
+                if let Ok(serde_json::Value::Object(mut m)) = serde_json::from_str(&o) {
+                    m.insert("redact".into(), serde_json::Value::Bool(true));
+                    let o = serde_json::Value::Object(m).to_string();
+                    tx.execute(
+                        "UPDATE checkpoint_meta SET value = ?1 WHERE name = 'options'",
+                        [o],
+                    )?;
+                }
+            }
+            tx.commit()?;
+            self.conn.execute_batch("VACUUM")?;
+            self.conn
+                .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
+            Ok(())
+        };
+        run(&mut done).map_err(|e| self.err(e))?;
+        Ok(done)
+    }
+}
+
+/// The secrets redacted in a store's records, by rule id (from
+/// `records.redactions`): what its backfills and `redact --db` replaced in
+/// the records it holds.
+///
+/// # Errors
+/// The store cannot be read.
+pub fn redaction_counts(conn: &Connection) -> rusqlite::Result<BTreeMap<String, u64>> {
+    let mut counts = BTreeMap::new();
+    let mut st = conn.prepare(
+        "SELECT j.value, count(*) FROM records, json_each(records.redactions) AS j
+         WHERE records.redactions IS NOT NULL GROUP BY j.value",
+    )?;
+    let rows = st.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))?;
+    for row in rows {
+        let (rule, n) = row?;
+        counts.insert(rule, n as u64);
+    }
+    Ok(counts)
 }
 
 impl Sink for SqliteStore {

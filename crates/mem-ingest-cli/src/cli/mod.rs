@@ -44,6 +44,11 @@ enum Command {
     Usage(usage::UsageArgs),
     /// Searches a store written by `backfill --db` (full text, best first).
     Search(SearchArgs),
+    /// Redacts a store written before redaction existed (or with
+    /// --no-redact), in place: each record's secrets replaced as a backfill
+    /// replaces them, the full-text index rebuilt, no old text left in the
+    /// file; later backfills into it redact too.
+    Redact(RedactArgs),
     /// Lists the sessions of a store, newest first, each with its first
     /// prompt.
     Sessions(sessions::SessionsArgs),
@@ -68,6 +73,17 @@ struct McpArgs {
     /// $XDG_DATA_HOME/mem-ingest/memory.db (~/.local/share/...).
     #[arg(long, value_name = "FILE")]
     db: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+struct RedactArgs {
+    /// The store (written by backfill --db). Required: a store is
+    /// rewritten only when named.
+    #[arg(long, value_name = "FILE")]
+    db: PathBuf,
+    /// No summary (errors are still printed).
+    #[arg(long, short = 'q')]
+    quiet: bool,
 }
 
 #[derive(Args, Debug)]
@@ -260,6 +276,12 @@ struct BackfillArgs {
     /// full length.
     #[arg(long, value_name = "BYTES")]
     max_text: Option<usize>,
+    /// Keep secrets as written. By default each secret in a record's free
+    /// text (`text`, `command`) is replaced by `[REDACTED:<rule id>]`
+    /// (gitleaks' rules: docs/privacy.md) before any output sees it. A
+    /// --state or --db records the choice and refuses the other (exit 2).
+    #[arg(long)]
+    no_redact: bool,
     /// Keep running (needs --state or --db): emit each new complete line
     /// of any session under the PATHs as its agent writes it (pi, Gemini CLI, Qwen Code, Copilot CLI, Claude Code, Codex, Amp, Cline), pick up new session files, and stop cleanly on SIGINT
     /// or SIGTERM with the state saved. On a terminal, stderr shows the
@@ -447,6 +469,7 @@ pub fn run(cli: Cli) -> i32 {
         Command::Stats(a) => stats(a),
         Command::Usage(a) => usage::usage(a),
         Command::Search(a) => search(a),
+        Command::Redact(a) => redact_store(a),
         Command::Sessions(a) => sessions::sessions(a),
         Command::Show(a) => show::show(a),
         Command::Mcp(a) => mcp_serve(a),
@@ -677,6 +700,7 @@ fn backfill(a: BackfillArgs) -> i32 {
     if let Some(m) = a.max_text {
         b = b.max_text(m);
     }
+    b = b.redact(!a.no_redact);
     let archive = b.build();
     // Before an output, a state or a store is made: a run that finds no
     // archive leaves nothing behind.
@@ -707,6 +731,9 @@ fn backfill(a: BackfillArgs) -> i32 {
             if t.closed {
                 return 0;
             }
+            if t.unredacted_checkpoint {
+                unredacted_checkpoint(&a);
+            }
             // Revisions of records written before (messages edited after
             // they were emitted): a store's rows updated by key; counted,
             // never written twice, by NDJSON and Parquet.
@@ -715,7 +742,74 @@ fn backfill(a: BackfillArgs) -> i32 {
                 n => format!(" ({} written, {n} updated)", t.written),
             };
             summary(a.common.quiet, &t, started, &what);
+            if !a.common.quiet && !t.redactions.is_empty() {
+                let n: u64 = t.redactions.values().sum();
+                let by_rule: Vec<String> = t
+                    .redactions
+                    .iter()
+                    .map(|(rule, n)| format!("{rule} {n}"))
+                    .collect();
+                eprintln!("mem-ingest: {n} secrets redacted ({})", by_rule.join(", "));
+            }
             exit_code(&t)
+        }
+    }
+}
+
+/// Says that the run's checkpoint was saved before redaction existed, and
+/// what to do.
+fn unredacted_checkpoint(a: &BackfillArgs) {
+    match (&a.db, &a.common.state) {
+        (Some(db), _) => eprintln!(
+            "warning: {}: this store was written before redaction existed: its records hold \
+             secrets as written, and this run went on without redacting; run \
+             `mem-ingest redact --db {}` once to redact them, then later runs redact too",
+            db.display(),
+            db.display()
+        ),
+        (None, Some(state)) => eprintln!(
+            "warning: {}: this state was saved before redaction existed: its output holds \
+             secrets as written, and this run went on without redacting; to redact, start \
+             over: a new output with a new --state (or delete both and run again)",
+            state.display()
+        ),
+        (None, None) => {}
+    }
+}
+
+/// `redact --db FILE`: the store rewritten ([`SqliteStore::redact_all`]).
+/// A store that is not there is not made.
+fn redact_store(a: RedactArgs) -> i32 {
+    if !a.db.is_file() {
+        eprintln!(
+            "error: {}: no such store (redact rewrites a store that backfill --db wrote)",
+            a.db.display()
+        );
+        return 1;
+    }
+    let started = Instant::now();
+    let done = SqliteStore::open(a.db.clone()).and_then(|mut s| s.redact_all());
+    match done {
+        Err(e) => fail(&e),
+        Ok(d) => {
+            if !a.quiet {
+                let n: u64 = d.secrets.values().sum();
+                let by_rule: Vec<String> =
+                    d.secrets.iter().map(|(r, n)| format!("{r} {n}")).collect();
+                eprintln!(
+                    "mem-ingest: {}: {} records, {} rewritten, {n} secrets redacted{} in {:.2} s",
+                    a.db.display(),
+                    d.records,
+                    d.rewritten,
+                    if by_rule.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" ({})", by_rule.join(", "))
+                    },
+                    started.elapsed().as_secs_f64()
+                );
+            }
+            0
         }
     }
 }

@@ -69,6 +69,9 @@ pub(crate) struct Config {
     pub poll_only: bool,
     /// The share of the archive read (None: all of it).
     pub shard: Option<Shard>,
+    /// Secrets in the records' free text are redacted (issue 46; default
+    /// on): see [`crate::redact`].
+    pub redact: bool,
     /// Pipes named as PATHs that format detection opened and read the
     /// first bytes of: the reading task takes each (a pipe is opened and
     /// read once).

@@ -117,6 +117,14 @@ pub(super) fn deliver<S: Sink>(
                     ctx.wrote |= kept + res.revised_kept > 0;
                     if ctx.sink.write(batch, &dropped)? {
                         totals.written += kept as u64;
+                        // The secrets of the records written (not of the
+                        // copies dropped).
+                        let ids = crate::redact::Redactor::get().rule_ids();
+                        for &(i, r) in &res.redacted {
+                            if dropped.binary_search(&i).is_err() {
+                                *totals.redactions.entry(ids[r]).or_insert(0) += 1;
+                            }
+                        }
                     } else {
                         totals.closed = true;
                         going = false;

@@ -122,6 +122,7 @@ impl Default for ArchiveBuilder {
                 progress: None,
                 poll_only: false,
                 shard: None,
+                redact: true,
                 streams: Arc::default(),
             },
             roles: Vec::new(),
@@ -233,6 +234,19 @@ impl ArchiveBuilder {
     /// Keeps records before this time, Unix ms (default: no bound).
     pub fn until(mut self, ms: i64) -> Self {
         self.cfg.filter.until = Some(ms);
+        self
+    }
+
+    /// Whether secrets in the records' free text (`text` and `command`)
+    /// are replaced by `[REDACTED:<rule id>]` before the sink sees them
+    /// (default: true; see [`crate::redact`] for the rules). Redaction
+    /// works on the decoded text and runs before [`ArchiveBuilder::max_text`]
+    /// cuts; the summary counts what it replaced by rule
+    /// ([`Summary::redactions`]). A checkpoint records the choice: a run
+    /// with the other one is refused; one saved before it was recorded
+    /// goes on unredacted ([`Summary::unredacted_checkpoint`]).
+    pub fn redact(mut self, on: bool) -> Self {
+        self.cfg.redact = on;
         self
     }
 

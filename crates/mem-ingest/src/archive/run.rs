@@ -158,7 +158,23 @@ pub(crate) fn run<S: Sink>(cfg: &Config, command: Command, sink: &mut S) -> Resu
             ctx.cfg = &hashed;
         }
     }
-    let shape = output_options(ctx.cfg, command);
+    // A checkpoint saved before redaction was recorded covers records
+    // written unredacted: the run goes on unredacted (the output stays of
+    // one kind; services keep running), and says so.
+    let unredacted: Config;
+    let legacy =
+        command == Command::Backfill && saved.as_ref().is_some_and(|s| s.options.redact.is_none());
+    if legacy && ctx.cfg.redact {
+        let mut c = ctx.cfg.clone();
+        c.redact = false;
+        unredacted = c;
+        ctx.cfg = &unredacted;
+    }
+    let mut shape = output_options(ctx.cfg, command);
+    if legacy {
+        // Still of before: every run over it says so.
+        shape.redact = None;
+    }
     if let Some(s) = &saved {
         let (what, path) = ctx.checkpoint_place();
         let differences = s.options.differences(&shape, what);
@@ -213,7 +229,11 @@ pub(crate) fn run<S: Sink>(cfg: &Config, command: Command, sink: &mut S) -> Resu
             ctx.dirty = true;
         }
         passes(&mut ctx).and_then(|t| finish(&mut ctx, t))
-    })();
+    })()
+    .map(|mut t| {
+        t.unredacted_checkpoint = legacy && cfg.redact;
+        t
+    });
     if result.is_err() {
         ctx.sink.abandon();
         // A checkpoint this run created and that covers nothing written
@@ -254,6 +274,11 @@ fn output_options(cfg: &Config, command: Command) -> OutputOptions {
         shard: cfg.shard,
         line_hash: cfg.opts.line_hash_scheme().id(),
         links: cfg.links,
+        // `stats` builds no text: nothing to record.
+        redact: match command {
+            Command::Backfill => Some(cfg.redact),
+            Command::Stats => None,
+        },
     }
 }
 
@@ -266,6 +291,7 @@ fn passes<S: Sink>(ctx: &mut Ctx<'_, S>) -> Result<Summary, Error> {
         (None, None)
     };
     let (mut read, mut written, mut updated) = (0, 0, 0);
+    let mut redactions = BTreeMap::new();
     loop {
         let mut totals = pass(ctx)?;
         read += totals.read;
@@ -274,6 +300,10 @@ fn passes<S: Sink>(ctx: &mut Ctx<'_, S>) -> Result<Summary, Error> {
         totals.read = read;
         totals.written = written;
         totals.updated = updated;
+        for (rule, n) in std::mem::take(&mut totals.redactions) {
+            *redactions.entry(rule).or_insert(0) += n;
+        }
+        totals.redactions = redactions.clone();
         if totals.closed || !ctx.cfg.follow || ctx.cfg.stop.load(Ordering::SeqCst) {
             totals.interrupted = ctx.cfg.stop.load(Ordering::SeqCst);
             if let Some(p) = ctx.cfg.progress.as_ref().filter(|_| ctx.cfg.follow) {

@@ -206,6 +206,14 @@ pub struct Summary {
     /// store's rows updated by key; NDJSON and Parquet write nothing for
     /// them. Not counted in `written`.
     pub updated: u64,
+    /// Secrets replaced by `[REDACTED:<rule id>]` in the records the sink
+    /// received in this run, by rule id (none with redaction off).
+    pub redactions: BTreeMap<&'static str, u64>,
+    /// The run's checkpoint was saved before redaction was recorded (a
+    /// state before layout 12, a store before schema 6 that `redact --db`
+    /// did not rewrite): its records were written unredacted, and this run
+    /// went on unredacted rather than mix redacted records in.
+    pub unredacted_checkpoint: bool,
     /// The source (format name) of every file so far, while they are of
     /// one: the totals are its counts, and `by_source` stays empty (a run
     /// over one agent's archive adds up nothing twice).

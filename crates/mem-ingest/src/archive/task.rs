@@ -15,6 +15,8 @@ use crate::format::{open_at, At, BoxedSource, Format, Input, ParentCopies};
 use crate::line::Header;
 use crate::line_reader::FileAt;
 use crate::ndjson::cut_text;
+use crate::record::Record;
+use crate::redact::Redactor;
 use crate::report::Report;
 use crate::sink::{Encoder, Place};
 use crate::source::{Position, SourceOptions};
@@ -85,6 +87,9 @@ pub(super) struct PartResult<B> {
     pub(super) revised: u64,
     /// Of the records encoded into the batch, the revisions.
     pub(super) revised_kept: usize,
+    /// The secrets redacted, as (the record's index in the batch, the
+    /// rule's index in [`Redactor::rule_ids`]), in record order.
+    pub(super) redacted: Vec<(usize, usize)>,
     pub(super) error: Option<String>,
     pub(super) header: Option<Header>,
     pub(super) position: Option<Position>,
@@ -107,6 +112,7 @@ impl<B> Default for PartResult<B> {
             kept: 0,
             revised: 0,
             revised_kept: 0,
+            redacted: Vec::new(),
             error: None,
             header: None,
             position: None,
@@ -512,6 +518,11 @@ pub(super) fn drain<E: Encoder>(
     mut handing: Option<Handing<'_, E::Batch>>,
 ) -> Result<(), String> {
     let keep = cfg.filter;
+    let redactor = cfg.redact.then(Redactor::get);
+    let ids_of = redactor.map_or(&[][..], |r| r.rule_ids());
+    // The rules of one record's redactions, and their ids.
+    let mut rules: Vec<usize> = Vec::new();
+    let mut ids: Vec<&'static str> = Vec::new();
     // The first line of the part being read (handing over), and whether a
     // part was handed over.
     let mut part_from: Option<u64> = None;
@@ -546,21 +557,47 @@ pub(super) fn drain<E: Encoder>(
                 None => keep.since.is_none() && keep.until.is_none(),
             };
             if in_time {
+                // Secrets out first, from the decoded text, then the cut.
+                let redacted = match redactor {
+                    Some(r) => redact(r, rec, parsed, &mut rules),
+                    None => None,
+                };
+                let with_redactions;
+                let rec = match &redacted {
+                    Some((text, command)) => {
+                        let mut r = rec.clone();
+                        r.text = text;
+                        if let Some(c) = command {
+                            r.command = Some(c);
+                        }
+                        with_redactions = r;
+                        &with_redactions
+                    }
+                    None => rec,
+                };
                 let cut = keep.max_text.and_then(|m| cut_text(rec, m));
+                ids.clear();
+                ids.extend(rules.iter().map(|&r| ids_of[r]));
                 let place = Place {
                     file,
                     text_bytes: cut.as_ref().map(|c| c.1),
                     fingerprint: entry.fingerprint,
                     format: format.name(),
                     parent_session: parent.as_deref(),
-                    // A cut text is not the line's string.
-                    line: if cut.is_some() { None } else { parsed },
+                    // A cut or redacted text is not the line's string.
+                    line: if cut.is_some() || redacted.is_some() {
+                        None
+                    } else {
+                        parsed
+                    },
                     revision,
+                    redactions: &ids,
                 };
                 match &cut {
                     Some((cut, _)) => encoder.encode(batch, cut, place),
                     None => encoder.encode(batch, rec, place),
                 }
+                res.redacted.extend(rules.drain(..).map(|r| (res.kept, r)));
                 record = Some(res.kept);
                 res.kept += 1;
                 res.revised_kept += usize::from(revision);
@@ -596,6 +633,7 @@ pub(super) fn drain<E: Encoder>(
                     kept: std::mem::take(&mut res.kept),
                     revised: std::mem::take(&mut res.revised),
                     revised_kept: std::mem::take(&mut res.revised_kept),
+                    redacted: std::mem::take(&mut res.redacted),
                     notes: std::mem::take(&mut res.notes),
                     partial: true,
                     ..PartResult::default()
@@ -622,6 +660,37 @@ pub(super) fn drain<E: Encoder>(
     // Last: the position reads the report's held tail.
     res.report = src.take_report();
     r
+}
+
+/// The text and command of a record with its secrets redacted, when
+/// either held any (the command None when it held none); each secret's
+/// rule pushed to `rules`. The text is searched as it was built: decoded,
+/// or escaped for the NDJSON writer (a raw-text read,
+/// [`crate::json::ParsedLine::text_built_escaped`]), decoded then only when
+/// a keyword is in it; the text returned is decoded.
+fn redact(
+    r: &Redactor,
+    rec: &Record<'_>,
+    line: Option<crate::json::ParsedLine<'_>>,
+    rules: &mut Vec<usize>,
+) -> Option<(String, Option<String>)> {
+    let escaped = line.is_some_and(|l| l.text_built_escaped());
+    let text = if escaped {
+        r.redact_escaped(rec.text, rules)
+    } else {
+        r.redact(rec.text, rules)
+    };
+    let command = rec.command.and_then(|c| r.redact(c, rules));
+    if text.is_none() && command.is_none() {
+        return None;
+    }
+    let text = match text {
+        Some(t) => t,
+        // Written through no line now: decoded.
+        None if escaped => crate::redact::unescape(rec.text),
+        None => rec.text.to_owned(),
+    };
+    Some((text, command))
 }
 
 /// A source that has read one entry's line again (only for a duplicate):

@@ -48,6 +48,11 @@
 //!   Codex file, the only format whose parent was an id then
 //!   ([`WireV3`]). The store's `checkpoint_files` rows hold a file in this
 //!   layout from its schema 5.
+//! - Version 12: version 11, and the options record whether the records'
+//!   text was redacted ([`OutputOptions::redact`], through [`OptionsV12`],
+//!   an `Option<bool>` after the links); versions 1 to 11 read back as
+//!   None: saved before redaction existed, their records unredacted. A
+//!   file's entry is version 11's.
 
 use std::borrow::Cow;
 
@@ -151,6 +156,8 @@ pub(super) struct OptionsV4 {
     line_hash: u32,
     #[serde(skip, default = "followed")]
     links: Links,
+    #[serde(skip)]
+    redact: Option<bool>,
 }
 
 /// The options of layout 5: the sources after the rest.
@@ -171,6 +178,8 @@ pub(super) struct OptionsV5 {
     line_hash: u32,
     #[serde(skip, default = "followed")]
     links: Links,
+    #[serde(skip)]
+    redact: Option<bool>,
 }
 
 /// The options of layout 6: the shard after the sources.
@@ -190,6 +199,8 @@ pub(super) struct OptionsV6 {
     line_hash: u32,
     #[serde(skip, default = "followed")]
     links: Links,
+    #[serde(skip)]
+    redact: Option<bool>,
 }
 
 /// The options of layouts 7 to 9: how line bytes are hashed, after the
@@ -209,6 +220,8 @@ pub(super) struct OptionsV7 {
     line_hash: u32,
     #[serde(skip, default = "followed")]
     links: Links,
+    #[serde(skip)]
+    redact: Option<bool>,
 }
 
 /// The options of layout 10: whether links met while walking are
@@ -228,6 +241,29 @@ pub(super) struct OptionsV10 {
     line_hash: u32,
     #[serde(with = "LinksV10")]
     links: Links,
+    #[serde(skip)]
+    redact: Option<bool>,
+}
+
+/// The options of layout 12: whether the records' text was redacted, after
+/// the links (None: saved before it was recorded, see
+/// [`OutputOptions::redact`]).
+#[derive(Serialize, Deserialize)]
+#[serde(remote = "OutputOptions")]
+pub(super) struct OptionsV12 {
+    command: String,
+    roles: Vec<String>,
+    since: Option<i64>,
+    until: Option<i64>,
+    max_text: Option<usize>,
+    no_dedupe: bool,
+    record_format: u32,
+    sources: Vec<String>,
+    shard: Option<super::shard::Shard>,
+    line_hash: u32,
+    #[serde(with = "LinksV10")]
+    links: Links,
+    redact: Option<bool>,
 }
 
 /// [`Links`] as layout 10 writes it: postcard writes a variant's index,

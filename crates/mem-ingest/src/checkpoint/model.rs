@@ -53,6 +53,15 @@ pub struct OutputOptions {
     /// to (and reading a file again under its other path).
     #[serde(default = "links_followed")]
     pub links: Links,
+    /// Whether the records' free text was redacted (`--no-redact`: false;
+    /// issue 46). None in a checkpoint saved before it was recorded (a
+    /// state before layout version 12, a store's options without it): its
+    /// records were written unredacted, and a run over it goes on
+    /// unredacted, saying so ([`crate::archive::Summary::unredacted_checkpoint`]),
+    /// rather than mix redacted records in. None for `stats`, which builds
+    /// no text.
+    #[serde(default)]
+    pub redact: Option<bool>,
 }
 
 fn serial_line_hash() -> u32 {
@@ -123,6 +132,17 @@ impl OutputOptions {
                  leave out -L to go on"
             )),
             (Links::Skip, Links::Skip) | (Links::Follow, Links::Follow) => {}
+        }
+        match (self.redact, other.redact) {
+            (Some(true), Some(false)) => d.push(format!(
+                "--no-redact: {what} has its records' secrets redacted, this run keeps them: \
+                 leave out --no-redact to go on"
+            )),
+            (Some(false), Some(true)) => d.push(format!(
+                "--no-redact: {what} has its records' text as written (--no-redact), this run \
+                 redacts secrets: give --no-redact to go on"
+            )),
+            _ => {}
         }
         d
     }

@@ -17,8 +17,8 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use super::layout::{
-    output_v5, FileV2, OptionsV10, OptionsV4, OptionsV5, OptionsV6, OptionsV7, RefV11, RefV3,
-    ResponseRef, ResponseWire, WireV11, WireV3,
+    output_v5, FileV2, OptionsV10, OptionsV12, OptionsV4, OptionsV5, OptionsV6, OptionsV7, RefV11,
+    RefV3, ResponseRef, ResponseWire, WireV11, WireV3,
 };
 use super::model::{blob, FileState, LineageState, Mark, OutputOptions, OutputState};
 use super::stamp::Identity;
@@ -34,8 +34,9 @@ use crate::usage::Response;
 /// ([`crate::path_text`]) instead of the path made UTF-8 lossily: see
 /// [`respell_keys`]. Version 10 records whether links met while walking
 /// are followed ([`OutputOptions::links`]). Version 11 records what kind
-/// of parent a file's header names ([`Parent`]).
-pub const STATE_VERSION: u32 = 11;
+/// of parent a file's header names ([`Parent`]). Version 12 records
+/// whether the records' text was redacted ([`OutputOptions::redact`]).
+pub const STATE_VERSION: u32 = 12;
 /// Version of what a record line holds; a state written for another one is
 /// refused, since re-runs append to the same output.
 pub const RECORD_FORMAT: u32 = 1;
@@ -47,7 +48,7 @@ pub struct State {
     /// The layout version it was read in.
     pub version: u32,
     /// The options that shape the output.
-    #[serde(with = "OptionsV10")]
+    #[serde(with = "OptionsV12")]
     pub options: OutputOptions,
     /// Bytes of the output file the state covers (`-o`), if any.
     pub output: Option<OutputState>,
@@ -235,7 +236,7 @@ impl FileState {
     pub fn from_bytes_of(b: &[u8], version: u32) -> Result<FileState, String> {
         let damaged = |e: postcard::Error| format!("damaged file state ({e})");
         match version {
-            STATE_VERSION => postcard::from_bytes::<WireV11>(b)
+            11..=STATE_VERSION => postcard::from_bytes::<WireV11>(b)
                 .map(|w| w.0)
                 .map_err(damaged),
             3..=10 => postcard::from_bytes::<WireV3>(b)
@@ -304,6 +305,25 @@ impl From<WireV11> for FileState {
     fn from(w: WireV11) -> FileState {
         w.0
     }
+}
+
+/// The layout of version 11 (no redaction in the options), read and
+/// converted.
+#[derive(Deserialize)]
+struct StateV11 {
+    #[allow(dead_code)]
+    version: u32,
+    #[serde(with = "OptionsV10")]
+    options: OutputOptions,
+    output: Option<OutputState>,
+    #[serde(deserialize_with = "files_v11")]
+    files: BTreeMap<String, Arc<FileState>>,
+    #[serde(with = "blob")]
+    lineages: Vec<u8>,
+    #[serde(with = "blob")]
+    responses: Vec<u8>,
+    shard_roots: BTreeMap<String, String>,
+    pending_forks: BTreeMap<String, Vec<String>>,
 }
 
 /// The layout of version 10 (a file's parent as its text alone), read
@@ -656,6 +676,17 @@ fn load_layout(path: &Path) -> Result<Option<State>, Error> {
         STATE_VERSION => postcard::from_bytes(&bytes[12..])
             .map(|st: State| Some(State { version, ..st }))
             .map_err(damaged),
+        11 => {
+            let v11: StateV11 = postcard::from_bytes(&bytes[12..]).map_err(damaged)?;
+            let st = State::of_layout(11, v11.options, v11.output, v11.files);
+            Ok(Some(State {
+                lineages: v11.lineages,
+                responses: v11.responses,
+                shard_roots: v11.shard_roots,
+                pending_forks: v11.pending_forks,
+                ..st
+            }))
+        }
         10 => {
             let v10: StateV10 = postcard::from_bytes(&bytes[12..]).map_err(damaged)?;
             let st = State::of_layout(10, v10.options, v10.output, v10.files);
@@ -973,6 +1004,13 @@ pub fn save_v7(path: &Path, state: &State) -> io::Result<()> {
     save_in(path, state, &state.lineages, &state.responses, 7)
 }
 
+/// Writes `state` in the layout of version 11 (no redaction in the
+/// options), as mem-ingest before version 12 did: for tests of the upgrade.
+#[cfg(test)]
+pub fn save_v11(path: &Path, state: &State) -> io::Result<()> {
+    save_in(path, state, &state.lineages, &state.responses, 11)
+}
+
 /// Writes `state` in the layout of version 9 (no links in the options),
 /// as mem-ingest before version 10 did: for tests of the upgrade.
 #[cfg(test)]
@@ -986,8 +1024,9 @@ fn save_with(path: &Path, state: &State, lineages: &[u8], responses: &[u8]) -> i
     save_in(path, state, lineages, responses, STATE_VERSION)
 }
 
-/// [`save_with`] in layout `version`: [`STATE_VERSION`]; 10, which is this
-/// layout with a parent written as its text alone; 8 or 9, which are
+/// [`save_with`] in layout `version`: [`STATE_VERSION`]; 11, which is
+/// this layout without redaction in the options; 10, which is 11 with a
+/// parent written as its text alone; 8 or 9, which are
 /// this layout with the options of 7 (no links); or 7, which is 9 less its
 /// last two fields.
 fn save_in(
@@ -1026,7 +1065,8 @@ fn save_in(
     impl Serialize for Shape<'_> {
         fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
             match self.1 {
-                10.. => OptionsV10::serialize(self.0, s),
+                12.. => OptionsV12::serialize(self.0, s),
+                10..=11 => OptionsV10::serialize(self.0, s),
                 _ => OptionsV7::serialize(self.0, s),
             }
         }
@@ -1366,6 +1406,7 @@ mod tests {
             shard: None,
             line_hash: 2,
             links: Links::Skip,
+            redact: Some(true),
         });
         // Both non-UTF-8 files had one key: the state held the last saved,
         // fe's.
@@ -1429,6 +1470,7 @@ mod tests {
             line_hash: 1,
             // read back as followed before layout 10
             links: Links::Follow,
+            redact: Some(true),
         };
         let mut v2 = State::new(shape.clone());
         v2.output = Some(OutputState::of(Mark::file("o", 9)));
@@ -1476,6 +1518,7 @@ mod tests {
             line_hash: 1,
             // read back as followed before layout 10
             links: Links::Follow,
+            redact: Some(true),
         });
         v2.output = Some(OutputState::of(Mark::file("o", 9)));
         let mut f = file_state();
@@ -1540,6 +1583,7 @@ mod tests {
             shard: None,
             line_hash: 2,
             links: Links::Skip,
+            redact: Some(true),
         });
         let with = |format: &str, parent: Parent| {
             let mut f = file_state();
@@ -1649,6 +1693,7 @@ mod tests {
             shard: Some(crate::archive::Shard { k: 1, n: 3 }),
             line_hash: 2,
             links: Links::Skip,
+            redact: Some(true),
         });
         st.output = Some(OutputState {
             path: "o".into(),

@@ -30,6 +30,9 @@ pub struct Place<'p> {
     /// [`crate::line::Entry::revision`]): only for an encoder that
     /// [`Encoder::takes_revisions`].
     pub revision: bool,
+    /// The rule ids of the secrets redaction replaced in the record's
+    /// text and command, one per secret (empty: none, or redaction off).
+    pub redactions: &'p [&'static str],
 }
 
 /// Encodes records on the worker threads into batches.
