@@ -64,6 +64,7 @@ fn the_help_lists_what_the_tests_below_check() {
             "stats",
             "usage",
             "search",
+            "redact",
             "sessions",
             "show",
             "mcp",
@@ -153,7 +154,7 @@ fn an_unknown_command_has_no_page() {
     assert_eq!(
         String::from_utf8_lossy(&out.stderr),
         "error: man: no command \"frobnicate\"; the commands are backfill, stats, usage, \
-         search, sessions, show, mcp, completions, man\n"
+         search, redact, sessions, show, mcp, completions, man\n"
     );
     assert!(out.stdout.is_empty());
 }

@@ -850,7 +850,7 @@ fn real_clients_read_the_documented_schema() {
          timestamp,text,provider,model,usage_input,usage_output,usage_cache_read,\
          usage_cache_write,usage_total_tokens,usage_cost,stop_reason,tool_name,tool_call_id,\
          is_error,custom_type,command,exit_code,text_bytes,agent_id,message_id,request_id,\
-         provisional,fingerprint"
+         provisional,fingerprint,redactions"
     );
     assert_eq!(
         sqlite3(
@@ -911,8 +911,11 @@ print(hits[0][0], usage > 0, ",".join(sorted(kinds)))
 /// place, its rows kept; a copy of the session is new to it and adds
 /// nothing; appended lines add exactly their rows. Each was saved before
 /// the checkpoint recorded whether links are followed, when every walk
-/// followed them: a run without `-L` is refused, one with it goes on. This
-/// release's (version 5) recorded links not followed: it goes on without.
+/// followed them: a run without `-L` is refused, one with it goes on.
+/// Version 5 recorded links not followed: it goes on without. Those before
+/// version 6 were written before redaction existed: each run over them goes
+/// on unredacted and says so, with the fix; this release's (version 6)
+/// says nothing.
 #[test]
 fn the_checked_in_stores_are_migrated_and_go_on() {
     for version in 1..=SCHEMA {
@@ -942,19 +945,41 @@ fn the_checked_in_stores_are_migrated_and_go_on() {
                 "{}",
                 String::from_utf8_lossy(&out.stderr)
             );
+            said_unredacted(&out, &db, version);
             backfill_db_following
         } else {
             assert!(out.status.success(), "{err}");
+            said_unredacted(&out, &db, version);
             backfill_db
         };
         assert_eq!(sqlite3(&db, "PRAGMA user_version"), SCHEMA.to_string());
         assert_eq!(count(&db), 22);
         append(&s, &user_line("after-1", "after the migration"));
-        assert!(go_on(&db, &[&s]).status.success());
+        let out = go_on(&db, &[&s]);
+        assert!(out.status.success());
+        said_unredacted(&out, &db, version);
         assert_eq!(count(&db), 23);
         assert_eq!(sqlite3(&db, "PRAGMA integrity_check"), "ok");
         fs::remove_dir_all(d).unwrap();
     }
+}
+
+/// Whether a run over the store of schema `version` said, once, that the
+/// store was written before redaction existed, and how to redact it.
+fn said_unredacted(out: &Output, db: &Path, version: i64) {
+    let err = String::from_utf8_lossy(&out.stderr);
+    let said = format!(
+        "warning: {}: this store was written before redaction existed: its records hold \
+         secrets as written, and this run went on without redacting; run `mem-ingest redact \
+         --db {}` once to redact them, then later runs redact too\n",
+        db.display(),
+        db.display()
+    );
+    assert_eq!(
+        err.matches(&said).count(),
+        usize::from(version < 6),
+        "{err}"
+    );
 }
 
 /// A real Codex rollout in the repository (26 lines, 10 records; MIT,

@@ -419,7 +419,7 @@ fn a_sink_keeps_its_own_checkpoint_from_what_changed() {
     fs::remove_dir_all(d).unwrap();
 }
 
-/// The state file this release writes, checked in (`fixtures/state-v11.state`,
+/// The state file this release writes, checked in (`fixtures/state-v12.state`,
 /// written by the `library_backfill` example over `hand-built.jsonl` and
 /// `pi-classic.jsonl`, links not followed). File identity includes device
 /// and inode, so copies of the two files here are new to it: every file is
@@ -428,16 +428,18 @@ fn a_sink_keeps_its_own_checkpoint_from_what_changed() {
 #[test]
 fn the_checked_in_state_of_this_release() {
     checked_in_state(
-        "state-v11.state",
+        "state-v12.state",
         mem_ingest::archive::STATE_VERSION,
         Links::Skip,
     );
 }
 
-/// The state of the release before (layout 10, a parent as its text) is
-/// upgraded: the same as this release's.
+/// The states of the releases before (layout 11, no redaction recorded;
+/// layout 10, a parent as its text) are upgraded: the same as this
+/// release's, but unredacted (see `checked_in_state`).
 #[test]
 fn the_checked_in_state_of_the_release_before() {
+    checked_in_state("state-v11.state", 11, Links::Skip);
     checked_in_state("state-v10.state", 10, Links::Skip);
 }
 
@@ -489,6 +491,9 @@ fn checked_in_state(name: &str, version: u32, links: Links) {
         .backfill(&mut ForEach(|r: OwnedRecord| keys.push(r.key)))
         .unwrap();
     assert_eq!((first.files, first.unchanged, first.resumed), (2, 0, 0));
+    // A state saved before redaction was recorded goes on unredacted, and
+    // the summary says so (every run: the state keeps saying it).
+    assert_eq!(first.unredacted_checkpoint, version < 12);
     assert!(keys.is_empty(), "{keys:?}");
     assert_eq!(first.report.records, 0);
     // Every line of both files, their headers included: hand-built.jsonl
@@ -503,6 +508,7 @@ fn checked_in_state(name: &str, version: u32, links: Links) {
         .backfill(&mut ForEach(|r: OwnedRecord| keys.push(r.key)))
         .unwrap();
     assert_eq!((second.written, second.resumed), (2, 1));
+    assert_eq!(second.unredacted_checkpoint, version < 12);
     assert_eq!(keys, ["hand-built-0001:fx-1", "hand-built-0001:fx-2"]);
     fs::remove_dir_all(d).unwrap();
 }

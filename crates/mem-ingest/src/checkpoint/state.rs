@@ -1470,7 +1470,7 @@ mod tests {
             line_hash: 1,
             // read back as followed before layout 10
             links: Links::Follow,
-            redact: Some(true),
+            redact: None,
         };
         let mut v2 = State::new(shape.clone());
         v2.output = Some(OutputState::of(Mark::file("o", 9)));
@@ -1518,7 +1518,7 @@ mod tests {
             line_hash: 1,
             // read back as followed before layout 10
             links: Links::Follow,
-            redact: Some(true),
+            redact: None,
         });
         v2.output = Some(OutputState::of(Mark::file("o", 9)));
         let mut f = file_state();
@@ -1751,6 +1751,7 @@ mod tests {
         // (every walk followed them then), the rest as saved.
         let mut followed = st.options.clone();
         followed.links = Links::Follow;
+        followed.redact = None;
         save_v9(&p, &st).unwrap();
         assert_eq!(fs::read(&p).unwrap()[8..12], 9u32.to_le_bytes());
         let v9 = load(&p).unwrap().unwrap();
@@ -1772,6 +1773,38 @@ mod tests {
         save(&p, &v9).unwrap();
         assert_eq!(fs::read(&p).unwrap()[8..12], STATE_VERSION.to_le_bytes());
         assert_eq!(load(&p).unwrap().unwrap().options, followed);
+        // Layout 11 recorded no redaction: it reads back as None (saved
+        // before it existed), the rest as saved; saved anew, layout 12
+        // keeps each choice.
+        assert_eq!(st.options.redact, Some(true));
+        save_v11(&p, &st).unwrap();
+        assert_eq!(fs::read(&p).unwrap()[8..12], 11u32.to_le_bytes());
+        let v11 = load(&p).unwrap().unwrap();
+        assert_eq!(v11.version, 11);
+        let mut before = st.options.clone();
+        before.redact = None;
+        assert_eq!(v11.options, before);
+        assert_eq!(
+            (
+                &v11.output,
+                &v11.shard_roots,
+                &v11.pending_forks,
+                &v11.responses
+            ),
+            (
+                &st.output,
+                &st.shard_roots,
+                &st.pending_forks,
+                &st.responses
+            )
+        );
+        for choice in [None, Some(false), Some(true)] {
+            let mut again = st.clone();
+            again.options.redact = choice;
+            save(&p, &again).unwrap();
+            assert_eq!(fs::read(&p).unwrap()[8..12], 12u32.to_le_bytes());
+            assert_eq!(load(&p).unwrap().unwrap().options.redact, choice);
+        }
         // Layout 7 recorded no shard roots: it reads back with none.
         save_v7(&p, &st).unwrap();
         assert_eq!(fs::read(&p).unwrap()[8..12], 7u32.to_le_bytes());

@@ -3,6 +3,7 @@
 
 pub mod codex;
 pub mod entries;
+pub mod secrets;
 pub mod shared;
 
 use std::fs;

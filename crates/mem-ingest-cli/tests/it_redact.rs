@@ -1,0 +1,419 @@
+//! Secrets never reach an output (issue 46): credentials of every kind
+//! planted in pi, Claude Code and Codex sessions (user text, tool-call
+//! arguments, tool output, a `.env` dump, a private key block; a key id
+//! written with a `\u` escape, the blocks with `\n` escapes) appear nowhere
+//! in the NDJSON, in the bytes of the store's files (rows and full-text
+//! index, before and after its WAL is checkpointed), or in the dataset;
+//! `search` finds none of them; `--no-redact` keeps them all. The summary
+//! counts them by rule, and the store keeps the counts.
+
+#[path = "../../mem-ingest/tests/common/mod.rs"]
+mod common;
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use arrow_array::cast::AsArray;
+use arrow_array::Array;
+use arrow_schema::DataType;
+use common::secrets;
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+
+fn tmpdir(name: &str) -> PathBuf {
+    common::tmpdir("redact", name)
+}
+
+/// The three agents' sessions, each holding every planted secret, laid
+/// out as each agent keeps them (paths named on the command line).
+fn archive(d: &Path) -> Vec<PathBuf> {
+    let pi = d.join("pi/--work-secrets--/2026-03-01T10-00-00-000Z_pi-sec.jsonl");
+    let claude = d.join("claude/projects/-work-secrets/cc-sec.jsonl");
+    let codex = d.join("codex/sessions/2026/03/01/rollout-2026-03-01T12-00-00-cx-sec.jsonl");
+    for (p, text) in [
+        (&pi, secrets::pi_session("pi-sec")),
+        (&claude, secrets::claude_session("cc-sec")),
+        (&codex, secrets::codex_session("cx-sec")),
+    ] {
+        fs::create_dir_all(p.parent().unwrap()).unwrap();
+        fs::write(p, text).unwrap();
+    }
+    vec![pi, claude, codex]
+}
+
+fn run(args: &[&str], paths: &[PathBuf]) -> Output {
+    let out = common::cli().args(args).args(paths).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// Which of `secrets` `bytes` hold.
+fn held(bytes: &[u8], secrets: &[&str]) -> Vec<String> {
+    secrets
+        .iter()
+        .filter(|s| memchr::memmem::find(bytes, s.as_bytes()).is_some())
+        .map(|s| (*s).to_owned())
+        .collect()
+}
+
+/// The tokens of a secret the full-text index would hold (runs of letters
+/// and digits, 8 or more), lowercased.
+fn tokens(secret: &str) -> Vec<String> {
+    secret
+        .split(|c: char| !c.is_ascii_alphanumeric())
+        .filter(|t| t.len() >= 8)
+        .map(str::to_ascii_lowercase)
+        .collect()
+}
+
+/// Every string of every row of the dataset under `dir`, one per line.
+fn dataset_text(dir: &Path) -> String {
+    let mut out = String::new();
+    let mut todo = vec![dir.to_path_buf()];
+    let mut parts = 0;
+    while let Some(d) = todo.pop() {
+        for e in fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                todo.push(p);
+                continue;
+            }
+            parts += 1;
+            let r = ParquetRecordBatchReaderBuilder::try_new(fs::File::open(&p).unwrap())
+                .unwrap()
+                .build()
+                .unwrap();
+            for b in r {
+                let b = b.unwrap();
+                for (f, col) in b.schema().fields().iter().zip(b.columns()) {
+                    if f.data_type() == &DataType::Utf8 {
+                        let s = col.as_string::<i32>();
+                        for i in 0..s.len() {
+                            if !s.is_null(i) {
+                                out.push_str(s.value(i));
+                                out.push('\n');
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    assert!(parts > 0, "no part under {}", dir.display());
+    out
+}
+
+/// The summary's redaction line for `sessions` sessions of planted secrets.
+fn said(sessions: u64) -> String {
+    let by_rule: Vec<String> = secrets::PER_SESSION
+        .iter()
+        .map(|(r, n)| format!("{r} {}", n * sessions))
+        .collect();
+    let n: u64 = secrets::PER_SESSION.iter().map(|(_, n)| n * sessions).sum();
+    format!(
+        "mem-ingest: {n} secrets redacted ({})\n",
+        by_rule.join(", ")
+    )
+}
+
+fn search_hits(db: &Path, query: &str) -> String {
+    let out = common::cli()
+        .args(["search", "--db"])
+        .arg(db)
+        .arg(query)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[test]
+fn planted_secrets_reach_no_output_and_no_redact_keeps_them() {
+    let d = tmpdir("planted");
+    let paths = archive(&d);
+    let all = secrets::all();
+
+    // NDJSON: the records hold none; each secret's place says its rule.
+    let out = run(
+        &["backfill", "-o", d.join("r.ndjson").to_str().unwrap()],
+        &paths,
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.ends_with(&said(3)), "{err}");
+    let ndjson = fs::read(d.join("r.ndjson")).unwrap();
+    assert_eq!(held(&ndjson, &all), Vec::<String>::new());
+    let text: Vec<serde_json::Value> = ndjson
+        .split(|&b| b == b'\n')
+        .filter(|l| !l.is_empty())
+        .map(|l| serde_json::from_slice(l).unwrap())
+        .collect();
+    let texts: Vec<&str> = text.iter().map(|r| r["text"].as_str().unwrap()).collect();
+    assert!(
+        texts.contains(
+            &"deploy with [REDACTED:github-pat] and the key [REDACTED:aws-access-token] please"
+        ),
+        "{texts:#?}"
+    );
+    assert!(
+        texts.contains(&"$ cat .env\nDB_PASSWORD=[REDACTED:env-secret]\nAWS_SECRET_ACCESS_KEY=[REDACTED:aws-secret-access-key]\nPORT=8080\n"),
+        "{texts:#?}"
+    );
+    assert_eq!(
+        texts
+            .iter()
+            .filter(|t| t.contains("\n[REDACTED:private-key]\n"))
+            .count(),
+        3
+    );
+    // stdout: the same lines.
+    let out = run(&["backfill", "-q"], &paths);
+    assert_eq!(out.stdout, ndjson);
+
+    // The store: no secret in its files' bytes, none of their tokens in the
+    // index, no search finds one; it keeps the counts.
+    let db = d.join("m.db");
+    let out = run(&["backfill", "--db", db.to_str().unwrap()], &paths);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.ends_with(&said(3)), "{err}");
+    let store_bytes = |db: &Path| {
+        let mut all = Vec::new();
+        for ext in ["", "-wal", "-shm"] {
+            let p = PathBuf::from(format!("{}{ext}", db.display()));
+            if let Ok(b) = fs::read(&p) {
+                all.extend(b);
+            }
+        }
+        all
+    };
+    let lower = |b: Vec<u8>| b.to_ascii_lowercase();
+    let bytes = lower(store_bytes(&db));
+    let all_tokens: Vec<String> = all.iter().flat_map(|s| tokens(s)).collect();
+    let all_tokens: Vec<&str> = all_tokens.iter().map(String::as_str).collect();
+    assert_eq!(held(&bytes, &all_tokens), Vec::<String>::new());
+    for t in &all_tokens {
+        assert_eq!(search_hits(&db, t), "", "{t}");
+    }
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
+        .unwrap();
+    let counts = mem_ingest_store::redaction_counts(&conn).unwrap();
+    drop(conn);
+    let want: BTreeMap<String, u64> = secrets::PER_SESSION
+        .iter()
+        .map(|(r, n)| ((*r).to_owned(), n * 3))
+        .collect();
+    assert_eq!(counts, want);
+    assert_eq!(
+        held(&lower(store_bytes(&db)), &all_tokens),
+        Vec::<String>::new()
+    );
+
+    // The dataset.
+    let ds = d.join("ds");
+    run(&["backfill", "--parquet", ds.to_str().unwrap()], &paths);
+    let rows = dataset_text(&ds);
+    assert_eq!(held(rows.as_bytes(), &all), Vec::<String>::new());
+    assert_eq!(rows.matches("[REDACTED:").count(), 42);
+
+    // --no-redact: every secret as written, in every output.
+    let out = run(
+        &[
+            "backfill",
+            "--no-redact",
+            "-o",
+            d.join("raw.ndjson").to_str().unwrap(),
+        ],
+        &paths,
+    );
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("redacted"));
+    let raw = fs::read(d.join("raw.ndjson")).unwrap();
+    assert_eq!(held(&raw, &all).len(), all.len());
+    assert!(memchr::memmem::find(&raw, b"REDACTED").is_none());
+    let raw_db = d.join("raw.db");
+    run(
+        &["backfill", "--no-redact", "--db", raw_db.to_str().unwrap()],
+        &paths,
+    );
+    for t in &all_tokens {
+        assert_ne!(search_hits(&raw_db, t), "", "{t}");
+    }
+    let raw_ds = d.join("raw-ds");
+    run(
+        &[
+            "backfill",
+            "--no-redact",
+            "--parquet",
+            raw_ds.to_str().unwrap(),
+        ],
+        &paths,
+    );
+    assert_eq!(
+        held(dataset_text(&raw_ds).as_bytes(), &all).len(),
+        all.len()
+    );
+    fs::remove_dir_all(d).unwrap();
+}
+
+/// `--max-text` cuts after redaction: a secret past the cut is replaced,
+/// not cut in half, and the text's full length is the redacted text's.
+#[test]
+fn redaction_runs_before_the_cut() {
+    let d = tmpdir("cut");
+    let paths = archive(&d);
+    let out = run(&["backfill", "-q", "--max-text", "40"], &paths[..1]);
+    let all = secrets::all();
+    assert_eq!(held(&out.stdout, &all), Vec::<String>::new());
+    let first: serde_json::Value =
+        serde_json::from_slice(out.stdout.split(|&b| b == b'\n').next().unwrap()).unwrap();
+    assert_eq!(first["text"], "deploy with [REDACTED:github-pat] and th");
+    assert_eq!(
+        first["text_bytes"],
+        "deploy with [REDACTED:github-pat] and the key [REDACTED:aws-access-token] please".len()
+    );
+    fs::remove_dir_all(d).unwrap();
+}
+
+/// A state or store records the choice: the other one is refused (exit 2,
+/// nothing written); `redact --db` turns an unredacted store into a
+/// redacted one, with no old text left in its file, and later runs redact.
+#[test]
+fn the_choice_is_recorded_and_redact_rewrites_a_store() {
+    let d = tmpdir("choice");
+    let paths = archive(&d);
+    let all = secrets::all();
+    let state = d.join("s.state");
+    let out_file = d.join("o.ndjson");
+    let args = |extra: &[&str]| {
+        let mut a = vec![
+            "backfill",
+            "-o",
+            out_file.to_str().unwrap(),
+            "--state",
+            state.to_str().unwrap(),
+        ];
+        a.extend_from_slice(extra);
+        a.into_iter().map(str::to_owned).collect::<Vec<_>>()
+    };
+    let refused = |args: Vec<String>, what: &str| {
+        let out = common::cli().args(&args).args(&paths).output().unwrap();
+        assert_eq!(out.status.code(), Some(2));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(what), "{err}");
+    };
+    let a = args(&["--no-redact"]);
+    run(&a.iter().map(String::as_str).collect::<Vec<_>>(), &paths);
+    let before = fs::read(&out_file).unwrap();
+    refused(
+        args(&[]),
+        "--no-redact: state has its records' text as written (--no-redact), this run redacts \
+         secrets: give --no-redact to go on",
+    );
+    assert_eq!(fs::read(&out_file).unwrap(), before);
+
+    // A store written with --no-redact, then redacted in place.
+    let db = d.join("m.db");
+    run(
+        &["backfill", "--no-redact", "--db", db.to_str().unwrap()],
+        &paths,
+    );
+    refused(
+        vec![
+            "backfill".into(),
+            "--db".into(),
+            db.to_str().unwrap().into(),
+        ],
+        "--no-redact: store has its records' text as written (--no-redact)",
+    );
+    let out = common::cli()
+        .args(["redact", "--db"])
+        .arg(&db)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.starts_with(&format!(
+            "mem-ingest: {}: 15 records, 15 rewritten, 42 secrets redacted (",
+            db.display()
+        )),
+        "{err}"
+    );
+    let mut bytes = Vec::new();
+    for ext in ["", "-wal"] {
+        if let Ok(b) = fs::read(format!("{}{ext}", db.display())) {
+            bytes.extend(b);
+        }
+    }
+    let wal = fs::metadata(format!("{}-wal", db.display())).map_or(0, |m| m.len());
+    assert_eq!(wal, 0, "the WAL is truncated");
+    let bytes = bytes.to_ascii_lowercase();
+    let all_tokens: Vec<String> = all.iter().flat_map(|s| tokens(s)).collect();
+    let all_tokens: Vec<&str> = all_tokens.iter().map(String::as_str).collect();
+    assert_eq!(held(&bytes, &all_tokens), Vec::<String>::new());
+    for t in &all_tokens {
+        assert_eq!(search_hits(&db, t), "", "{t}");
+    }
+    assert_ne!(search_hits(&db, "REDACTED"), "");
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    let counts = mem_ingest_store::redaction_counts(&conn).unwrap();
+    assert_eq!(counts.values().sum::<u64>(), 42);
+    drop(conn);
+    // Later runs redact: the store is redacted now, --no-redact refused.
+    run(&["backfill", "--db", db.to_str().unwrap()], &paths);
+    refused(
+        vec![
+            "backfill".into(),
+            "--no-redact".into(),
+            "--db".into(),
+            db.to_str().unwrap().into(),
+        ],
+        "--no-redact: store has its records' secrets redacted, this run keeps them",
+    );
+    fs::remove_dir_all(d).unwrap();
+}
+
+/// A state saved before redaction existed (`fixtures/state-v11.state`) goes
+/// on unredacted, without a refusal, and every run says so once, with the
+/// fix; the state keeps saying it.
+#[test]
+fn a_state_of_before_goes_on_unredacted_and_says_so() {
+    let d = tmpdir("before");
+    let arch = d.join("archive");
+    fs::create_dir_all(&arch).unwrap();
+    for name in ["hand-built.jsonl", "pi-classic.jsonl"] {
+        fs::copy(common::fixtures().join(name), arch.join(name)).unwrap();
+    }
+    let pi = arch.join("secrets.jsonl");
+    fs::write(&pi, secrets::pi_session("pi-sec")).unwrap();
+    let state = d.join("s.state");
+    fs::copy(common::fixtures().join("state-v11.state"), &state).unwrap();
+    let said = format!(
+        "warning: {}: this state was saved before redaction existed: its output holds secrets \
+         as written, and this run went on without redacting; to redact, start over: a new \
+         output with a new --state (or delete both and run again)\n",
+        state.display()
+    );
+    for run_no in 0..2 {
+        let out = run(
+            &["backfill", "--state", state.to_str().unwrap()],
+            std::slice::from_ref(&arch),
+        );
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(err.matches(&said).count(), 1, "run {run_no}: {err}");
+        if run_no == 0 {
+            // The planted session is new: its records as written.
+            assert_eq!(
+                held(&out.stdout, &secrets::all()).len(),
+                secrets::all().len()
+            );
+        } else {
+            assert!(out.stdout.is_empty());
+        }
+    }
+    fs::remove_dir_all(d).unwrap();
+}
