@@ -326,7 +326,16 @@ fn migrate(conn: &Connection, from: i64) -> rusqlite::Result<Result<(), String>>
         // and the checkpoint's options say nothing of redaction (a run
         // goes on unredacted until `mem-ingest redact --db` rewrites them).
         let tx = conn.unchecked_transaction()?;
-        tx.execute_batch("ALTER TABLE records ADD COLUMN redactions TEXT;")?;
+        // (A store that has it already, its version set back by hand, keeps
+        // it.)
+        let has: bool = tx.query_row(
+            "SELECT count(*) > 0 FROM pragma_table_info('records') WHERE name = 'redactions'",
+            [],
+            |r| r.get(0),
+        )?;
+        if !has {
+            tx.execute_batch("ALTER TABLE records ADD COLUMN redactions TEXT;")?;
+        }
         tx.pragma_update(None, "user_version", 6)?;
         tx.commit()?;
     }
