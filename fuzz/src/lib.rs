@@ -1,9 +1,10 @@
 //! The checks behind the fuzz targets `line`, `reader`, `claude`,
-//! `codex`, `qwen` and `copilot`.
+//! `codex`, `qwen`, `copilot` and `redact`.
 //!
 //! `tests/fuzz_regressions.rs` includes this very file with `#[path]`, so a
 //! crash input replays on stable `cargo test` through exactly the code the
-//! fuzzer ran. That is why it depends on `mem_ingest_parse` and std only: the
+//! fuzzer ran. That is why it depends on `mem_ingest_parse`, serde_json
+//! (to read an output line back) and std only: the
 //! reader target's parameters are decoded from the input by hand
 //! ([`ReaderCase`]) rather than with `arbitrary`.
 
@@ -74,6 +75,12 @@ pub fn check_line(data: &[u8]) {
     match mem_ingest_parse::raw_text_agrees(&input) {
         Ok(n) => assert_eq!(n, out.records.len(), "records read with raw text"),
         Err(e) => panic!("record text built escaped differs: {e}"),
+    }
+    for r in &out.records {
+        check_redaction(&r.text);
+        if let Some(c) = &r.command {
+            check_redaction(c);
+        }
     }
     if !data.contains(&b'\n') {
         assert!(out.records.len() <= 1, "one line gave several records");
@@ -704,5 +711,66 @@ impl Read for OneByte<'_> {
             }
             _ => Ok(0),
         }
+    }
+}
+
+/// `redact`, and the records of `line`: redaction of any text never
+/// panics; it inserts one `[REDACTED:<rule id>]` for each secret it
+/// reports, whose id is a rule's; the text it gives, written by the
+/// crate's one JSON escaper into an output line, reads back as JSON to
+/// exactly that text; and a text built escaped (the NDJSON writer's raw
+/// read) redacts to the same text as the decoded one.
+pub fn check_redaction(text: &str) {
+    use mem_ingest_parse::redact::{unescape, Redactor};
+    let r = Redactor::get();
+    let mut rules = Vec::new();
+    let out = r.redact(text, &mut rules);
+    let got = out.as_deref().unwrap_or(text);
+    assert_eq!(out.is_some(), !rules.is_empty(), "{text:?}");
+    let marks = |s: &str| s.matches("[REDACTED:").count();
+    assert_eq!(marks(got), marks(text) + rules.len(), "{text:?} -> {got:?}");
+    for &i in &rules {
+        let id = r.rule_ids()[i];
+        assert!(
+            got.contains(&format!("[REDACTED:{id}]")),
+            "{got:?} lacks {id}"
+        );
+    }
+    // Into an output line, and back.
+    let mut line = b"{\"text\":".to_vec();
+    mem_ingest_parse::write_json_string(&mut line, got);
+    line.extend_from_slice(b"}\n");
+    let v: serde_json::Value = serde_json::from_slice(&line)
+        .unwrap_or_else(|e| panic!("redacted text broke its line ({e}): {line:?}"));
+    assert_eq!(v["text"].as_str(), Some(got));
+    // Built escaped, as the NDJSON writer's raw read builds it.
+    let mut escaped = Vec::new();
+    mem_ingest_parse::write_json_string(&mut escaped, text);
+    let escaped = std::str::from_utf8(&escaped[1..escaped.len() - 1]).expect("escaped is UTF-8");
+    assert_eq!(unescape(escaped), text);
+    let mut again = Vec::new();
+    let from_escaped = r.redact_escaped(escaped, &mut again);
+    assert_eq!(from_escaped.as_deref(), out.as_deref(), "{text:?}");
+    assert_eq!(again, rules);
+}
+
+/// `redact`: arbitrary bytes (lossily UTF-8) as a record's text, alone and
+/// after a planted secret of each kind's prefix (so that the fuzzer starts
+/// inside the rules' windows).
+pub fn check_redact(data: &[u8]) {
+    let text = String::from_utf8_lossy(data);
+    check_redaction(&text);
+    for prefix in [
+        "AKIA",
+        "ghp_",
+        "sk-ant-api03-",
+        "-----BEGIN RSA PRIVATE KEY-----\n",
+        "postgres://u:",
+        "DB_PASSWORD=",
+        "eyJ",
+        "xoxb-1234567890-",
+        "sk_live_",
+    ] {
+        check_redaction(&format!("{prefix}{text}"));
     }
 }

@@ -26,6 +26,7 @@ fn replay(target: &str, name: &str) {
         "codex" => checks::check_codex(&data),
         "qwen" => checks::check_qwen(&data),
         "copilot" => checks::check_copilot(&data),
+        "redact" => checks::check_redact(&data),
         other => panic!("no fuzz target {other}"),
     }
 }
@@ -322,4 +323,23 @@ fn a_text_is_copied_only_when_written_as_json_writers_write_it() {
         let want = format!("\"{content}\"");
         assert_eq!(got, copied.then_some(want.as_bytes()), "{content}");
     }
+}
+
+/// `redact`'s checks on texts that reach every rule: the planted
+/// credentials of the end-to-end tests, a private key block never closed,
+/// escapes around secrets, and a text cut inside a multi-byte character
+/// right after a keyword.
+#[test]
+fn redaction_checks_hold_on_planted_secrets() {
+    let texts = [
+        "deploy with ghp_lKaRT4l3tzKQ89bHPUcmXpx8fezCPliWyIX2 and AKIAEZCOJCBEUDBISVFZ",
+        "-----BEGIN RSA PRIVATE KEY-----\nBdq3qlaLfLt2wWHAQ0w+VW0TxYGAm1vro1MrkJ1RrgzaAmZPTnAyIh4eSe8NOHgB",
+        "\"DB_PASSWORD=hunter2hunter\"\n\tAWS_SECRET_ACCESS_KEY=9Ut87j6o3CR4JtnTiQ6ZxXMTAoFOiKoVxUvyiYmR\u{1}",
+        "postgres://app:Zq8\u{e9}vTr4pLm77@db/app xoxb-8460277237-8369865801842-9pZ15Srhh\u{1F600}",
+        "sk_live_\u{7f}\u{0}OGAGOn80VSYfM9uoz02oPgfE eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.x",
+    ];
+    for t in texts {
+        checks::check_redact(t.as_bytes());
+    }
+    checks::check_redact(b"AKIA\xe4\xb8");
 }

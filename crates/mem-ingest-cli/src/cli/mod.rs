@@ -731,7 +731,7 @@ fn backfill(a: BackfillArgs) -> i32 {
             if t.closed {
                 return 0;
             }
-            if t.unredacted_checkpoint {
+            if t.unredacted_checkpoint && !a.common.quiet {
                 unredacted_checkpoint(&a);
             }
             // Revisions of records written before (messages edited after
