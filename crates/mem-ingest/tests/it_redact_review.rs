@@ -104,16 +104,18 @@ fn list() -> PathBuf {
 #[test]
 #[ignore = "needs ../shared: pi's real sessions and every agent's samples"]
 fn redactions_over_real_sessions_samples_and_generated_archives_do_not_grow() {
-    let shared = common::shared::shared_dir();
     let real = common::shared::real_dir();
     let samples = common::shared::samples();
     let tmp = common::tmpdir("review", "generated");
     let mut found: BTreeSet<Found> = BTreeSet::new();
-    found.extend(redactions(&[real.clone()], &real, "real"));
-    found.extend(redactions(&[samples.clone()], &samples, "samples"));
+    found.extend(redactions(std::slice::from_ref(&real), &real, "real"));
+    found.extend(redactions(
+        std::slice::from_ref(&samples),
+        &samples,
+        "samples",
+    ));
     found.extend(redactions(&generated(&tmp), &tmp, "generated"));
     let _ = fs::remove_dir_all(&tmp);
-    let _ = shared;
     let text: String = found
         .iter()
         .map(|(r, f, l)| format!("{r}\t{f}\t{l}\n"))
