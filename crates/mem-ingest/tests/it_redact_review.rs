@@ -9,7 +9,7 @@
 
 mod common;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -19,8 +19,9 @@ use mem_ingest::formats;
 use mem_ingest::sink::{Encoder, Place, Sink};
 use mem_ingest::{Error, Record};
 
-/// One redaction: rule, file (relative to what was read), line.
-type Found = (String, String, u64);
+/// Redactions of one rule on one line: rule, file (relative to what was
+/// read), line, how many.
+type Found = (String, String, u64, u64);
 
 struct Collect(Mutex<Vec<Found>>);
 
@@ -51,7 +52,7 @@ impl Sink for Collect {
                 continue;
             }
             for r in rules {
-                found.push((r.to_owned(), file.clone(), line));
+                found.push((r.to_owned(), file.clone(), line, 1));
             }
         }
         Ok(true)
@@ -74,9 +75,9 @@ fn redactions(paths: &[PathBuf], root: &Path, label: &str) -> Vec<Found> {
         .into_inner()
         .unwrap()
         .into_iter()
-        .map(|(r, f, l)| {
+        .map(|(r, f, l, n)| {
             let rel = f.strip_prefix(&root).unwrap_or(&f).trim_start_matches('/');
-            (r, format!("{label}/{rel}"), l)
+            (r, format!("{label}/{rel}"), l, n)
         })
         .collect()
 }
@@ -118,12 +119,12 @@ fn redactions_over_real_sessions_samples_and_generated_archives_do_not_grow() {
     let _ = fs::remove_dir_all(&tmp);
     let text: String = found
         .iter()
-        .map(|(r, f, l)| format!("{r}\t{f}\t{l}\n"))
+        .map(|(r, f, l, n)| format!("{r}\t{f}\t{l}\t{n}\n"))
         .collect();
     if std::env::var_os("MEM_INGEST_WRITE_REVIEW").is_some() {
         let head =
-            "# rule\tfile\tline: every redaction over ../shared's real sessions and samples and \
-                    generated archives (seed 46), reviewed (see docs/privacy.md)\n";
+            "# rule\tfile\tline\tcount: every redaction over ../shared's real sessions and \
+             samples and generated archives (seed 46), reviewed (see docs/privacy.md)\n";
         fs::write(list(), format!("{head}{text}")).unwrap();
     }
     let reviewed: BTreeSet<Found> = fs::read_to_string(list())
@@ -132,8 +133,9 @@ fn redactions_over_real_sessions_samples_and_generated_archives_do_not_grow() {
         .filter(|l| !l.starts_with('#') && !l.is_empty())
         .map(|l| {
             let mut it = l.split('\t');
-            let (r, f, n) = (it.next().unwrap(), it.next().unwrap(), it.next().unwrap());
-            (r.to_owned(), f.to_owned(), n.parse().unwrap())
+            let mut next = || it.next().unwrap();
+            let (r, f, l, n) = (next(), next(), next(), next());
+            (r.to_owned(), f.to_owned(), l.parse().unwrap(), n.parse().unwrap())
         })
         .collect();
     let new: Vec<&Found> = found.difference(&reviewed).collect();

@@ -57,8 +57,9 @@ pub(super) const GLOBAL_STOPWORDS: &[&str] = &[
 
 /// Placeholders a person writes where a password goes, for mem-ingest's
 /// own rules: `<password>`, `[token]`, `your-...`, `changeme`, `xxxx`,
-/// `****`, the word itself.
-const PLACEHOLDER: &str = r"(?i)^(?:<[^>]*>|\[[^\]]*\]|\{[^}]*\}|your[_-].*|.*[_-]here|changeme|change_me|password|passwd|pass|pwd|secret|token|example|redacted|x{3,}|\*{3,}|\.{3,}|…)$";
+/// `****`, the word itself, and a value cut short with an ellipsis
+/// (`sk-ant-...`, as READMEs show a key's shape).
+const PLACEHOLDER: &str = r"(?i)^(?:<[^>]*>|\[[^\]]*\]|\{[^}]*\}|your[_-].*|.*[_-]here|changeme|change_me|password|passwd|pass|pwd|secret|token|example|redacted|x{3,}|\*{3,}|.*\.{3}|.*…)$";
 
 /// The standard terminator of gitleaks' regexes, for reference:
 /// `(?:[\x60'"\s;]|\\[nr]|$)`.

@@ -134,6 +134,7 @@ fn look_alikes_stay() {
         "[image image/png, 48213 bytes]",
         // placeholders in documentation
         "export ANTHROPIC_API_KEY=sk-ant-YOUR-KEY-HERE",
+        "export ANTHROPIC_API_KEY=sk-ant-...\nexport GROQ_API_KEY=gsk_…",
         "ANTHROPIC_API_KEY=<your-key>",
         "OPENAI_API_KEY=your-api-key-here",
         "aws_access_key_id = AKIAIOSFODNN7EXAMPLE",
