@@ -122,8 +122,7 @@ fn redactions_over_real_sessions_samples_and_generated_archives_do_not_grow() {
         .map(|(r, f, l, n)| format!("{r}\t{f}\t{l}\t{n}\n"))
         .collect();
     if std::env::var_os("MEM_INGEST_WRITE_REVIEW").is_some() {
-        let head =
-            "# rule\tfile\tline\tcount: every redaction over ../shared's real sessions and \
+        let head = "# rule\tfile\tline\tcount: every redaction over ../shared's real sessions and \
              samples and generated archives (seed 46), reviewed (see docs/privacy.md)\n";
         fs::write(list(), format!("{head}{text}")).unwrap();
     }
@@ -135,7 +134,12 @@ fn redactions_over_real_sessions_samples_and_generated_archives_do_not_grow() {
             let mut it = l.split('\t');
             let mut next = || it.next().unwrap();
             let (r, f, l, n) = (next(), next(), next(), next());
-            (r.to_owned(), f.to_owned(), l.parse().unwrap(), n.parse().unwrap())
+            (
+                r.to_owned(),
+                f.to_owned(),
+                l.parse().unwrap(),
+                n.parse().unwrap(),
+            )
         })
         .collect();
     let new: Vec<&Found> = found.difference(&reviewed).collect();
