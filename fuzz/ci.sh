@@ -3,7 +3,7 @@
 #
 # With a nightly toolchain: installs cargo-fuzz if it is missing, seeds the
 # corpus from the fixtures (fuzz/seed.sh), then runs `line`, `reader`,
-# `claude`, `codex`, `qwen`, `copilot` and `redact` for FUZZ_SECONDS each (default 60). Exits non-zero when a target crashes
+# `claude`, `codex`, `qwen`, `copilot`, `redact` and `gemini` for FUZZ_SECONDS each (default 60). Exits non-zero when a target crashes
 # (its input is then under fuzz/artifacts/<target>/; see fuzz/README.md to
 # turn it into a regression test). Without a nightly toolchain it says so
 # and exits 0: the saved inputs still replay in `cargo test`
@@ -13,7 +13,7 @@ set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(dirname "$here")
 seconds=${FUZZ_SECONDS:-60}
-targets=(line reader claude codex qwen copilot redact)
+targets=(line reader claude codex qwen copilot redact gemini)
 
 say() { echo "fuzz/ci.sh: $*"; }
 

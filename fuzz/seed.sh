@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Fills fuzz/corpus/line/, reader/, claude/, codex/, qwen/ and copilot/ from the fixtures
+# Fills fuzz/corpus/line/, reader/, claude/, codex/, qwen/, copilot/ and gemini/ from the fixtures
 # and the samples beside the project.
 #   line:   every distinct line of fixtures/*.jsonl, fixtures/bad/*.jsonl and fixtures/no-header/*.jsonl
 #           (without its \n, cut to 8 KiB).
@@ -158,4 +158,35 @@ printf '%s\n' '{"type":"session.start","data":{"sessionId":"s","selectedModel":"
     >"$tmp/copilot/hand"
 by_sha1 "$tmp/copilot" "$copilot_dir"
 
-echo "seed.sh: $(ls "$line_dir" | wc -l) inputs in $line_dir, $(ls "$reader_dir" | wc -l) in $reader_dir, $(ls "$claude_dir" | wc -l) in $claude_dir, $(ls "$codex_dir" | wc -l) in $codex_dir, $(ls "$qwen_dir" | wc -l) in $qwen_dir, $(ls "$copilot_dir" | wc -l) in $copilot_dir"
+# Gemini CLI chat files: the JSONL samples beside the project, and a
+# hand-made file of its shapes (a message re-appended with its tokens and
+# tool call, a tool output, a late copy, a $set checkpoint with a message
+# of its own, a rewind, a resume).
+gemini_dir=$corpus/gemini
+mkdir -p "$gemini_dir" "$tmp/gemini"
+i=0
+if [ -d "$samples" ]; then
+    while IFS= read -r -d '' f; do
+        i=$((i + 1))
+        head -n 12 "$f" >"$tmp/head"
+        head -c 12288 "$tmp/head" >"$tmp/gemini/$i"
+    done < <(find "$samples/gemini-cli" -name '*.jsonl' -print0 2>/dev/null)
+fi
+printf '%s\n' '{"sessionId":"s","projectHash":"h","startTime":"2026-01-01T00:00:00.000Z","lastUpdated":"2026-01-01T00:00:00.000Z","kind":"main"}' \
+    '{"id":"u1","timestamp":"2026-01-01T00:00:01.000Z","type":"user","content":[{"text":"hi"}],"displayContent":"hi @a"}' \
+    '{"$set":{"lastUpdated":"2026-01-01T00:00:01.000Z"}}' \
+    '{"id":"g1","timestamp":"2026-01-01T00:00:02.000Z","type":"gemini","content":"yo","thoughts":[{"subject":"s","description":"d","timestamp":"2026-01-01T00:00:02.000Z"}],"tokens":null,"model":"gemini-2.5-pro"}' \
+    '{"id":"g1","timestamp":"2026-01-01T00:00:02.000Z","type":"gemini","content":"yo","tokens":{"input":100,"output":5,"cached":60,"thoughts":2,"tool":1,"total":108},"model":"gemini-2.5-pro"}' \
+    '{"id":"g1","timestamp":"2026-01-01T00:00:02.000Z","type":"gemini","content":"yo","tokens":{"input":100,"output":5,"cached":60,"thoughts":2,"tool":1,"total":108},"model":"gemini-2.5-pro","toolCalls":[{"id":"c1","name":"read_file","args":{"absolute_path":"/p/a"},"result":null,"status":"executing"}]}' \
+    '{"id":"t1","timestamp":"2026-01-01T00:00:03.000Z","type":"user","content":[{"functionResponse":{"id":"c1","name":"read_file","response":{"output":"x"}}}]}' \
+    '{"id":"g1","timestamp":"2026-01-01T00:00:02.000Z","type":"gemini","content":"yo","tokens":{"input":100,"output":5,"cached":60,"thoughts":2,"tool":1,"total":108},"model":"gemini-2.5-pro","toolCalls":[{"id":"c1","name":"read_file","args":{},"status":"success","agentId":"a"}]}' \
+    '{"id":"i1","timestamp":"2026-01-01T00:00:04.000Z","type":"info","content":[{"text":"img"},{"inlineData":{"mimeType":"image/png","data":"AAAA"}}]}' \
+    '{"$set":{"messages":[{"id":"x1","timestamp":"2026-01-01T00:00:05.000Z","type":"user","content":[{"text":"summary"}]},{"id":"t1","timestamp":"2026-01-01T00:00:03.000Z","type":"user","content":"x"}],"lastUpdated":"2026-01-01T00:00:05.000Z"}}' \
+    '{"id":"u2","timestamp":"2026-01-01T00:00:06.000Z","type":"user","content":"again"}' \
+    '{"$rewindTo":"u2"}' \
+    '{"$set":{"sessionId":"s"}}' \
+    '{"id":"e1","timestamp":"2026-01-01T00:00:07.000Z","type":"error","content":"boom"}' \
+    >"$tmp/gemini/hand"
+by_sha1 "$tmp/gemini" "$gemini_dir"
+
+echo "seed.sh: $(ls "$line_dir" | wc -l) inputs in $line_dir, $(ls "$reader_dir" | wc -l) in $reader_dir, $(ls "$claude_dir" | wc -l) in $claude_dir, $(ls "$codex_dir" | wc -l) in $codex_dir, $(ls "$qwen_dir" | wc -l) in $qwen_dir, $(ls "$copilot_dir" | wc -l) in $copilot_dir, $(ls "$gemini_dir" | wc -l) in $gemini_dir"

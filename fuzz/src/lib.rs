@@ -1,5 +1,5 @@
 //! The checks behind the fuzz targets `line`, `reader`, `claude`,
-//! `codex`, `qwen`, `copilot` and `redact`.
+//! `codex`, `qwen`, `copilot`, `redact` and `gemini`.
 //!
 //! `tests/fuzz_regressions.rs` includes this very file with `#[path]`, so a
 //! crash input replays on stable `cargo test` through exactly the code the
@@ -533,6 +533,189 @@ pub fn check_copilot(data: &[u8]) {
     );
 }
 
+/// The path of a Gemini CLI chat file that does not exist: a reading
+/// takes it as still (every message held at the end is final).
+pub const GEMINI_STILL: &str =
+    "/nonexistent/mem-ingest-fuzz/.gemini/tmp/fuzz/chats/session-2026-01-01T00-00-fuzz.jsonl";
+
+/// A Gemini CLI chat file of the same name as [`GEMINI_STILL`], just
+/// written (its modification time now), in a temporary folder of its own
+/// removed when dropped: a reading holds the message written last.
+struct GeminiFresh {
+    root: std::path::PathBuf,
+    path: std::path::PathBuf,
+}
+
+impl GeminiFresh {
+    fn new() -> Self {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        static N: AtomicU64 = AtomicU64::new(0);
+        let root = std::env::temp_dir().join(format!(
+            "mem-ingest-fuzz-gemini-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        let dir = root.join(".gemini/tmp/fuzz/chats");
+        std::fs::create_dir_all(&dir).expect("a temporary folder");
+        let path = dir.join("session-2026-01-01T00-00-fuzz.jsonl");
+        std::fs::File::create(&path).expect("a temporary file");
+        GeminiFresh { root, path }
+    }
+}
+
+impl Drop for GeminiFresh {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.root);
+    }
+}
+
+/// `gemini`: arbitrary bytes as a whole Gemini CLI chat file (messages
+/// re-appended under one id, `$set` checkpoints, `$rewindTo`, each message
+/// one record when final):
+/// - read as a still file, streamed (one byte at a time, one read) and
+///   from memory alike ([`three_readings`]); every line an entry without a
+///   record or a skip (`lines = no_record + skipped`: the records are
+///   counted beside the lines), each record's key `<session>:<id>` once,
+///   its line and byte in the file; the usage counted the records' (only
+///   assistant records carry usage);
+/// - a reading that builds no records gives the same counts;
+/// - read as a file just written, the records are the still reading's
+///   first ones (the message written last held), and that reading resumed
+///   at its end, with its running context, once the file is still hands
+///   out the rest with the same counts;
+/// - read in two parts as a file just written (split after the line that
+///   ends past the middle), the second resumed with the first's header and
+///   running context, the same records and counts as one reading.
+pub fn check_gemini(data: &[u8]) {
+    use mem_ingest_parse::format::{Format, Input};
+    use mem_ingest_parse::formats::Gemini;
+    use mem_ingest_parse::RoleFilter;
+    let still = std::path::Path::new(GEMINI_STILL);
+    let Some((records, whole, _)) = three_readings(&Gemini, GEMINI_STILL, data) else {
+        return;
+    };
+    assert_eq!(records.len() as u64, whole.records, "records handed out");
+    assert_eq!(
+        whole.no_record + whole.skipped,
+        whole.lines,
+        "every line accounted for: {whole:?}"
+    );
+    let mut keys = std::collections::HashSet::new();
+    let mut sum = mem_ingest_parse::Usage::default();
+    for r in &records {
+        assert!(keys.insert(r.key.clone()), "a message twice: {r:?}");
+        assert!(r.line >= 1 && r.byte < data.len() as u64 + 1, "{r:?}");
+        if let Some(u) = &r.usage {
+            assert_eq!(r.role, mem_ingest_parse::Role::Assistant, "{r:?}");
+            sum.add(u);
+        }
+    }
+    assert_eq!(sum, whole.usage, "usage counted is the records'");
+    let opts = SourceOptions::default();
+    let none = {
+        let o = SourceOptions::default().roles(RoleFilter::NONE);
+        let mut src = Gemini
+            .open(Input::Bytes(data), still, &o)
+            .expect("in memory");
+        while src.next_entry().expect("in memory").is_some() {}
+        src.report().clone()
+    };
+    assert_eq!(
+        codex_counts(&none),
+        codex_counts(&whole),
+        "counts differ when no record is built"
+    );
+    // Just written: the message written last is held.
+    let fresh = GeminiFresh::new();
+    let fresh = &fresh.path;
+    let read_all = |src: &mut mem_ingest_parse::format::BoxedSource<'_>| {
+        let mut out = Vec::new();
+        while let Some(r) = src.next_record().expect("in memory") {
+            out.push(r.to_owned_record());
+        }
+        out
+    };
+    let mut held = Gemini
+        .open(Input::Bytes(data), fresh, &opts)
+        .expect("in memory");
+    let mut first = read_all(&mut held);
+    assert!(first.len() <= records.len());
+    assert_eq!(
+        format!("{first:?}"),
+        format!("{:?}", &records[..first.len()]),
+        "a file just written gives the first records of a still one"
+    );
+    let (Some(header), at, context) = (
+        held.header().cloned(),
+        held.position(),
+        held.running_context(),
+    ) else {
+        return;
+    };
+    let mut merged = held.report().clone();
+    let mut later = Gemini.resume(
+        Input::Bytes(&data[at.byte as usize..]),
+        still,
+        &header,
+        &context,
+        at.byte,
+        at.line,
+        &opts,
+    );
+    first.extend(read_all(&mut later));
+    merged.merge(later.report());
+    assert_eq!(
+        format!("{first:?}"),
+        format!("{records:?}"),
+        "the held messages handed out once the file is still"
+    );
+    assert_eq!(codex_counts(&merged), codex_counts(&whole));
+    // In two parts, just written.
+    let Some(nl) = memchr(b'\n', data, data.len() / 2) else {
+        return;
+    };
+    let split = nl + 1;
+    let mut one = Gemini
+        .open(Input::Bytes(data), fresh, &opts)
+        .expect("in memory");
+    let one_records = read_all(&mut one);
+    let mut a = Gemini
+        .open(Input::Bytes(&data[..split]), fresh, &opts)
+        .expect("in memory");
+    let mut parts = read_all(&mut a);
+    let Some(header) = a.header().cloned() else {
+        return;
+    };
+    if Some(&header) != one.header() {
+        // The header was found past the first part (or not at all in it).
+        return;
+    }
+    let at = a.position();
+    assert_eq!(at.byte, split as u64, "the first part read to its end");
+    let mut b = Gemini.resume(
+        Input::Bytes(&data[split..]),
+        fresh,
+        &header,
+        &a.running_context(),
+        at.byte,
+        at.line,
+        &opts,
+    );
+    parts.extend(read_all(&mut b));
+    let mut merged = a.report().clone();
+    merged.merge(b.report());
+    assert_eq!(
+        format!("{parts:?}"),
+        format!("{one_records:?}"),
+        "records differ when read in two parts"
+    );
+    assert_eq!(
+        codex_counts(&merged),
+        codex_counts(one.report()),
+        "counts differ when read in two parts"
+    );
+}
+
 /// `codex`: arbitrary bytes as a whole Codex rollout: the checks of
 /// [`check_headerless`], and the file read in two parts, the second
 /// resumed with the header and the running context the first handed out
@@ -665,6 +848,28 @@ pub fn check_headerless(
     path: &str,
     data: &[u8],
 ) -> Option<Reading> {
+    let (records, r, header) = three_readings(format, path, data)?;
+    assert_eq!(records.len() as u64, r.records, "records handed out");
+    assert_eq!(
+        r.records + r.deduplicated + r.no_record + r.skipped,
+        r.lines,
+        "every line accounted for: {r:?}"
+    );
+    for rec in &records {
+        assert!(rec.line >= 1 && rec.byte < data.len() as u64 + 1, "{rec:?}");
+    }
+    Some((records, r, header))
+}
+
+/// `data` read through `format` as the file `path` streamed (one byte at
+/// a time and in one read) and from memory: never a panic, the same
+/// records, report and header (or the same error) all three times; the
+/// reading, or `None` for an error.
+pub fn three_readings(
+    format: &dyn mem_ingest_parse::format::Format,
+    path: &str,
+    data: &[u8],
+) -> Option<Reading> {
     use mem_ingest_parse::format::Input;
     type Read3 = Result<Reading, String>;
     let opts = SourceOptions::default();
@@ -682,17 +887,7 @@ pub fn check_headerless(
     let trickle = read(Input::Reader(Box::new(OneByte(data))));
     assert_eq!(bytes, whole, "streamed and in memory differ");
     assert_eq!(bytes, trickle, "one byte at a time differs");
-    let (records, r, header) = bytes.ok()?;
-    assert_eq!(records.len() as u64, r.records, "records handed out");
-    assert_eq!(
-        r.records + r.deduplicated + r.no_record + r.skipped,
-        r.lines,
-        "every line accounted for: {r:?}"
-    );
-    for rec in &records {
-        assert!(rec.line >= 1 && rec.byte < data.len() as u64 + 1, "{rec:?}");
-    }
-    Some((records, r, header))
+    bytes.ok()
 }
 
 /// What a source gave: its records, its report, its header.

@@ -27,6 +27,7 @@ fn replay(target: &str, name: &str) {
         "qwen" => checks::check_qwen(&data),
         "copilot" => checks::check_copilot(&data),
         "redact" => checks::check_redact(&data),
+        "gemini" => checks::check_gemini(&data),
         other => panic!("no fuzz target {other}"),
     }
 }
@@ -126,7 +127,9 @@ fn lean_escaped_padding_quote() {
 #[test]
 fn every_saved_input_replays() {
     let root = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../..")).join("fuzz/regressions");
-    for target in ["line", "reader", "claude", "codex", "qwen", "copilot"] {
+    for target in [
+        "line", "reader", "claude", "codex", "qwen", "copilot", "gemini",
+    ] {
         let Ok(dir) = fs::read_dir(root.join(target)) else {
             continue;
         };
@@ -200,7 +203,7 @@ fn check_generated_cut_and_damaged(format: &str, check: fn(&[u8])) {
     // Codex rollouts and Qwen chat files come as a home (forks replay
     // their parent): its largest file.
     match format {
-        "codex" | "qwen" | "copilot" => gen
+        "codex" | "qwen" | "copilot" | "gemini" => gen
             .args(["--total-mb", "1", "--archive"])
             .arg(dir.join("home")),
         _ => gen.args(["--size-mb", "0.3"]).arg(&out),
@@ -211,7 +214,7 @@ fn check_generated_cut_and_damaged(format: &str, check: fn(&[u8])) {
         "{}",
         String::from_utf8_lossy(&st.stderr)
     );
-    if format == "codex" || format == "qwen" || format == "copilot" {
+    if ["codex", "qwen", "copilot", "gemini"].contains(&format) {
         let largest = walk(&dir.join("home"))
             .into_iter()
             .max_by_key(|p| (fs::metadata(p).unwrap().len(), p.clone()))
@@ -260,6 +263,16 @@ fn qwen_check_holds_on_generated_chats_cut_and_damaged() {
 #[test]
 fn copilot_check_holds_on_generated_logs_cut_and_damaged() {
     check_generated_cut_and_damaged("copilot", checks::check_copilot);
+}
+
+/// The same for Gemini CLI chat files (the `gemini` check: three
+/// readings alike, every line an entry or a skip, each message once, usage
+/// the records', one without records alike, a file just written holding
+/// its last message until resumed when still, a reading in two parts
+/// alike).
+#[test]
+fn gemini_check_holds_on_generated_chats_cut_and_damaged() {
+    check_generated_cut_and_damaged("gemini", checks::check_gemini);
 }
 
 /// Every file under `dir`.
