@@ -385,6 +385,67 @@ struct Held {
     checkpoint_only: bool,
     /// A later copy of a message handed out before: a revision.
     revision: bool,
+    /// What a read that builds no record of it counts, taken from the copy
+    /// when it was parsed on its line (`None` after a checkpoint's
+    /// context is decoded: the JSON is parsed again then).
+    counted: Option<Counted>,
+}
+
+/// What a message counts without its record: its type (for a type that
+/// makes no record), its role (`None` for such a type), its model, usage
+/// and time (an assistant's). A read whose filter builds no record of the
+/// role (`stats`) counts a final message from it instead of parsing its
+/// JSON a second time.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Counted {
+    ty: String,
+    role: Option<Role>,
+    model: Option<String>,
+    /// `input`, `output`, `cache_read`, `cache_write`, `total_tokens`.
+    usage: Option<[u64; 5]>,
+    /// The message's `timestamp` (the session's start when it has none).
+    time: Option<i64>,
+}
+
+impl Counted {
+    /// As [`record_of`] counts the message `nodes`.
+    fn of(nodes: &[Node<'_>]) -> Counted {
+        let f = Fields::of(nodes);
+        let ty = f.str("type").unwrap_or("");
+        let role = role_of(ty, f.get("content"));
+        let assistant = role == Some(Role::Assistant);
+        let usage = if assistant {
+            f.get("tokens").and_then(usage_of)
+        } else {
+            None
+        };
+        Counted {
+            // Named only for a type that makes no record.
+            ty: if role.is_none() {
+                ty.to_owned()
+            } else {
+                String::new()
+            },
+            role,
+            model: f
+                .str("model")
+                .filter(|m| assistant && !m.is_empty())
+                .map(str::to_owned),
+            usage: usage.map(|u| {
+                [
+                    u.input,
+                    u.output,
+                    u.cache_read,
+                    u.cache_write,
+                    u.total_tokens,
+                ]
+            }),
+            time: usage
+                .is_some()
+                .then(|| f.str("timestamp").and_then(parse_iso_millis))
+                .flatten(),
+        }
+    }
 }
 
 /// What a later read of the file needs: the messages handed out (by id
@@ -489,6 +550,7 @@ impl Running {
                     rewound: flags & 1 != 0,
                     checkpoint_only: flags & 2 != 0,
                     revision: flags & 4 != 0,
+                    counted: None,
                 };
                 if ready {
                     r.ready.push_back(h);
@@ -517,7 +579,14 @@ impl Running {
     /// out): a copy on a line of its own is then a revision, ready at once
     /// (a checkpoint's copies of messages handed out revise nothing: they
     /// repeat the list).
-    fn copy(&mut self, id: &str, json: &[u8], line: u64, byte: u64, own_line: bool) -> bool {
+    fn copy(
+        &mut self,
+        id: &str,
+        json: &[u8],
+        counted: Option<Counted>,
+        (line, byte): (u64, u64),
+        own_line: bool,
+    ) -> bool {
         let h = id_hash(id);
         if self.done.contains(&h) {
             if own_line {
@@ -529,6 +598,7 @@ impl Running {
                     rewound: false,
                     checkpoint_only: false,
                     revision: true,
+                    counted,
                 });
             }
             return true;
@@ -538,6 +608,7 @@ impl Running {
             held.json.extend_from_slice(json);
             (held.line, held.byte) = (line, byte);
             held.checkpoint_only &= !own_line;
+            held.counted = counted;
         } else {
             self.held.push(Held {
                 id: id.to_owned(),
@@ -547,6 +618,7 @@ impl Running {
                 rewound: false,
                 checkpoint_only: !own_line,
                 revision: false,
+                counted,
             });
         }
         false
@@ -621,10 +693,13 @@ impl MapLine for GeminiContext {
         pos: LinePos,
         repaired: bool,
         arena: &'a Bump,
-        _filter: RoleFilter,
+        filter: RoleFilter,
         report: &mut Report,
     ) -> Option<Entry<'a>> {
         let f = Fields::of(nodes);
+        // A read that builds no record counts final messages from what
+        // their copies count, taken here (no second parse).
+        let counted = |m: &[Node<'_>]| filter.builds_none().then(|| Counted::of(m));
         if !matches!(nodes.first(), Some(Node::Object { .. })) {
             report.repaired -= u64::from(repaired);
             report.skip(pos.line, pos.byte, SkipReason::NotAnEntry);
@@ -636,9 +711,11 @@ impl MapLine for GeminiContext {
             run.rewind(to);
             "$rewindTo"
         } else if let Some(id) = f.str("id") {
-            if !run.copy(id, raw, pos.line, pos.byte, true) {
+            if !run.copy(id, raw, counted(nodes), (pos.line, pos.byte), true) {
                 let h = id_hash(id);
-                if !run.list.contains(&h) {
+                // A copy of the message written last, most often: the
+                // list's end is looked at before the whole list.
+                if run.list.last() != Some(&h) && !run.list.contains(&h) {
                     run.list.push(h);
                 }
                 run.finalize_except(Some(h));
@@ -662,7 +739,9 @@ impl MapLine for GeminiContext {
                     write_json(m, &mut json);
                     let h = id_hash(id);
                     ids.push(h);
-                    last = (!run.copy(id, json.as_bytes(), pos.line, pos.byte, false)).then_some(h);
+                    last =
+                        (!run.copy(id, json.as_bytes(), counted(m), (pos.line, pos.byte), false))
+                            .then_some(h);
                 }
                 run.list = ids;
                 run.finalize_except(last);
@@ -678,13 +757,34 @@ impl MapLine for GeminiContext {
         report.entries.add(ty, 1);
         report.no_record += 1;
         Some(Entry {
-            fingerprint: fingerprint(&[b"gemini-line", raw, &pos.line.to_le_bytes()]),
+            fingerprint: line_fingerprint(raw, pos),
             line: pos.line,
             byte: pos.byte,
             record: None,
             revision: false,
         })
     }
+}
+
+/// A line's fingerprint: its place (line, byte, length) and its first and
+/// last 64 bytes, which tell a copy of a session's line (a hash folder's
+/// and a slug folder's copy of one file) from another line at the same
+/// place. A line's entry carries no record (the messages' records have
+/// fingerprints of their own, by session and message id), so only line
+/// counts rest on it; hashing every byte of every line took a fifth of
+/// `stats`' time on a generated home.
+fn line_fingerprint(raw: &[u8], pos: LinePos) -> u64 {
+    const ENDS: usize = 64;
+    let head = &raw[..raw.len().min(ENDS)];
+    let tail = &raw[raw.len().saturating_sub(ENDS)..];
+    fingerprint(&[
+        b"gemini-line",
+        &pos.line.to_le_bytes(),
+        &pos.byte.to_le_bytes(),
+        &(raw.len() as u64).to_le_bytes(),
+        head,
+        tail,
+    ])
 }
 
 // ---------------------------------------------------------------------------
@@ -745,7 +845,6 @@ impl<'d> GeminiSource<'d> {
         let ctx = self.driver.ctx.as_ref().expect("a context");
         let report = &mut self.driver.report;
         let filter = self.filter;
-        let json = arena.alloc_slice_copy(&held.json);
         let mut fp = fingerprint(&[b"gemini-msg", ctx.header.id.as_bytes(), held.id.as_bytes()]);
         // A revision is counted in no report: the message was, once.
         let mut scratch = Report::default();
@@ -755,10 +854,48 @@ impl<'d> GeminiSource<'d> {
         } else {
             report
         };
-        let record = self.json.parse(json, arena, |parsed| {
-            let (nodes, repaired) = parsed.ok()?;
-            record_of(ctx, nodes, &held, repaired, arena, filter, report)
-        });
+        let record = match &held.counted {
+            // Counted as `record_of` counts it, whose record this read
+            // does not build.
+            Some(c) if c.role.is_none_or(|r| !filter.allows(r)) => {
+                match c.role {
+                    None => report.add_unknown_role(&c.ty),
+                    Some(role) => {
+                        if let Some([input, output, cache_read, cache_write, total_tokens]) =
+                            c.usage
+                        {
+                            let u = Usage {
+                                input,
+                                output,
+                                cache_read,
+                                cache_write,
+                                total_tokens,
+                                ..Usage::default()
+                            };
+                            let at = crate::report::UsageAt {
+                                line: held.line,
+                                time: c.time.or(ctx.header.timestamp),
+                                reasoning: total_tokens.saturating_sub(
+                                    [output, cache_read, cache_write]
+                                        .into_iter()
+                                        .fold(input, u64::saturating_add),
+                                ),
+                            };
+                            report.add_usage_at(Some(PROVIDER), c.model.as_deref(), &u, true, at);
+                        }
+                        report.count_record(role, filter);
+                    }
+                }
+                None
+            }
+            _ => {
+                let json = arena.alloc_slice_copy(&held.json);
+                self.json.parse(json, arena, |parsed| {
+                    let (nodes, repaired) = parsed.ok()?;
+                    record_of(ctx, nodes, &held, repaired, arena, filter, report)
+                })
+            }
+        };
         if let Some(t) = self.driver.counts.as_mut() {
             t.after_line(&self.driver.report, true);
         }
