@@ -578,7 +578,8 @@ impl Drop for GeminiFresh {
 ///   counted beside the lines), each record's key `<session>:<id>` once,
 ///   its line and byte in the file; the usage counted the records' (only
 ///   assistant records carry usage);
-/// - a reading that builds no records gives the same counts;
+/// - a reading that builds no records gives the same counts and usage
+///   rows (the `usage` report's);
 /// - read as a file just written, the records are the still reading's
 ///   first ones (the message written last held), and that reading resumed
 ///   at its end, with its running context, once the file is still hands
@@ -612,18 +613,25 @@ pub fn check_gemini(data: &[u8]) {
     }
     assert_eq!(sum, whole.usage, "usage counted is the records'");
     let opts = SourceOptions::default();
-    let none = {
-        let o = SourceOptions::default().roles(RoleFilter::NONE);
+    // With the usage rows (`usage`), built and not.
+    let rows = |o: SourceOptions| {
         let mut src = Gemini
-            .open(Input::Bytes(data), still, &o)
+            .open(Input::Bytes(data), still, &o.usage_rows(true))
             .expect("in memory");
         while src.next_entry().expect("in memory").is_some() {}
         src.report().clone()
     };
+    let none = rows(SourceOptions::default().roles(RoleFilter::NONE));
+    let all = rows(SourceOptions::default());
     assert_eq!(
         codex_counts(&none),
         codex_counts(&whole),
         "counts differ when no record is built"
+    );
+    assert_eq!(
+        format!("{:?}", none.usage_rows),
+        format!("{:?}", all.usage_rows),
+        "usage rows differ when no record is built"
     );
     // Just written: the message written last is held.
     let fresh = GeminiFresh::new();

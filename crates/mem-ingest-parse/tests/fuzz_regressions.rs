@@ -143,6 +143,20 @@ fn every_saved_input_replays() {
     }
 }
 
+/// `gemini`, written by hand from reading `record_of` (issue 44): a
+/// message whose `tokens` hold `input` and `output` near `u64::MAX` panics
+/// with "attempt to add with overflow" in a debug build (the fuzzer's
+/// builds, the tests), and wraps in a release build.
+///
+/// Root cause: the usage row's reasoning tokens (`UsageAt::reasoning`, the
+/// thoughts: the total less the other counts) summed `input + output +
+/// cache_read + cache_write` unchecked, where `usage_of` saturates each
+/// count: two large counts overflow the sum. Fix: the sum saturates too.
+#[test]
+fn gemini_usage_reasoning_overflow() {
+    replay("gemini", "usage-reasoning-overflow");
+}
+
 /// The fixtures pass both checks: the line check for every line, the reader
 /// check for every file with a few capacities and read plans (the checks
 /// themselves are sound on known-good input).
