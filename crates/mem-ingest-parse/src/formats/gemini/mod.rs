@@ -1106,9 +1106,11 @@ fn record_of<'a>(
                 .and_then(parse_iso_millis)
                 .or(ctx.header.timestamp),
             // Thoughts: in the total, not in the output.
-            reasoning: u
-                .total_tokens
-                .saturating_sub(u.input + u.output + u.cache_read + u.cache_write),
+            reasoning: u.total_tokens.saturating_sub(
+                [u.output, u.cache_read, u.cache_write]
+                    .into_iter()
+                    .fold(u.input, u64::saturating_add),
+            ),
         };
         report.add_usage_at(Some(PROVIDER), model, u, true, at);
     }
