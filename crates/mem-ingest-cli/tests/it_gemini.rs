@@ -450,9 +450,12 @@ fn detection_and_file_names() {
         "/h/.gemini/tmp/app/chats/session-2026-09-01T10-00-3c1d2f4e.jsonl"
     ));
     assert!(named("/h/.gemini/tmp/app/chats/3c1d2f4e-aaaa/9f00.jsonl"));
-    assert!(!named(
+    // The legacy `.json` sessions (issue 45, documents).
+    assert!(named(
         "/h/.gemini/tmp/app/chats/session-2026-09-01T10-00-3c1d2f4e.json"
     ));
+    assert!(named("/h/.gemini/tmp/app/chats/3c1d2f4e-aaaa/9f00.json"));
+    assert!(!named("/h/.gemini/tmp/app/chats/other.json"));
     assert!(!named("/h/.gemini/tmp/app/logs.json"));
     assert!(!named("/h/.gemini/tmp/app/chats/other.jsonl"));
     assert!(!named("/h/.gemini/tmp/app/chats/session-x.jsonl.tmp-12"));
@@ -595,7 +598,8 @@ fn hash_and_slug_copies_give_each_message_once() {
         json!({"projects": {PROJECT: "app"}}).to_string(),
     )
     .unwrap();
-    // Not sessions: the walk leaves them.
+    // Not sessions: the walk leaves logs.json; a legacy session's name
+    // holding no session is read, one counted skip.
     fs::write(gemini.join("tmp/app/logs.json"), "[]").unwrap();
     fs::write(a.with_extension("json"), "{}").unwrap();
     age(&a, 60);
@@ -619,7 +623,7 @@ fn hash_and_slug_copies_give_each_message_once() {
         String::from_utf8_lossy(&out.stderr)
     );
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(v["files"], 2);
+    assert_eq!((&v["files"], &v["skipped"]), (&json!(3), &json!(1)));
     assert_eq!(v["records"], 10);
     assert_eq!(v["usage"]["total_tokens"], 3002);
     assert_eq!(v["usage"]["input"], 2205);

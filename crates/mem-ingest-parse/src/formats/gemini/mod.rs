@@ -57,6 +57,8 @@ use crate::source::{
 };
 use crate::time::parse_iso_millis;
 
+pub mod legacy;
+
 /// How much of a file's start its [`Header`] is looked for in (bytes).
 pub const PREFIX: usize = 64 << 10;
 
@@ -95,10 +97,10 @@ impl Format for Gemini {
 
     /// `session-*.jsonl` directly in a `chats/` folder (a main session),
     /// or `*.jsonl` in a folder of a `chats/` folder (a subagent's,
-    /// `chats/<parent session id>/<session id>.jsonl`). The legacy
-    /// `.json` documents are not read (a later issue).
+    /// `chats/<parent session id>/<session id>.jsonl`); and the legacy
+    /// `.json` documents of the same names ([`legacy`]).
     fn is_session_file(&self, path: &Path) -> bool {
-        if path.extension().is_none_or(|e| e != "jsonl") {
+        if path.extension().is_none_or(|e| e != "jsonl" && e != "json") {
             return false;
         }
         let parent = path.parent();
@@ -154,7 +156,7 @@ impl Format for Gemini {
                         || f.str("$rewindTo").is_some()
                 });
             }
-        })
+        }) || legacy_prefix(prefix)
     }
 
     fn open<'d>(
@@ -163,6 +165,16 @@ impl Format for Gemini {
         path: &Path,
         opts: &SourceOptions,
     ) -> Result<BoxedSource<'d>, Error> {
+        if legacy::is_legacy(path) {
+            return Ok(crate::document::open(
+                &legacy::Legacy,
+                legacy::TAG,
+                input,
+                path,
+                None,
+                opts,
+            ));
+        }
         let driver = open_headerless(input, path, opts, PREFIX, |prefix, whole| {
             let body = headerless_body(prefix, whole)?;
             Some(GeminiContext::new(
@@ -185,6 +197,16 @@ impl Format for Gemini {
         lines_before: u64,
         opts: &SourceOptions,
     ) -> BoxedSource<'d> {
+        if legacy::is_legacy(path) {
+            return crate::document::open(
+                &legacy::Legacy,
+                legacy::TAG,
+                input,
+                path,
+                Some((header, context)),
+                opts,
+            );
+        }
         let running = Running::decode(context).unwrap_or_default();
         let ctx = GeminiContext::new(header.clone(), path, running, (lines_before, byte));
         let driver = resume_headerless(input, path, ctx, byte, lines_before, opts);
@@ -197,9 +219,25 @@ impl Format for Gemini {
         true
     }
 
+    /// A legacy `.json` session is a document.
+    fn is_document(&self, path: &Path) -> bool {
+        legacy::is_legacy(path)
+    }
+
     fn holds_back(&self, context: &[u8]) -> bool {
         Running::decode(context).is_some_and(|r| !r.held.is_empty() || !r.ready.is_empty())
     }
+}
+
+/// A legacy session's first bytes (pretty-printed, its first line is
+/// `{`): an object with `sessionId`, `projectHash` and `messages` keys.
+fn legacy_prefix(prefix: &[u8]) -> bool {
+    let body = &prefix[bom_len(prefix)..];
+    let has = |k: &[u8]| memchr::memmem::find(body, k).is_some();
+    body.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{')
+        && has(b"\"sessionId\"")
+        && has(b"\"projectHash\"")
+        && has(b"\"messages\"")
 }
 
 /// Gemini's `tmp/` folders that exist, and every place tried:

@@ -1,0 +1,147 @@
+//! Gemini CLI's legacy sessions (before v0.39): `session-*.json` (a
+//! subagent's `chats/<parent>/<id>.json`), one object rewritten whole on
+//! every change (`{sessionId, projectHash, startTime, lastUpdated,
+//! messages, kind?, directories?}`): a document ([`crate::document`]).
+//!
+//! Each message is an item keyed by its `id`, whose record is built as a
+//! JSONL message's is (the same mapping, the same key), and whose entry has
+//! the fingerprint of the JSONL's record of that id: a legacy `.json` and
+//! the `.jsonl` Gemini CLI migrates it to when the session is resumed (it
+//! copies every message, and leaves the `.json`) are one lineage, and each
+//! message is emitted once. A rewind truncates the legacy file in place: a
+//! message that leaves the file stays emitted.
+
+use std::path::Path;
+
+use bumpalo::Bump;
+use simd_json::Node;
+
+use super::{project_of, record_of, GeminiContext, Held, Running};
+use crate::document::{Item, Items, MapDocument};
+use crate::json::{as_str, elements, fingerprint, value_hash, Fields, JsonParser};
+use crate::line::Header;
+use crate::line_reader::bom_len;
+use crate::record::RoleFilter;
+use crate::report::{Report, SkipReason};
+use crate::source::headerless_fingerprint;
+use crate::time::parse_iso_millis;
+
+/// The tag of a legacy file's header fingerprint (the JSONL files':
+/// `gemini-file`, with the path).
+pub(super) const TAG: &[u8] = b"gemini-file";
+
+/// Whether `path` is a legacy `.json` session.
+pub fn is_legacy(path: &Path) -> bool {
+    path.extension().is_some_and(|e| e == "json")
+}
+
+/// The legacy documents' reading.
+pub(super) struct Legacy;
+
+impl MapDocument for Legacy {
+    fn read<'a>(
+        &self,
+        data: &'a [u8],
+        path: &Path,
+        arena: &'a Bump,
+        filter: RoleFilter,
+        report: &mut Report,
+        items: &mut Items<'a>,
+    ) -> Result<Header, SkipReason> {
+        let data = &data[bom_len(data)..];
+        let mut json = JsonParser::new();
+        json.parse(data, arena, |parsed| {
+            let (nodes, repaired) = parsed?;
+            let root = Fields::of(nodes);
+            let messages = root
+                .get("messages")
+                .filter(|m| matches!(m.first(), Some(Node::Array { .. })));
+            let (Some(messages), true) =
+                (messages, matches!(nodes.first(), Some(Node::Object { .. })))
+            else {
+                return Err(SkipReason::Unsupported(
+                    "not a Gemini CLI session: no `messages` list".to_owned(),
+                ));
+            };
+            report.repaired += u64::from(repaired);
+            let id = root
+                .str("sessionId")
+                .filter(|s| !s.is_empty())
+                .map(str::to_owned)
+                .unwrap_or_else(|| {
+                    path.file_stem()
+                        .map(|s| s.to_string_lossy().into_owned())
+                        .unwrap_or_default()
+                });
+            let dir = root
+                .get("directories")
+                .into_iter()
+                .flat_map(elements)
+                .find_map(as_str)
+                .map(str::to_owned);
+            let header = Header {
+                id,
+                cwd: project_of(path, root.str("projectHash"), dir),
+                version: 0,
+                timestamp: root
+                    .str("startTime")
+                    .and_then(parse_iso_millis)
+                    .or_else(|| root.str("lastUpdated").and_then(parse_iso_millis)),
+                parent: None,
+                fingerprint: headerless_fingerprint(TAG, path),
+            };
+            let ctx: &'a GeminiContext = arena.alloc(GeminiContext::new(
+                header.clone(),
+                path,
+                Running::default(),
+                (0, 0),
+            ));
+            for (i, m) in elements(messages).enumerate() {
+                let pos = i as u64 + 1;
+                let f = Fields::of(m);
+                let key: &'a str = match f.str("id").filter(|s| !s.is_empty()) {
+                    Some(id) => id,
+                    None => arena.alloc_str(&format!("#{pos}")),
+                };
+                report.entries.add("message", 1);
+                let before = report.records;
+                let record = if matches!(m.first(), Some(Node::Object { .. })) {
+                    let held = Held {
+                        id: key.to_owned(),
+                        json: Vec::new(),
+                        line: pos,
+                        byte: 0,
+                        rewound: false,
+                        checkpoint_only: false,
+                        revision: false,
+                    };
+                    record_of(ctx, m, &held, repaired, arena, filter, report)
+                } else {
+                    None
+                };
+                // A message of no record (an unknown type, not an object)
+                // is counted as an entry without one.
+                if report.records == before {
+                    report.no_record += 1;
+                }
+                items.push(
+                    report,
+                    Item {
+                        key,
+                        version: value_hash(m),
+                        settled: true,
+                        fingerprint: fingerprint(&[
+                            b"gemini-msg",
+                            header.id.as_bytes(),
+                            key.as_bytes(),
+                        ]),
+                        line: pos,
+                        byte: 0,
+                        record,
+                    },
+                );
+            }
+            Ok(header)
+        })
+    }
+}
