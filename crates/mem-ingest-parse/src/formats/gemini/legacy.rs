@@ -114,6 +114,7 @@ impl MapDocument for Legacy {
                         rewound: false,
                         checkpoint_only: false,
                         revision: false,
+                        counted: None,
                     };
                     record_of(ctx, m, &held, repaired, arena, filter, report)
                 } else {
