@@ -313,10 +313,12 @@ pub fn open<'d>(
         .iter()
         .all(|b| matches!(b, 0 | b' ' | b'\t' | b'\r' | b'\n'))
     {
-        // Nothing but whitespace (a document being replaced): no header,
-        // nothing emitted, read again when it changes.
+        // Nothing but whitespace (a document being replaced): nothing
+        // emitted, read again when it changes. One read before keeps its
+        // header and what it emitted (its checkpoint entry stays).
         src.report.empty = true;
         src.state.hash = hash;
+        src.header = prior.map(|(h, _)| h.clone());
         return Box::new(src);
     }
     // SAFETY: the records built below borrow `data` and the arena. Both

@@ -683,3 +683,33 @@ fn kill_9_at_any_moment_then_a_rerun_gives_every_message_exactly_once() {
     assert!(keys.contains(&format!("s{}:m{}", n - 1, per + 1)));
     fs::remove_dir_all(d).unwrap();
 }
+
+/// A document emptied while it is replaced (nothing but whitespace), then
+/// written again: what it emitted stays known by its checkpoint, not by
+/// deduplication (off here).
+#[test]
+fn an_emptied_document_keeps_what_it_emitted() {
+    let d = tmpdir("emptied");
+    let a = d.join("a");
+    fs::create_dir_all(&a).unwrap();
+    let f = a.join("one.doc");
+    rewrite(&f, &doc("s1", &[("m1", "hello"), ("m2", "hi")], 0));
+    let run = Archive::builder()
+        .path(&a)
+        .formats(vec![Arc::new(Docs { hashes: false }) as Arc<dyn Format>])
+        .state(d.join("state"))
+        .dedupe(false)
+        .build();
+    assert_eq!(run.backfill(&mut ForEach(|_| {})).unwrap().written, 2);
+    rewrite(&f, "  \n");
+    let empty = run.backfill(&mut ForEach(|r| panic!("{r:?}"))).unwrap();
+    assert_eq!((empty.written, empty.files_empty), (0, 1));
+    rewrite(
+        &f,
+        &doc("s1", &[("m1", "hello"), ("m2", "hi"), ("m3", "three")], 0),
+    );
+    let mut got = Vec::new();
+    run.backfill(&mut ForEach(|r| got.push(r))).unwrap();
+    assert_eq!(keys_texts(&got), [("s1:m3".to_owned(), "three".to_owned())]);
+    fs::remove_dir_all(d).unwrap();
+}
