@@ -14,11 +14,12 @@
 # With OLD=path/to/an/older/mem-ingest, that binary's `stats --jobs 2` and
 # `--jobs 1` on the agent's archive alternate with the rest (before/after).
 #
-#   scripts/agent-ratios.sh claude|codex|qwen|copilot|pi [TOTAL_MB]   (default 300)
-#   scripts/agent-ratios.sh claude|codex|qwen|copilot|pi ARCHIVE_DIR
+#   scripts/agent-ratios.sh claude|codex|qwen|copilot|gemini|pi [TOTAL_MB]   (default 300)
+#   scripts/agent-ratios.sh claude|codex|qwen|copilot|gemini|pi ARCHIVE_DIR
 #
 # The second form measures an archive that already exists (a Claude Code
-# config folder, a Codex home, a pi sessions folder), read as it is; the pi
+# config folder, a Codex home, a Gemini CLI `.gemini` folder, a pi sessions
+# folder), read as it is; the pi
 # archive of the one-thread comparison is generated to its size.
 #
 # Environment: CARGO_TARGET_DIR (default target), WORK (default a temp
@@ -29,7 +30,7 @@
 # none built then).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-AGENT=${1:?usage: agent-ratios.sh claude|codex|qwen|copilot|pi [TOTAL_MB | ARCHIVE_DIR]}
+AGENT=${1:?usage: agent-ratios.sh claude|codex|qwen|copilot|gemini|pi [TOTAL_MB | ARCHIVE_DIR]}
 TARGET=${CARGO_TARGET_DIR:-target}
 export CARGO_TARGET_DIR=$TARGET
 CCUSAGE=${CCUSAGE:-/tmp/ccusage-reference/node_modules/.bin/ccusage}
@@ -60,16 +61,17 @@ fi
 # empty folder, the agent's at the generated one.
 NONE=$WORK/none
 mkdir -p "$NONE"
-export TZ=UTC HOME=$NONE XDG_CONFIG_HOME=$NONE CLAUDE_CONFIG_DIR=$NONE CODEX_HOME=$NONE PI_CODING_AGENT_DIR=$NONE QWEN_DATA_DIR=$NONE COPILOT_HOME=$NONE
-unset QWEN_RUNTIME_DIR COPILOT_OTEL_FILE_EXPORTER_PATH
+export TZ=UTC HOME=$NONE XDG_CONFIG_HOME=$NONE CLAUDE_CONFIG_DIR=$NONE CODEX_HOME=$NONE PI_CODING_AGENT_DIR=$NONE QWEN_DATA_DIR=$NONE COPILOT_HOME=$NONE GEMINI_DATA_DIR=$NONE
+unset QWEN_RUNTIME_DIR COPILOT_OTEL_FILE_EXPORTER_PATH GEMINI_CLI_HOME
 # ours and ccusage: the same archive, each its own way of naming it.
 case $AGENT in
 claude) export CLAUDE_CONFIG_DIR=$ARCH; OURS=(--source claude); THEIRS=() ;;
 codex) export CODEX_HOME=$ARCH; OURS=(--source codex); THEIRS=() ;;
 qwen) export QWEN_DATA_DIR=$ARCH; OURS=(--source qwen); THEIRS=() ;;
 copilot) export COPILOT_HOME=$ARCH; OURS=(--source copilot); THEIRS=() ;;
+gemini) export GEMINI_DATA_DIR=$ARCH/tmp; OURS=(--agent gemini); THEIRS=() ;;
 pi) OURS=("$ARCH"); THEIRS=(--pi-path "$ARCH"); PI=$ARCH ;;
-*) echo "agent-ratios.sh: claude, codex, qwen, copilot or pi, not $AGENT" >&2; exit 2 ;;
+*) echo "agent-ratios.sh: claude, codex, qwen, copilot, gemini or pi, not $AGENT" >&2; exit 2 ;;
 esac
 bytes() { find "$1/" -type f -name '*.jsonl' -printf '%s\n' | awk '{s += $1} END {print s}'; }
 ab=$(bytes "$ARCH")
@@ -106,6 +108,13 @@ u["input"] += u["cache_read"]
 u["total_tokens"] += u["cache_read"]
 print(json.dumps({"usage": u}))' > "$WORK/ours-as-ccusage.json"
     OURS_JSON=$WORK/ours-as-ccusage.json
+elif [ "$AGENT" = gemini ]; then
+    # ccusage counts a hash folder's session and its copy in the slug
+    # folder twice (docs/gemini-cli.md): ours without deduplication are
+    # its totals (the run timed deduplicates, as a user's does).
+    "$BIN" stats -q --json --no-dedupe "${OURS[@]}" > "$WORK/ours-no-dedupe.json"
+    echo "total tokens, ours deduplicated: $(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["usage"]["total_tokens"])' "$WORK/ours.json") (the migration copies once)"
+    OURS_JSON=$WORK/ours-no-dedupe.json
 else
     OURS_JSON=$WORK/ours.json
 fi

@@ -11,7 +11,9 @@
 # QWEN_ARCHIVE (default a 30 MB Qwen Code runtime folder generated under
 # /tmp, seed 1) is compared too (an older binary that does not read Qwen
 # Code differs there: a change of behaviour); so is COPILOT_ARCHIVE (a 30
-# MB Copilot CLI home, likewise).
+# MB Copilot CLI home, likewise), and GEMINI_ARCHIVE (a 30 MB Gemini CLI
+# home, likewise; the generator dates its files back, so every message is
+# final).
 # The store (`backfill --db`, run twice: the second run reads nothing new)
 # is compared as `sqlite3 .dump` prints it, its lines sorted (a table's
 # rows are in the order of their transactions, which the time-based
@@ -37,6 +39,10 @@ fi
 CARCH=${COPILOT_ARCHIVE:-/tmp/mem-ingest-same-copilot-30}
 if [ ! -d "$CARCH" ]; then
     cargo run -q --release --bin gen-corpus -- --format copilot --archive "$CARCH" --total-mb 30 2>/dev/null
+fi
+GARCH=${GEMINI_ARCHIVE:-/tmp/mem-ingest-same-gemini-30}
+if [ ! -d "$GARCH" ]; then
+    cargo run -q --release --bin gen-corpus -- --format gemini --archive "$GARCH" --total-mb 30 2>/dev/null
 fi
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
@@ -152,5 +158,8 @@ for j in 1 2; do
     compare "copilot backfill -j$j" backfill -q -j$j "$CARCH"
     compare "copilot stats -j$j" stats --json -q -j$j "$CARCH"
     compare_state "copilot backfill --state -j$j" backfill -q -j$j "$CARCH"
+    compare "gemini backfill -j$j" backfill -q -j$j "$GARCH"
+    compare "gemini stats -j$j" stats --json -q -j$j "$GARCH"
+    compare_state "gemini backfill --state -j$j" backfill -q -j$j "$GARCH"
 done
 exit $fail
