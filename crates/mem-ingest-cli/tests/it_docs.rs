@@ -220,6 +220,7 @@ fn the_store_page_names_every_table_and_column_of_the_schema() {
             "checkpoint_fingerprints",
             "checkpoint_joins",
             "checkpoint_responses",
+            "usage",
         ]
     );
     for (table, cols) in &tables {

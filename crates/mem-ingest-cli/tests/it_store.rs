@@ -519,6 +519,110 @@ fn killed_at_any_moment_every_record_exactly_once() {
         sqlite3(&db, "SELECT sum(records) FROM sessions"),
         sqlite3(&clean, "SELECT count(*) FROM records")
     );
+    // Usage rows too: each response's once, as a run not killed wrote them.
+    let usage = "SELECT count(*), group_concat(key || '=' || total_tokens, ',') \
+        FROM (SELECT key, total_tokens FROM usage ORDER BY key)";
+    assert_eq!(
+        sqlite3(&db, usage),
+        sqlite3(&clean, usage),
+        "after {kills} kills"
+    );
+    let total = stats(&[&arch])["usage"]["total_tokens"].to_string();
+    assert_eq!(sqlite3(&db, "SELECT sum(total_tokens) FROM usage"), total);
+    fs::remove_dir_all(d).unwrap();
+}
+
+/// `select sum(total_tokens) from usage` equals `stats`' total for every
+/// agent, over one store of every agent's generated archive.
+#[test]
+fn usage_rows_sum_to_the_stats_of_every_agent() {
+    let d = tmpdir("usage-sums");
+    let mut paths = Vec::new();
+    for agent in ["pi", "gemini", "qwen", "copilot", "claude", "codex"] {
+        let a = d.join(agent);
+        let g = gen_corpus::GenCorpus::new()
+            .args(["--format", agent, "--archive"])
+            .arg(&a)
+            .args(["--total-mb", "2", "--seed", "4"])
+            .output()
+            .unwrap();
+        assert!(g.status.success(), "{}", String::from_utf8_lossy(&g.stderr));
+        paths.push(a);
+    }
+    let paths: Vec<&Path> = paths.iter().map(PathBuf::as_path).collect();
+    let db = d.join("s.db");
+    let out = backfill_db(&db, &paths);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let args: Vec<&dyn AsRef<std::ffi::OsStr>> = paths
+        .iter()
+        .map(|p| p as &dyn AsRef<std::ffi::OsStr>)
+        .collect();
+    let s = stats(&args);
+    let by = s["by_source"].as_object().unwrap();
+    assert_eq!(by.len(), 6, "{:?}", by.keys());
+    for (agent, st) in by {
+        let want = st["usage"]["total_tokens"].as_u64().unwrap();
+        assert!(want > 0, "{agent}");
+        assert_eq!(
+            sqlite3(
+                &db,
+                &format!("SELECT sum(total_tokens) FROM usage WHERE agent = '{agent}'")
+            ),
+            want.to_string(),
+            "{agent}"
+        );
+    }
+    assert_eq!(
+        sqlite3(&db, "SELECT sum(total_tokens) FROM usage"),
+        s["usage"]["total_tokens"].to_string()
+    );
+    // `usage --db` gives what `usage` over the archive gives.
+    let report = |args: &[&dyn AsRef<std::ffi::OsStr>]| -> Value {
+        let mut all: Vec<&dyn AsRef<std::ffi::OsStr>> =
+            vec![&"usage", &"daily", &"--json", &"-q", &"--timezone", &"UTC"];
+        all.extend_from_slice(args);
+        let out = run(&all);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let (mut from_archive, mut from_db) = (report(&args), report(&[&"--db", &db]));
+    // Costs are summed in another order: equal to the last bits or so.
+    let costs = |v: &mut Value| -> Vec<f64> {
+        let mut c = Vec::new();
+        for d in v["daily"].as_array_mut().unwrap() {
+            c.push(d["costUSD"].as_f64().unwrap_or(-1.0));
+            d["costUSD"] = Value::Null;
+            for m in d["models"].as_object_mut().unwrap().values_mut() {
+                m["costUSD"] = Value::Null;
+            }
+        }
+        c
+    };
+    let (a, b) = (costs(&mut from_archive), costs(&mut from_db));
+    assert_eq!(from_db["daily"], from_archive["daily"]);
+    assert_eq!(
+        from_db["totals"]["totalTokens"],
+        from_archive["totals"]["totalTokens"]
+    );
+    assert_eq!(a.len(), b.len());
+    for (x, y) in a.iter().zip(&b) {
+        assert!((x - y).abs() <= 1e-9 * x.abs().max(1.0), "{x} against {y}");
+    }
+    // A second run reads nothing new and writes no row again.
+    let rows = sqlite3(&db, "SELECT count(*), sum(total_tokens) FROM usage");
+    assert!(backfill_db(&db, &paths).status.success());
+    assert_eq!(
+        sqlite3(&db, "SELECT count(*), sum(total_tokens) FROM usage"),
+        rows
+    );
     fs::remove_dir_all(d).unwrap();
 }
 
@@ -952,9 +1056,25 @@ fn the_checked_in_stores_are_migrated_and_go_on() {
         };
         assert_eq!(sqlite3(&db, "PRAGMA user_version"), SCHEMA.to_string());
         assert_eq!(count(&db), 22);
+        // Usage rows from what is read after the migration (none for what
+        // the store read before: the migration says when it ran).
+        let usage_since = "SELECT count(*) FROM checkpoint_meta WHERE name = 'usage_since'";
+        let sums = "SELECT count(*), sum(total_tokens), sum(cost) FROM usage";
+        if version < 7 {
+            assert_eq!(sqlite3(&db, sums), "0||", "version {version}");
+            assert_eq!(sqlite3(&db, usage_since), "1");
+        } else {
+            assert_eq!(sqlite3(&db, sums), "8|18624|13.5625");
+            assert_eq!(sqlite3(&db, usage_since), "0");
+        }
         append(&s, &user_line("after-1", "after the migration"));
         assert!(go_on(&db, &[&s]).status.success());
         assert_eq!(count(&db), 23);
+        // The appended line is a user message: no usage row.
+        assert_eq!(
+            sqlite3(&db, "SELECT count(*) FROM usage"),
+            if version < 7 { "0" } else { "8" }
+        );
         said_unredacted(&db, &s, version);
         assert_eq!(sqlite3(&db, "PRAGMA integrity_check"), "ok");
         fs::remove_dir_all(d).unwrap();
@@ -1192,10 +1312,14 @@ fn a_store_counts_each_response_once_across_runs() {
             .backfill(&mut store)
             .unwrap()
     };
+    let usage = || sqlite3(&db, "SELECT count(*), sum(total_tokens) FROM usage");
     // msg_01A's first, provisional line: 10 + 1 + 100.
     assert_eq!(backfill().report.usage.total_tokens, 111);
+    assert_eq!(usage(), "1|111");
     fs::write(&s, &all).unwrap();
     let second = backfill();
+    // Its row replaced by the final line's: the sums are a fresh run's.
+    assert_eq!(usage(), "3|221");
     // msg_01A final (10 + 25 + 100 + 50), msg_01B (28), msg_01C (8).
     assert_eq!(second.report.usage.total_tokens, 185 + 28 + 8);
     let third = backfill();
@@ -1209,6 +1333,11 @@ fn a_store_counts_each_response_once_across_runs() {
     assert_eq!(
         sqlite3(&db, "SELECT count(*) FROM checkpoint_responses"),
         "3"
+    );
+    assert_eq!(usage(), "3|221");
+    assert_eq!(
+        sqlite3(&db, "SELECT key, total_tokens FROM usage ORDER BY key"),
+        "claude#0|185\nclaude#1|28\nclaude#2|8"
     );
     fs::remove_dir_all(d).unwrap();
 }

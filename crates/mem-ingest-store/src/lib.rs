@@ -55,7 +55,10 @@
 //! every row of an earlier store, in one transaction. Version 6 adds
 //! `records.redactions`; the rows of before are null, and the checkpoint's
 //! options (without `redact`) say they were written unredacted until
-//! `mem-ingest redact --db` rewrites them ([`redact_store`]).
+//! `mem-ingest redact --db` rewrites them ([`redact_store`]). Version 7
+//! adds `usage`, a row per response counted, from what the store reads
+//! after the migration on (`checkpoint_meta`, name `usage_since`, says
+//! when it ran).
 //!
 //! # Row identity
 //!
@@ -76,7 +79,9 @@ use std::sync::Arc;
 
 use rusqlite::{params, Connection, OpenFlags, OptionalExtension};
 
-use mem_ingest::archive::{Checkpoint, CheckpointStore, FileState, OutputOptions, State};
+use mem_ingest::archive::{
+    Checkpoint, CheckpointStore, CountedUsage, FileState, OutputOptions, State,
+};
 use mem_ingest::sink::{Encoder, Place, Sink};
 use mem_ingest::Record;
 use mem_ingest::{Error, ErrorKind};
@@ -93,7 +98,7 @@ pub use sessions::{
 
 /// The schema version this mem-ingest writes (`PRAGMA user_version`).
 /// Stores of earlier versions are migrated in place; newer ones refused.
-pub const SCHEMA_VERSION: i64 = 6;
+pub const SCHEMA_VERSION: i64 = 7;
 
 /// The schema of version [`SCHEMA_VERSION`], as SQL (for tools that build the
 /// same tables: the store's floor in `examples/store_floor.rs`).
@@ -194,7 +199,81 @@ CREATE TABLE checkpoint_responses (
     seq INTEGER PRIMARY KEY,
     response BLOB NOT NULL
 );
+CREATE TABLE usage (
+    key TEXT PRIMARY KEY,
+    agent TEXT NOT NULL,
+    session TEXT NOT NULL,
+    project TEXT NOT NULL,
+    file TEXT NOT NULL,
+    line INTEGER NOT NULL,
+    timestamp INTEGER,
+    provider TEXT,
+    model TEXT,
+    input INTEGER NOT NULL,
+    output INTEGER NOT NULL,
+    cache_read INTEGER NOT NULL,
+    cache_write INTEGER NOT NULL,
+    cache_write_1h INTEGER NOT NULL,
+    reasoning INTEGER NOT NULL,
+    total_tokens INTEGER NOT NULL,
+    cost REAL,
+    cost_recorded INTEGER NOT NULL
+);
+CREATE INDEX usage_time ON usage(timestamp);
 "#;
+
+/// The `usage` table, as version 7 added it (the last statements of
+/// [`SCHEMA`]).
+fn usage_table() -> &'static str {
+    &SCHEMA[SCHEMA.find("CREATE TABLE usage (").expect("in the schema")..]
+}
+
+/// Upserts one usage row by its key.
+const USAGE_UPSERT: &str = "INSERT INTO usage (key, agent, session, project, file, line, timestamp,
+    provider, model, input, output, cache_read, cache_write, cache_write_1h, reasoning,
+    total_tokens, cost, cost_recorded)
+    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)
+    ON CONFLICT (key) DO UPDATE SET agent = excluded.agent, session = excluded.session,
+    project = excluded.project, file = excluded.file, line = excluded.line,
+    timestamp = excluded.timestamp, provider = excluded.provider, model = excluded.model,
+    input = excluded.input, output = excluded.output, cache_read = excluded.cache_read,
+    cache_write = excluded.cache_write, cache_write_1h = excluded.cache_write_1h,
+    reasoning = excluded.reasoning, total_tokens = excluded.total_tokens, cost = excluded.cost,
+    cost_recorded = excluded.cost_recorded";
+
+/// Writes a usage row under `key`, its cost from the prices shipped.
+fn upsert_usage(conn: &Connection, key: &str, r: &CountedUsage) -> rusqlite::Result<()> {
+    let u = &r.usage;
+    let big = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+    conn.prepare_cached(USAGE_UPSERT)?.execute(params![
+        key,
+        r.agent,
+        r.session,
+        r.project,
+        r.file,
+        big(r.line),
+        r.time,
+        r.provider,
+        r.model,
+        big(u.input),
+        big(u.output),
+        big(u.cache_read),
+        big(u.cache_write),
+        big(r.cache_write_1h),
+        big(r.reasoning),
+        big(u.total_tokens),
+        r.cost(mem_ingest::prices::Prices::shipped()),
+        i64::from(r.recorded),
+    ])?;
+    Ok(())
+}
+
+/// A usage row's key: its file, line and model (a line holds one row per
+/// model at most); Claude Code's, counted once across the archive, its
+/// response's index.
+fn usage_key(r: &CountedUsage) -> String {
+    format!("{}:{}:{}", r.file, r.line, r.model.as_deref().unwrap_or(""))
+}
 
 /// Tables of our schema in every version: a store without them is someone
 /// else's.
@@ -337,6 +416,33 @@ fn migrate(conn: &Connection, from: i64) -> rusqlite::Result<Result<(), String>>
             tx.execute_batch("ALTER TABLE records ADD COLUMN redactions TEXT;")?;
         }
         tx.pragma_update(None, "user_version", 6)?;
+        tx.commit()?;
+    }
+    if from < 7 {
+        // Version 7: a usage row per response, from the files read after
+        // the migration on. What the store read before has none: the
+        // migration records that (`checkpoint_meta`, name `usage_since`:
+        // the time it ran, Unix ms), for `usage --db` to say so.
+        let tx = conn.unchecked_transaction()?;
+        // (A store another tool set back to an earlier version may have
+        // the table already.)
+        tx.execute_batch(
+            &usage_table()
+                .replace("CREATE TABLE usage", "CREATE TABLE IF NOT EXISTS usage")
+                .replace(
+                    "CREATE INDEX usage_time",
+                    "CREATE INDEX IF NOT EXISTS usage_time",
+                ),
+        )?;
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as i64);
+        tx.execute(
+            "INSERT INTO checkpoint_meta (name, value) VALUES ('usage_since', ?1)
+             ON CONFLICT (name) DO NOTHING",
+            [now.to_string()],
+        )?;
+        tx.pragma_update(None, "user_version", 7)?;
         tx.commit()?;
     }
     Ok(Ok(()))
@@ -1031,6 +1137,11 @@ impl SqliteStore {
                  ON CONFLICT (name) DO UPDATE SET value = excluded.value",
             )?
             .execute([&options])?;
+        // Claude Code's usage responses added or replaced: their usage
+        // rows, by index.
+        for (i, r) in cp.changed_response_usage() {
+            upsert_usage(&self.conn, &format!("claude#{i}"), &r)?;
+        }
         // The usage responses added or replaced, a row each.
         {
             let mut st = self.conn.prepare_cached(
@@ -1375,6 +1486,19 @@ impl Sink for SqliteStore {
 
     fn output_file(&self) -> Option<&Path> {
         Some(&self.path)
+    }
+
+    fn wants_usage(&self) -> bool {
+        true
+    }
+
+    /// In the transaction of the records they came with.
+    fn write_usage(&mut self, rows: &[CountedUsage]) -> Result<(), Error> {
+        self.begin()?;
+        for r in rows {
+            upsert_usage(&self.conn, &usage_key(r), r).map_err(|e| self.err(e))?;
+        }
+        Ok(())
     }
 }
 
@@ -1972,6 +2096,81 @@ fn check_fts(query: &str) -> Result<(), String> {
         .map_err(|e| e.to_string())?;
     let mut rows = st.query([query]).map_err(|e| e.to_string())?;
     rows.next().map(|_| ()).map_err(|e| e.to_string())
+}
+
+/// Every usage row of the store at `path` (`usage --db`), in the order
+/// written, with when its usage starts: None when the store was made with
+/// usage rows, else the time its migration to schema 7 ran (what it read
+/// before has none). A store before schema 7 has no rows.
+///
+/// # Errors
+/// The store cannot be read (see `search`), or a row is not one.
+pub fn usage_rows(path: &Path) -> Result<(Vec<CountedUsage>, Option<i64>), Error> {
+    let conn = open_to_read(path, "usage")?;
+    let version: i64 = conn
+        .pragma_query_value(None, "user_version", |r| r.get(0))
+        .map_err(|e| failed(path, e))?;
+    if version < 7 {
+        return Ok((Vec::new(), Some(0)));
+    }
+    let since: Option<String> = conn
+        .query_row(
+            "SELECT value FROM checkpoint_meta WHERE name = 'usage_since'",
+            [],
+            |r| r.get(0),
+        )
+        .optional()
+        .map_err(|e| failed(path, e))?;
+    let mut st = conn
+        .prepare(
+            "SELECT agent, session, project, file, line, timestamp, provider, model, input,
+                output, cache_read, cache_write, cache_write_1h, reasoning, total_tokens, cost,
+                cost_recorded
+             FROM usage ORDER BY rowid",
+        )
+        .map_err(|e| failed(path, e))?;
+    let n = |r: &rusqlite::Row<'_>, i: usize| -> rusqlite::Result<u64> {
+        Ok(r.get::<_, i64>(i)?.max(0) as u64)
+    };
+    let rows = st
+        .query_map([], |r| {
+            let agent: String = r.get(0)?;
+            let cost: Option<f64> = r.get(15)?;
+            Ok((
+                agent,
+                CountedUsage {
+                    agent: "",
+                    session: r.get(1)?,
+                    project: r.get(2)?,
+                    file: r.get(3)?,
+                    line: n(r, 4)?,
+                    time: r.get(5)?,
+                    provider: r.get(6)?,
+                    model: r.get(7)?,
+                    usage: mem_ingest::Usage {
+                        input: n(r, 8)?,
+                        output: n(r, 9)?,
+                        cache_read: n(r, 10)?,
+                        cache_write: n(r, 11)?,
+                        total_tokens: n(r, 14)?,
+                        cost: cost.unwrap_or(0.0),
+                    },
+                    cache_write_1h: n(r, 12)?,
+                    reasoning: n(r, 13)?,
+                    recorded: r.get::<_, i64>(16)? != 0,
+                },
+            ))
+        })
+        .map_err(|e| failed(path, e))?;
+    let mut out = Vec::new();
+    for row in rows {
+        let (agent, mut u) = row.map_err(|e| failed(path, e))?;
+        // The agent as the registry names it (a row of an agent this
+        // release does not know keeps the name "unknown").
+        u.agent = mem_ingest::formats::by_name(&agent).map_or("unknown", |f| f.name());
+        out.push(u);
+    }
+    Ok((out, since.and_then(|s| s.parse().ok())))
 }
 
 #[cfg(test)]

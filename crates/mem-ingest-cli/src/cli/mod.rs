@@ -427,7 +427,7 @@ pub(crate) enum Agent {
 impl Agent {
     /// Its format, from the library's registry by its name (`--agent`'s
     /// value is the format's name).
-    fn format(self) -> Arc<dyn Format> {
+    pub(crate) fn format(self) -> Arc<dyn Format> {
         use clap::ValueEnum;
         let value = self.to_possible_value().expect("every agent has a name");
         mem_ingest::formats::by_name(value.get_name())

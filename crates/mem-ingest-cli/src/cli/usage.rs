@@ -68,6 +68,10 @@ pub(super) struct UsageArgs {
     /// LiteLLM's model_prices_and_context_window.json).
     #[arg(long, value_name = "FILE")]
     prices: Option<PathBuf>,
+    /// Read the usage rows of this store (written by backfill --db)
+    /// instead of the archive: the same results for what it holds.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["paths", "follow_links", "jobs"])]
+    db: Option<PathBuf>,
     /// Follow symbolic links met while walking a folder.
     #[arg(long, short = 'L')]
     follow_links: bool,
@@ -244,7 +248,7 @@ struct Group {
     first_activity: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     last_activity: Option<String>,
-    /// The agents whose responses it holds.
+    /// The agents whose responses it holds, by name.
     agents: Vec<&'static str>,
     #[serde(flatten)]
     sums: Sums,
@@ -314,8 +318,8 @@ fn group(
                 }
             }
         }
-        if !g.agents.contains(&r.agent) {
-            g.agents.push(r.agent);
+        if let Err(at) = g.agents.binary_search(&r.agent) {
+            g.agents.insert(at, r.agent);
         }
         g.sums.add(r, cost);
         if let Some(m) = r.model.as_deref() {
@@ -453,6 +457,9 @@ pub(super) fn usage(a: UsageArgs) -> i32 {
             }
         }
     };
+    if let Some(db) = &a.db {
+        return from_store(&a, db, prices);
+    }
     let common = super::Common::for_usage(&a.paths, &a.agents, a.follow_links, a.jobs, a.quiet);
     let archive: Archive = match super::builder(&common, false, false) {
         Ok(b) => b.build(),
@@ -465,8 +472,45 @@ pub(super) fn usage(a: UsageArgs) -> i32 {
         Ok(t) => t,
         Err(e) => return fail(&e),
     };
+    if let Err(code) = print(&a, &t.usage, prices) {
+        return code;
+    }
+    summary(a.quiet, &t, started, "");
+    super::exit_code(&t)
+}
+
+/// `usage --db`: the store's rows, those of the agents asked for.
+fn from_store(a: &UsageArgs, db: &std::path::Path, prices: &Prices) -> i32 {
+    let (mut rows, since) = match mem_ingest_store::usage_rows(db) {
+        Ok(r) => r,
+        Err(e) => return fail(&e),
+    };
+    if !a.agents.is_empty() {
+        let names: Vec<&'static str> = a.agents.iter().map(|g| g.format().name()).collect();
+        rows.retain(|r| names.contains(&r.agent));
+    }
+    if let (Some(t), false) = (since, a.quiet) {
+        let when = if t > 0 {
+            format!("since {}", super::when::minute(t, false))
+        } else {
+            "at all (a store before schema 6: run backfill --db once)".to_owned()
+        };
+        eprintln!(
+            "warning: {} has usage rows {when}: what it read before has none (backfill into a \
+             new store for all of it)",
+            db.display()
+        );
+    }
+    match print(a, &rows, prices) {
+        Ok(()) => 0,
+        Err(code) => code,
+    }
+}
+
+/// Groups `rows` and prints the report; Err(exit code) when writing fails.
+fn print(a: &UsageArgs, rows: &[CountedUsage], prices: &Prices) -> Result<(), i32> {
     let (groups, totals) = group(
-        &t.usage,
+        rows,
         a.report,
         prices,
         a.since.as_deref(),
@@ -495,15 +539,13 @@ pub(super) fn usage(a: UsageArgs) -> i32 {
         write_table(&mut out, a.report, &groups, &totals, a.breakdown)
     };
     match printed.and_then(|()| out.flush()) {
-        Ok(()) => {}
-        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => return 0,
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Err(0),
         Err(e) => {
             eprintln!("error: writing the output: {e}");
-            return 1;
+            Err(1)
         }
     }
-    summary(a.quiet, &t, started, "");
-    super::exit_code(&t)
 }
 
 #[cfg(test)]

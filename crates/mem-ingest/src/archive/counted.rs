@@ -39,6 +39,25 @@ pub struct CountedUsage {
 }
 
 impl CountedUsage {
+    /// A Claude Code response kept by the engine's table (its cost, when
+    /// the line had one, `costUSD`).
+    pub fn of_response(r: &crate::usage::Response) -> CountedUsage {
+        CountedUsage {
+            agent: "claude",
+            session: r.session.clone(),
+            project: r.project.clone(),
+            file: String::new(),
+            line: 0,
+            time: r.time,
+            provider: Some("anthropic".to_owned()),
+            model: r.model.clone(),
+            usage: r.usage,
+            reasoning: 0,
+            cache_write_1h: r.cache_write_1h,
+            recorded: r.usage.cost != 0.0,
+        }
+    }
+
     /// Its cost: the one the agent recorded, else its model's price in
     /// `prices` (0 for no tokens); None when neither (a model with no
     /// price, or none named).

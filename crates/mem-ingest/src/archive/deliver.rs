@@ -130,6 +130,18 @@ pub(super) fn deliver<S: Sink>(
                         going = false;
                     }
                 }
+                if going && ctx.sink.wants_usage() && !res.report.usage_rows.is_empty() {
+                    let rows = usage_rows(
+                        f,
+                        format_of(ctx, f),
+                        a.header.as_ref(),
+                        &mut res.report,
+                        ctx.cfg.filter,
+                    );
+                    if !rows.is_empty() {
+                        ctx.sink.write_usage(&rows)?;
+                    }
+                }
                 // In delivery order: the table does not depend on --jobs.
                 for r in res.report.responses.drain(..) {
                     ctx.responses.add(r);
@@ -160,6 +172,48 @@ pub(super) fn deliver<S: Sink>(
         checkpoint(ctx, fs.map(|fs| (key_of(f), fs)))?;
     }
     Ok(going)
+}
+
+fn format_of<'c, S: Sink>(ctx: &Ctx<'c, S>, f: &PlannedFile) -> &'c dyn Format {
+    &*ctx.cfg.formats[f.format]
+}
+
+/// A part's usage rows (taken out of its report), as the sink takes them:
+/// with their file, session and project, those in the time bounds.
+fn usage_rows(
+    f: &PlannedFile,
+    format: &dyn Format,
+    header: Option<&Header>,
+    report: &mut Report,
+    filter: super::config::Filter,
+) -> Vec<super::CountedUsage> {
+    let file = f.path.display().to_string();
+    let (session, project) = header.map_or((String::new(), String::new()), |h| {
+        (h.id.clone(), h.cwd.clone())
+    });
+    let recorded = format.records_cost();
+    report
+        .usage_rows
+        .drain(..)
+        .filter(|r| match r.at.time {
+            Some(t) => filter.since.is_none_or(|s| t >= s) && filter.until.is_none_or(|u| t < u),
+            None => filter.since.is_none() && filter.until.is_none(),
+        })
+        .map(|r| super::CountedUsage {
+            agent: format.name(),
+            session: session.clone(),
+            project: project.clone(),
+            file: file.clone(),
+            line: r.at.line,
+            time: r.at.time,
+            provider: r.provider,
+            model: r.model,
+            usage: r.usage,
+            reasoning: r.at.reasoning,
+            cache_write_1h: 0,
+            recorded,
+        })
+        .collect()
 }
 
 /// The last part of a file was delivered: its totals, and its entry in the

@@ -437,6 +437,10 @@ fn pass<S: Sink>(ctx: &mut Ctx<'_, S>) -> Result<Summary, Error> {
     if ctx.state.is_some() {
         opts = opts.hold_partial_tail(true);
     }
+    if ctx.sink.wants_usage() {
+        // A row per response counted, handed to the sink with its part.
+        opts = opts.usage_rows(true);
+    }
     if !ctx.sink.encoder().wants_records() {
         // Records are counted, never built: no text is flattened, no tool
         // call written back as JSON (`stats`).

@@ -922,6 +922,24 @@ impl Checkpoint<'_> {
             .collect()
     }
 
+    /// [`Checkpoint::changed_responses`] as usage rows, each with its
+    /// index: for a sink that keeps its own checkpoint, inserting or
+    /// replacing the usage row of that index in the same transaction (a
+    /// response replaced by a larger copy replaces its row).
+    pub fn changed_response_usage(&self) -> Vec<(u32, crate::archive::CountedUsage)> {
+        let kept = self.responses.kept();
+        self.responses
+            .changed()
+            .into_iter()
+            .map(|i| {
+                (
+                    i,
+                    crate::archive::CountedUsage::of_response(&kept[i as usize]),
+                )
+            })
+            .collect()
+    }
+
     /// What the checkpoint covers of the output.
     pub fn mark(&self) -> Option<Mark> {
         self.state.output.as_ref().map(OutputState::mark)

@@ -154,4 +154,25 @@ pub trait Sink {
     fn output_file(&self) -> Option<&Path> {
         None
     }
+
+    /// Whether the sink takes usage rows ([`Sink::write_usage`]; default
+    /// false: the engine keeps none).
+    fn wants_usage(&self) -> bool {
+        false
+    }
+
+    /// Writes usage rows, one per response counted (exactly the responses
+    /// `stats` counts, each once its response is final), in archive order,
+    /// after the batch of the part they were read in; a sink that keeps
+    /// its own checkpoint gets Claude Code's, counted once across the
+    /// archive, from [`crate::checkpoint::Checkpoint::changed_response_usage`]
+    /// instead. A row's `file` and `line` (or, for those, its response's
+    /// index) identify it: a row read again after a kill is the same row.
+    ///
+    /// # Errors
+    /// The destination failed: the run stops with this error.
+    fn write_usage(&mut self, rows: &[crate::archive::CountedUsage]) -> Result<(), Error> {
+        let _ = rows;
+        Ok(())
+    }
 }
