@@ -677,9 +677,12 @@ fn killed_at_any_moment_every_record_exactly_once() {
         let v: Value = serde_json::from_slice(&o.stdout).unwrap();
         v["usage"].clone()
     };
+    // A clean run with a state of its own: its costs are those recorded
+    // (none), as a stateful run's (stats prices responses without one).
     let clean_usage = usage(
         &bin(&d)
-            .args(["stats", "--json", "-q"])
+            .args(["stats", "--json", "-q", "--state"])
+            .arg(d.join("clean.state"))
             .arg(&arch)
             .output()
             .unwrap(),

@@ -431,15 +431,18 @@ fn generated_codex(dir: &Path) -> PathBuf {
 }
 
 /// Issue 41: Claude Code and Codex record no cost (Claude Code's older
-/// lines a `costUSD`): where no usage summed had one, the cost is null in
-/// the JSON and `-` in the tables, never a false zero; pi's costs, and
-/// Claude Code's where recorded, stay numbers.
+/// lines a `costUSD`). With `--state` (whose runs do not see the responses
+/// of files unchanged) `stats` shows the recorded costs alone: where no
+/// usage summed had one, the cost is null in the JSON and `-` in the
+/// tables, never a false zero; pi's costs, and Claude Code's where
+/// recorded, stay numbers.
 #[test]
 fn unknown_costs_are_null_and_dashes() {
     let d = tmpdir("stats", "costs");
     let claude = generated_claude(&d.join("claude"));
     let codex = generated_codex(&d.join("codex"));
-    let s = stats_json(&[&claude, &codex]);
+    let (state, state2) = (d.join("state"), d.join("state2"));
+    let s = stats_json(&[&"--state", &state, &claude, &codex]);
     let models: Vec<(String, Value)> = s["by_model"]
         .as_array()
         .unwrap()
@@ -493,7 +496,7 @@ fn unknown_costs_are_null_and_dashes() {
     }
 
     // The tables: `-` where the JSON has null.
-    let out = run(&[&"stats", &"-q", &claude, &codex]);
+    let out = run(&[&"stats", &"-q", &"--state", &state2, &claude, &codex]);
     let out = String::from_utf8(out.stdout).unwrap();
     let agents = block(&out, "by agent");
     assert_eq!(agents.len(), 3, "{out}");
@@ -510,6 +513,65 @@ fn unknown_costs_are_null_and_dashes() {
         assert_eq!(l.ends_with(" -"), dash, "{l}");
     }
     assert!(!out.contains("0.0000"), "{out}");
+    std::fs::remove_dir_all(d).unwrap();
+}
+
+/// Issue 47: without `--state`, `stats` prices every response whose agent
+/// records no cost from the shipped table, as `usage` does: every model's
+/// cost is a number; a model whose responses all recorded theirs keeps its
+/// sum to the bit, one with some recorded adds the priced others; the
+/// totals are the report's.
+#[test]
+fn costs_are_priced_where_not_recorded() {
+    let d = tmpdir("stats", "priced");
+    let claude = generated_claude(&d.join("claude"));
+    let codex = generated_codex(&d.join("codex"));
+    let s = stats_json(&[&claude, &codex]);
+    for m in s["by_model"].as_array().unwrap() {
+        assert!(m["cost"].is_number(), "{m}");
+    }
+    let model = |name: &str| {
+        s["by_model"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["model"] == name)
+            .unwrap()["cost"]
+            .as_f64()
+            .unwrap()
+    };
+    assert_eq!(model("claude-opus-4-20250514"), 0.9039987);
+    assert!(model("claude-sonnet-4-20250514") > 0.30498644999999996);
+    // A project with no usage has nothing priced: its cost stays unknown.
+    for p in s["by_project"].as_array().unwrap() {
+        let used = p["total_tokens"].as_u64().unwrap() > 0;
+        assert_eq!(p["cost"].is_number(), used, "{p}");
+    }
+    let report = |path: &Path, agent: &str| -> f64 {
+        let out = run(&[
+            &"usage", &"daily", &"--json", &"-q", &"--agent", &agent, &path,
+        ]);
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        v["totals"]["costUSD"].as_f64().unwrap()
+    };
+    let (c, x) = (report(&claude, "claude"), report(&codex, "codex"));
+    let close = |a: f64, b: f64| (a - b).abs() <= 1e-9 * b.abs();
+    let by = &s["by_source"];
+    assert!(
+        close(by["claude"]["usage"]["cost"].as_f64().unwrap(), c),
+        "{c}"
+    );
+    assert!(
+        close(by["codex"]["usage"]["cost"].as_f64().unwrap(), x),
+        "{x}"
+    );
+    assert!(close(s["usage"]["cost"].as_f64().unwrap(), c + x));
+    // The table: costs, no dash.
+    let out = run(&[&"stats", &"-q", &claude, &codex]);
+    let out = String::from_utf8(out.stdout).unwrap();
+    for l in block(&out, "usage by model").iter().skip(1) {
+        assert!(!l.ends_with(" -"), "{l}");
+    }
     std::fs::remove_dir_all(d).unwrap();
 }
 

@@ -1328,7 +1328,9 @@ fn a_store_counts_each_response_once_across_runs() {
     assert_eq!(third.report.by_model, second.report.by_model);
     let fresh = stats(&[&s]);
     assert_eq!(fresh["usage"]["total_tokens"], 221);
-    assert_eq!(fresh["usage"]["cost"], 0.25);
+    // msg_01C's `costUSD`, and the two others priced (a fresh `stats`).
+    let cost = fresh["usage"]["cost"].as_f64().unwrap();
+    assert!((cost - 0.2508025).abs() < 1e-12, "{cost}");
     assert_eq!(third.report.usage.cost, 0.25);
     assert_eq!(
         sqlite3(&db, "SELECT count(*) FROM checkpoint_responses"),

@@ -963,11 +963,12 @@ fn stats(a: StatsArgs) -> i32 {
     if let Err(e) = archive.check_archive() {
         return fail(&e);
     }
-    let t = match archive.stats() {
+    // Every response kept, to price those whose agent records no cost.
+    let t = match archive.usage() {
         Ok(t) => t,
         Err(e) => return fail(&e),
     };
-    let s = t.to_stats();
+    let s = t.to_stats_priced(mem_ingest::prices::Prices::shipped());
     let mut out = io::stdout().lock();
     // Every file and PATH failed: no table of zeros, the errors say it
     // (the JSON, which lists them, is still written).

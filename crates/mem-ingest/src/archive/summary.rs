@@ -506,6 +506,98 @@ impl Summary {
     }
 }
 
+impl Summary {
+    /// [`Summary::to_stats`], the costs priced: where a line's usage (the
+    /// totals, a model's, a project's, an agent's) holds responses whose
+    /// agent records no cost, its cost is every response's summed, each
+    /// the agent's own where it recorded one, else priced from `prices`
+    /// (see [`CountedUsage::cost`]); a response of a model without a price
+    /// adds nothing, and a line of such responses alone stays null. Lines
+    /// of recorded costs alone keep theirs, to the bit.
+    ///
+    /// Only for a run that kept its responses ([`super::Archive::usage`])
+    /// without a checkpoint (a run with one does not see the responses of
+    /// the files it finds unchanged or grown, so that its costs would
+    /// depend on what earlier runs read): else as [`Summary::to_stats`].
+    pub fn to_stats_priced(&self, prices: &crate::prices::Prices) -> Stats {
+        let mut s = self.to_stats();
+        if !self.keep_usage || self.stateful {
+            return s;
+        }
+        let costs: Vec<(Option<f64>, &CountedUsage)> =
+            self.usage.iter().map(|r| (r.cost(prices), r)).collect();
+        price_lines(&mut s.totals, costs.iter().map(|(c, r)| (*c, *r)));
+        if let Some(by) = s.by_source.as_mut() {
+            for (name, st) in by.iter_mut() {
+                price_lines(
+                    st,
+                    costs
+                        .iter()
+                        .filter(|(_, r)| r.agent == name.as_str())
+                        .map(|(c, r)| (*c, *r)),
+                );
+            }
+        }
+        s
+    }
+}
+
+/// A cost summed over responses: the line's own when every one recorded
+/// its cost, else the known costs summed (None when none is known).
+#[derive(Default)]
+struct PricedSum {
+    sum: f64,
+    known: bool,
+    priced: bool,
+}
+
+impl PricedSum {
+    fn add(&mut self, cost: Option<f64>, r: &CountedUsage) {
+        if let Some(c) = cost {
+            self.sum += c;
+            self.known = true;
+        }
+        self.priced |= !r.recorded;
+    }
+
+    fn apply(&self, cost: &mut Option<f64>) {
+        if self.priced {
+            *cost = self.known.then_some(self.sum);
+        }
+    }
+}
+
+/// Prices one source's (or the totals') lines from its responses.
+fn price_lines<'r>(
+    st: &mut SourceStats,
+    rows: impl Iterator<Item = (Option<f64>, &'r CountedUsage)>,
+) {
+    let mut total = PricedSum::default();
+    let mut by_model: BTreeMap<(&str, &str), PricedSum> = BTreeMap::new();
+    let mut by_project: BTreeMap<&str, PricedSum> = BTreeMap::new();
+    for (cost, r) in rows {
+        total.add(cost, r);
+        if let (Some(p), Some(m)) = (r.provider.as_deref(), r.model.as_deref()) {
+            by_model.entry((p, m)).or_default().add(cost, r);
+        }
+        by_project
+            .entry(r.project.as_str())
+            .or_default()
+            .add(cost, r);
+    }
+    total.apply(&mut st.usage.cost);
+    for m in &mut st.by_model {
+        if let Some(p) = by_model.get(&(m.provider.as_str(), m.model.as_str())) {
+            p.apply(&mut m.usage.cost);
+        }
+    }
+    for p in &mut st.by_project {
+        if let Some(x) = by_project.get(p.project.as_str()) {
+            x.apply(&mut p.cost);
+        }
+    }
+}
+
 impl FileTotals {
     /// Its stats: the run's shape without the failures and skips (each
     /// names its file, in the run's lists).
