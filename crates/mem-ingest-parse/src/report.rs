@@ -440,7 +440,9 @@ impl Report {
         add_count(&mut self.unknown_roles, role, 1);
     }
 
-    /// Adds usage, under a model when one is named.
+    /// Adds usage, under a model when one is named. A format counting a
+    /// response calls [`Report::add_usage_at`], which keeps its row for
+    /// the `usage` report and the sinks' usage tables.
     pub fn add_usage(
         &mut self,
         provider: Option<&str>,
