@@ -1341,6 +1341,24 @@ fn a_store_counts_each_response_once_across_runs() {
         sqlite3(&db, "SELECT key, total_tokens FROM usage ORDER BY key"),
         "claude#0|185\nclaude#1|28\nclaude#2|8"
     );
+    // --since selects the rows by their response's time: msg_01B's and
+    // msg_01C's (each response still kept, under its index).
+    let since = d.join("since.db");
+    let out = bin()
+        .args(["backfill", "-q", "--since", "2026-03-02T09:01:00Z", "--db"])
+        .arg(&since)
+        .arg(&s)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        sqlite3(&since, "SELECT key, total_tokens FROM usage ORDER BY key"),
+        "claude#1|28\nclaude#2|8"
+    );
     fs::remove_dir_all(d).unwrap();
 }
 

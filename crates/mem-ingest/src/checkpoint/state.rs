@@ -926,11 +926,19 @@ impl Checkpoint<'_> {
     /// index: for a sink that keeps its own checkpoint, inserting or
     /// replacing the usage row of that index in the same transaction (a
     /// response replaced by a larger copy replaces its row).
+    ///
+    /// Those outside the run's `--since`/`--until` (by the response's
+    /// time) are left out, as the files' rows are.
     pub fn changed_response_usage(&self) -> Vec<(u32, crate::archive::CountedUsage)> {
         let kept = self.responses.kept();
+        let (since, until) = (self.state.options.since, self.state.options.until);
         self.responses
             .changed()
             .into_iter()
+            .filter(|&i| match kept[i as usize].time {
+                Some(t) => since.is_none_or(|s| t >= s) && until.is_none_or(|u| t < u),
+                None => since.is_none() && until.is_none(),
+            })
             .map(|i| {
                 (
                     i,
