@@ -256,7 +256,7 @@ fn codex_days_equal_ccusage() {
 /// stats' usage, for every agent gen-corpus writes.
 #[test]
 fn totals_equal_stats_for_every_agent() {
-    for agent in ["pi", "claude", "codex", "qwen", "copilot"] {
+    for agent in ["pi", "claude", "codex", "qwen", "copilot", "gemini", "amp"] {
         let d = generate(agent, "3", "2");
         let stats = ours_json(&["stats", "--json", "-q", "--agent", agent], &d);
         let u = &stats["usage"];

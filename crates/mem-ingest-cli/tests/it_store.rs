@@ -538,7 +538,7 @@ fn killed_at_any_moment_every_record_exactly_once() {
 fn usage_rows_sum_to_the_stats_of_every_agent() {
     let d = tmpdir("usage-sums");
     let mut paths = Vec::new();
-    for agent in ["pi", "gemini", "qwen", "copilot", "claude", "codex"] {
+    for agent in ["pi", "gemini", "qwen", "copilot", "amp", "claude", "codex"] {
         let a = d.join(agent);
         let g = gen_corpus::GenCorpus::new()
             .args(["--format", agent, "--archive"])
@@ -563,7 +563,7 @@ fn usage_rows_sum_to_the_stats_of_every_agent() {
         .collect();
     let s = stats(&args);
     let by = s["by_source"].as_object().unwrap();
-    assert_eq!(by.len(), 6, "{:?}", by.keys());
+    assert_eq!(by.len(), 7, "{:?}", by.keys());
     for (agent, st) in by {
         let want = st["usage"]["total_tokens"].as_u64().unwrap();
         assert!(want > 0, "{agent}");
