@@ -240,7 +240,7 @@ fn every_tool_answers_exactly_over_stdio() {
         (
             "search",
             json!({"query": "bug", "agent": "cursor"}),
-            "unknown agent \"cursor\": pi, gemini, qwen, copilot, claude, codex",
+            "unknown agent \"cursor\": pi, gemini, qwen, copilot, amp, cline, claude, codex",
         ),
         (
             "sessions",
@@ -355,7 +355,7 @@ fn the_python_sdk_client_lists_and_calls_every_tool() {
     assert_eq!(
         lines[6],
         json!({"tool": "search", "code": -32602,
-               "message": "unknown agent \"cursor\": pi, gemini, qwen, copilot, claude, codex"})
+               "message": "unknown agent \"cursor\": pi, gemini, qwen, copilot, amp, cline, claude, codex"})
     );
     fs::remove_dir_all(d).unwrap();
 }

@@ -30,7 +30,7 @@ struct SearchParams {
     /// Only records whose project (the session's working folder) holds
     /// this text (case folded).
     project: Option<String>,
-    /// Only this agent's records: pi, gemini, qwen, copilot, claude, codex.
+    /// Only this agent's records: pi, gemini, qwen, copilot, amp, cline, claude, codex.
     agent: Option<String>,
     /// Only this role: user, assistant, tool_result, bash_execution,
     /// system, custom.
@@ -50,7 +50,7 @@ struct SearchParams {
 struct SessionsParams {
     /// Only sessions whose project holds this text (case folded).
     project: Option<String>,
-    /// Only this agent's sessions: pi, gemini, qwen, copilot, claude, codex.
+    /// Only this agent's sessions: pi, gemini, qwen, copilot, amp, cline, claude, codex.
     agent: Option<String>,
     /// Only sessions with a record at or after this time (as search's).
     since: Option<String>,
