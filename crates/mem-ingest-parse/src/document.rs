@@ -240,19 +240,20 @@ struct DocumentSource<'d> {
 
 /// Reads `input` whole (at most [`MAX_DOCUMENT`] bytes).
 fn read_input<'d>(input: Input<'d>, path: &Path) -> Result<Cow<'d, [u8]>, Error> {
-    let too_large = |n: u64| {
+    let too_large = |what: String| {
         Error::io(
             path,
             std::io::Error::other(format!(
-                "a document of {}{n} bytes is larger than the {} MiB a document may be: not \
-                 read (nothing of it is emitted; the file stays failed until it is smaller)",
-                if n > MAX_DOCUMENT { "more than " } else { "" },
+                "a document of {what} is larger than the {} MiB a document may be: not read \
+                 (nothing of it is emitted; the file stays failed until it is smaller)",
                 MAX_DOCUMENT >> 20
             )),
         )
     };
     match input {
-        Input::Bytes(b) if b.len() as u64 > MAX_DOCUMENT => Err(too_large(b.len() as u64)),
+        Input::Bytes(b) if b.len() as u64 > MAX_DOCUMENT => {
+            Err(too_large(format!("{} bytes", b.len())))
+        }
         Input::Bytes(b) => Ok(Cow::Borrowed(b)),
         Input::Reader(r) => {
             let mut data = Vec::new();
@@ -260,7 +261,7 @@ fn read_input<'d>(input: Input<'d>, path: &Path) -> Result<Cow<'d, [u8]>, Error>
                 .read_to_end(&mut data)
                 .map_err(|e| Error::io(path, e))?;
             if data.len() as u64 > MAX_DOCUMENT {
-                return Err(too_large(MAX_DOCUMENT));
+                return Err(too_large(format!("more than {MAX_DOCUMENT} bytes")));
             }
             Ok(Cow::Owned(data))
         }
