@@ -518,7 +518,8 @@ pub(super) fn drain<E: Encoder>(
     mut handing: Option<Handing<'_, E::Batch>>,
 ) -> Result<(), String> {
     let keep = cfg.filter;
-    let redactor = cfg.redact.then(Redactor::get);
+    // Only a run that builds records compiles the rules (`stats` never).
+    let redactor = (cfg.redact && res.batch.is_some()).then(Redactor::get);
     let ids_of = redactor.map_or(&[][..], |r| r.rule_ids());
     // The rules of one record's redactions, and their ids.
     let mut rules: Vec<usize> = Vec::new();
