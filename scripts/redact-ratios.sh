@@ -14,7 +14,9 @@
 #
 # Environment: CARGO_TARGET_DIR (default target), WORK (default a temp
 # dir), PI_MB, REAL_MB, RUNS (default 5), JOBS (default: all cores), SHARED
-# (default ../shared beside the repository).
+# (default ../shared beside the repository), NO_BUILD=1 (the release
+# binaries of CARGO_TARGET_DIR as they are: a figure of a build made
+# before).
 # Prints the archives, each median and the ratios. The machine's load
 # changes the figures: say what else ran beside them.
 set -euo pipefail
@@ -26,7 +28,9 @@ REAL_MB=${REAL_MB:-200}
 RUNS=${RUNS:-5}
 SHARED=${SHARED:-$(cd .. && pwd)/shared}
 JOBS=${JOBS:-$(nproc)}
-cargo build -q --release --bin mem-ingest --bin gen-corpus
+if [ -z "${NO_BUILD:-}" ]; then
+    cargo build -q --release --bin mem-ingest --bin gen-corpus
+fi
 BIN=$TARGET/release/mem-ingest
 WORK=${WORK:-$(mktemp -d)}
 mkdir -p "$WORK"
