@@ -1,5 +1,5 @@
 //! Secrets never reach an output (issue 46): credentials of every kind
-//! planted in pi, Claude Code and Codex sessions (user text, tool-call
+//! planted in pi, Claude Code, Codex, Qwen Code and Copilot CLI sessions (user text, tool-call
 //! arguments, tool output, a `.env` dump, a private key block; a key id
 //! written with a `\u` escape, the blocks with `\n` escapes) appear nowhere
 //! in the NDJSON, in the bytes of the store's files (rows and full-text
@@ -25,22 +25,31 @@ fn tmpdir(name: &str) -> PathBuf {
     common::tmpdir("redact", name)
 }
 
-/// The three agents' sessions, each holding every planted secret, laid
-/// out as each agent keeps them (paths named on the command line).
+/// The agents' sessions, each holding every planted secret, laid out as
+/// each agent keeps them (paths named on the command line).
 fn archive(d: &Path) -> Vec<PathBuf> {
     let pi = d.join("pi/--work-secrets--/2026-03-01T10-00-00-000Z_pi-sec.jsonl");
     let claude = d.join("claude/projects/-work-secrets/cc-sec.jsonl");
     let codex = d.join("codex/sessions/2026/03/01/rollout-2026-03-01T12-00-00-cx-sec.jsonl");
+    let qwen_id = "5f0c2a44-1111-4222-8333-9444555566aa";
+    let qwen = d.join(format!("qwen/projects/-work-secrets/chats/{qwen_id}.jsonl"));
+    let copilot_id = "7cf44517-0000-4000-8000-0000000000aa";
+    let copilot = d.join(format!("copilot/session-state/{copilot_id}/events.jsonl"));
     for (p, text) in [
         (&pi, secrets::pi_session("pi-sec")),
         (&claude, secrets::claude_session("cc-sec")),
         (&codex, secrets::codex_session("cx-sec")),
+        (&qwen, secrets::qwen_session(qwen_id)),
+        (&copilot, secrets::copilot_session(copilot_id)),
     ] {
         fs::create_dir_all(p.parent().unwrap()).unwrap();
         fs::write(p, text).unwrap();
     }
-    vec![pi, claude, codex]
+    vec![pi, claude, codex, qwen, copilot]
 }
+
+/// The sessions of [`archive`].
+const SESSIONS: u64 = 5;
 
 fn run(args: &[&str], paths: &[PathBuf]) -> Output {
     let out = common::cli().args(args).args(paths).output().unwrap();
@@ -144,7 +153,7 @@ fn planted_secrets_reach_no_output_and_no_redact_keeps_them() {
         &paths,
     );
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.ends_with(&said(3)), "{err}");
+    assert!(err.ends_with(&said(SESSIONS)), "{err}");
     let ndjson = fs::read(d.join("r.ndjson")).unwrap();
     assert_eq!(held(&ndjson, &all), Vec::<String>::new());
     let text: Vec<serde_json::Value> = ndjson
@@ -168,7 +177,7 @@ fn planted_secrets_reach_no_output_and_no_redact_keeps_them() {
             .iter()
             .filter(|t| t.contains("\n[REDACTED:private-key]\n"))
             .count(),
-        3
+        SESSIONS as usize
     );
     // stdout: the same lines.
     let out = run(&["backfill", "-q"], &paths);
@@ -179,7 +188,7 @@ fn planted_secrets_reach_no_output_and_no_redact_keeps_them() {
     let db = d.join("m.db");
     let out = run(&["backfill", "--db", db.to_str().unwrap()], &paths);
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.ends_with(&said(3)), "{err}");
+    assert!(err.ends_with(&said(SESSIONS)), "{err}");
     let store_bytes = |db: &Path| {
         let mut all = Vec::new();
         for ext in ["", "-wal", "-shm"] {
@@ -205,7 +214,7 @@ fn planted_secrets_reach_no_output_and_no_redact_keeps_them() {
     drop(conn);
     let want: BTreeMap<String, u64> = secrets::PER_SESSION
         .iter()
-        .map(|(r, n)| ((*r).to_owned(), n * 3))
+        .map(|(r, n)| ((*r).to_owned(), n * SESSIONS))
         .collect();
     assert_eq!(counts, want);
     assert_eq!(
@@ -218,7 +227,7 @@ fn planted_secrets_reach_no_output_and_no_redact_keeps_them() {
     run(&["backfill", "--parquet", ds.to_str().unwrap()], &paths);
     let rows = dataset_text(&ds);
     assert_eq!(held(rows.as_bytes(), &all), Vec::<String>::new());
-    assert_eq!(rows.matches("[REDACTED:").count(), 42);
+    assert_eq!(rows.matches("[REDACTED:").count(), 14 * SESSIONS as usize);
 
     // --no-redact: every secret as written, in every output.
     let out = run(
@@ -338,8 +347,11 @@ fn the_choice_is_recorded_and_redact_rewrites_a_store() {
     assert!(out.status.success(), "{err}");
     assert!(
         err.starts_with(&format!(
-            "mem-ingest: {}: 15 records, 15 rewritten, 42 secrets redacted (",
-            db.display()
+            "mem-ingest: {}: {} records, {} rewritten, {} secrets redacted (",
+            db.display(),
+            5 * SESSIONS,
+            5 * SESSIONS,
+            14 * SESSIONS
         )),
         "{err}"
     );
@@ -361,7 +373,7 @@ fn the_choice_is_recorded_and_redact_rewrites_a_store() {
     assert_ne!(search_hits(&db, "REDACTED"), "");
     let conn = rusqlite::Connection::open(&db).unwrap();
     let counts = mem_ingest_store::redaction_counts(&conn).unwrap();
-    assert_eq!(counts.values().sum::<u64>(), 42);
+    assert_eq!(counts.values().sum::<u64>(), 14 * SESSIONS);
     drop(conn);
     // Later runs redact: the store is redacted now, --no-redact refused.
     run(&["backfill", "--db", db.to_str().unwrap()], &paths);

@@ -71,8 +71,11 @@ pub struct Redactor {
     any_keyword: AhoCorasick,
     /// The keywords, every occurrence (overlapping): a text's windows.
     keywords: AhoCorasick,
-    /// The rule of each keyword, by the keyword's pattern index.
-    keyword_rule: Vec<usize>,
+    /// The rules of each keyword (distinct), by the keyword's pattern
+    /// index.
+    keyword_rules: Vec<Vec<usize>>,
+    /// The longest keyword's length.
+    longest: usize,
     regexes: Vec<Regex>,
     /// Each rule's allowlist as one regex, if it has one.
     allow: Vec<Option<Regex>>,
@@ -112,14 +115,20 @@ impl Redactor {
     }
 
     fn new(rules: &'static [Rule]) -> Redactor {
-        let mut patterns = Vec::new();
-        let mut keyword_rule = Vec::new();
+        let mut patterns: Vec<&str> = Vec::new();
+        let mut keyword_rules: Vec<Vec<usize>> = Vec::new();
         for (i, r) in rules.iter().enumerate() {
             for k in r.keywords {
-                patterns.push(*k);
-                keyword_rule.push(i);
+                match patterns.iter().position(|p| p == k) {
+                    Some(j) => keyword_rules[j].push(i),
+                    None => {
+                        patterns.push(k);
+                        keyword_rules.push(vec![i]);
+                    }
+                }
             }
         }
+        let longest = patterns.iter().map(|p| p.len()).max().unwrap_or(0);
         let keywords = AhoCorasickBuilder::new()
             .match_kind(MatchKind::Standard)
             .build(&patterns)
@@ -134,7 +143,8 @@ impl Redactor {
             ids: rules.iter().map(|r| r.id).collect(),
             any_keyword,
             keywords,
-            keyword_rule,
+            keyword_rules,
+            longest,
             regexes: rules.iter().map(|r| compile(r.regex)).collect(),
             allow: rules
                 .iter()
@@ -165,23 +175,39 @@ impl Redactor {
 
     /// Each rule's windows in `hay` (none: no keyword), joined where they
     /// meet, in order.
+    ///
+    /// Every occurrence of every keyword counts, also those that overlap:
+    /// the leftmost-first search (fast) finds the first of each run of
+    /// overlapping ones, and the overlapping search looks only at the
+    /// bytes where others can start, those of the hit (and as many after
+    /// as the longest keyword reaches).
     fn windows(&self, hay: &[u8]) -> Vec<Vec<(usize, usize)>> {
         let mut windows: Vec<Vec<(usize, usize)>> = Vec::new();
-        for m in self.keywords.find_overlapping_iter(hay) {
-            let r = self.keyword_rule[m.pattern().as_usize()];
-            let rule = &self.rules[r];
-            if windows.is_empty() {
-                windows.resize_with(self.rules.len(), Vec::new);
-            }
-            let from = m.start().saturating_sub(rule.back);
-            let to = m.end().saturating_add(rule.reach).min(hay.len());
-            let w = &mut windows[r];
-            match w.last_mut() {
-                Some(last) if from <= last.1 => {
-                    last.0 = last.0.min(from);
-                    last.1 = last.1.max(to);
+        for hit in self.any_keyword.find_iter(hay) {
+            let (s, e) = (hit.start(), hit.end());
+            let end = (e + self.longest).min(hay.len());
+            for m in self.keywords.find_overlapping_iter(&hay[s..end]) {
+                if m.start() >= e - s {
+                    // Found by the leftmost-first search, after this hit.
+                    continue;
                 }
-                _ => w.push((from, to)),
+                let (ks, ke) = (s + m.start(), s + m.end());
+                if windows.is_empty() {
+                    windows.resize_with(self.rules.len(), Vec::new);
+                }
+                for &r in &self.keyword_rules[m.pattern().as_usize()] {
+                    let rule = &self.rules[r];
+                    let from = ks.saturating_sub(rule.back);
+                    let to = ke.saturating_add(rule.reach).min(hay.len());
+                    let w = &mut windows[r];
+                    match w.last_mut() {
+                        Some(last) if from <= last.1 => {
+                            last.0 = last.0.min(from);
+                            last.1 = last.1.max(to);
+                        }
+                        _ => w.push((from, to)),
+                    }
+                }
             }
         }
         windows
@@ -311,6 +337,11 @@ impl Redactor {
         if !self.may_hold(text.as_bytes()) {
             return None;
         }
+        self.redact_held(text, rules)
+    }
+
+    /// [`Redactor::redact`] of a text known to hold a keyword.
+    fn redact_held(&self, text: &str, rules: &mut Vec<usize>) -> Option<String> {
         let mut found = Vec::new();
         self.find(text, &mut found);
         if found.is_empty() {
@@ -339,7 +370,7 @@ impl Redactor {
             return None;
         }
         let decoded = unescape(escaped);
-        self.redact(&decoded, rules)
+        self.redact_held(&decoded, rules)
     }
 }
 

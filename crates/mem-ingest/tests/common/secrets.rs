@@ -240,3 +240,94 @@ pub fn codex_session(id: &str) -> String {
     );
     s
 }
+
+/// A Qwen Code chat file (session `id`) holding [`planted`].
+pub fn qwen_session(id: &str) -> String {
+    let p = planted();
+    let rec = |uuid: &str, parent: Option<&str>, s: u32, ty: &str, more: Value| {
+        let mut v = json!({
+            "uuid": uuid, "parentUuid": parent, "sessionId": id,
+            "timestamp": format!("2026-03-01T13:00:{s:02}.000Z"), "type": ty,
+            "cwd": "/work/secrets", "version": "0.15.2",
+        });
+        for (k, x) in more.as_object().unwrap() {
+            v[k] = x.clone();
+        }
+        line(v)
+    };
+    let mut s = rec(
+        "u1",
+        None,
+        1,
+        "user",
+        json!({"message": {"role": "user", "parts": [{"text": p.user}]}}),
+    );
+    s += &rec(
+        "u2",
+        Some("u1"),
+        2,
+        "user",
+        json!({"message": {"role": "user", "parts": [{"text": p.user2}]}}),
+    );
+    s += &rec(
+        "a1",
+        Some("u2"),
+        3,
+        "assistant",
+        json!({"model": "qwen3-coder-plus", "message": {"role": "model", "parts": [
+        {"functionCall": {"id": "call_1", "name": "run_shell_command", "args": {"command": p.command}}}]}}),
+    );
+    s += &rec(
+        "t1",
+        Some("a1"),
+        4,
+        "tool_result",
+        json!({"message": {"role": "user", "parts": [
+        {"functionResponse": {"id": "call_1", "name": "run_shell_command", "response": {"output": p.env}}}]}}),
+    );
+    s += &rec(
+        "t2",
+        Some("t1"),
+        5,
+        "tool_result",
+        json!({"message": {"role": "user", "parts": [
+        {"functionResponse": {"id": "call_2", "name": "read_file", "response": {"output": p.key}}}]}}),
+    );
+    s
+}
+
+/// A Copilot CLI `events.jsonl` (session `id`) holding [`planted`].
+pub fn copilot_session(id: &str) -> String {
+    let p = planted();
+    let ev = |n: u32, ty: &str, data: Value| {
+        line(json!({"type": ty, "data": data, "id": format!("e{n}"),
+                    "timestamp": format!("2026-03-01T14:00:{n:02}.000Z"), "parentId": null}))
+    };
+    let mut s = ev(
+        1,
+        "session.start",
+        json!({"sessionId": id, "version": 1, "producer": "copilot-agent",
+        "copilotVersion": "1.0.80", "startTime": "2026-03-01T14:00:00.000Z", "selectedModel": "gpt-5-mini",
+        "context": {"cwd": "/work/secrets"}}),
+    );
+    s += &ev(2, "user.message", json!({"content": p.user}));
+    s += &ev(3, "user.message", json!({"content": p.user2}));
+    s += &ev(
+        4,
+        "assistant.message",
+        json!({"messageId": "m1", "content": "",
+        "toolRequests": [{"toolCallId": "c1", "name": "bash", "arguments": {"command": p.command}}],
+        "outputTokens": 40, "requestId": "r1"}),
+    );
+    s += &ev(
+        5,
+        "tool.execution_complete",
+        json!({"toolCallId": "c1", "success": true, "result": {"content": p.env}}),
+    );
+    s += &ev(
+        6,
+        "tool.execution_complete",
+        json!({"toolCallId": "c2", "success": true, "result": {"content": p.key}}),
+    );
+    s
+}
