@@ -50,3 +50,20 @@ pub fn builtin() -> Vec<Arc<dyn Format>> {
 pub fn by_name(name: &str) -> Option<Arc<dyn Format>> {
     builtin().into_iter().find(|f| f.name() == name)
 }
+
+#[cfg(test)]
+mod tests {
+    /// The NDJSON writer's raw-text path is taken only when every format
+    /// of a run honours the raw-text read, and a run without `--agent`
+    /// reads every built-in format: one that does not would put every
+    /// default `backfill -o` on the slower path.
+    #[test]
+    fn every_builtin_format_honours_the_raw_text_read() {
+        let slow: Vec<&str> = super::builtin()
+            .iter()
+            .filter(|f| !f.honours_raw_text(crate::seal::Crate))
+            .map(|f| f.name())
+            .collect();
+        assert_eq!(slow, Vec::<&str>::new());
+    }
+}
