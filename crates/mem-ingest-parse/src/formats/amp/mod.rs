@@ -49,6 +49,12 @@ impl Format for Amp {
         "amp"
     }
 
+    fn honours_raw_text(&self, _: crate::seal::Crate) -> bool {
+        // Its documents never hand out a parsed line: every record's text
+        // is decoded, as without the raw-text read.
+        true
+    }
+
     /// `T-*.json` in a `threads/` folder, or below one (ccusage reads the
     /// folder recursively).
     fn is_session_file(&self, path: &Path) -> bool {

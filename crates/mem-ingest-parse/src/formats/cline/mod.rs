@@ -92,6 +92,12 @@ impl Format for Cline {
         "cline"
     }
 
+    fn honours_raw_text(&self, _: crate::seal::Crate) -> bool {
+        // Its documents never hand out a parsed line: every record's text
+        // is decoded, as without the raw-text read.
+        true
+    }
+
     /// `tasks/<taskId>/api_conversation_history.json`, or a
     /// `*.messages.json` below a `sessions/` folder or a
     /// `saoudrizwan.claude-dev` storage folder.
