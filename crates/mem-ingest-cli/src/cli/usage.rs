@@ -571,6 +571,47 @@ mod tests {
     }
 
     #[test]
+    fn sums_saturate_as_stats_does() {
+        let huge = CountedUsage {
+            agent: "gemini",
+            session: "s".to_owned(),
+            project: String::new(),
+            file: "f".to_owned(),
+            line: 1,
+            time: None,
+            provider: None,
+            model: None,
+            usage: mem_ingest::Usage {
+                input: u64::MAX - 1,
+                output: u64::MAX - 1,
+                cache_read: u64::MAX - 1,
+                cache_write: u64::MAX - 1,
+                total_tokens: u64::MAX - 1,
+                cost: 0.0,
+            },
+            reasoning: u64::MAX - 1,
+            cache_write_1h: 0,
+            recorded: false,
+        };
+        let mut s = Sums::default();
+        s.add(&huge, None);
+        s.add(&huge, None);
+        assert_eq!(
+            [
+                s.input_tokens,
+                s.output_tokens,
+                s.cache_creation_tokens,
+                s.cache_read_tokens,
+                s.reasoning_output_tokens,
+                s.total_tokens
+            ],
+            [u64::MAX; 6]
+        );
+        assert_eq!(s.unpriced_responses, 2);
+        assert_eq!(huge.cost(Prices::shipped()), None);
+    }
+
+    #[test]
     fn dates_and_dollars() {
         assert_eq!(parse_day("2026-01-05").unwrap(), "2026-01-05");
         assert_eq!(parse_day("20260105").unwrap(), "2026-01-05");
