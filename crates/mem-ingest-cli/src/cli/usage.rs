@@ -216,12 +216,13 @@ fn is_zero(n: &u64) -> bool {
 impl Sums {
     fn add(&mut self, r: &CountedUsage, cost: Option<f64>) {
         let u = &r.usage;
-        self.input_tokens += u.input;
-        self.output_tokens += u.output;
-        self.cache_creation_tokens += u.cache_write;
-        self.cache_read_tokens += u.cache_read;
-        self.reasoning_output_tokens += r.reasoning;
-        self.total_tokens += u.total_tokens;
+        // Saturating, as stats' sums are (hostile counts near u64::MAX).
+        self.input_tokens = self.input_tokens.saturating_add(u.input);
+        self.output_tokens = self.output_tokens.saturating_add(u.output);
+        self.cache_creation_tokens = self.cache_creation_tokens.saturating_add(u.cache_write);
+        self.cache_read_tokens = self.cache_read_tokens.saturating_add(u.cache_read);
+        self.reasoning_output_tokens = self.reasoning_output_tokens.saturating_add(r.reasoning);
+        self.total_tokens = self.total_tokens.saturating_add(u.total_tokens);
         match cost {
             Some(c) => *self.cost_usd.get_or_insert(0.0) += c,
             None => self.unpriced_responses += 1,

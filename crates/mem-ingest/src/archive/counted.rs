@@ -76,7 +76,11 @@ impl CountedUsage {
         let priced = Usage {
             output: u
                 .total_tokens
-                .saturating_sub(u.input + u.cache_read + u.cache_write)
+                .saturating_sub(
+                    u.input
+                        .saturating_add(u.cache_read)
+                        .saturating_add(u.cache_write),
+                )
                 .max(u.output),
             ..*u
         };
