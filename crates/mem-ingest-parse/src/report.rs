@@ -558,6 +558,14 @@ impl Report {
 
     /// Adds a later part's report to this one (parts in file order).
     pub fn merge(&mut self, other: &Report) {
+        self.merge_counts(other);
+        self.usage_rows.extend(other.usage_rows.iter().cloned());
+    }
+
+    /// [`Report::merge`] without `other`'s usage rows: for sums that never
+    /// hand rows out (a run's totals, each source's), which would
+    /// otherwise copy every response's row twice more.
+    pub fn merge_counts(&mut self, other: &Report) {
         self.bytes += other.bytes;
         self.lines += other.lines;
         self.records += other.records;
@@ -577,7 +585,6 @@ impl Report {
         self.deduplicated += other.deduplicated;
         self.empty &= other.empty;
         self.usage.add(&other.usage);
-        self.usage_rows.extend(other.usage_rows.iter().cloned());
         for (role, n) in &other.unknown_roles {
             add_count(&mut self.unknown_roles, role, *n);
         }

@@ -118,7 +118,8 @@ impl FileTotals {
         self.bytes += report.bytes + report.pending;
         self.files_empty += u64::from(report.empty);
         let pending = self.report.pending + report.pending;
-        self.report.merge(report);
+        // The rows are the run's (`Summary::usage`), not the totals'.
+        self.report.merge_counts(report);
         self.report.pending = pending;
         if let Some(h) = header {
             add_to_project(&mut self.by_project, h, report);
