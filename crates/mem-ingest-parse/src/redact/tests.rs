@@ -124,6 +124,18 @@ fn env_dump_lines_whose_names_say_secret() {
 }
 
 #[test]
+fn a_value_with_a_long_start_before_its_ellipsis_is_no_placeholder() {
+    // A README shows a key's shape with a short start (kept, above); a
+    // password of real length that ends in dots, or a real value a display
+    // cut with an ellipsis, is a secret.
+    check(
+        "DB_PASSWORD=hunter2hunter42...\nAPI_TOKEN=tok-9f8e7d6c5b4a3210…\n",
+        "DB_PASSWORD=[REDACTED:env-secret]\nAPI_TOKEN=[REDACTED:env-secret]\n",
+        &["env-secret", "env-secret"],
+    );
+}
+
+#[test]
 fn look_alikes_stay() {
     for text in [
         // git SHAs, UUIDs, hex digests
