@@ -60,9 +60,11 @@ pub(super) const GLOBAL_STOPWORDS: &[&str] = &[
 
 /// Placeholders a person writes where a password goes, for mem-ingest's
 /// own rules: `<password>`, `[token]`, `your-...`, `changeme`, `xxxx`,
-/// `****`, the word itself, and a value cut short with an ellipsis
-/// (`sk-ant-...`, as READMEs show a key's shape).
-const PLACEHOLDER: &str = r"(?i)^(?:<[^>]*>|\[[^\]]*\]|\{[^}]*\}|your[_-].*|.*[_-]here|changeme|change_me|password|passwd|pass|pwd|secret|token|example|redacted|x{3,}|\*{3,}|.*\.{3}|.*…)$";
+/// `****`, the word itself, and a short start cut with an ellipsis
+/// (`sk-ant-...`, as READMEs show a key's shape: at most 12 characters
+/// before it; a longer value that ends in dots or an ellipsis is a secret,
+/// or a real one a display cut).
+const PLACEHOLDER: &str = r"(?i)^(?:<[^>]*>|\[[^\]]*\]|\{[^}]*\}|your[_-].*|.*[_-]here|changeme|change_me|password|passwd|pass|pwd|secret|token|example|redacted|x{3,}|\*{3,}|.{0,12}\.{3}|.{0,12}…)$";
 
 /// The standard terminator of gitleaks' regexes, for reference:
 /// `(?:[\x60'"\s;]|\\[nr]|$)`.
