@@ -1109,16 +1109,17 @@ fn generated_home_killed_at_any_moment_every_record_exactly_once() {
             c
         };
         let kills = common::kill_until_it_finishes(run, pace, sink);
+        let stored = || -> Vec<String> {
+            let c = rusqlite::Connection::open(&db).unwrap();
+            let mut st = c.prepare("SELECT key FROM records ORDER BY key").unwrap();
+            st.query_map([], |r| r.get(0))
+                .unwrap()
+                .map(Result::unwrap)
+                .collect()
+        };
         let got: Vec<String> = match sink {
             "state" => keys(&ndjson(&fs::read(&out).unwrap())),
-            _ => {
-                let c = rusqlite::Connection::open(&db).unwrap();
-                let mut st = c.prepare("SELECT key FROM records").unwrap();
-                st.query_map([], |r| r.get(0))
-                    .unwrap()
-                    .map(Result::unwrap)
-                    .collect()
-            }
+            _ => stored(),
         };
         let (mut g, mut w) = (got.clone(), want.clone());
         if sink == "state" {
@@ -1132,6 +1133,8 @@ fn generated_home_killed_at_any_moment_every_record_exactly_once() {
         assert!(again.status.success());
         if sink == "state" {
             assert_eq!(keys(&ndjson(&fs::read(&out).unwrap())), want);
+        } else {
+            assert_eq!(stored(), g, "db: the re-run adds nothing");
         }
     }
     fs::remove_dir_all(d).unwrap();
