@@ -385,6 +385,77 @@ fn a_rewrite_that_adds_one_message_emits_exactly_it() {
     fs::remove_dir_all(home).unwrap();
 }
 
+/// A legacy message has no id before v3.40: its key is its place. A
+/// rewrite that puts another message in a place emitted before (a resumed
+/// task replaces its trailing user message; a restore truncates and the
+/// later messages take the places again) emits that message, as a new
+/// record beside the one emitted before: it is not a revision of it.
+#[test]
+fn a_message_taking_the_place_of_one_emitted_is_emitted() {
+    let home = tmpdir("replaced");
+    let data = home.join(".cline").join("data");
+    data_folder(&data);
+    let (state, out, db) = (
+        home.join("state"),
+        home.join("out.ndjson"),
+        home.join("m.db"),
+    );
+    let run = |extra: &[&dyn AsRef<std::ffi::OsStr>]| -> String {
+        let mut c = bin(&home);
+        c.args(["backfill", "--agent", "cline"]);
+        for a in extra {
+            c.arg(a);
+        }
+        let o = c.output().unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8_lossy(&o.stderr).into_owned()
+    };
+    let both = || [run(&[&"--state", &state, &"-o", &out]), run(&[&"--db", &db])];
+    for err in both() {
+        assert!(err.contains(" records (10 written), "), "{err}");
+    }
+    let task = data
+        .join("tasks")
+        .join("1767225600000")
+        .join("api_conversation_history.json");
+    let mut h: Value = serde_json::from_slice(&fs::read(&task).unwrap()).unwrap();
+    let msgs = h.as_array_mut().unwrap();
+    msgs[2] = json!({"role": "user", "content": [{"type": "text",
+        "text": "[TASK RESUMPTION] The task was interrupted; read it again"}]});
+    msgs.push(json!({"role": "assistant", "content": "Reading it again."}));
+    write(&task, &h);
+    for err in both() {
+        assert!(err.contains(" records (2 written), "), "{err}");
+    }
+    let texts: Vec<String> = ndjson(&fs::read(&out).unwrap())
+        .iter()
+        .map(|r| r["text"].as_str().unwrap_or("").to_owned())
+        .collect();
+    assert_eq!(texts.len(), 12);
+    assert_eq!(
+        texts[10..],
+        [
+            "[TASK RESUMPTION] The task was interrupted; read it again".to_owned(),
+            "Reading it again.".to_owned()
+        ]
+    );
+    assert!(texts[..10].iter().any(|t| t.contains("fn main() {}")));
+    let c = rusqlite::Connection::open(&db).unwrap();
+    let rows: i64 = c
+        .query_row("SELECT count(*) FROM records", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(rows, 12);
+    let kept: i64 = c
+        .query_row(
+            "SELECT count(*) FROM records WHERE text LIKE '%fn main() {}%' OR text LIKE '[TASK RESUMPTION]%'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(kept, 2);
+    fs::remove_dir_all(home).unwrap();
+}
+
 /// Each assistant message's metrics once, summed from a transcript here.
 fn metrics_sum(v: &Value) -> (u64, u64, u64, u64) {
     let mut t = (0, 0, 0, 0);
