@@ -410,7 +410,12 @@ fn a_message_taking_the_place_of_one_emitted_is_emitted() {
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
         String::from_utf8_lossy(&o.stderr).into_owned()
     };
-    let both = || [run(&[&"--state", &state, &"-o", &out]), run(&[&"--db", &db])];
+    let both = || {
+        [
+            run(&[&"--state", &state, &"-o", &out]),
+            run(&[&"--db", &db]),
+        ]
+    };
     for err in both() {
         assert!(err.contains(" records (10 written), "), "{err}");
     }

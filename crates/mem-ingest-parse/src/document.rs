@@ -73,6 +73,12 @@ pub struct Item<'a> {
     /// A hash of the item as written: another version, after it was
     /// emitted, is a revision.
     pub version: u64,
+    /// Whether its key is its place (the shape gave it no id): another
+    /// item in a place emitted before is not a revision of the one there
+    /// (Cline's resumes and restores put other messages in places), but an
+    /// item of its own, emitted beside it; an item with an id edited after
+    /// it was emitted is a revision.
+    pub positional: bool,
     /// Whether it is written to its end (default true): an item still
     /// being written (Amp's `running` message) is emitted by a later read.
     pub settled: bool,
@@ -383,6 +389,18 @@ pub fn open<'d>(
         };
         match emitted.get(&kh) {
             Some(v) if *v == item.version => {}
+            Some(_) if item.positional => {
+                // Another item in a place emitted before: its own key (the
+                // place and its version), emitted once, beside the first.
+                let own = key_hash(&format!("{}@{:016x}", item.key, item.version));
+                if !emitted.contains_key(&own) {
+                    now.insert(own, item.version);
+                    ready.push(Ready {
+                        entry: entry(revision_fingerprint(item.fingerprint, item.version), false),
+                        counts,
+                    });
+                }
+            }
             Some(_) => {
                 now.insert(kh, item.version);
                 // Counted with the document: taking it out as a copy

@@ -128,6 +128,7 @@ impl MapDocument for Docs {
                 report,
                 Item {
                     key,
+                    positional: false,
                     version: fnv(&[m.to_string().as_bytes()]),
                     settled: m.get("running").and_then(Value::as_bool) != Some(true),
                     fingerprint: fnv(&[b"doc", session.as_bytes(), key.as_bytes()]),

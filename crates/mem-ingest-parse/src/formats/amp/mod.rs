@@ -409,13 +409,15 @@ impl<'a> Thread<'a> {
         report: &mut Report,
     ) -> Item<'a> {
         let f = Fields::of(m);
-        let key = message_id(f.get("messageId"), arena)
-            .unwrap_or_else(|| arena.alloc_str(&format!("#{pos}")));
+        let id = message_id(f.get("messageId"), arena);
+        let positional = id.is_none();
+        let key = id.unwrap_or_else(|| arena.alloc_str(&format!("#{pos}")));
         let fp = fingerprint(&[b"amp-msg", self.session.as_bytes(), key.as_bytes()]);
         let state = f.get("state").map(Fields::of);
         let state_type = state.and_then(|s| s.str("type"));
         let mut item = Item {
             key,
+            positional,
             version: value_hash(m),
             settled: state_type != Some("running"),
             fingerprint: fp,
@@ -612,9 +614,9 @@ impl<'a> Thread<'a> {
         report: &mut Report,
     ) -> Item<'a> {
         let f = Fields::of(e);
-        let key = match message_id(f.get("id"), arena) {
-            Some(id) => arena.alloc_str(&format!("ledger:{id}")),
-            None => arena.alloc_str(&format!("ledger:#{pos}")),
+        let (key, positional) = match message_id(f.get("id"), arena) {
+            Some(id) => (arena.alloc_str(&format!("ledger:{id}")), false),
+            None => (arena.alloc_str(&format!("ledger:#{pos}")), true),
         };
         report.entries.add("usageLedger event", 1);
         report.no_record += 1;
@@ -653,6 +655,7 @@ impl<'a> Thread<'a> {
         }
         Item {
             key,
+            positional,
             version: value_hash(e),
             settled: true,
             fingerprint: fingerprint(&[b"amp-ledger", self.session.as_bytes(), key.as_bytes()]),

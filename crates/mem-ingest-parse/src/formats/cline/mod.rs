@@ -480,12 +480,11 @@ impl<'a> CFile<'a> {
         report: &mut Report,
     ) -> Item<'a> {
         let f = Fields::of(m);
-        let key = f
-            .str("id")
-            .filter(|s| !s.is_empty())
-            .unwrap_or_else(|| arena.alloc_str(&format!("#{pos}")));
+        let id = f.str("id").filter(|s| !s.is_empty());
+        let key = id.unwrap_or_else(|| arena.alloc_str(&format!("#{pos}")));
         let mut item = Item {
             key,
+            positional: id.is_none(),
             version: value_hash(m),
             settled: true,
             fingerprint: fingerprint(&[b"cline-msg", self.session.as_bytes(), key.as_bytes()]),

@@ -99,7 +99,8 @@ impl MapDocument for Legacy {
             for (i, m) in elements(messages).enumerate() {
                 let pos = i as u64 + 1;
                 let f = Fields::of(m);
-                let key: &'a str = match f.str("id").filter(|s| !s.is_empty()) {
+                let id = f.str("id").filter(|s| !s.is_empty());
+                let key: &'a str = match id {
                     Some(id) => id,
                     None => arena.alloc_str(&format!("#{pos}")),
                 };
@@ -129,6 +130,7 @@ impl MapDocument for Legacy {
                     report,
                     Item {
                         key,
+                        positional: id.is_none(),
                         version: value_hash(m),
                         settled: true,
                         fingerprint: fingerprint(&[
