@@ -9,33 +9,14 @@
 //! `/tmp/ccusage-reference/node_modules/.bin/ccusage`, which `.ci/run`
 //! installs); there a missing tool is a failure.
 
+#[path = "../../mem-ingest/tests/common/mod.rs"]
+mod common;
+
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use serde_json::{json, Value};
-
-fn ccusage() -> PathBuf {
-    let p = std::env::var_os("CCUSAGE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/tmp/ccusage-reference/node_modules/.bin/ccusage"));
-    assert!(
-        p.exists(),
-        "ccusage not found at {} (set CCUSAGE, or install ../shared/ccusage-reference with npm install)",
-        p.display()
-    );
-    p
-}
-
-fn tmpdir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!(
-        "mem-ingest-conform-amp-{}-{name}",
-        std::process::id()
-    ));
-    let _ = fs::remove_dir_all(&d);
-    fs::create_dir_all(&d).unwrap();
-    d
-}
 
 /// `[input, output, cache_write, cache_read, total]`.
 type Totals = [u64; 5];
@@ -45,7 +26,7 @@ type Totals = [u64; 5];
 fn theirs(data: &Path) -> Totals {
     let home = data.with_extension("home");
     fs::create_dir_all(&home).unwrap();
-    let out = Command::new(ccusage())
+    let out = Command::new(common::ccusage())
         .args(["amp", "daily", "--json", "--offline"])
         .env("HOME", &home)
         .env("AMP_DATA_DIR", data)
@@ -134,7 +115,7 @@ const M: &str = "claude-haiku-4-5-20251001";
 #[test]
 #[ignore = "needs ccusage 20.0.24 (CCUSAGE)"]
 fn equal_where_ccusage_counts_right() {
-    let data = tmpdir("equal").join("data");
+    let data = common::tmpdir("conform-amp", "equal").join("data");
     // The spec's two messages: 10/178/986/11372 and 5/42/0/12000.
     write(
         &data,
@@ -174,7 +155,7 @@ fn equal_where_ccusage_counts_right() {
 #[test]
 #[ignore = "needs ccusage 20.0.24 (CCUSAGE)"]
 fn usage_without_a_timestamp_or_a_model_dropped_by_ccusage_counted_here() {
-    let data = tmpdir("differ").join("data");
+    let data = common::tmpdir("conform-amp", "differ").join("data");
     write(
         &data,
         &json!({"id": "T-c", "created": 1_767_865_803_494_i64, "messages": [
@@ -222,7 +203,7 @@ fn dropped_by_ccusage(data: &Path) -> Totals {
 #[ignore = "needs ccusage 20.0.24 (CCUSAGE)"]
 fn generated_archives_against_ccusage() {
     for seed in ["3", "11"] {
-        let data = tmpdir(&format!("gen-{seed}")).join("data");
+        let data = common::tmpdir("conform-amp", &format!("gen-{seed}")).join("data");
         let out = gen_corpus::GenCorpus::new()
             .args([
                 "--format",

@@ -17,25 +17,13 @@ use serde_json::Value;
 #[path = "../../mem-ingest/tests/common/mod.rs"]
 mod common;
 
-fn ccusage() -> PathBuf {
-    let p = std::env::var_os("CCUSAGE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/tmp/ccusage-reference/node_modules/.bin/ccusage"));
-    assert!(
-        p.exists(),
-        "ccusage not found at {} (set CCUSAGE, or install ../shared/ccusage-reference with npm install)",
-        p.display()
-    );
-    p
-}
-
 /// `(input, output, cache write, cache read)` by model, and in total.
 type ByModel = BTreeMap<String, [u64; 4]>;
 
 fn theirs(config: &Path) -> (ByModel, [u64; 4]) {
     let home = config.join("home");
     std::fs::create_dir_all(&home).unwrap();
-    let out = Command::new(ccusage())
+    let out = Command::new(common::ccusage())
         .args(["claude", "daily", "--json", "--offline"])
         .env("HOME", &home)
         .env("CLAUDE_CONFIG_DIR", config)

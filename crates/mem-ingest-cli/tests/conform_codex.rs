@@ -4,41 +4,17 @@
 //! (`CCUSAGE`, else `/tmp/ccusage-reference/node_modules/.bin/ccusage`,
 //! which `.ci/run` installs); there a missing tool is a failure.
 
+#[path = "../../mem-ingest/tests/common/mod.rs"]
+mod common;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use serde_json::Value;
 
-#[path = "../../mem-ingest/tests/common/shared.rs"]
-mod shared;
-
-#[path = "../../mem-ingest/tests/common/codex.rs"]
-mod rollouts;
-
-use rollouts::{write_family, ParentFile};
-
-fn ccusage() -> PathBuf {
-    let p = std::env::var_os("CCUSAGE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/tmp/ccusage-reference/node_modules/.bin/ccusage"));
-    assert!(
-        p.exists(),
-        "ccusage not found at {} (set CCUSAGE, or install ../shared/ccusage-reference with npm install)",
-        p.display()
-    );
-    p
-}
-
-fn tmpdir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!(
-        "mem-ingest-conform-codex-{}-{name}",
-        std::process::id()
-    ));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
+use common::codex::{write_family, ParentFile};
+use common::shared;
 
 /// `(input, cache_read, output, total)` by model.
 type ByModel = BTreeMap<String, [u64; 4]>;
@@ -48,7 +24,7 @@ type ByModel = BTreeMap<String, [u64; 4]>;
 fn theirs(codex_home: &Path) -> ByModel {
     let home = codex_home.join("home");
     std::fs::create_dir_all(&home).unwrap();
-    let out = Command::new(ccusage())
+    let out = Command::new(common::ccusage())
         .args(["codex", "daily", "--json", "--offline"])
         .env("HOME", &home)
         .env("CODEX_HOME", codex_home)
@@ -114,7 +90,7 @@ fn ours(codex_home: &Path) -> ByModel {
 /// Copies every sample rollout under `sessions/` of a fresh Codex home,
 /// renamed `rollout-*.jsonl` where it is not.
 fn sample_home() -> PathBuf {
-    let home = tmpdir("samples");
+    let home = common::tmpdir("conform-codex", "samples");
     let root = shared::shared("samples/codex");
     let mut stack = vec![root.clone()];
     let mut n = 0;
@@ -173,7 +149,7 @@ fn count(ts: &str, total: [u64; 5], last: Option<[u64; 5]>) -> String {
 #[test]
 #[ignore = "needs ccusage; run by .ci/run with --include-ignored"]
 fn token_count_shapes_equal_ccusage() {
-    let home = tmpdir("shapes");
+    let home = common::tmpdir("conform-codex", "shapes");
     let day = home.join("sessions/2026/01/01");
     std::fs::create_dir_all(&day).unwrap();
     let meta = |id: &str, ts: &str, fork: &str| {
@@ -222,14 +198,14 @@ fn token_count_shapes_equal_ccusage() {
 
 /// A subagent that replays its parent's history with the timestamps
 /// rewritten into the spawn's second (issue 41,
-/// [`rollouts::same_second_family`]): the parent's file before the
+/// [`common::codex::same_second_family`]): the parent's file before the
 /// child's, after it, or absent (ccusage then skips the replayed counts by
 /// their shared second).
 #[test]
 #[ignore = "needs ccusage; run by .ci/run with --include-ignored"]
 fn same_second_subagents_equal_ccusage() {
     for parent in [ParentFile::Before, ParentFile::After, ParentFile::Absent] {
-        let home = tmpdir(&format!("same-second-{parent:?}"));
+        let home = common::tmpdir("conform-codex", &format!("same-second-{parent:?}"));
         write_family(&home, parent);
         let (a, b) = (ours(&home), theirs(&home));
         assert!(!b.is_empty());
@@ -247,7 +223,7 @@ fn same_second_subagents_equal_ccusage() {
 #[test]
 #[ignore = "needs ccusage; run by .ci/run with --include-ignored"]
 fn counts_of_children_equal_ccusage() {
-    let (parent, child) = rollouts::same_second_family();
+    let (parent, child) = common::codex::same_second_family();
     let own_in_spawn_second = child.replace("10:01:05.000Z", "10:01:00.900Z");
     let day = "sessions/2026/01/01";
     let parent_file = format!("{day}/rollout-2026-01-01T10-00-00-p1.jsonl");
@@ -318,7 +294,7 @@ fn counts_of_children_equal_ccusage() {
         ),
     ];
     for (i, (name, files)) in cases.iter().enumerate() {
-        let home = tmpdir(&format!("children-{i}"));
+        let home = common::tmpdir("conform-codex", &format!("children-{i}"));
         for (rel, text) in files {
             let p = home.join(rel);
             std::fs::create_dir_all(p.parent().unwrap()).unwrap();

@@ -7,29 +7,14 @@
 //! ours the output its messages carry). Ignored without ccusage
 //! (`CCUSAGE`, else `/tmp/ccusage-reference/node_modules/.bin/ccusage`).
 
+#[path = "../../mem-ingest/tests/common/mod.rs"]
+mod common;
+
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use serde_json::{json, Value};
-
-fn ccusage() -> PathBuf {
-    let p = std::env::var_os("CCUSAGE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/tmp/ccusage-reference/node_modules/.bin/ccusage"));
-    assert!(p.exists(), "ccusage not found at {}", p.display());
-    p
-}
-
-fn tmpdir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!(
-        "mem-ingest-conform-copilot-{}-{name}",
-        std::process::id()
-    ));
-    let _ = fs::remove_dir_all(&d);
-    fs::create_dir_all(&d).unwrap();
-    d
-}
 
 /// `(input, output, cache_read, cache_write, total)`.
 type Totals = [u64; 5];
@@ -37,7 +22,7 @@ type Totals = [u64; 5];
 fn theirs(home: &Path) -> Totals {
     let h = home.with_extension("home");
     fs::create_dir_all(&h).unwrap();
-    let out = Command::new(ccusage())
+    let out = Command::new(common::ccusage())
         .args(["copilot", "daily", "--json", "--offline"])
         .env("HOME", &h)
         .env("COPILOT_HOME", home)
@@ -119,7 +104,7 @@ fn start(sid: &str, ts: &str) -> String {
 #[test]
 #[ignore = "needs ccusage; run by .ci/run with --include-ignored"]
 fn equal_where_ccusage_counts_right() {
-    let home = tmpdir("equal");
+    let home = common::tmpdir("conform-copilot", "equal");
     // One shutdown a session; two models; a `-1m` model id; messages
     // with output before the shutdown (counted once: the shutdown's).
     write(
@@ -185,7 +170,7 @@ fn equal_where_ccusage_counts_right() {
 fn the_documented_differences() {
     // Segments that reset on resume: ccusage counts the second only where
     // it grew past the first (here not at all); ours add both.
-    let home = tmpdir("reset");
+    let home = common::tmpdir("conform-copilot", "reset");
     write(
         &home,
         "s1",
@@ -206,7 +191,7 @@ fn the_documented_differences() {
     fs::remove_dir_all(home).unwrap();
     // A crash: no shutdown. ccusage counts nothing; ours the output the
     // messages carry.
-    let home = tmpdir("crash");
+    let home = common::tmpdir("conform-copilot", "crash");
     write(
         &home,
         "s1",
@@ -269,7 +254,10 @@ fn sessions(dir: &Path) -> Vec<(String, Vec<Value>)> {
 /// resumed session, cumulative snapshots, a crash), read without a skip.
 #[test]
 fn generated_archive_is_valid_and_deterministic() {
-    let (a, b) = (tmpdir("gen-a"), tmpdir("gen-b"));
+    let (a, b) = (
+        common::tmpdir("conform-copilot", "gen-a"),
+        common::tmpdir("conform-copilot", "gen-b"),
+    );
     generate(&a, "2", "7");
     generate(&b, "2", "7");
     let (sa, sb) = (sessions(&a), sessions(&b));
@@ -304,9 +292,9 @@ fn generated_archive_is_valid_and_deterministic() {
 #[test]
 #[ignore = "needs ccusage; run by .ci/run with --include-ignored"]
 fn generated_archive_against_ccusage() {
-    let all = tmpdir("gen-all");
+    let all = common::tmpdir("conform-copilot", "gen-all");
     generate(&all, "3", "11");
-    let right = tmpdir("gen-right");
+    let right = common::tmpdir("conform-copilot", "gen-right");
     let mut n = 0;
     for (id, lines) in sessions(&all) {
         let has = |t: &str| lines.iter().any(|v| v["type"] == t);

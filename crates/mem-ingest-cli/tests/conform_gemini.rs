@@ -11,35 +11,16 @@
 //! installs); there a missing tool is a failure. The generator's own
 //! checks run everywhere.
 
+#[path = "../../mem-ingest/tests/common/mod.rs"]
+mod common;
+
 use std::collections::BTreeMap;
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, SystemTime};
 
 use serde_json::{json, Value};
-
-fn ccusage() -> PathBuf {
-    let p = std::env::var_os("CCUSAGE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/tmp/ccusage-reference/node_modules/.bin/ccusage"));
-    assert!(
-        p.exists(),
-        "ccusage not found at {} (set CCUSAGE, or install ../shared/ccusage-reference with npm install)",
-        p.display()
-    );
-    p
-}
-
-fn tmpdir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!(
-        "mem-ingest-conform-gemini-{}-{name}",
-        std::process::id()
-    ));
-    let _ = fs::remove_dir_all(&d);
-    fs::create_dir_all(&d).unwrap();
-    d
-}
 
 /// `(input, cache_read, output)` by model, and the total tokens.
 #[derive(Debug, PartialEq, Eq, Default, Clone)]
@@ -56,7 +37,7 @@ struct Totals {
 fn theirs(gemini: &Path) -> Totals {
     let home = gemini.with_extension("home");
     fs::create_dir_all(&home).unwrap();
-    let out = Command::new(ccusage())
+    let out = Command::new(common::ccusage())
         .args(["gemini", "daily", "--json", "--offline"])
         .env("HOME", &home)
         .env("GEMINI_DATA_DIR", gemini.join("tmp"))
@@ -189,7 +170,7 @@ fn write(gemini: &Path, dir: &str, sid: &str, lines: &[String]) {
 #[test]
 #[ignore = "needs ccusage; run by .ci/run with --include-ignored"]
 fn equal_on_one_copy_of_each_session() {
-    let g = tmpdir("equal").join(".gemini");
+    let g = common::tmpdir("conform-gemini", "equal").join(".gemini");
     write(&g, "app", "11111111-aaaa", &session("11111111-aaaa"));
     write(&g, "web", "22222222-bbbb", &session("22222222-bbbb")[..7]);
     let theirs = theirs(&g);
@@ -213,7 +194,7 @@ fn equal_on_one_copy_of_each_session() {
 #[test]
 #[ignore = "needs ccusage; run by .ci/run with --include-ignored"]
 fn hash_and_slug_copies_counted_twice_by_ccusage_once_here() {
-    let g = tmpdir("copies").join(".gemini");
+    let g = common::tmpdir("conform-gemini", "copies").join(".gemini");
     let lines = session("33333333-cccc");
     write(&g, "app", "33333333-cccc", &lines);
     let one = ours(&g, &[]);
@@ -414,8 +395,8 @@ fn read_archive(dir: &Path) -> Archive {
 /// names), usage the last copies' tokens.
 #[test]
 fn generated_archive_is_valid_and_deterministic() {
-    let a = tmpdir("gen-a").join(".gemini");
-    let b = tmpdir("gen-b").join(".gemini");
+    let a = common::tmpdir("conform-gemini", "gen-a").join(".gemini");
+    let b = common::tmpdir("conform-gemini", "gen-b").join(".gemini");
     let summary = generate(&a, "2", "7");
     generate(&b, "2", "7");
     assert_eq!(files(&a), files(&b));
@@ -511,7 +492,7 @@ fn generated_archive_is_valid_and_deterministic() {
 #[test]
 #[ignore = "needs ccusage; run by .ci/run with --include-ignored"]
 fn generated_archive_against_ccusage() {
-    let g = tmpdir("gen-ccusage").join(".gemini");
+    let g = common::tmpdir("conform-gemini", "gen-ccusage").join(".gemini");
     generate(&g, "3", "11");
     let seen = read_archive(&g);
     let theirs = theirs(&g);

@@ -7,34 +7,15 @@
 //! which `.ci/run` installs); there a missing tool is a failure. The
 //! generator's own checks run everywhere.
 
+#[path = "../../mem-ingest/tests/common/mod.rs"]
+mod common;
+
 use std::collections::BTreeMap;
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use serde_json::{json, Value};
-
-fn ccusage() -> PathBuf {
-    let p = std::env::var_os("CCUSAGE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/tmp/ccusage-reference/node_modules/.bin/ccusage"));
-    assert!(
-        p.exists(),
-        "ccusage not found at {} (set CCUSAGE, or install ../shared/ccusage-reference with npm install)",
-        p.display()
-    );
-    p
-}
-
-fn tmpdir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!(
-        "mem-ingest-conform-qwen-{}-{name}",
-        std::process::id()
-    ));
-    let _ = fs::remove_dir_all(&d);
-    fs::create_dir_all(&d).unwrap();
-    d
-}
 
 /// `(input, cache_read, output)` by model, and the total tokens.
 #[derive(Debug, PartialEq, Eq, Default, Clone)]
@@ -51,7 +32,7 @@ struct Totals {
 fn theirs(qwen: &Path) -> Totals {
     let home = qwen.with_extension("home");
     fs::create_dir_all(&home).unwrap();
-    let out = Command::new(ccusage())
+    let out = Command::new(common::ccusage())
         .args(["qwen", "daily", "--json", "--offline"])
         .env("HOME", &home)
         .env("QWEN_DATA_DIR", qwen)
@@ -160,7 +141,7 @@ fn write(qwen: &Path, project: &str, sid: &str, lines: &[String]) {
 #[test]
 #[ignore = "needs ccusage; run by .ci/run with --include-ignored"]
 fn equal_where_ccusage_counts_right() {
-    let q = tmpdir("equal");
+    let q = common::tmpdir("conform-qwen", "equal");
     let u = |p: u64, o: u64, th: u64| json!({"promptTokenCount": p, "candidatesTokenCount": o, "thoughtsTokenCount": th, "totalTokenCount": p + o + th});
     let s1 = vec![
         r#"{"uuid":"u0","parentUuid":null,"sessionId":"s1","timestamp":"2026-02-01T09:00:00.000Z","type":"user","cwd":"/w","message":{"role":"user","parts":[{"text":"go"}]}}"#.to_owned(),
@@ -188,7 +169,7 @@ fn equal_where_ccusage_counts_right() {
 #[test]
 #[ignore = "needs ccusage; run by .ci/run with --include-ignored"]
 fn the_documented_differences() {
-    let q = tmpdir("differences");
+    let q = common::tmpdir("conform-qwen", "differences");
     let cached = json!({"promptTokenCount": 1000, "cachedContentTokenCount": 600, "candidatesTokenCount": 50, "thoughtsTokenCount": 20, "totalTokenCount": 1070});
     let parent = vec![
         assistant(
@@ -282,8 +263,8 @@ fn files(dir: &Path) -> BTreeMap<String, Vec<u8>> {
 /// fork's copies counted once.
 #[test]
 fn generated_archive_is_valid_and_deterministic() {
-    let a = tmpdir("gen-a");
-    let b = tmpdir("gen-b");
+    let a = common::tmpdir("conform-qwen", "gen-a");
+    let b = common::tmpdir("conform-qwen", "gen-b");
     let summary = generate(&a, "2", "7");
     generate(&b, "2", "7");
     let (fa, fb) = (files(&a), files(&b));
@@ -350,7 +331,7 @@ fn generated_archive_is_valid_and_deterministic() {
 #[test]
 #[ignore = "needs ccusage; run by .ci/run with --include-ignored"]
 fn generated_archive_against_ccusage() {
-    let q = tmpdir("gen-ccusage");
+    let q = common::tmpdir("conform-qwen", "gen-ccusage");
     generate(&q, "3", "11");
     let theirs = theirs(&q);
     let all = ours(&q, &["--no-dedupe"]);

@@ -18,18 +18,6 @@ use serde_json::Value;
 #[path = "../../mem-ingest/tests/common/mod.rs"]
 mod common;
 
-fn ccusage() -> PathBuf {
-    let p = std::env::var_os("CCUSAGE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/tmp/ccusage-reference/node_modules/.bin/ccusage"));
-    assert!(
-        p.exists(),
-        "ccusage not found at {} (set CCUSAGE, or install ../shared/ccusage-reference with npm install)",
-        p.display()
-    );
-    p
-}
-
 fn generate(format: &str, seed: &str, mb: &str) -> PathBuf {
     let d = common::tmpdir("conform-usage", &format!("{format}-{seed}"));
     let g = gen_corpus::GenCorpus::new()
@@ -76,7 +64,7 @@ fn days(v: &Value, cost: &str) -> BTreeMap<String, Day> {
 fn theirs(agent: &str, home: &Path) -> BTreeMap<String, Day> {
     let fake_home = home.join("home");
     std::fs::create_dir_all(&fake_home).unwrap();
-    let mut c = Command::new(ccusage());
+    let mut c = Command::new(common::ccusage());
     c.args([agent, "daily", "--json", "--offline"])
         .env("HOME", &fake_home)
         .env("TZ", "UTC");

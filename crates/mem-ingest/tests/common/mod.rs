@@ -86,6 +86,20 @@ pub fn run(args: &[&dyn AsRef<std::ffi::OsStr>]) -> Output {
         .unwrap()
 }
 
+/// ccusage 20.0.24, the reference the conformance tests compare against:
+/// `$CCUSAGE`, else the copy `.ci/run` installs.
+pub fn ccusage() -> PathBuf {
+    let p = std::env::var_os("CCUSAGE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/tmp/ccusage-reference/node_modules/.bin/ccusage"));
+    assert!(
+        p.exists(),
+        "ccusage not found at {} (set CCUSAGE, or install ../shared/ccusage-reference with npm install)",
+        p.display()
+    );
+    p
+}
+
 /// A new, empty folder of this test process: `mem-ingest-<group>-<pid>-<name>`.
 pub fn tmpdir(group: &str, name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("mem-ingest-{group}-{}-{name}", std::process::id()));
