@@ -232,7 +232,7 @@ fn backslash_in(b: &[u8]) -> Option<usize> {
 /// The text of a raw JSON string that the lean parse validated (its
 /// escapes are all well formed, surrogates paired).
 pub fn unescape<'a>(raw: &str, arena: &'a Bump) -> &'a str {
-    match memchr::memchr(b'\\', raw.as_bytes()) {
+    match backslash_in(raw.as_bytes()) {
         Some(first) => unescape_at(raw, first, arena, avx2()),
         None => arena.alloc_str(raw),
     }
