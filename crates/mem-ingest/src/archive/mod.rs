@@ -48,7 +48,7 @@
 //!   are never written.
 
 mod config;
-mod counted;
+pub(crate) mod counted;
 mod ctx;
 pub(crate) mod dedupe;
 mod deliver;

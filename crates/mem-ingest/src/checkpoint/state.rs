@@ -929,7 +929,7 @@ impl Checkpoint<'_> {
     ///
     /// Those outside the run's `--since`/`--until` (by the response's
     /// time) are left out, as the files' rows are.
-    pub fn changed_response_usage(&self) -> Vec<(u32, crate::archive::CountedUsage)> {
+    pub fn changed_response_usage(&self) -> Vec<(u32, crate::archive::counted::CountedUsage)> {
         let kept = self.responses.kept();
         let (since, until) = (self.state.options.since, self.state.options.until);
         self.responses
@@ -942,7 +942,7 @@ impl Checkpoint<'_> {
             .map(|i| {
                 (
                     i,
-                    crate::archive::CountedUsage::of_response(&kept[i as usize]),
+                    crate::archive::counted::CountedUsage::of_response(&kept[i as usize]),
                 )
             })
             .collect()

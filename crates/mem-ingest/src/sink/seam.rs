@@ -171,7 +171,7 @@ pub trait Sink {
     ///
     /// # Errors
     /// The destination failed: the run stops with this error.
-    fn write_usage(&mut self, rows: &[crate::archive::CountedUsage]) -> Result<(), Error> {
+    fn write_usage(&mut self, rows: &[crate::archive::counted::CountedUsage]) -> Result<(), Error> {
         let _ = rows;
         Ok(())
     }
