@@ -5,7 +5,7 @@
 //!
 //! ```text
 //! gen-corpus [--format pi|claude|codex] [--size-mb N] [--seed S] OUT.jsonl
-//! gen-corpus [--format pi|claude|codex|qwen|copilot|gemini|amp] --archive DIR [--total-mb N] [--seed S]
+//! gen-corpus [--format pi|claude|codex|qwen|copilot|gemini|gemini-legacy|amp|cline] --archive DIR [--total-mb N] [--seed S]
 //! ```
 //!
 //! `--format pi` (the default) is described here; `--format claude` writes
@@ -18,7 +18,11 @@
 //! described in `qwen.rs`; `--format copilot --archive DIR` a Copilot CLI
 //! home, `DIR/session-state/...` (`copilot.rs`); `--format gemini
 //! --archive DIR` a Gemini CLI home (a `.gemini` folder), `DIR/tmp/...`,
-//! described in `gemini.rs`.
+//! described in `gemini.rs`; `--format gemini-legacy --archive DIR` one of
+//! its legacy whole-file `session-*.json` sessions (`gemini_legacy.rs`);
+//! `--format amp --archive DIR` an Amp data folder (`amp.rs`); `--format
+//! cline --archive DIR` a Cline data folder, `DIR/sessions/...` and
+//! `DIR/tasks/...` (`cline.rs`).
 //!
 //! One file: a session header, then entries with ids and parentIds, ISO
 //! entry timestamps and numeric message timestamps, as pi 1.x writes them:
@@ -40,9 +44,11 @@ use std::path::{Path, PathBuf};
 
 mod amp;
 mod claude;
+mod cline;
 mod codex;
 mod copilot;
 mod gemini;
+mod gemini_legacy;
 mod qwen;
 
 const MB: u64 = 1024 * 1024;
@@ -952,7 +958,7 @@ fn write_archive(
     Ok((sizes.len() as u64, projects as u64, all))
 }
 
-const USAGE: &str = "usage: gen-corpus [--format pi|claude|codex] [--size-mb N] [--seed S] OUT.jsonl\n       gen-corpus [--format pi|claude|codex|qwen|copilot|gemini] --archive DIR [--total-mb N] [--seed S]\n       gen-corpus --format codex --shape held-out --archive DIR [--total-mb N] [--seed S]\n       gen-corpus --archive DIR [--total-mb N] --files N [--seed S]";
+const USAGE: &str = "usage: gen-corpus [--format pi|claude|codex] [--size-mb N] [--seed S] OUT.jsonl\n       gen-corpus [--format pi|claude|codex|qwen|copilot|gemini|gemini-legacy|amp|cline] --archive DIR [--total-mb N] [--seed S]\n       gen-corpus --format codex --shape held-out --archive DIR [--total-mb N] [--seed S]\n       gen-corpus --archive DIR [--total-mb N] --files N [--seed S]";
 
 /// What `--format` asks for.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -972,6 +978,11 @@ enum Format {
     Gemini,
     /// An Amp data folder (`amp.rs`), `--archive` only.
     Amp,
+    /// A Cline data folder (`cline.rs`), `--archive` only.
+    Cline,
+    /// A Gemini CLI home of legacy `session-*.json` sessions
+    /// (`gemini_legacy.rs`), `--archive` only.
+    GeminiLegacy,
 }
 
 /// Runs gen-corpus with `args` (without the program's name), its summary
@@ -1021,10 +1032,13 @@ pub fn run<I: IntoIterator<Item = String>>(
                         "copilot" => Format::Copilot,
                         "gemini" => Format::Gemini,
                         "amp" => Format::Amp,
+                        "cline" => Format::Cline,
+                        "gemini-legacy" => Format::GeminiLegacy,
                         f => {
                             return Err(format!(
-                        "unknown format {f:?} (pi, claude, codex, qwen, copilot, gemini or amp)"
-                    ))
+                                "unknown format {f:?} (pi, claude, codex, qwen, copilot, \
+                                 gemini, gemini-legacy, amp or cline)"
+                            ))
                         }
                     }
                 }
@@ -1088,6 +1102,33 @@ pub fn run<I: IntoIterator<Item = String>>(
             return fail(err, "--format amp writes an archive: give --archive DIR");
         };
         return match amp::write_archive(&dir, total_mb, seed) {
+            Ok(stats) => {
+                stats.print(err, &dir.display().to_string(), t.elapsed().as_secs_f64());
+                0
+            }
+            Err(e) => fail(err, &format!("{}: {e}", dir.display())),
+        };
+    }
+    if format == Format::Cline {
+        let Some(dir) = archive.filter(|_| out.is_none()) else {
+            return fail(err, "--format cline writes an archive: give --archive DIR");
+        };
+        return match cline::write_archive(&dir, total_mb, seed) {
+            Ok(stats) => {
+                stats.print(err, &dir.display().to_string(), t.elapsed().as_secs_f64());
+                0
+            }
+            Err(e) => fail(err, &format!("{}: {e}", dir.display())),
+        };
+    }
+    if format == Format::GeminiLegacy {
+        let Some(dir) = archive.filter(|_| out.is_none()) else {
+            return fail(
+                err,
+                "--format gemini-legacy writes an archive: give --archive DIR",
+            );
+        };
+        return match gemini_legacy::write_archive(&dir, total_mb, seed) {
             Ok(stats) => {
                 stats.print(err, &dir.display().to_string(), t.elapsed().as_secs_f64());
                 0
