@@ -308,6 +308,18 @@ pub trait Format: Send + Sync {
         false
     }
 
+    /// Whether this format's file at `path` is a database whose rows it
+    /// reads (OpenCode, Cursor, Goose; see [`crate::rows`]): the engine
+    /// never reads its bytes and never cuts it into parts; it opens it at
+    /// every run (a write in WAL mode changes the `-wal` file beside it,
+    /// not the database's size or time), handing the format its saved
+    /// header and running context (the cursor) at byte 0, and adds the
+    /// read's report to the one saved. Default: no.
+    fn is_rows(&self, path: &Path) -> bool {
+        let _ = path;
+        false
+    }
+
     /// Whether the agent may rewrite a document keeping its size and
     /// modification time (Amp does not move a thread's mtime): a document
     /// whose identity, size and time are unchanged is then hashed when the

@@ -44,6 +44,7 @@ pub mod record;
 pub mod redact;
 #[doc(hidden)]
 pub mod report;
+pub mod rows;
 #[doc(hidden)]
 pub mod seal;
 #[doc(hidden)]

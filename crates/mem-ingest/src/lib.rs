@@ -24,7 +24,9 @@ mod sys;
 // are re-exported as this crate's own; the others are imported under their
 // old names for the engine's `crate::` paths.
 use mem_ingest_parse::{counts, json, line, ndjson, record, report, seal, source, time, usage};
-pub use mem_ingest_parse::{document, format, formats, line_reader, path_text, prices, redact};
+pub use mem_ingest_parse::{
+    document, format, formats, line_reader, path_text, prices, redact, rows,
+};
 // Where the unit tests find the shared folder: the integration tests' own
 // helper, one file for both.
 #[cfg(test)]

@@ -184,6 +184,10 @@ pub(super) fn same_file(p: &FileState, id: &Identity) -> bool {
 /// Whether planning a file reads from it: to check the header of a file
 /// that grew, or to cut a large region into parts.
 fn reads(p: Option<&FileState>, id: &Identity, path: &Path, format: &dyn Format) -> bool {
+    if format.is_rows(path) {
+        // A database is opened by its format, never read here.
+        return false;
+    }
     if format.is_document(path) {
         // An unchanged document whose writer keeps its time is hashed.
         return p.is_some_and(|p| unchanged(p, id) && format.hashes_unchanged());
@@ -222,6 +226,18 @@ fn region(
     let Some(p) = prior else {
         return fresh(Mode::New);
     };
+    if format.is_rows(path) {
+        // A database: opened again at every run (its `-wal` holds writes
+        // its own size and time do not show), its format handed the saved
+        // cursor; the read's report adds to the saved one.
+        return Region {
+            start: 0,
+            lines: 0,
+            header: Some(p.header.clone()),
+            mode: Mode::Resumed,
+            document: Some(p.context.clone()),
+        };
+    }
     if format.is_document(path) {
         return document_region(path, id, p, format);
     }
@@ -450,7 +466,11 @@ fn split(path: &Path, r: &Region, size: u64, opts: &SourceOptions, format: &dyn 
     };
     // A file whose parts cannot find the context of the lines before them
     // (a stream), or a document, is read in one task.
-    if size - r.start <= PART_BYTES || !format.splits(path) || format.is_document(path) {
+    if size - r.start <= PART_BYTES
+        || !format.splits(path)
+        || format.is_document(path)
+        || format.is_rows(path)
+    {
         return whole;
     }
     let header = match &r.header {

@@ -306,6 +306,24 @@ pub(super) fn read_task<E: Encoder>(
         }
     };
     let result = (|| -> Result<(), String> {
+        if format.is_rows(path) {
+            // A database: its format opens it (read-only) and reads its
+            // rows after the saved cursor; its bytes are never read here.
+            let src = open(
+                format,
+                Input::Bytes(&[]),
+                task,
+                &task.context,
+                path,
+                opts,
+                || 0,
+            )?;
+            let handing = emit.as_mut().map(|emit| Handing {
+                emit: &mut **emit,
+                copies: &copies_of,
+            });
+            return drain(src, format, &mut res, cfg, encoder, &file, handing);
+        }
         // A pipe that format detection opened goes on after what it read.
         let (handle, prefix) = match take_stream(cfg, path) {
             Some(stream) => stream,

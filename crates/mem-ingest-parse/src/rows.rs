@@ -1,0 +1,419 @@
+//! Rows: sessions kept in a database the agent rewrites while it works
+//! (OpenCode, Cursor, Goose), the third kind of source on the format seam
+//! beside appended lines and rewritten documents.
+//!
+//! A database has no byte offset to resume from, and the engine never
+//! reads its bytes: the format opens it ([`MapRows::open`], read-only,
+//! through whatever reads that database: this crate holds no SQLite) and
+//! reads its rows after a [`Cursor`], in batches ([`Database::next_batch`],
+//! each in a short read transaction of its own). The cursor is the
+//! database's running context, saved with its checkpoint in the same
+//! transaction as the output it covers, as a file's byte offset is: the
+//! high-water marks of the tables read (rowids), the ids of messages seen
+//! unfinished (re-read by id until they are final), guards the format uses
+//! to tell a table rewritten under its marks (a VACUUM, a restored backup,
+//! a deleted row's rowid taken by a new one: it then reads again from the
+//! start), and the keys of every message emitted, so that a read from the
+//! start (a rescan, a compaction that re-inserts a conversation) emits
+//! none of them again.
+//!
+//! The engine opens a database at every run (a write in WAL mode changes
+//! the `-wal` file beside it, not the database's size or time): a read
+//! with nothing new after the cursor costs the queries of one batch.
+//! Its report adds to the one saved, as a grown file's does.
+//!
+//! Memory is bounded by a batch: the records of one batch are built in an
+//! arena that is emptied before the next batch is read.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+pub use bumpalo::Bump;
+
+use crate::counts::{LineCounts, Tracker};
+use crate::error::Error;
+use crate::format::BoxedSource;
+use crate::json::fingerprint;
+use crate::line::{Entry, Header};
+use crate::record::{Record, RoleFilter};
+use crate::report::Report;
+use crate::source::{Position, RecordSource, SourceOptions};
+
+/// One final message (or a tool result, a part of its own) read from a
+/// database.
+#[derive(Debug, Clone)]
+pub struct Row<'a> {
+    /// Its stable key in the database (a message id; Goose's
+    /// `(session_id, message_id)`): a key emitted once is never emitted
+    /// again.
+    pub key: &'a str,
+    /// Its identity for deduplication.
+    pub fingerprint: u64,
+    /// The place said for it: the row's rowid, or its position.
+    pub line: u64,
+    /// The place said for it, growing as the read goes on (the bytes of
+    /// the rows read before it): the engine hands a long read over in
+    /// parts by it.
+    pub byte: u64,
+    /// Its record, when it gives one the role filter lets through.
+    pub record: Option<Record<'a>>,
+}
+
+/// The rows a [`Database`] reads in one batch, each pushed after the
+/// format counted it in the report.
+pub struct Rows<'a> {
+    list: Vec<(Row<'a>, LineCounts)>,
+    tracker: Tracker,
+}
+
+impl<'a> Rows<'a> {
+    /// Adds the next row. `report` is the report the format counts the
+    /// database in, with the row counted (its record or `no_record`, its
+    /// usage); the driver counts its line. A row whose key the cursor
+    /// says was emitted ([`Cursor::was_emitted`]) is not pushed (nor
+    /// counted) by the format.
+    pub fn push(&mut self, report: &mut Report, row: Row<'a>) {
+        report.lines += 1;
+        self.tracker.after_line(report, true);
+        self.list.push((row, self.tracker.last().clone()));
+    }
+
+    /// Rows pushed so far.
+    pub fn len(&self) -> usize {
+        self.list.len()
+    }
+
+    /// Whether none was pushed.
+    pub fn is_empty(&self) -> bool {
+        self.list.is_empty()
+    }
+}
+
+/// Where a read of a database stands: its running context (see the
+/// module's docs). The format moves its marks, pending ids and guards; the
+/// driver records each key it emits.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Cursor {
+    /// Per table read: the highest rowid read.
+    pub marks: BTreeMap<String, i64>,
+    /// Ids of messages seen unfinished, read again until they are final.
+    pub pending: BTreeSet<String>,
+    /// What the format checks before it trusts its marks (a hash of the
+    /// row at a mark, a table's first rowid, the database's id).
+    pub guards: BTreeMap<String, u64>,
+    /// Keys emitted (hashed), whatever their rowid.
+    emitted: BTreeSet<u64>,
+}
+
+/// The first byte of an encoded [`Cursor`].
+const CURSOR_TAG: u8 = b'R';
+
+fn key_hash(key: &str) -> u64 {
+    fingerprint(&[b"row-key", key.as_bytes()])
+}
+
+impl Cursor {
+    /// Whether the message of `key` was emitted (by this read or one
+    /// before).
+    pub fn was_emitted(&self, key: &str) -> bool {
+        self.emitted.contains(&key_hash(key))
+    }
+
+    /// How many keys were emitted.
+    pub fn emitted_count(&self) -> usize {
+        self.emitted.len()
+    }
+
+    /// Forgets the marks, pending ids and guards (a rescan from the
+    /// start); the keys emitted stay emitted.
+    pub fn rescan(&mut self) {
+        self.marks.clear();
+        self.pending.clear();
+        self.guards.clear();
+    }
+
+    /// Its bytes: the tag, then each part as counts and values
+    /// (little-endian; strings as their length and bytes).
+    pub fn encode(&self) -> Vec<u8> {
+        let mut b = vec![CURSOR_TAG];
+        let put_str = |b: &mut Vec<u8>, s: &str| {
+            b.extend_from_slice(&(s.len() as u64).to_le_bytes());
+            b.extend_from_slice(s.as_bytes());
+        };
+        b.extend_from_slice(&(self.marks.len() as u64).to_le_bytes());
+        for (t, m) in &self.marks {
+            put_str(&mut b, t);
+            b.extend_from_slice(&m.to_le_bytes());
+        }
+        b.extend_from_slice(&(self.pending.len() as u64).to_le_bytes());
+        for p in &self.pending {
+            put_str(&mut b, p);
+        }
+        b.extend_from_slice(&(self.guards.len() as u64).to_le_bytes());
+        for (g, v) in &self.guards {
+            put_str(&mut b, g);
+            b.extend_from_slice(&v.to_le_bytes());
+        }
+        b.extend_from_slice(&(self.emitted.len() as u64).to_le_bytes());
+        for k in &self.emitted {
+            b.extend_from_slice(&k.to_le_bytes());
+        }
+        b
+    }
+
+    /// `None` for an empty or damaged context (a read from the start).
+    pub fn decode(b: &[u8]) -> Option<Cursor> {
+        let (&tag, rest) = b.split_first()?;
+        if tag != CURSOR_TAG {
+            return None;
+        }
+        let mut r = Reader(rest);
+        let mut c = Cursor::default();
+        // Each string is bounded by the bytes left, and each count by
+        // what its items take, so a damaged count fails rather than
+        // allocates.
+        for _ in 0..r.word()? {
+            let t = r.string()?;
+            c.marks.insert(t, r.word()? as i64);
+        }
+        for _ in 0..r.word()? {
+            c.pending.insert(r.string()?);
+        }
+        for _ in 0..r.word()? {
+            let g = r.string()?;
+            c.guards.insert(g, r.word()?);
+        }
+        for _ in 0..r.word()? {
+            c.emitted.insert(r.word()?);
+        }
+        r.0.is_empty().then_some(c)
+    }
+}
+
+/// The encoded cursor's bytes not read yet.
+struct Reader<'b>(&'b [u8]);
+
+impl Reader<'_> {
+    fn word(&mut self) -> Option<u64> {
+        let (w, r) = self.0.split_first_chunk::<8>()?;
+        self.0 = r;
+        Some(u64::from_le_bytes(*w))
+    }
+
+    fn string(&mut self) -> Option<String> {
+        let len = usize::try_from(self.word()?).ok()?;
+        if len > self.0.len() {
+            return None;
+        }
+        let (s, r) = self.0.split_at(len);
+        self.0 = r;
+        String::from_utf8(s.to_vec()).ok()
+    }
+}
+
+/// One database, opened read-only by its format for one read.
+pub trait Database: Send {
+    /// Reads the next batch after `cursor`, in one short read transaction
+    /// of its own (none is kept open between batches): the pending ids
+    /// (first), then rows after the marks, at most a bounded number. Each
+    /// final message not emitted before is counted in `report` and pushed
+    /// to `rows`; one still unfinished goes to `cursor.pending`, and is
+    /// neither counted nor pushed. The marks move past what was read.
+    /// `Ok(false)`: nothing more after this batch.
+    ///
+    /// # Errors
+    /// Reading failed (a database busy beyond its retries): the error
+    /// names the database and says what to do.
+    fn next_batch<'a>(
+        &mut self,
+        cursor: &mut Cursor,
+        arena: &'a Bump,
+        filter: RoleFilter,
+        report: &mut Report,
+        rows: &mut Rows<'a>,
+    ) -> Result<bool, Error>;
+}
+
+/// A format's reading of its databases.
+pub trait MapRows: Send + Sync {
+    /// Opens the database at `path` read-only for a read after `cursor`,
+    /// and says its header (the database's identity: its sessions are
+    /// in its records). The format checks its guards here and calls
+    /// [`Cursor::rescan`] when the marks no longer hold.
+    ///
+    /// # Errors
+    /// It cannot be opened, or is not this format's database.
+    fn open(&self, path: &Path, cursor: &mut Cursor) -> Result<(Header, Box<dyn Database>), Error>;
+}
+
+/// The source over a database: batches read one at a time.
+struct RowsSource {
+    // Declared first, dropped first: the rows borrow the arena.
+    ready: std::vec::IntoIter<(Row<'static>, LineCounts)>,
+    db: Option<Box<dyn Database>>,
+    last_counts: Option<LineCounts>,
+    header: Option<Header>,
+    report: Report,
+    cursor: Cursor,
+    filter: RoleFilter,
+    error: Option<Error>,
+    arena: Box<Bump>,
+}
+
+/// A source over the database at `path`, read with `map` after the
+/// cursor its checkpoint saved (`prior`: its header and running context).
+pub fn open<'d>(
+    map: &dyn MapRows,
+    path: &Path,
+    prior: Option<(&Header, &[u8])>,
+    opts: &SourceOptions,
+) -> BoxedSource<'d> {
+    let mut cursor = prior
+        .and_then(|(_, c)| Cursor::decode(c))
+        .unwrap_or_default();
+    let mut src = RowsSource {
+        ready: Vec::new().into_iter(),
+        db: None,
+        last_counts: None,
+        header: prior.map(|(h, _)| h.clone()),
+        report: opts.report(),
+        cursor: Cursor::default(),
+        filter: opts.filter,
+        error: None,
+        arena: Box::new(Bump::new()),
+    };
+    match map.open(path, &mut cursor) {
+        Ok((h, db)) => {
+            src.header = Some(h);
+            src.db = Some(db);
+        }
+        Err(e) => src.error = Some(e),
+    }
+    src.cursor = cursor;
+    Box::new(src)
+}
+
+impl RowsSource {
+    /// Reads batches until one gives rows or the database has no more.
+    fn fill(&mut self) -> Result<bool, Error> {
+        loop {
+            if self.ready.len() > 0 {
+                return Ok(true);
+            }
+            let Some(db) = self.db.as_mut() else {
+                return Ok(false);
+            };
+            // Nothing borrows the arena: the rows of the batch before
+            // were all handed out, each borrowing the source mutably.
+            self.ready = Vec::new().into_iter();
+            self.arena.reset();
+            // SAFETY: the rows built below borrow the arena, boxed in
+            // `self` at an address that does not move; they live in
+            // `ready`, which is emptied before the arena is reset (above)
+            // and is declared before it (dropped first), and each is
+            // handed out borrowing the source mutably (shortened to that
+            // borrow), so none outlives a reset.
+            #[allow(unsafe_code)]
+            let arena: &'static Bump = unsafe { &*std::ptr::from_ref::<Bump>(&self.arena) };
+            let mut rows = Rows {
+                list: Vec::new(),
+                tracker: Tracker::new(&self.report),
+            };
+            let more = db.next_batch(
+                &mut self.cursor,
+                arena,
+                self.filter,
+                &mut self.report,
+                &mut rows,
+            )?;
+            if !more {
+                // Closed now: no handle is kept while the rows are sent.
+                self.db = None;
+            }
+            self.ready = rows.list.into_iter();
+        }
+    }
+
+    /// The next row to hand out: a row not emitted before (its key is
+    /// then emitted).
+    fn take(&mut self) -> Result<Option<Row<'static>>, Error> {
+        if let Some(e) = self.error.take() {
+            self.db = None;
+            return Err(e);
+        }
+        loop {
+            match self.fill() {
+                Ok(true) => {}
+                Ok(false) => return Ok(None),
+                Err(e) => {
+                    self.db = None;
+                    return Err(e);
+                }
+            }
+            let (row, counts) = self.ready.next().expect("filled");
+            if !self.cursor.emitted.insert(key_hash(row.key)) {
+                // Emitted before (a format that pushed it anyway): not
+                // handed out again.
+                continue;
+            }
+            self.cursor.pending.remove(row.key);
+            self.last_counts = Some(counts);
+            return Ok(Some(row));
+        }
+    }
+}
+
+impl RecordSource for RowsSource {
+    fn next_record(&mut self) -> Result<Option<Record<'_>>, Error> {
+        while let Some(row) = self.take()? {
+            if row.record.is_some() {
+                return Ok(row.record);
+            }
+        }
+        Ok(None)
+    }
+
+    fn report(&self) -> &Report {
+        &self.report
+    }
+
+    fn header(&self) -> Option<&Header> {
+        self.header.as_ref()
+    }
+
+    fn next_entry(&mut self) -> Result<Option<Entry<'_>>, Error> {
+        Ok(self.take()?.map(|row| Entry {
+            fingerprint: row.fingerprint,
+            line: row.line,
+            byte: row.byte,
+            record: row.record,
+            revision: false,
+        }))
+    }
+
+    fn position(&self) -> Position {
+        // No byte offset: the cursor (the running context) is where a
+        // later read resumes.
+        Position {
+            byte: 0,
+            line: 0,
+            open_line: false,
+        }
+    }
+
+    fn running_context(&self) -> Vec<u8> {
+        self.cursor.encode()
+    }
+
+    fn entry_counts(&self) -> Option<&LineCounts> {
+        self.last_counts.as_ref()
+    }
+
+    fn take_report(&mut self) -> Report {
+        std::mem::take(&mut self.report)
+    }
+
+    fn take_report_so_far(&mut self) -> Option<Report> {
+        Some(self.take_report())
+    }
+}
