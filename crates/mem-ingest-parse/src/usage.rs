@@ -91,6 +91,11 @@ pub struct Responses {
     by_message: ByHash,
     /// Indexes of `kept` added or replaced since [`Responses::saved`].
     changed: Vec<u32>,
+    /// How many responses there were at [`Responses::saved`].
+    saved_len: u32,
+    /// Of the responses there then, those replaced since: the copy kept
+    /// then (see [`Responses::replaced_since_saved`]).
+    prior: Vec<(u32, Response)>,
 }
 
 /// A hash of ids, only to find candidates (each is compared in full);
@@ -153,7 +158,7 @@ impl Responses {
         for r in kept {
             t.insert(r);
         }
-        t.changed.clear();
+        t.saved();
         t
     }
 
@@ -170,6 +175,15 @@ impl Responses {
     /// The changes so far are saved.
     pub fn saved(&mut self) {
         self.changed.clear();
+        self.prior.clear();
+        self.saved_len = u32::try_from(self.kept.len()).expect("fewer than 2^32 responses");
+    }
+
+    /// The copy kept at the last [`Responses::saved`] of response `i`, when
+    /// it was there then and has been replaced since: what an output that
+    /// never rewrites a row wrote of it (it writes the difference).
+    pub fn replaced_since_saved(&self, i: u32) -> Option<&Response> {
+        self.prior.iter().find(|(j, _)| *j == i).map(|(_, r)| r)
     }
 
     /// The kept copies, in the order first seen.
@@ -234,7 +248,10 @@ impl Responses {
                         index(by, k, i);
                     }
                     self.changed.push(i);
-                    self.kept[i as usize] = r;
+                    let old = std::mem::replace(&mut self.kept[i as usize], r);
+                    if i < self.saved_len && self.replaced_since_saved(i).is_none() {
+                        self.prior.push((i, old));
+                    }
                 }
             }
             None => self.insert(r),
@@ -331,5 +348,28 @@ mod tests {
             r(m, r1, "s", false, 20),
         ];
         assert_eq!(total(&sub_first), 20);
+    }
+
+    /// What an output that never rewrites a row needs: the copy it wrote of
+    /// each response replaced since the last save, once (the first), and
+    /// none for responses new since.
+    #[test]
+    fn the_copy_saved_of_a_replaced_response_is_kept_until_the_next_save() {
+        let (m, n, r1) = (Some("m"), Some("n"), Some("r1"));
+        let mut t = Responses::from_kept(vec![r(m, r1, "s", false, 5)]);
+        assert_eq!(t.changed(), Vec::<u32>::new());
+        t.add(r(m, r1, "s", false, 20));
+        t.add(r(m, r1, "s", false, 30));
+        t.add(r(n, r1, "s", false, 7));
+        t.add(r(n, r1, "s", false, 9));
+        assert_eq!(t.changed(), vec![0, 1]);
+        assert_eq!(t.kept()[0].usage.total_tokens, 30);
+        assert_eq!(t.replaced_since_saved(0).unwrap().usage.total_tokens, 5);
+        assert_eq!(t.replaced_since_saved(1), None);
+        t.saved();
+        assert_eq!(t.replaced_since_saved(0), None);
+        t.add(r(n, r1, "s", false, 11));
+        assert_eq!(t.changed(), vec![1]);
+        assert_eq!(t.replaced_since_saved(1).unwrap().usage.total_tokens, 9);
     }
 }

@@ -119,6 +119,55 @@ impl<S: Sink> Ctx<'_, S> {
     }
 }
 
+/// Hands Claude Code's usage responses added or replaced since the last
+/// checkpoint to a sink that wants usage rows and keeps no checkpoint of
+/// its own ([`Sink::write_response_usage`]), with the copy it was handed
+/// before of each one replaced since; those outside `--since/--until` (by
+/// their time) are left out, as the files' rows are.
+pub(super) fn hand_response_usage<S: Sink>(ctx: &mut Ctx<'_, S>) -> Result<(), Error> {
+    use crate::archive::counted::CountedUsage;
+    if !ctx.sink.wants_usage() || ctx.sink.checkpoints().is_some() {
+        return Ok(());
+    }
+    let changed = ctx.responses.changed();
+    if changed.is_empty() {
+        return Ok(());
+    }
+    let (since, until) = (ctx.cfg.filter.since, ctx.cfg.filter.until);
+    let inside = |t: Option<i64>| match t {
+        Some(t) => since.is_none_or(|s| t >= s) && until.is_none_or(|u| t < u),
+        None => since.is_none() && until.is_none(),
+    };
+    let kept = ctx.responses.kept();
+    let rows: Vec<crate::sink::ResponseUsage> = changed
+        .into_iter()
+        .filter_map(|i| {
+            let now = &kept[i as usize];
+            let now_in = inside(now.time);
+            // A copy read back from a checkpoint has no time: it was
+            // handed over when the response's time was in bounds.
+            let before = ctx.responses.replaced_since_saved(i).filter(|b| {
+                if b.time.is_some() {
+                    inside(b.time)
+                } else {
+                    now_in
+                }
+            });
+            if !now_in && before.is_none() {
+                return None;
+            }
+            let mut r = crate::sink::ResponseUsage::new(i);
+            r.row = now_in.then(|| CountedUsage::of_response(now));
+            r.written = before.map(CountedUsage::of_response);
+            Some(r)
+        })
+        .collect();
+    if rows.is_empty() {
+        return Ok(());
+    }
+    ctx.sink.write_response_usage(&rows)
+}
+
 /// Saves a checkpoint, after the sink made the output it covers durable.
 /// `in_progress` is the entry of a file delivered in part, saved with this
 /// checkpoint only.
@@ -131,6 +180,7 @@ pub(super) fn checkpoint<S: Sink>(
     if ctx.state.is_none() {
         return Ok(());
     }
+    hand_response_usage(ctx)?;
     let mark = ctx.sink.sync()?;
     if ctx.sink.closed() {
         return Ok(());

@@ -384,6 +384,10 @@ fn finish<S: Sink>(ctx: &mut Ctx<'_, S>, mut totals: Summary) -> Result<Summary,
     if totals.closed {
         return Ok(totals);
     }
+    if ctx.state.is_none() {
+        // Without a checkpoint, the responses' rows go once, at the end.
+        super::ctx::hand_response_usage(ctx)?;
+    }
     ctx.sink.sync()?;
     if ctx.sink.closed() {
         totals.closed = true;

@@ -175,4 +175,51 @@ pub trait Sink {
         let _ = rows;
         Ok(())
     }
+
+    /// Claude Code's usage rows (counted once across the archive, a
+    /// response's row replaced when a larger copy is found: see
+    /// [`crate::usage`]) for a sink that wants usage and keeps no
+    /// checkpoint of its own, which never rewrites a row: the responses
+    /// added or replaced since the last call, in the order first seen.
+    /// Called before each [`Sink::sync`] that a checkpoint follows (so
+    /// that the rows are in what it covers), and, without a checkpoint,
+    /// once before the last sync. Each comes with what was handed over of
+    /// it before, when it was ([`ResponseUsage::written`]): the sink writes
+    /// the difference, so that its rows sum to the table's.
+    ///
+    /// # Errors
+    /// The destination failed: the run stops with this error.
+    fn write_response_usage(&mut self, rows: &[ResponseUsage]) -> Result<(), Error> {
+        let _ = rows;
+        Ok(())
+    }
+}
+
+/// A Claude Code response's usage, for [`Sink::write_response_usage`].
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct ResponseUsage {
+    /// The response's index in the table (from 0, in the order responses
+    /// were first seen; a replaced one keeps it).
+    pub index: u32,
+    /// Its usage now; None when it is outside the run's `--since/--until`
+    /// now (by its time) while its earlier copy was not.
+    pub row: Option<crate::archive::counted::CountedUsage>,
+    /// The copy handed over before (at an earlier checkpoint, of this run
+    /// or an earlier one), when the response has been replaced since: its
+    /// row was written and is not to be counted twice. A copy read back
+    /// from a checkpoint has no time and no one-hour cache writes (a
+    /// checkpoint keeps neither).
+    pub written: Option<crate::archive::counted::CountedUsage>,
+}
+
+impl ResponseUsage {
+    /// Response `index`, with neither row yet.
+    pub fn new(index: u32) -> ResponseUsage {
+        ResponseUsage {
+            index,
+            row: None,
+            written: None,
+        }
+    }
 }
