@@ -100,7 +100,7 @@ print(f"CPU seconds (user + sys): --parquet {med(cpu_a):.2f}, the two-step way {
       f"({med(cpu_b) / med(cpu_a):.2f}x); machine load average at the start: {os.getloadavg()[0]:.2f}")
 
 rows = duckdb.sql(
-    f"SELECT count(*) FROM read_parquet('{ours}/**/*.parquet', hive_partitioning = true)").fetchall()[0][0]
+    f"SELECT count(*) FROM read_parquet('{ours}/records/**/*.parquet', hive_partitioning = true)").fetchall()[0][0]
 nd_rows = sum(1 for _ in open(nd, "rb"))
 assert rows == nd_rows, (rows, nd_rows)
 print(f"rows: {rows} in both")
@@ -113,7 +113,7 @@ print(f"DuckDB's COPY dataset:   {size(theirs) / 1e6:8.1f} MB in {files(theirs)}
 SCAN = ("SELECT model, count(*), sum({out}) FROM {src} "
         "WHERE role = 'assistant' GROUP BY model ORDER BY model")
 q_pq = SCAN.format(out="usage_output",
-                   src=f"read_parquet('{ours}/**/*.parquet', hive_partitioning = true)")
+                   src=f"read_parquet('{ours}/records/**/*.parquet', hive_partitioning = true)")
 q_nd = SCAN.format(out="usage.output", src=f"read_ndjson('{nd}')")
 
 

@@ -117,12 +117,17 @@ compare_parquet() {
         local d="$WORK/pq-$RANDOM"
         "$bin" backfill -q "$@" --parquet "$d" >/dev/null 2>&1 || true
         out+=("$(python3 - "$d" <<'PY' | sha256sum | cut -c1-16
-import duckdb, sys
-rel = duckdb.sql(f"select * from read_parquet('{sys.argv[1]}/**/*.parquet', hive_partitioning = true)")
-cols = ", ".join(f'"{c}"' for c in rel.columns)
-print(rel.columns)
-for row in duckdb.sql(f"select * from rel order by {cols}").fetchall():
-    print(row)
+import duckdb, os, sys
+# Each table (records, and usage beside them; a dataset of a version before
+# the usage table: its records at the top).
+d = sys.argv[1]
+tables = [t for t in ("records", "usage") if os.path.isdir(f"{d}/{t}")] or ["."]
+for t in tables:
+    rel = duckdb.sql(f"select * from read_parquet('{d}/{t}/**/*.parquet', hive_partitioning = true)")
+    cols = ", ".join(f'"{c}"' for c in rel.columns)
+    print(t, rel.columns)
+    for row in duckdb.sql(f"select * from rel order by {cols}").fetchall():
+        print(row)
 PY
 )")
         rm -rf "$d"

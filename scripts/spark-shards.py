@@ -12,6 +12,7 @@ Not run by CI (PySpark and a JRE are large); its output is in
 BENCHMARKS.md. Exits 1 when a check fails.
 """
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -47,7 +48,7 @@ print(f"{N} shards from one Spark job: {took:.2f} s")
 
 stats = json.loads(subprocess.run([BIN, "stats", "--json", "-q", *PATHS],
                                   capture_output=True, text=True).stdout)
-df = spark.read.parquet(DIR)
+df = spark.read.parquet(os.path.join(DIR, "records"))
 print("schema:", ", ".join(f"{f.name} {f.dataType.simpleString()}" for f in df.schema.fields))
 rows = df.count()
 print(f"rows: {rows} (stats: {stats['records']})")

@@ -617,7 +617,7 @@ fn incremental_runs_emit_only_what_is_new() {
         .unwrap();
     assert_eq!(n, 7);
     let mut rows = 0;
-    let mut stack = vec![ds.clone()];
+    let mut stack = vec![ds.join("records")];
     while let Some(d) = stack.pop() {
         for e in fs::read_dir(&d).unwrap() {
             let p = e.unwrap().path();

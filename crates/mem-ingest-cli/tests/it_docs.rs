@@ -254,6 +254,14 @@ fn the_dataset_page_names_every_field_of_the_schema() {
             "docs/dataset.md: no field `{f}`"
         );
     }
+    let usage = &page[page.find("\n## Usage\n").expect("a usage section")..];
+    for f in mem_ingest_dataset::usage_schema().fields() {
+        assert!(
+            usage.contains(&format!("`{}`", f.name())),
+            "docs/dataset.md, ## Usage: no field `{}`",
+            f.name()
+        );
+    }
 }
 
 #[test]

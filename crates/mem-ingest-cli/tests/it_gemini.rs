@@ -760,7 +760,7 @@ fn a_late_copy_updates_the_stores_row_and_is_counted_by_ndjson_and_parquet() {
     assert_eq!(count, 4);
     // Parquet: no part for it.
     let mut rows = 0;
-    let mut stack = vec![ds.clone()];
+    let mut stack = vec![ds.join("records")];
     while let Some(d) = stack.pop() {
         for e in fs::read_dir(&d).unwrap() {
             let p = e.unwrap().path();
@@ -845,7 +845,7 @@ fn incremental_runs_emit_each_message_once_when_final() {
         .unwrap();
     assert_eq!((n, fmt.as_str()), (10, "gemini"));
     let mut rows = 0;
-    let mut stack = vec![ds.clone()];
+    let mut stack = vec![ds.join("records")];
     while let Some(d) = stack.pop() {
         for e in fs::read_dir(&d).unwrap() {
             let p = e.unwrap().path();

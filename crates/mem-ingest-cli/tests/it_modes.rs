@@ -104,9 +104,14 @@ fn every_sink(dir: &Path, umask: &str, extra: &[&str]) {
 fn expected(file: u32, folder: u32) -> Vec<(String, u32)> {
     let mut want: Vec<(String, u32)> = [
         ("ds", folder),
-        ("ds/format=pi", folder),
-        ("ds/format=pi/date=2026-01-15", folder),
-        ("ds/format=pi/date=2026-01-15/part", file),
+        ("ds/records", folder),
+        ("ds/records/format=pi", folder),
+        ("ds/records/format=pi/date=2026-01-15", folder),
+        ("ds/records/format=pi/date=2026-01-15/part", file),
+        ("ds/usage", folder),
+        ("ds/usage/format=pi", folder),
+        ("ds/usage/format=pi/date=2026-01-15", folder),
+        ("ds/usage/format=pi/date=2026-01-15/part", file),
         ("out.ndjson", file),
         ("s.db", file),
         ("s.db-shm", file),

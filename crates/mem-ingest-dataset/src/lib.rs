@@ -1,10 +1,18 @@
 //! A Hive-partitioned Parquet dataset: [`ParquetDataset`], a [`Sink`] of
 //! mem-ingest's engine, what `backfill --parquet DIR` writes.
 //!
-//! `DIR/format=<pi|claude|codex>/date=<YYYY-MM-DD>/<part>.parquet`: the date
-//! is the record's timestamp's, in UTC; records without one are in
+//! `DIR/records/format=<pi|claude|codex|...>/date=<YYYY-MM-DD>/<part>.parquet`:
+//! the date is the record's timestamp's, in UTC; records without one are in
 //! `date=__HIVE_DEFAULT_PARTITION__`, the partition Hive, Spark and DuckDB
 //! read as null. The schema is [`schema`] (pinned in the README).
+//!
+//! Beside them, `DIR/usage/format=<agent>/date=<YYYY-MM-DD>/<part>.parquet`:
+//! a row per response `stats` counts (exactly those, so that their sums
+//! are `stats`' totals), dated by the response's time; the schema is
+//! [`usage_schema`]. Usage parts are written, synced and covered by the
+//! checkpoint with the records' parts: exactly once across kills as they
+//! are. A folder in the layout of an earlier version (records at
+//! `DIR/format=...`) is refused, never mixed (see [`ParquetDataset::create`]).
 //!
 //! ```
 //! use mem_ingest::archive::{Archive, Shard};
@@ -18,8 +26,10 @@
 //!     .backfill(&mut ds)?;
 //! assert_eq!(summary.written, 22);
 //! let part = format!("part-0of1-{:016x}-000000.parquet", ds.id());
-//! assert!(ds.written()[0].starts_with("format=pi/date=2026-"));
+//! assert!(ds.written()[0].starts_with("records/format=pi/date=2026-"));
 //! assert!(ds.written()[0].ends_with(&part));
+//! // pi's usage, a row per response, beside them.
+//! assert!(ds.written().last().unwrap().starts_with("usage/format=pi/date=2026-"));
 //! // The folder holds parts of shard 0 of 1 now: a second run is refused.
 //! assert!(ParquetDataset::create(&dir, Shard::ALL).is_err());
 //! # std::fs::remove_dir_all(&dir)?;
@@ -87,6 +97,13 @@ pub const BUFFER_BYTES: usize = 256 << 20;
 pub const ROW_GROUP_ROWS: usize = 122_880;
 /// The partition of records without a timestamp.
 pub const NULL_DATE: &str = "__HIVE_DEFAULT_PARTITION__";
+/// The folder of the records' table, in the dataset's folder.
+pub const RECORDS: &str = "records";
+/// The folder of the usage table, beside [`RECORDS`].
+pub const USAGE: &str = "usage";
+/// Usage rows buffered at most (all partitions together: about 60 MB):
+/// past it, every usage buffer is written as a part.
+pub const USAGE_BUFFER_ROWS: usize = 200_000;
 /// The zstd level of every column.
 const ZSTD_LEVEL: i32 = 3;
 /// Columns written without a dictionary: their values are unique per row
@@ -149,6 +166,128 @@ pub fn schema() -> SchemaRef {
         Field::new("provisional", Boolean, false),
         i("text_bytes"),
     ]))
+}
+
+/// The usage table's schema (`DIR/usage/`): a row per response `stats`
+/// counts, the store's `usage` columns. `format` (the agent) and `date` (of
+/// the response's time, UTC) are the partition columns.
+///
+/// Claude Code's responses are counted once across the archive, and a
+/// response's kept copy can be replaced by a larger one found later (its
+/// streamed lines, a copy in another file): such a row has `response` (its
+/// index, from 0 in the order responses were first seen) and no `file` or
+/// `line`; a response replaced after its row was written gets a second row
+/// with `correction` true holding the difference (its counts and cost
+/// may be negative), so that sums over the table are always `stats`'.
+pub fn usage_schema() -> SchemaRef {
+    use DataType::{Boolean, Float64, Int64, Utf8};
+    let i = |name: &str| Field::new(name, Int64, false);
+    Arc::new(Schema::new(vec![
+        Field::new("session", Utf8, false),
+        Field::new("project", Utf8, false),
+        Field::new("file", Utf8, false),
+        i("line"),
+        Field::new("response", Int64, true),
+        Field::new(
+            "timestamp",
+            DataType::Timestamp(TimeUnit::Millisecond, Some("UTC".into())),
+            true,
+        ),
+        Field::new("provider", Utf8, true),
+        Field::new("model", Utf8, true),
+        i("input"),
+        i("output"),
+        i("cache_read"),
+        i("cache_write"),
+        i("cache_write_1h"),
+        i("reasoning"),
+        i("total_tokens"),
+        Field::new("cost", Float64, true),
+        Field::new("cost_recorded", Boolean, false),
+        Field::new("correction", Boolean, false),
+    ]))
+}
+
+/// One usage row, owned, as the dataset stores it.
+#[derive(Debug, Clone)]
+struct UsageRow {
+    session: String,
+    project: String,
+    file: String,
+    line: i64,
+    response: Option<i64>,
+    timestamp: Option<i64>,
+    provider: Option<String>,
+    model: Option<String>,
+    /// input, output, cache read, cache write, of it one hour, reasoning,
+    /// total.
+    counts: [i64; 7],
+    cost: Option<f64>,
+    cost_recorded: bool,
+    correction: bool,
+}
+
+impl UsageRow {
+    fn of(r: &mem_ingest::archive::CountedUsage) -> UsageRow {
+        let u = &r.usage;
+        UsageRow {
+            session: r.session.clone(),
+            project: r.project.clone(),
+            file: r.file.clone(),
+            line: sat(r.line),
+            response: None,
+            timestamp: r.time,
+            provider: r.provider.clone(),
+            model: r.model.clone(),
+            counts: [
+                u.input,
+                u.output,
+                u.cache_read,
+                u.cache_write,
+                r.cache_write_1h,
+                r.reasoning,
+                u.total_tokens,
+            ]
+            .map(sat),
+            cost: r.cost(mem_ingest::prices::Prices::shipped()),
+            cost_recorded: r.recorded,
+            correction: false,
+        }
+    }
+
+    /// A response's row: its usage now less what was written of it
+    /// before (see [`usage_schema`]).
+    fn of_response(r: &mem_ingest::sink::ResponseUsage) -> Option<UsageRow> {
+        let now = r.row.as_ref().map(UsageRow::of);
+        let before = r.written.as_ref().map(UsageRow::of);
+        let mut row = match (now, before) {
+            (Some(now), None) => now,
+            (now, Some(before)) => {
+                // The difference, dated and named by the copy now (or the
+                // one before, when the response left the run's bounds).
+                let mut d = now.clone().unwrap_or_else(|| before.clone());
+                let zero = [0; 7];
+                let n = now.as_ref().map_or(&zero, |n| &n.counts);
+                for (k, c) in d.counts.iter_mut().enumerate() {
+                    *c = n[k].saturating_sub(before.counts[k]);
+                }
+                d.cost = match (now.as_ref().map_or(Some(0.0), |n| n.cost), before.cost) {
+                    (Some(a), Some(b)) => Some(a - b),
+                    _ => None,
+                };
+                d.correction = true;
+                if d.counts == zero && d.cost == Some(0.0) {
+                    // Replaced by a copy that counts the same (a
+                    // sidechain's by its session's): nothing to correct.
+                    return None;
+                }
+                d
+            }
+            (None, None) => return None,
+        };
+        row.response = Some(i64::from(r.index));
+        Some(row)
+    }
 }
 
 fn kinds_item() -> Arc<Field> {
@@ -331,6 +470,12 @@ pub struct ParquetDataset {
     props: WriterProperties,
     schema: SchemaRef,
     part_rows: usize,
+    /// Usage partitions (agent, date) and their rows not written yet.
+    usage: BTreeMap<(String, String), Vec<UsageRow>>,
+    /// Usage rows buffered, all partitions.
+    usage_rows: usize,
+    usage_props: WriterProperties,
+    usage_schema: SchemaRef,
 }
 
 /// A new run id: 64 bits from the system's random hash keys, the time and
@@ -395,12 +540,15 @@ fn refused(dir: &Path, why: String) -> Error {
 impl ParquetDataset {
     /// A dataset written by a run without a checkpoint: a new id. A folder
     /// that already holds parts of this shard is refused (their records
-    /// would be there twice).
+    /// would be there twice), and so is one in the layout of an earlier
+    /// version (records at `DIR/format=...`, without usage): the message
+    /// says how to move them.
     ///
     /// # Errors
     /// `DatasetRefused` for such a folder; I/O errors reading it.
     pub fn create(dir: impl Into<PathBuf>, shard: Shard) -> Result<ParquetDataset, Error> {
         let ds = Self::new(dir.into(), shard, None);
+        ds.refuse_old_layout()?;
         ds.refuse_same_shard()?;
         Ok(ds)
     }
@@ -435,6 +583,23 @@ impl ParquetDataset {
             p.set_column_dictionary_enabled(ColumnPath::from(*c), false)
         });
         let props = props.build();
+        let usage_props = WriterProperties::builder()
+            .set_compression(Compression::ZSTD(
+                ZstdLevel::try_new(ZSTD_LEVEL).expect("a valid zstd level"),
+            ))
+            .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
+            .set_sorting_columns(Some(
+                [0, 2, 3, 4]
+                    .into_iter()
+                    .map(|column_idx| SortingColumn {
+                        column_idx,
+                        descending: false,
+                        nulls_first: false,
+                    })
+                    .collect(),
+            ))
+            .set_created_by(concat!("mem-ingest ", env!("CARGO_PKG_VERSION")).to_owned())
+            .build();
         ParquetDataset {
             dir,
             shard,
@@ -451,6 +616,10 @@ impl ParquetDataset {
             props,
             schema: schema(),
             part_rows: PART_ROWS,
+            usage: BTreeMap::new(),
+            usage_rows: 0,
+            usage_props,
+            usage_schema: usage_schema(),
         }
     }
 
@@ -489,15 +658,19 @@ impl ParquetDataset {
         Error::io(&self.dir, e)
     }
 
-    /// Every part file under the folder (`format=*/date=*/*.parquet`, and
-    /// temporary ones), as paths relative to it. A missing folder has none.
+    /// Every part file under the folder's tables
+    /// (`records|usage/format=*/date=*/*.parquet`, and temporary ones), as
+    /// paths relative to it. A missing folder has none.
     fn parts(&self) -> Result<Vec<String>, Error> {
         let mut out = Vec::new();
-        let mut stack = vec![(self.dir.clone(), String::new(), 0)];
+        let mut stack = Vec::new();
+        for t in [RECORDS, USAGE] {
+            stack.push((self.dir.join(t), t.to_owned(), 0));
+        }
         while let Some((dir, rel, depth)) = stack.pop() {
             let rd = match fs::read_dir(&dir) {
                 Ok(rd) => rd,
-                Err(e) if e.kind() == io::ErrorKind::NotFound && depth == 0 => return Ok(out),
+                Err(e) if e.kind() == io::ErrorKind::NotFound && depth == 0 => continue,
                 Err(e) => return Err(Error::io(&dir, e)),
             };
             for e in rd {
@@ -506,11 +679,7 @@ impl ParquetDataset {
                 let t = e
                     .file_type()
                     .map_err(|e| Error::io(&e_path(&dir, &name), e))?;
-                let rel_name = if rel.is_empty() {
-                    name.clone()
-                } else {
-                    format!("{rel}/{name}")
-                };
+                let rel_name = format!("{rel}/{name}");
                 if t.is_dir() && depth < 2 {
                     stack.push((dir.join(&name), rel_name, depth + 1));
                 } else if t.is_file() && depth == 2 {
@@ -520,6 +689,36 @@ impl ParquetDataset {
         }
         out.sort();
         Ok(out)
+    }
+
+    /// Refuses a folder in the layout of an earlier version (records at
+    /// `DIR/format=...`, no usage): never mixed with this one.
+    fn refuse_old_layout(&self) -> Result<(), Error> {
+        let rd = match fs::read_dir(&self.dir) {
+            Ok(rd) => rd,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(self.io(e)),
+        };
+        for e in rd {
+            let e = e.map_err(|e| self.io(e))?;
+            let name = e.file_name().to_string_lossy().into_owned();
+            if name.starts_with("format=") {
+                let d = self.dir.display();
+                return Err(refused(
+                    &self.dir,
+                    format!(
+                        "holds records in the layout of an earlier mem-ingest ({name}): records \
+                         now go in {d}/{RECORDS}/format=..., beside usage rows in \
+                         {d}/{USAGE}/format=..., never mixed with that layout; move them first \
+                         (`mkdir {d}/{RECORDS} && mv {d}/format=* {d}/{RECORDS}/`: the --state \
+                         that wrote them goes on with them, adding usage rows for what it reads \
+                         from then on), or write into a new folder (with a new --state: usage \
+                         for everything)"
+                    ),
+                ));
+            }
+        }
+        Ok(())
     }
 
     fn refuse_same_shard(&self) -> Result<(), Error> {
@@ -599,6 +798,7 @@ impl ParquetDataset {
         }
         let folder = self
             .dir
+            .join(RECORDS)
             .join(format!("format={}", key.0))
             .join(format!("date={}", key.1));
         fs::create_dir_all(&folder).map_err(|e| Error::io(&folder, e))?;
@@ -636,7 +836,7 @@ impl ParquetDataset {
         });
         self.in_flight.push_back(InFlight {
             handle,
-            rel: format!("format={}/date={}/{name}", key.0, key.1),
+            rel: format!("{RECORDS}/format={}/date={}/{name}", key.0, key.1),
             folder,
             bytes: buf.bytes,
         });
@@ -684,7 +884,84 @@ impl ParquetDataset {
                 return Err(e);
             }
         }
-        self.join_all()
+        self.join_all()?;
+        self.write_usage_parts()
+    }
+
+    fn push_usage(&mut self, agent: &str, row: UsageRow) -> Result<(), Error> {
+        let date = match row.timestamp {
+            Some(ms) => date_of(ms),
+            None => NULL_DATE.to_owned(),
+        };
+        self.usage
+            .entry((agent.to_owned(), date))
+            .or_default()
+            .push(row);
+        self.usage_rows += 1;
+        if self.usage_rows >= USAGE_BUFFER_ROWS.min(self.part_rows) {
+            self.write_usage_parts()?;
+        }
+        Ok(())
+    }
+
+    /// Writes every usage buffer as a part (on this thread: usage rows are
+    /// small), sorted by (session, file, line, response), under a
+    /// temporary name and renamed, as the records' parts.
+    fn write_usage_parts(&mut self) -> Result<(), Error> {
+        let durable = self.state.is_some();
+        for ((agent, date), mut rows) in std::mem::take(&mut self.usage) {
+            self.usage_rows -= rows.len();
+            if rows.is_empty() {
+                continue;
+            }
+            let folder = self
+                .dir
+                .join(USAGE)
+                .join(format!("format={agent}"))
+                .join(format!("date={date}"));
+            fs::create_dir_all(&folder).map_err(|e| Error::io(&folder, e))?;
+            let name = format!("{}{:06}.parquet", self.own_prefix(), self.next);
+            self.next += 1;
+            let path = folder.join(&name);
+            let tmp = folder.join(format!(".{name}.tmp"));
+            rows.sort_by(|a, b| {
+                (&a.session, &a.file, a.line, a.response)
+                    .cmp(&(&b.session, &b.file, b.line, b.response))
+            });
+            let write = || -> Result<(), String> {
+                let f = File::create(&tmp).map_err(|e| e.to_string())?;
+                let mut w = ArrowWriter::try_new(
+                    f,
+                    self.usage_schema.clone(),
+                    Some(self.usage_props.clone()),
+                )
+                .map_err(|e| e.to_string())?;
+                for chunk in rows.chunks(ROW_GROUP_ROWS) {
+                    let batch =
+                        usage_batch(&self.usage_schema, chunk).map_err(|e| e.to_string())?;
+                    w.write(&batch).map_err(|e| e.to_string())?;
+                }
+                let f = w.into_inner().map_err(|e| e.to_string())?;
+                if durable {
+                    f.sync_all().map_err(|e| e.to_string())?;
+                }
+                Ok(())
+            };
+            if let Err(why) = write() {
+                let _ = fs::remove_file(&tmp);
+                return Err(Error::new(&path, ErrorKind::Write(io::Error::other(why))));
+            }
+            fs::rename(&tmp, &path).map_err(|e| {
+                let _ = fs::remove_file(&tmp);
+                Error::io(&path, e)
+            })?;
+            if durable {
+                self.unsynced.insert(folder);
+            }
+            self.written
+                .push(format!("{USAGE}/format={agent}/date={date}/{name}"));
+        }
+        Ok(())
     }
 
     /// The mark of what is written: every part of this id so far.
@@ -807,6 +1084,58 @@ fn to_batch(schema: &SchemaRef, rows: &[Row]) -> Result<RecordBatch, arrow_schem
     RecordBatch::try_new(schema.clone(), columns)
 }
 
+/// Usage rows as an Arrow batch of [`usage_schema`].
+fn usage_batch(
+    schema: &SchemaRef,
+    rows: &[UsageRow],
+) -> Result<RecordBatch, arrow_schema::ArrowError> {
+    let n = rows.len();
+    let string = |f: &dyn Fn(&UsageRow) -> Option<&str>| -> ArrayRef {
+        let mut b = StringBuilder::with_capacity(n, 0);
+        for r in rows {
+            b.append_option(f(r));
+        }
+        Arc::new(b.finish())
+    };
+    let int = |f: &dyn Fn(&UsageRow) -> Option<i64>| -> ArrayRef {
+        let mut b = Int64Builder::with_capacity(n);
+        for r in rows {
+            b.append_option(f(r));
+        }
+        Arc::new(b.finish())
+    };
+    let boolean = |f: &dyn Fn(&UsageRow) -> bool| -> ArrayRef {
+        let mut b = BooleanBuilder::with_capacity(n);
+        for r in rows {
+            b.append_value(f(r));
+        }
+        Arc::new(b.finish())
+    };
+    let mut ts = TimestampMillisecondBuilder::with_capacity(n).with_timezone("UTC");
+    let mut cost = Float64Builder::with_capacity(n);
+    for r in rows {
+        ts.append_option(r.timestamp);
+        cost.append_option(r.cost);
+    }
+    let mut columns: Vec<ArrayRef> = vec![
+        string(&|r| Some(&r.session)),
+        string(&|r| Some(&r.project)),
+        string(&|r| Some(&r.file)),
+        int(&|r| Some(r.line)),
+        int(&|r| r.response),
+        Arc::new(ts.finish()),
+        string(&|r| r.provider.as_deref()),
+        string(&|r| r.model.as_deref()),
+    ];
+    for k in 0..7 {
+        columns.push(int(&|r| Some(r.counts[k])));
+    }
+    columns.push(Arc::new(cost.finish()));
+    columns.push(boolean(&|r| r.cost_recorded));
+    columns.push(boolean(&|r| r.correction));
+    RecordBatch::try_new(schema.clone(), columns)
+}
+
 impl Sink for ParquetDataset {
     type Encoder = RowEncoder;
 
@@ -847,6 +1176,7 @@ impl Sink for ParquetDataset {
 
     fn resume_at(&mut self, mark: Option<&Mark>, checkpoint_exists: bool) -> Result<(), Error> {
         let _ = checkpoint_exists;
+        self.refuse_old_layout()?;
         let state = self.state.clone().unwrap_or_default();
         match mark {
             Some(m)
@@ -863,7 +1193,20 @@ impl Sink for ParquetDataset {
             Some(m) => {
                 self.id = m.id;
                 self.next = m.next_part;
-                self.covered = m.parts.clone();
+                // A checkpoint of an earlier version lists its parts at
+                // `format=...`: moved into `records/` (as the refusal of
+                // that layout says), they are still its own.
+                self.covered = m
+                    .parts
+                    .iter()
+                    .map(|p| {
+                        if p.starts_with("format=") {
+                            format!("{RECORDS}/{p}")
+                        } else {
+                            p.clone()
+                        }
+                    })
+                    .collect();
             }
             None => {
                 // A new checkpoint: a new id, and a folder without parts of
@@ -899,6 +1242,34 @@ impl Sink for ParquetDataset {
         self.state.is_some()
     }
 
+    /// Usage rows, as `DIR/usage/`, written with the records' parts.
+    fn wants_usage(&self) -> bool {
+        true
+    }
+
+    fn write_usage(&mut self, rows: &[mem_ingest::archive::CountedUsage]) -> Result<(), Error> {
+        for r in rows {
+            self.push_usage(r.agent, UsageRow::of(r))?;
+        }
+        Ok(())
+    }
+
+    fn write_response_usage(
+        &mut self,
+        rows: &[mem_ingest::sink::ResponseUsage],
+    ) -> Result<(), Error> {
+        for r in rows {
+            let agent = match (&r.row, &r.written) {
+                (Some(u), _) | (None, Some(u)) => u.agent,
+                (None, None) => continue,
+            };
+            if let Some(row) = UsageRow::of_response(r) {
+                self.push_usage(agent, row)?;
+            }
+        }
+        Ok(())
+    }
+
     fn finish(&mut self) -> Result<(), Error> {
         self.write_all()
     }
@@ -917,6 +1288,39 @@ impl Sink for ParquetDataset {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A checkpoint of the earlier layout lists its parts at `format=...`:
+    /// moved into `records/`, they are still covered (not removed as a
+    /// killed run's), and a part it does not list is.
+    #[test]
+    fn parts_an_earlier_checkpoint_lists_are_covered_once_moved() {
+        let dir = std::env::temp_dir().join(format!("mem-ingest-ds-moved-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        let folder = dir.join("records/format=pi/date=2026-01-15");
+        fs::create_dir_all(&folder).unwrap();
+        let (kept, stray) = (
+            "part-0of1-00000000000000ab-000000.parquet",
+            "part-0of1-00000000000000ab-000001.parquet",
+        );
+        for p in [kept, stray] {
+            fs::write(folder.join(p), b"x").unwrap();
+        }
+        let mut ds = ParquetDataset::append(&dir, Shard::ALL, dir.join("st"));
+        let mark = Mark::dataset(
+            dir.to_string_lossy().into_owned(),
+            0xab,
+            2,
+            vec![format!("format=pi/date=2026-01-15/{kept}")],
+        );
+        ds.resume_at(Some(&mark), true).unwrap();
+        assert!(folder.join(kept).exists());
+        assert!(!folder.join(stray).exists());
+        assert_eq!(
+            ds.mark().parts,
+            [format!("records/format=pi/date=2026-01-15/{kept}")]
+        );
+        fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn dates_are_utc() {

@@ -234,9 +234,12 @@ struct BackfillArgs {
     db: Option<PathBuf>,
     /// Write a Hive-partitioned Parquet dataset into the folder DIR
     /// (created when missing) for DuckDB, Spark and the like:
-    /// DIR/format=<pi|gemini|qwen|copilot|claude|codex|amp|cline>/date=<YYYY-MM-DD, UTC>/part-*.parquet,
+    /// DIR/records/format=<pi|gemini|qwen|copilot|claude|codex|amp|cline>/date=<YYYY-MM-DD, UTC>/part-*.parquet,
     /// records without a timestamp under date=__HIVE_DEFAULT_PARTITION__
-    /// (read as null). Parts are written whole (a temporary name, then a
+    /// (read as null), and beside them DIR/usage/format=<agent>/date=<...>/:
+    /// a row per response `stats` counts (tokens, cost), in the same
+    /// checkpoints. A DIR of an earlier version (records at DIR/format=...)
+    /// is refused (exit 2), with how to move it. Parts are written whole (a temporary name, then a
     /// rename) and never rewritten; a run never deletes a part it did not
     /// write. Without --state, a DIR that holds parts of the same shard
     /// already is refused (exit 2). With --state, runs add parts, every
