@@ -1,11 +1,14 @@
 //! Secrets never reach an output (issue 46): credentials of every kind
-//! planted in pi, Claude Code, Codex, Qwen Code and Copilot CLI sessions (user text, tool-call
-//! arguments, tool output, a `.env` dump, a private key block; a key id
-//! written with a `\u` escape, the blocks with `\n` escapes) appear nowhere
-//! in the NDJSON, in the bytes of the store's files (rows and full-text
-//! index, before and after its WAL is checkpointed), or in the dataset;
-//! `search` finds none of them; `--no-redact` keeps them all. The summary
-//! counts them by rule, and the store keeps the counts.
+//! planted in pi, Claude Code, Codex, Qwen Code, Copilot CLI, Gemini CLI,
+//! Amp and Cline sessions (user text, tool-call arguments, tool output, a
+//! `.env` dump, a private key block; a key id written with a `\u` escape,
+//! the blocks with `\n` escapes) appear nowhere in the NDJSON, in the bytes
+//! of the store's files (rows and full-text index, before and after its WAL
+//! is checkpointed), in the dataset, or in a checkpoint (a state file, the
+//! store's checkpoint rows: a Gemini CLI message held back while its file
+//! is being written included); `search` finds none of them; `--no-redact`
+//! keeps them all. The summary counts them by rule, and the store keeps the
+//! counts.
 
 #[path = "../../mem-ingest/tests/common/mod.rs"]
 mod common;
@@ -26,8 +29,10 @@ fn tmpdir(name: &str) -> PathBuf {
 }
 
 /// The agents' sessions, each holding every planted secret, laid out as
-/// each agent keeps them (paths named on the command line).
-fn archive(d: &Path) -> Vec<PathBuf> {
+/// each agent keeps them (paths named on the command line). The Gemini CLI
+/// file is still (written a minute ago: its last message is final) unless
+/// `gemini_fresh`, when it was just written (its last message is held).
+fn archive_with(d: &Path, gemini_fresh: bool) -> Vec<PathBuf> {
     let pi = d.join("pi/--work-secrets--/2026-03-01T10-00-00-000Z_pi-sec.jsonl");
     let claude = d.join("claude/projects/-work-secrets/cc-sec.jsonl");
     let codex = d.join("codex/sessions/2026/03/01/rollout-2026-03-01T12-00-00-cx-sec.jsonl");
@@ -35,21 +40,50 @@ fn archive(d: &Path) -> Vec<PathBuf> {
     let qwen = d.join(format!("qwen/projects/-work-secrets/chats/{qwen_id}.jsonl"));
     let copilot_id = "7cf44517-0000-4000-8000-0000000000aa";
     let copilot = d.join(format!("copilot/session-state/{copilot_id}/events.jsonl"));
+    let gemini_id = "9a8b7c6d-2222-4333-8444-555566667777";
+    let gemini = d.join(format!(
+        "gemini/tmp/{}/chats/session-2026-03-01T15-00-{}.jsonl",
+        "0".repeat(64),
+        &gemini_id[..8]
+    ));
+    let amp_id = "T-019b9d03-62e3-772f-9780-3e637f90aa11";
+    let amp = d.join(format!("amp/threads/{amp_id}.json"));
+    let cline_id = "1772380800000_secrt";
+    let cline = d.join(format!(
+        "cline/data/sessions/{cline_id}/{cline_id}.messages.json"
+    ));
     for (p, text) in [
         (&pi, secrets::pi_session("pi-sec")),
         (&claude, secrets::claude_session("cc-sec")),
         (&codex, secrets::codex_session("cx-sec")),
         (&qwen, secrets::qwen_session(qwen_id)),
         (&copilot, secrets::copilot_session(copilot_id)),
+        (&gemini, secrets::gemini_session(gemini_id)),
+        (&amp, secrets::amp_thread(amp_id)),
+        (&cline, secrets::cline_session(cline_id)),
     ] {
         fs::create_dir_all(p.parent().unwrap()).unwrap();
         fs::write(p, text).unwrap();
     }
-    vec![pi, claude, codex, qwen, copilot]
+    if !gemini_fresh {
+        age(&gemini, 60);
+    }
+    vec![pi, claude, codex, qwen, copilot, gemini, amp, cline]
+}
+
+fn archive(d: &Path) -> Vec<PathBuf> {
+    archive_with(d, false)
+}
+
+/// Sets a file's modification time `secs` seconds in the past.
+fn age(path: &Path, secs: u64) {
+    let f = fs::File::options().write(true).open(path).unwrap();
+    f.set_modified(std::time::SystemTime::now() - std::time::Duration::from_secs(secs))
+        .unwrap();
 }
 
 /// The sessions of [`archive`].
-const SESSIONS: u64 = 5;
+const SESSIONS: u64 = 8;
 
 fn run(args: &[&str], paths: &[PathBuf]) -> Output {
     let out = common::cli().args(args).args(paths).output().unwrap();
@@ -427,5 +461,107 @@ fn a_state_of_before_goes_on_unredacted_and_says_so() {
             assert!(out.stdout.is_empty());
         }
     }
+    fs::remove_dir_all(d).unwrap();
+}
+
+/// A message held back (a Gemini CLI file written to in the last seconds:
+/// its last message may still be re-appended) is in no checkpoint: not in
+/// the state file, not in the store's files once its WAL is checkpointed;
+/// a later run hands it out, redacted, once the file is still. Amp's and
+/// Cline's documents' checkpoints, and every other agent's, hold none
+/// either.
+#[test]
+fn a_held_message_reaches_no_checkpoint() {
+    let d = tmpdir("held");
+    let paths = archive_with(&d, true);
+    let gemini = &paths[5];
+    let all = secrets::all();
+    let all_tokens: Vec<String> = all.iter().flat_map(|s| tokens(s)).collect();
+    let all_tokens: Vec<&str> = all_tokens.iter().map(String::as_str).collect();
+    let lower = |b: &[u8]| b.to_ascii_lowercase();
+    let store_bytes = |db: &Path| {
+        let conn = rusqlite::Connection::open(db).unwrap();
+        conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
+            .unwrap();
+        drop(conn);
+        let mut all = Vec::new();
+        for ext in ["", "-wal"] {
+            if let Ok(b) = fs::read(format!("{}{ext}", db.display())) {
+                all.extend(b);
+            }
+        }
+        all
+    };
+    let records = |b: &[u8]| b.iter().filter(|&&c| c == b'\n').count() as u64;
+    let (state, out, db) = (d.join("s.state"), d.join("o.ndjson"), d.join("m.db"));
+    let state_args = [
+        "backfill",
+        "-o",
+        out.to_str().unwrap(),
+        "--state",
+        state.to_str().unwrap(),
+    ];
+    let db_args = ["backfill", "--db", db.to_str().unwrap()];
+    for args in [&state_args[..], &db_args[..]] {
+        // Being written: its last message (the key block) is held.
+        age(gemini, 0);
+        run(args, &paths);
+    }
+    let ndjson = fs::read(&out).unwrap();
+    assert_eq!(records(&ndjson), 5 * SESSIONS - 1, "the key block is held");
+    assert_eq!(held(&ndjson, &all), Vec::<String>::new());
+    let state_bytes = fs::read(&state).unwrap();
+    assert_eq!(held(&state_bytes, &all), Vec::<String>::new());
+    assert_eq!(
+        held(&lower(&state_bytes), &all_tokens),
+        Vec::<String>::new()
+    );
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    let rows: i64 = conn
+        .query_row("SELECT COUNT(*) FROM records", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(rows as u64, 5 * SESSIONS - 1, "the key block is held");
+    drop(conn);
+    assert_eq!(
+        held(&lower(&store_bytes(&db)), &all_tokens),
+        Vec::<String>::new()
+    );
+
+    // Still: the next runs hand it out, redacted, and the checkpoints
+    // hold nothing of it either.
+    age(gemini, 60);
+    run(&state_args, &paths);
+    run(&db_args, &paths);
+    let ndjson = fs::read(&out).unwrap();
+    assert_eq!(records(&ndjson), 5 * SESSIONS);
+    assert_eq!(held(&ndjson, &all), Vec::<String>::new());
+    let last = ndjson[..ndjson.len() - 1]
+        .rsplit(|&b| b == b'\n')
+        .next()
+        .unwrap();
+    let last: serde_json::Value = serde_json::from_slice(last).unwrap();
+    assert_eq!(last["id"], "t2");
+    assert!(
+        last["text"]
+            .as_str()
+            .unwrap()
+            .contains("\n[REDACTED:private-key]\n"),
+        "{last}"
+    );
+    let state_bytes = fs::read(&state).unwrap();
+    assert_eq!(
+        held(&lower(&state_bytes), &all_tokens),
+        Vec::<String>::new()
+    );
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    let rows: i64 = conn
+        .query_row("SELECT COUNT(*) FROM records", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(rows as u64, 5 * SESSIONS);
+    drop(conn);
+    assert_eq!(
+        held(&lower(&store_bytes(&db)), &all_tokens),
+        Vec::<String>::new()
+    );
     fs::remove_dir_all(d).unwrap();
 }

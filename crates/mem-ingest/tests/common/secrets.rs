@@ -331,3 +331,94 @@ pub fn copilot_session(id: &str) -> String {
     );
     s
 }
+
+/// A Gemini CLI chat file (session `id`) holding [`planted`]; its last
+/// message (the private key block) is the one a file just written holds
+/// back.
+pub fn gemini_session(id: &str) -> String {
+    let p = planted();
+    let msg = |mid: &str, s: u32, ty: &str, more: Value| {
+        let mut v =
+            json!({"id": mid, "timestamp": format!("2026-03-01T15:00:{s:02}.000Z"), "type": ty});
+        for (k, x) in more.as_object().unwrap() {
+            v[k] = x.clone();
+        }
+        line(v)
+    };
+    let mut s = line(json!({"sessionId": id, "projectHash": "0".repeat(64),
+        "startTime": "2026-03-01T15:00:00.000Z", "lastUpdated": "2026-03-01T15:00:00.000Z",
+        "kind": "main"}));
+    s += &msg("u1", 1, "user", json!({"content": [{"text": p.user}]}));
+    s += &msg("u2", 2, "user", json!({"content": [{"text": p.user2}]}));
+    s += &msg(
+        "g1",
+        3,
+        "gemini",
+        json!({"content": "", "model": "gemini-2.5-pro", "toolCalls": [
+            {"id": "c1", "name": "run_shell_command", "args": {"command": p.command},
+             "status": "success"}]}),
+    );
+    s += &msg(
+        "t1",
+        4,
+        "user",
+        json!({"content": [{"functionResponse": {"id": "c1", "name": "run_shell_command",
+                                                "response": {"output": p.env}}}]}),
+    );
+    s += &msg(
+        "t2",
+        5,
+        "user",
+        json!({"content": [{"functionResponse": {"id": "c2", "name": "read_file",
+                                                "response": {"output": p.key}}}]}),
+    );
+    s
+}
+
+/// An Amp thread (`T-...` id) holding [`planted`], as one JSON document.
+pub fn amp_thread(id: &str) -> String {
+    let p = planted();
+    line(json!({
+        "v": 3, "id": id, "created": 1_772_380_800_000_i64, "title": "secrets",
+        "env": {"initial": {"trees": [{"displayName": "secrets", "uri": "file:///work/secrets"}]}},
+        "messages": [
+            {"role": "user", "messageId": 0, "content": [{"type": "text", "text": p.user}]},
+            {"role": "user", "messageId": 1, "content": [{"type": "text", "text": p.user2}]},
+            {"role": "assistant", "messageId": 2,
+             "content": [{"type": "tool_use", "id": "toolu_1", "name": "Bash",
+                          "input": {"cmd": p.command}}],
+             "state": {"type": "complete", "stopReason": "tool_use"}},
+            {"role": "user", "messageId": 3,
+             "content": [{"type": "tool_result", "toolUseID": "toolu_1",
+                          "run": {"status": "done", "result": {"output": p.env, "exitCode": 0}}}]},
+            {"role": "user", "messageId": 4,
+             "content": [{"type": "tool_result", "toolUseID": "toolu_2",
+                          "run": {"status": "done", "result": {"output": p.key, "exitCode": 0}}}]}
+        ]
+    }))
+}
+
+/// A Cline SDK transcript (`<id>.messages.json`, session `id`) holding
+/// [`planted`], as one JSON document.
+pub fn cline_session(id: &str) -> String {
+    let p = planted();
+    line(
+        json!({"version": 1, "updated_at": "2026-03-01T16:00:05.000Z", "agent": "lead",
+            "sessionId": id, "messages": [
+            {"id": "m1", "role": "user", "ts": 1_772_380_801_000_i64,
+             "content": [{"type": "text", "text": p.user}]},
+            {"id": "m2", "role": "user", "ts": 1_772_380_802_000_i64,
+             "content": [{"type": "text", "text": p.user2}]},
+            {"id": "m3", "role": "assistant", "ts": 1_772_380_803_000_i64,
+             "modelInfo": {"id": "claude-sonnet-4-6", "provider": "anthropic"},
+             "content": [{"type": "tool_use", "id": "t1", "name": "execute_command",
+                          "input": {"command": p.command}}]},
+            {"id": "m4", "role": "user",
+             "content": [{"type": "tool_result", "tool_use_id": "t1",
+                          "content": [{"type": "text", "text": p.env}], "is_error": false}]},
+            {"id": "m5", "role": "user",
+             "content": [{"type": "tool_result", "tool_use_id": "t2",
+                          "content": [{"type": "text", "text": p.key}], "is_error": false}]}
+        ]}),
+    )
+}
