@@ -348,6 +348,9 @@ fn the_message_written_last_waits_until_the_file_is_still() {
     assert_eq!(report.records, 9);
     assert_eq!(report.usage.total_tokens, 3002 - 410);
     assert!(Gemini.holds_back(&ctx));
+    // The context keeps where the held copy is, not its text (a checkpoint
+    // is not redacted).
+    assert!(memchr::memmem::find(&ctx, b"Second try").is_none());
     // Still: a read from the end with that context hands it out alone.
     age(&p, 60);
     let size = fs::metadata(&p).unwrap().len();
@@ -1138,4 +1141,102 @@ fn generated_home_killed_at_any_moment_every_record_exactly_once() {
         }
     }
     fs::remove_dir_all(d).unwrap();
+}
+
+/// The header of the file at `p` (as a read from its start finds it).
+fn header_of(p: &Path) -> mem_ingest::Header {
+    mem_ingest::format::open_at(
+        &Gemini,
+        Input::Bytes(&fs::read(p).unwrap()),
+        p,
+        mem_ingest::format::At {
+            header: None,
+            context: &[],
+            byte: 0,
+            lines_before: 0,
+        },
+        &SourceOptions::new(),
+    )
+    .unwrap()
+    .header()
+    .cloned()
+    .unwrap()
+}
+
+/// The entries with a record of a read of `p` resumed at its end with
+/// `ctx` (the file has `lines` lines), and the report.
+fn resumed(p: &Path, ctx: &[u8], lines: u64) -> (Vec<(u64, OwnedRecord)>, Report) {
+    let size = fs::metadata(p).unwrap().len();
+    let opts = SourceOptions::new();
+    let header = header_of(p);
+    let mut src = Gemini.resume(Input::Bytes(&[]), p, &header, ctx, size, lines, &opts);
+    let mut out = Vec::new();
+    while let Some(e) = src.next_entry().unwrap() {
+        if let Some(r) = e.record {
+            out.push((e.line, r.to_owned_record()));
+        }
+    }
+    assert!(!Gemini.holds_back(&src.running_context()));
+    (out, src.take_report())
+}
+
+/// A message held inside a `$set` checkpoint (written on no line of its
+/// own) is read again from that line's list when it becomes final.
+#[test]
+fn a_message_held_in_a_checkpoint_is_read_again_from_its_list() {
+    let dir = tmpdir("held-set");
+    let mut lines = session_lines()[..9].to_vec();
+    // 10: a checkpoint whose last message is new (held).
+    lines.push(
+        json!({"$set": {"messages": [
+            {"id": "i1", "timestamp": "2026-09-01T10:00:06.000Z", "type": "info",
+             "content": "Compressing chat history"},
+            {"id": "s1", "timestamp": "2026-09-01T10:00:07.000Z", "type": "user",
+             "content": [{"text": "Summary of the earlier chat"}]}]}})
+        .to_string(),
+    );
+    let p = write_session(&dir.join(".gemini"), "app", &lines);
+    let (entries, _, ctx, _) = read(&p);
+    assert!(entries
+        .iter()
+        .all(|(_, r)| r.as_ref().unwrap().id.as_deref() != Some("s1")));
+    assert!(Gemini.holds_back(&ctx));
+    assert!(memchr::memmem::find(&ctx, b"Summary of the earlier").is_none());
+    age(&p, 60);
+    let (out, report) = resumed(&p, &ctx, 10);
+    assert_eq!(out.len(), 1);
+    let r = &out[0].1;
+    assert_eq!(
+        (r.id.as_deref(), r.text.as_str(), r.line, r.role),
+        (Some("s1"), "Summary of the earlier chat", 10, Role::User)
+    );
+    assert_eq!(r.kinds, ["text", "checkpoint"]);
+    assert!(report.skips.is_empty());
+    fs::remove_dir_all(dir).unwrap();
+}
+
+/// A held message whose copy was changed in place before the next read (a
+/// file that is not appended to) is not handed out from other bytes: a
+/// skip located at its line and byte.
+#[test]
+fn a_held_copy_changed_in_place_is_a_located_skip() {
+    let dir = tmpdir("held-changed");
+    let p = write_session(&dir.join(".gemini"), "app", &session_lines());
+    let (_, _, ctx, _) = read(&p);
+    let mut bytes = fs::read(&p).unwrap();
+    let at = memchr::memmem::rfind(&bytes, b"Second try").unwrap();
+    bytes[at..at + 10].copy_from_slice(b"Third try!");
+    let byte = bytes[..at].iter().rposition(|&b| b == b'\n').unwrap() as u64 + 1;
+    fs::write(&p, &bytes).unwrap();
+    age(&p, 60);
+    let (out, report) = resumed(&p, &ctx, 16);
+    assert!(out.is_empty());
+    assert_eq!(report.skipped, 1);
+    assert_eq!((report.skips[0].line, report.skips[0].byte), (16, byte));
+    assert_eq!(
+        report.skips[0].reason.to_string(),
+        "malformed JSON (message \"g4\", held back by the last run, is not at its place any \
+         more: the file was changed in place, not appended to)"
+    );
+    fs::remove_dir_all(dir).unwrap();
 }

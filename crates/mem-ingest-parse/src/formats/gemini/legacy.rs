@@ -112,6 +112,7 @@ impl MapDocument for Legacy {
                         json: Vec::new(),
                         line: pos,
                         byte: 0,
+                        reread: None,
                         rewound: false,
                         checkpoint_only: false,
                         revision: false,

@@ -20,7 +20,13 @@
 //!   in the file's running context, which the engine saves with the file's
 //!   checkpoint, and a later run (or the next pass of `--follow`) hands it
 //!   out when it is final ([`Format::holds_back`] makes the engine open a
-//!   file whose context holds one though the file is unchanged);
+//!   file whose context holds one though the file is unchanged); the
+//!   context keeps where its copy is (line and byte) and a hash of it,
+//!   never its text (a checkpoint is not redacted: a secret in a held
+//!   message would reach the state file and the store's checkpoint rows),
+//!   and the later read takes the copy from the file again, the file being
+//!   append-only (a copy that is not there any more, changed in place, is
+//!   a counted skip at its line and byte);
 //! - a later copy of a message already handed out is a *revision* of its
 //!   record ([`Entry::revision`]): a store updates the message's row by
 //!   key; NDJSON and Parquet count it (the run's `updated`) and write
@@ -36,6 +42,7 @@
 use std::cell::RefCell;
 use std::collections::{HashSet, VecDeque};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use bumpalo::Bump;
@@ -48,7 +55,7 @@ use crate::json::{
     ParsedLine, PrefixLines,
 };
 use crate::line::{Entry, Header, LinePos, MapLine, Text};
-use crate::line_reader::bom_len;
+use crate::line_reader::{bom_len, FileAt, ReadAt};
 use crate::record::{Record, Role, RoleFilter, Usage};
 use crate::report::{Report, SkipReason};
 use crate::source::{
@@ -415,9 +422,16 @@ pub fn sha256_hex(s: &str) -> String {
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Held {
     id: String,
+    /// The copy (empty while `reread` says it is to be read again).
     json: Vec<u8>,
     line: u64,
+    /// Where the line that holds the copy starts (the line itself, or a
+    /// `$set` line whose `messages` hold it).
     byte: u64,
+    /// Decoded from a saved context, which keeps no text: the copy is read
+    /// again from the file (at `byte`), and is the one whose [`json_hash`]
+    /// this is.
+    reread: Option<u64>,
     rewound: bool,
     /// Written only inside a `$set` checkpoint (no line of its own).
     checkpoint_only: bool,
@@ -497,7 +511,17 @@ struct Running {
     ready: VecDeque<Held>,
 }
 
-const CONTEXT_TAG: u8 = 1;
+/// The context of a release before this one, which saved the held
+/// messages' JSON (read back as it was; written again as
+/// [`CONTEXT_TAG`]).
+const CONTEXT_TAG_WITH_TEXT: u8 = 1;
+/// The context: the held messages' places and hashes, no text.
+const CONTEXT_TAG: u8 = 2;
+
+/// The hash a saved context keeps of a held message's copy.
+fn json_hash(json: &[u8]) -> u64 {
+    fingerprint(&[b"gemini-copy", json])
+}
 
 fn id_hash(id: &str) -> u64 {
     fingerprint(&[b"gemini-id", id.as_bytes()])
@@ -520,7 +544,8 @@ impl Running {
         ] {
             b.extend_from_slice(&(held.len() as u64).to_le_bytes());
             for h in held {
-                for n in [h.line, h.byte, h.id.len() as u64, h.json.len() as u64] {
+                let hash = h.reread.unwrap_or_else(|| json_hash(&h.json));
+                for n in [h.line, h.byte, h.id.len() as u64, hash] {
                     b.extend_from_slice(&n.to_le_bytes());
                 }
                 b.push(
@@ -529,18 +554,20 @@ impl Running {
                         | (u8::from(h.revision) << 2),
                 );
                 b.extend_from_slice(h.id.as_bytes());
-                b.extend_from_slice(&h.json);
             }
         }
         b
     }
 
-    /// `None` for an empty or damaged context.
+    /// `None` for an empty or damaged context. A context of before
+    /// ([`CONTEXT_TAG_WITH_TEXT`]) has its messages' JSON; this one's are
+    /// to be read again.
     fn decode(b: &[u8]) -> Option<Running> {
         let (&tag, mut rest) = b.split_first()?;
-        if tag != CONTEXT_TAG {
+        if tag != CONTEXT_TAG && tag != CONTEXT_TAG_WITH_TEXT {
             return None;
         }
+        let with_text = tag == CONTEXT_TAG_WITH_TEXT;
         let mut u64_at = || -> Option<u64> {
             let (n, r) = rest.split_first_chunk::<8>()?;
             rest = r;
@@ -570,10 +597,12 @@ impl Running {
                 }
                 let (&flags, r2) = rest.split_first()?;
                 rest = r2;
-                let (id_len, json_len) = (
-                    usize::try_from(nums[2]).ok()?,
-                    usize::try_from(nums[3]).ok()?,
-                );
+                let id_len = usize::try_from(nums[2]).ok()?;
+                let (json_len, reread) = if with_text {
+                    (usize::try_from(nums[3]).ok()?, None)
+                } else {
+                    (0, Some(nums[3]))
+                };
                 if rest.len() < id_len.checked_add(json_len)? {
                     return None;
                 }
@@ -585,6 +614,7 @@ impl Running {
                     json,
                     line: nums[0],
                     byte: nums[1],
+                    reread,
                     rewound: flags & 1 != 0,
                     checkpoint_only: flags & 2 != 0,
                     revision: flags & 4 != 0,
@@ -633,6 +663,7 @@ impl Running {
                     json: json.to_vec(),
                     line,
                     byte,
+                    reread: None,
                     rewound: false,
                     checkpoint_only: false,
                     revision: true,
@@ -644,6 +675,7 @@ impl Running {
         if let Some(held) = self.held.iter_mut().find(|x| x.id == id) {
             held.json.clear();
             held.json.extend_from_slice(json);
+            held.reread = None;
             (held.line, held.byte) = (line, byte);
             held.checkpoint_only &= !own_line;
             held.counted = counted;
@@ -653,6 +685,7 @@ impl Running {
                 json: json.to_vec(),
                 line,
                 byte,
+                reread: None,
                 rewound: false,
                 checkpoint_only: !own_line,
                 revision: false,
@@ -838,6 +871,11 @@ struct GeminiSource<'d> {
     filter: RoleFilter,
     /// The lines are all read.
     ended: bool,
+    /// The file's bytes by offset, when the engine gives them (else the
+    /// file is opened by its path): where a held message's copy is read
+    /// again.
+    again: Option<Arc<dyn ReadAt>>,
+    max_line: usize,
 }
 
 impl<'d> GeminiSource<'d> {
@@ -848,7 +886,72 @@ impl<'d> GeminiSource<'d> {
             arena: Bump::new(),
             filter: opts.filter,
             ended: false,
+            again: opts.again.clone(),
+            max_line: opts.max_line_len(),
         }
+    }
+
+    /// The line that starts at byte `at` of the file (without its `\n`);
+    /// `None` when it is longer than the maximum line length.
+    fn line_at(&self, at: u64) -> std::io::Result<Option<Vec<u8>>> {
+        let input: Arc<dyn ReadAt> = match &self.again {
+            Some(a) => Arc::clone(a),
+            None => Arc::new(FileAt(Arc::new(std::fs::File::open(&self.driver.path)?))),
+        };
+        let mut buf = vec![0; 64 << 10];
+        let mut line = Vec::new();
+        let mut pos = at;
+        loop {
+            let n = input.read_at(&mut buf, pos)?;
+            if let Some(end) = memchr::memchr(b'\n', &buf[..n]) {
+                line.extend_from_slice(&buf[..end]);
+                break;
+            }
+            line.extend_from_slice(&buf[..n]);
+            if n < buf.len() || line.len() > self.max_line {
+                break;
+            }
+            pos += n as u64;
+        }
+        Ok((line.len() <= self.max_line).then_some(line))
+    }
+
+    /// The copy of a held message decoded from a saved context, read
+    /// again from the file: the line at its byte (a copy on a line of its
+    /// own), or the message of that id in the line's `$set` list, whichever
+    /// has the hash saved; `None` when neither has (the file was changed
+    /// in place, not appended to).
+    ///
+    /// # Errors
+    /// The file cannot be read.
+    fn read_again(&mut self, h: &Held, hash: u64) -> Result<Option<Vec<u8>>, Error> {
+        let Some(line) = self
+            .line_at(h.byte)
+            .map_err(|e| Error::io(&self.driver.path, e))?
+        else {
+            return Ok(None);
+        };
+        if json_hash(&line) == hash {
+            return Ok(Some(line));
+        }
+        let arena = Bump::new();
+        let bytes = arena.alloc_slice_copy(&line);
+        Ok(self.json.parse(bytes, &arena, |parsed| {
+            let (nodes, _) = parsed.ok()?;
+            let set = Fields::of(nodes)
+                .get("$set")
+                .filter(|v| matches!(v.first(), Some(Node::Object { .. })))?;
+            let list = Fields::of(set)
+                .get("messages")
+                .filter(|v| matches!(v.first(), Some(Node::Array { .. })))?;
+            elements(list)
+                .filter(|m| Fields::of(m).str("id") == Some(h.id.as_str()))
+                .find_map(|m| {
+                    let mut json = bumpalo::collections::String::new_in(&arena);
+                    write_json(m, &mut json);
+                    (json_hash(json.as_bytes()) == hash).then(|| json.as_bytes().to_vec())
+                })
+        }))
     }
 
     fn ready(&self) -> Option<Held> {
@@ -967,7 +1070,27 @@ impl<'d> GeminiSource<'d> {
     /// lines, the messages the file's stillness makes final.
     fn next(&mut self, all: bool) -> Result<Option<Entry<'_>>, Error> {
         loop {
-            if let Some(h) = self.ready() {
+            if let Some(mut h) = self.ready() {
+                if let Some(hash) = h.reread {
+                    match self.read_again(&h, hash)? {
+                        Some(json) => (h.json, h.reread) = (json, None),
+                        None => {
+                            // Made final, never handed out: a located,
+                            // counted skip.
+                            self.driver.report.skip(
+                                h.line,
+                                h.byte,
+                                SkipReason::Malformed(format!(
+                                    "message {:?}, held back by the last run, is not at its \
+                                     place any more: the file was changed in place, not \
+                                     appended to",
+                                    h.id
+                                )),
+                            );
+                            continue;
+                        }
+                    }
+                }
                 // A revision is an entry's (a read of records alone has
                 // the record as it was first handed out).
                 if all || (!h.revision && self.keeps(&h)) {
@@ -1237,4 +1360,98 @@ fn record_of<'a>(
         request_id: None,
         provisional: false,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn held(id: &str, json: &[u8], line: u64, byte: u64) -> Held {
+        Held {
+            id: id.to_owned(),
+            json: json.to_vec(),
+            line,
+            byte,
+            reread: None,
+            rewound: false,
+            checkpoint_only: false,
+            revision: false,
+            counted: None,
+        }
+    }
+
+    /// A context as the release before wrote it ([`CONTEXT_TAG_WITH_TEXT`]:
+    /// the held messages' JSON after their ids).
+    fn encode_with_text(r: &Running) -> Vec<u8> {
+        let mut b = vec![CONTEXT_TAG_WITH_TEXT];
+        let mut done: Vec<u64> = r.done.iter().copied().collect();
+        done.sort_unstable();
+        for set in [&done, &r.list] {
+            b.extend_from_slice(&(set.len() as u64).to_le_bytes());
+            for h in set {
+                b.extend_from_slice(&h.to_le_bytes());
+            }
+        }
+        for held in [r.held.iter().collect::<Vec<_>>(), r.ready.iter().collect()] {
+            b.extend_from_slice(&(held.len() as u64).to_le_bytes());
+            for h in held {
+                for n in [h.line, h.byte, h.id.len() as u64, h.json.len() as u64] {
+                    b.extend_from_slice(&n.to_le_bytes());
+                }
+                b.push(u8::from(h.rewound) | (u8::from(h.checkpoint_only) << 1));
+                b.extend_from_slice(h.id.as_bytes());
+                b.extend_from_slice(&h.json);
+            }
+        }
+        b
+    }
+
+    #[test]
+    fn a_context_keeps_places_and_hashes_never_text() {
+        let json = br#"{"id":"g4","type":"gemini","content":"sk_live_OGAGOn80VSYfM9uoz02oPgfE"}"#;
+        let mut r = Running::default();
+        r.done.insert(id_hash("u1"));
+        r.list = vec![id_hash("u1"), id_hash("g4")];
+        r.held.push(held("g4", json, 16, 1234));
+        r.ready.push_back(held("u3", br#"{"id":"u3"}"#, 14, 999));
+        let b = r.encode();
+        assert_eq!(b[0], CONTEXT_TAG);
+        assert!(memchr::memmem::find(&b, b"sk_live").is_none());
+        assert!(memchr::memmem::find(&b, br#""id":"u3""#).is_none());
+        let back = Running::decode(&b).unwrap();
+        assert_eq!(back.done, r.done);
+        assert_eq!(back.list, r.list);
+        let g4 = &back.held[0];
+        assert_eq!(
+            (g4.id.as_str(), g4.json.len(), g4.line, g4.byte, g4.reread),
+            ("g4", 0, 16, 1234, Some(json_hash(json)))
+        );
+        assert_eq!(back.ready[0].reread, Some(json_hash(br#"{"id":"u3"}"#)));
+        // Saved again before it is read again: the same bytes.
+        assert_eq!(back.encode(), b);
+    }
+
+    /// A context of the release before reads back with its JSON (nothing
+    /// to read again) and is written again without it.
+    #[test]
+    fn a_context_of_before_reads_back_and_is_written_without_text() {
+        let json = br#"{"id":"g4","type":"gemini","content":"sk_live_OGAGOn80VSYfM9uoz02oPgfE"}"#;
+        let r = Running {
+            list: vec![id_hash("g4")],
+            held: vec![held("g4", json, 16, 1234)],
+            ..Running::default()
+        };
+        let old = encode_with_text(&r);
+        let back = Running::decode(&old).unwrap();
+        assert_eq!(back, r);
+        let new = back.encode();
+        assert!(memchr::memmem::find(&new, b"sk_live").is_none());
+        assert_eq!(
+            Running::decode(&new).unwrap().held[0].reread,
+            Some(json_hash(json))
+        );
+        // A damaged one is none (the file is read as if nothing were held).
+        assert_eq!(Running::decode(&old[..old.len() - 1]), None);
+        assert_eq!(Running::decode(&[3]), None);
+    }
 }
