@@ -565,3 +565,148 @@ fn a_held_message_reaches_no_checkpoint() {
     );
     fs::remove_dir_all(d).unwrap();
 }
+
+/// A Gemini CLI context as the release before saved it (tag 1: each held
+/// message's JSON after its id) from this release's (tag 2: a hash where
+/// the JSON's length was, no JSON), the copies taken from `file` (each on
+/// a line of its own).
+fn context_with_text(ctx: &[u8], file: &[u8]) -> Vec<u8> {
+    assert_eq!(ctx[0], 2);
+    let mut rest = &ctx[1..];
+    let mut out = vec![1u8];
+    let u64_at = |rest: &mut &[u8]| {
+        let (n, r) = rest.split_first_chunk::<8>().unwrap();
+        *rest = r;
+        u64::from_le_bytes(*n)
+    };
+    for _ in 0..2 {
+        let n = u64_at(&mut rest);
+        out.extend_from_slice(&n.to_le_bytes());
+        for _ in 0..n {
+            out.extend_from_slice(&u64_at(&mut rest).to_le_bytes());
+        }
+    }
+    for _ in 0..2 {
+        let n = u64_at(&mut rest);
+        out.extend_from_slice(&n.to_le_bytes());
+        for _ in 0..n {
+            let (line, byte, id_len) = (u64_at(&mut rest), u64_at(&mut rest), u64_at(&mut rest));
+            let _hash = u64_at(&mut rest);
+            let flags = rest[0];
+            let id = &rest[1..1 + id_len as usize];
+            rest = &rest[1 + id_len as usize..];
+            let from = &file[byte as usize..];
+            let json = &from[..memchr::memchr(b'\n', from).unwrap()];
+            for x in [line, byte, id_len, json.len() as u64] {
+                out.extend_from_slice(&x.to_le_bytes());
+            }
+            out.push(flags);
+            out.extend_from_slice(id);
+            out.extend_from_slice(json);
+        }
+    }
+    assert!(rest.is_empty());
+    out
+}
+
+/// A store whose checkpoint an earlier release saved with a held Gemini
+/// CLI message's JSON in it (its secrets as written): `redact --db` writes
+/// that context again without it, and leaves none of its bytes in the
+/// file; the next run hands the message out, redacted.
+#[test]
+fn redact_takes_a_held_message_out_of_a_stores_checkpoint() {
+    let d = tmpdir("held-old");
+    let paths = archive_with(&d, true);
+    let gemini = &paths[5];
+    let db = d.join("m.db");
+    age(gemini, 0);
+    run(&["backfill", "--db", db.to_str().unwrap()], &paths);
+    let all = secrets::all();
+    let all_tokens: Vec<String> = all.iter().flat_map(|s| tokens(s)).collect();
+    let all_tokens: Vec<&str> = all_tokens.iter().map(String::as_str).collect();
+    let pem_tokens: Vec<String> = secrets::PEM_BODY.iter().flat_map(|s| tokens(s)).collect();
+    let store_tokens = |db: &Path| {
+        let conn = rusqlite::Connection::open(db).unwrap();
+        conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
+            .unwrap();
+        drop(conn);
+        let mut b = Vec::new();
+        for ext in ["", "-wal"] {
+            if let Ok(x) = fs::read(format!("{}{ext}", db.display())) {
+                b.extend(x);
+            }
+        }
+        held(&b.to_ascii_lowercase(), &all_tokens)
+    };
+    // The checkpoint as the release before saved it.
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    let rows: Vec<(String, Vec<u8>)> = conn
+        .prepare("SELECT path, state FROM checkpoint_files")
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    let (path, state) = rows
+        .iter()
+        .find(|(p, _)| p.ends_with(".jsonl") && p.contains("/gemini/"))
+        .unwrap();
+    let mut f = mem_ingest::archive::FileState::from_bytes(state).unwrap();
+    f.context = context_with_text(&f.context, &fs::read(gemini).unwrap());
+    conn.execute(
+        "UPDATE checkpoint_files SET state = ?2 WHERE path = ?1",
+        rusqlite::params![path, f.to_bytes()],
+    )
+    .unwrap();
+    drop(conn);
+    let mut leaked = store_tokens(&db);
+    leaked.sort();
+    let mut want = pem_tokens.clone();
+    want.sort();
+    assert_eq!(leaked, want, "the held key block, as it leaked");
+
+    let out = common::cli()
+        .args(["redact", "--db"])
+        .arg(&db)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains(&format!(
+            "mem-ingest: {}: {} records, 0 rewritten, 0 secrets redacted, 1 file's checkpoint \
+             without its held text in ",
+            db.display(),
+            5 * SESSIONS - 1
+        )),
+        "{err}"
+    );
+    assert_eq!(store_tokens(&db), Vec::<String>::new());
+    // Again: nothing left to take out.
+    let out = common::cli()
+        .args(["redact", "--db"])
+        .arg(&db)
+        .output()
+        .unwrap();
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("checkpoint"));
+
+    // The message, final now, is handed out from the file, redacted.
+    age(gemini, 60);
+    run(&["backfill", "--db", db.to_str().unwrap()], &paths);
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    let text: String = conn
+        .query_row(
+            "SELECT text FROM records WHERE format = 'gemini' AND id = 't2'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert!(text.contains("\n[REDACTED:private-key]\n"), "{text}");
+    let rows: i64 = conn
+        .query_row("SELECT COUNT(*) FROM records", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(rows as u64, 5 * SESSIONS);
+    drop(conn);
+    assert_eq!(store_tokens(&db), Vec::<String>::new());
+    fs::remove_dir_all(d).unwrap();
+}

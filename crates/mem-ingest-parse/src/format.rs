@@ -294,6 +294,17 @@ pub trait Format: Send + Sync {
         false
     }
 
+    /// A saved running context that holds record text, as an earlier
+    /// release wrote it (Gemini CLI's held message as its JSON), rewritten
+    /// without it, meaning the same to a later read; `None` when it holds
+    /// none (the default). `redact --db` rewrites such contexts in a
+    /// store's checkpoint: a context is never redacted, so it must hold no
+    /// text.
+    fn context_without_text(&self, context: &[u8]) -> Option<Vec<u8>> {
+        let _ = context;
+        None
+    }
+
     /// Whether this format's file at `path` is a JSON document rewritten
     /// whole in place (Amp threads, Cline tasks, Gemini CLI's legacy
     /// `.json` sessions beside its `.jsonl` ones; see

@@ -1317,6 +1317,11 @@ pub struct Redacted {
     pub rewritten: u64,
     /// Secrets replaced, by rule id.
     pub secrets: BTreeMap<&'static str, u64>,
+    /// Files' checkpoint rows whose running context held record text (a
+    /// Gemini CLI message held back, saved by an earlier release as its
+    /// JSON), rewritten without it
+    /// ([`mem_ingest::format::Format::context_without_text`]).
+    pub contexts: u64,
 }
 
 impl SqliteStore {
@@ -1370,6 +1375,31 @@ impl SqliteStore {
                         c.as_deref().or(command.as_deref()),
                         rule_list(&names),
                     ])?;
+                }
+            }
+            // The checkpoint's running contexts hold no text: one an
+            // earlier release saved with a held message's JSON is written
+            // again without it (a row this release cannot decode is left
+            // for the next backfill to refuse, naming it).
+            {
+                let rows: Vec<(rusqlite::types::Value, Vec<u8>)> = tx
+                    .prepare("SELECT path, state FROM checkpoint_files")?
+                    .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+                    .collect::<Result<_, _>>()?;
+                let mut write =
+                    tx.prepare("UPDATE checkpoint_files SET state = ?2 WHERE path = ?1")?;
+                for (path, bytes) in rows {
+                    let Ok(mut f) = FileState::from_bytes(&bytes) else {
+                        continue;
+                    };
+                    let Some(context) = mem_ingest::formats::by_name(&f.format)
+                        .and_then(|format| format.context_without_text(&f.context))
+                    else {
+                        continue;
+                    };
+                    f.context = context;
+                    write.execute(params![path, f.to_bytes()])?;
+                    done.contexts += 1;
                 }
             }
             // The index anew from the rows: its old segments (which hold

@@ -800,7 +800,7 @@ fn redact_store(a: RedactArgs) -> i32 {
                 let by_rule: Vec<String> =
                     d.secrets.iter().map(|(r, n)| format!("{r} {n}")).collect();
                 eprintln!(
-                    "mem-ingest: {}: {} records, {} rewritten, {n} secrets redacted{} in {:.2} s",
+                    "mem-ingest: {}: {} records, {} rewritten, {n} secrets redacted{}{} in {:.2} s",
                     a.db.display(),
                     d.records,
                     d.rewritten,
@@ -808,6 +808,11 @@ fn redact_store(a: RedactArgs) -> i32 {
                         String::new()
                     } else {
                         format!(" ({})", by_rule.join(", "))
+                    },
+                    match d.contexts {
+                        0 => String::new(),
+                        1 => ", 1 file's checkpoint without its held text".to_owned(),
+                        n => format!(", {n} files' checkpoints without their held text"),
                     },
                     started.elapsed().as_secs_f64()
                 );

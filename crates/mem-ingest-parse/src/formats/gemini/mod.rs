@@ -234,6 +234,15 @@ impl Format for Gemini {
     fn holds_back(&self, context: &[u8]) -> bool {
         Running::decode(context).is_some_and(|r| !r.held.is_empty() || !r.ready.is_empty())
     }
+
+    /// A context of before ([`CONTEXT_TAG_WITH_TEXT`]: the held messages'
+    /// JSON) as this release saves it (their places and hashes).
+    fn context_without_text(&self, context: &[u8]) -> Option<Vec<u8>> {
+        if context.first() != Some(&CONTEXT_TAG_WITH_TEXT) {
+            return None;
+        }
+        Running::decode(context).map(|r| r.encode())
+    }
 }
 
 /// A legacy session's first bytes (pretty-printed, its first line is
@@ -1446,6 +1455,8 @@ mod tests {
         assert_eq!(back, r);
         let new = back.encode();
         assert!(memchr::memmem::find(&new, b"sk_live").is_none());
+        assert_eq!(Gemini.context_without_text(&old), Some(new.clone()));
+        assert_eq!(Gemini.context_without_text(&new), None);
         assert_eq!(
             Running::decode(&new).unwrap().held[0].reread,
             Some(json_hash(json))
