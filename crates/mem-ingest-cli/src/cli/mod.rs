@@ -425,6 +425,8 @@ pub(crate) enum Agent {
     Claude,
     /// OpenAI Codex CLI.
     Codex,
+    /// OpenCode (its SQLite database, read-only).
+    Opencode,
 }
 
 impl Agent {
@@ -451,6 +453,7 @@ fn formats(c: &Common) -> Vec<Arc<dyn Format>> {
             Agent::Cline,
             Agent::Claude,
             Agent::Codex,
+            Agent::Opencode,
         ],
         s => s.to_vec(),
     };
@@ -461,6 +464,9 @@ fn formats(c: &Common) -> Vec<Arc<dyn Format>> {
 
 /// Runs the command line; returns the exit code.
 pub fn run(cli: Cli) -> i32 {
+    // The database agents' formats live in a crate of their own (SQLite):
+    // in the registry before anything asks it.
+    mem_ingest_db::register();
     create_with_mode(match &cli.command {
         Command::Backfill(a) => a.common.file_mode,
         Command::Stats(a) => a.common.file_mode,
@@ -1077,6 +1083,7 @@ mod tests {
     #[test]
     fn agents_are_the_registered_formats() {
         use clap::ValueEnum;
+        mem_ingest_db::register();
         let agents: Vec<&str> = super::Agent::value_variants()
             .iter()
             .map(|a| a.format().name())
@@ -1087,7 +1094,7 @@ mod tests {
             .collect();
         assert_eq!(
             agents,
-            ["pi", "gemini", "qwen", "copilot", "amp", "cline", "claude", "codex"]
+            ["pi", "gemini", "qwen", "copilot", "amp", "cline", "claude", "codex", "opencode"]
         );
         assert_eq!(agents, registered);
     }

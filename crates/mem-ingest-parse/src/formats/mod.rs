@@ -34,7 +34,7 @@ pub use qwen::Qwen;
 /// Gemini's. Amp's comes before Claude Code's and Codex's (Codex's takes
 /// an object with an `id` on its first line: a thread is one).
 pub fn builtin() -> Vec<Arc<dyn Format>> {
-    vec![
+    let own: [Arc<dyn Format>; 8] = [
         Arc::new(Pi),
         Arc::new(Gemini),
         Arc::new(Qwen),
@@ -43,7 +43,25 @@ pub fn builtin() -> Vec<Arc<dyn Format>> {
         Arc::new(Cline),
         Arc::new(Claude),
         Arc::new(Codex),
-    ]
+    ];
+    own.into_iter()
+        .chain(REGISTERED.get().into_iter().flatten().cloned())
+        .collect()
+}
+
+/// Formats that live in a crate of their own, added after the crate's own
+/// ones ([`register`]).
+static REGISTERED: std::sync::OnceLock<Vec<Arc<dyn Format>>> = std::sync::OnceLock::new();
+
+/// Adds `formats` to the registry, after this crate's, once per process:
+/// the database agents' (OpenCode, ...), which read SQLite and so live in
+/// `mem-ingest-db` (neither this crate nor the engine may depend on
+/// SQLite), are registered by the program that links them, before its
+/// first run, so that `--agent` and a checkpoint's list of agents find
+/// them by name. `false` when formats were registered before (the first
+/// registration stays).
+pub fn register(formats: Vec<Arc<dyn Format>>) -> bool {
+    REGISTERED.set(formats).is_ok()
 }
 
 /// The format named `name` ([`Format::name`]).

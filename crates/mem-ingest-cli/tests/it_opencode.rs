@@ -1,0 +1,165 @@
+//! `--agent opencode` on the command line: OpenCode's database found in
+//! its data folder with no PATH, its records and usage, a re-run that adds
+//! nothing, and a database locked by a writer longer than the retry (exit
+//! 1, named, read by the next run). The format's own cases are
+//! `crates/mem-ingest-db/tests/it_opencode.rs`.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use rusqlite::Connection;
+use serde_json::{json, Value};
+
+#[path = "../../mem-ingest/tests/common/mod.rs"]
+mod common;
+
+fn tmpdir(name: &str) -> PathBuf {
+    common::tmpdir("opencode", name)
+}
+
+fn bin(home: &Path) -> Command {
+    let mut c = common::cli();
+    c.env("HOME", home).env_remove("XDG_DATA_HOME");
+    c
+}
+
+/// OpenCode's database in `home`'s data folder (`journal`: `WAL` or
+/// `DELETE`): one session in `/proj`, a user message and its answer.
+fn database(home: &Path, journal: &str) -> (PathBuf, Connection) {
+    let dir = home.join(".local/share/opencode");
+    fs::create_dir_all(&dir).unwrap();
+    let db = dir.join("opencode.db");
+    let c = Connection::open(&db).unwrap();
+    c.query_row(&format!("PRAGMA journal_mode = {journal}"), [], |_| Ok(()))
+        .unwrap();
+    c.execute_batch(
+        "CREATE TABLE session (id TEXT PRIMARY KEY, directory TEXT NOT NULL);
+         CREATE TABLE message (id TEXT PRIMARY KEY, session_id TEXT NOT NULL,
+           time_created INTEGER NOT NULL, time_updated INTEGER NOT NULL, data TEXT NOT NULL);
+         CREATE TABLE part (id TEXT PRIMARY KEY, message_id TEXT NOT NULL,
+           session_id TEXT NOT NULL, time_created INTEGER NOT NULL,
+           time_updated INTEGER NOT NULL, data TEXT NOT NULL);
+         INSERT INTO session VALUES ('ses_1', '/proj');",
+    )
+    .unwrap();
+    let msg = |id: &str, data: Value| {
+        c.execute(
+            "INSERT INTO message VALUES (?1, 'ses_1', 1, 1, ?2)",
+            [id, &data.to_string()],
+        )
+        .unwrap();
+    };
+    let part = |id: &str, m: &str, data: Value| {
+        c.execute(
+            "INSERT INTO part VALUES (?1, ?2, 'ses_1', 1, 1, ?3)",
+            [id, m, &data.to_string()],
+        )
+        .unwrap();
+    };
+    msg(
+        "msg_1",
+        json!({"role": "user", "time": {"created": 1_780_000_000_000_i64}}),
+    );
+    part("prt_1", "msg_1", json!({"type": "text", "text": "hello"}));
+    msg(
+        "msg_2",
+        json!({"role": "assistant", "time": {"created": 1_780_000_001_000_i64,
+            "completed": 1_780_000_002_000_i64}, "modelID": "m1", "providerID": "p1"}),
+    );
+    part("prt_2", "msg_2", json!({"type": "text", "text": "hi"}));
+    part(
+        "prt_3",
+        "msg_2",
+        json!({"type": "step-finish", "cost": 0.01, "tokens": {"input": 7, "output": 3,
+            "reasoning": 0, "cache": {"read": 0, "write": 0}}}),
+    );
+    (db, c)
+}
+
+fn ndjson(b: &[u8]) -> Vec<Value> {
+    String::from_utf8_lossy(b)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+#[test]
+fn agent_opencode_reads_the_database_in_its_data_folder_once() {
+    let home = tmpdir("data-folder");
+    let (_db, _c) = database(&home, "WAL");
+    let state = home.join("state");
+    let o = bin(&home)
+        .args(["backfill", "-q", "--agent", "opencode", "--state"])
+        .arg(&state)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    let recs = ndjson(&o.stdout);
+    let got: Vec<(&str, &str, &str, &str)> = recs
+        .iter()
+        .map(|r| {
+            (
+                r["key"].as_str().unwrap(),
+                r["role"].as_str().unwrap(),
+                r["text"].as_str().unwrap(),
+                r["project"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("ses_1:msg_1", "user", "hello", "/proj"),
+            ("ses_1:msg_2", "assistant", "hi", "/proj")
+        ]
+    );
+    // Again with the state: nothing new.
+    let o = bin(&home)
+        .args(["backfill", "-q", "--agent", "opencode", "--state"])
+        .arg(&state)
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    assert_eq!(ndjson(&o.stdout).len(), 0);
+    // stats: the records and the usage of the step-finish part.
+    let o = bin(&home)
+        .args(["stats", "--json", "-q", "--agent", "opencode"])
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["records"], 2, "{v}");
+    assert_eq!(v["usage"]["input"], 7, "{v}");
+    assert_eq!(v["usage"]["output"], 3, "{v}");
+    fs::remove_dir_all(home).unwrap();
+}
+
+#[test]
+fn a_database_locked_longer_than_the_retry_exits_1_naming_it_and_the_next_run_reads_it() {
+    let home = tmpdir("locked");
+    let (db, c) = database(&home, "DELETE");
+    let state = home.join("state");
+    c.execute_batch("BEGIN EXCLUSIVE; UPDATE session SET directory = '/proj';")
+        .unwrap();
+    let o = bin(&home)
+        .args(["backfill", "-q", "--agent", "opencode", "--state"])
+        .arg(&state)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains(&db.display().to_string()), "{err}");
+    assert!(err.contains("locked by a writer"), "{err}");
+    assert_eq!(ndjson(&o.stdout).len(), 0);
+    c.execute_batch("COMMIT").unwrap();
+    let o = bin(&home)
+        .args(["backfill", "-q", "--agent", "opencode", "--state"])
+        .arg(&state)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(ndjson(&o.stdout).len(), 2);
+    fs::remove_dir_all(home).unwrap();
+}

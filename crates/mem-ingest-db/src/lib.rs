@@ -1,0 +1,29 @@
+//! The agents that keep their sessions in SQLite databases, on the
+//! parsing crate's rows seam ([`mem_ingest_parse::rows`]): OpenCode.
+//!
+//! A crate of its own because it links SQLite, which neither the parsing
+//! crate nor the engine may (`.ci/run`). The command line registers
+//! [`formats`] in the registry before its first run
+//! ([`mem_ingest_parse::formats::register`]), so that `--agent opencode`
+//! and a checkpoint naming `opencode` find it.
+#![deny(missing_docs)]
+#![deny(unsafe_code)]
+
+use std::sync::Arc;
+
+use mem_ingest_parse::format::Format;
+
+pub mod opencode;
+pub mod sqlite;
+
+pub use opencode::OpenCode;
+
+/// The database agents' formats, in the registry's order.
+pub fn formats() -> Vec<Arc<dyn Format>> {
+    vec![Arc::new(OpenCode)]
+}
+
+/// Registers [`formats`] (once per process; later calls do nothing).
+pub fn register() {
+    mem_ingest_parse::formats::register(formats());
+}

@@ -1,0 +1,110 @@
+//! Reading an agent's live database as a guest: read-only, never
+//! `immutable` (the file changes), short read transactions, a writer's
+//! lock waited for a bounded time, then a failure naming the database.
+//!
+//! What a reader leaves: SQLite may create the `-wal` and `-shm` files
+//! beside a WAL database when they are missing (as for any reader; the
+//! agent uses them too); the database file itself is never written, no
+//! checkpoint, VACUUM or journal-mode change is ever run, and
+//! `query_only` is set on the connection. In a folder the reader may not
+//! write, a WAL database whose `-wal` and `-shm` do not exist cannot be
+//! opened read-only (SQLite's rule): it fails, named, with that said.
+
+use std::path::Path;
+use std::time::Duration;
+
+use mem_ingest_parse::Error;
+use rusqlite::{Connection, ErrorCode, OpenFlags};
+
+/// How long one statement waits for a writer's lock (SQLite's busy
+/// handler), and how many times a batch is tried before the database
+/// fails for this run.
+pub const BUSY_WAIT: Duration = Duration::from_millis(500);
+/// See [`BUSY_WAIT`].
+pub const BUSY_TRIES: u32 = 3;
+
+/// An error of the database at `path`, with what to do.
+pub fn fail(path: &Path, what: &str, e: &rusqlite::Error) -> Error {
+    let busy = matches!(
+        e.sqlite_error_code(),
+        Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked)
+    );
+    let msg = if busy {
+        format!(
+            "{what}: the database is locked by a writer (waited {} ms, {BUSY_TRIES} times): \
+             nothing more of it read this run; the next run (or --follow's next poll) \
+             reads it from where this one stopped",
+            BUSY_WAIT.as_millis()
+        )
+    } else {
+        format!("{what}: {e}")
+    };
+    Error::io(path, std::io::Error::other(msg))
+}
+
+/// Opens the database at `path` read-only (never `immutable`, never
+/// creating it), its statements waiting [`BUSY_WAIT`] for a writer.
+///
+/// # Errors
+/// It cannot be opened: the error names it.
+pub fn open_read_only(path: &Path) -> Result<Connection, Error> {
+    let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let conn = Connection::open_with_flags(path, flags).map_err(|e| {
+        fail(
+            path,
+            "cannot open the database read-only (a WAL database in a folder this user may \
+             not write needs its -wal and -shm files to exist)",
+            &e,
+        )
+    })?;
+    conn.busy_timeout(BUSY_WAIT)
+        .and_then(|()| conn.pragma_update(None, "query_only", 1))
+        .map_err(|e| fail(path, "cannot set up the read-only connection", &e))?;
+    Ok(conn)
+}
+
+/// Runs `read` in one read transaction of its own (begun and ended here:
+/// none is kept open between batches), tried [`BUSY_TRIES`] times while a
+/// writer holds the database.
+///
+/// # Errors
+/// The database stayed busy, or reading failed.
+pub fn in_read<T>(
+    conn: &Connection,
+    mut read: impl FnMut(&Connection) -> rusqlite::Result<T>,
+) -> rusqlite::Result<T> {
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        let r = conn
+            .execute_batch("BEGIN DEFERRED")
+            .and_then(|()| read(conn));
+        // Ended whatever happened: a read transaction holds nothing after.
+        let _ = conn.execute_batch("COMMIT");
+        match r {
+            Err(e)
+                if tries < BUSY_TRIES
+                    && matches!(
+                        e.sqlite_error_code(),
+                        Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked)
+                    ) =>
+            {
+                std::thread::sleep(BUSY_WAIT / 4);
+            }
+            r => return r,
+        }
+    }
+}
+
+/// Whether the database has the table `name`.
+///
+/// # Errors
+/// Reading its schema failed.
+pub fn has_table(conn: &Connection, name: &str) -> rusqlite::Result<bool> {
+    conn.query_row(
+        "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?1",
+        [name],
+        |r| r.get::<_, i64>(0),
+    )
+    .map(|n| n > 0)
+}
