@@ -217,6 +217,9 @@ struct Db {
     bytes: u64,
 }
 
+/// A batch's messages, and the sessions they name not known before.
+type Batch = (Vec<Msg>, Vec<(String, Session)>);
+
 const MSG_COLS: &str = "SELECT rowid, id, session_id, data FROM message";
 
 fn msg_of(r: &rusqlite::Row<'_>) -> rusqlite::Result<Msg> {
@@ -232,11 +235,7 @@ fn msg_of(r: &rusqlite::Row<'_>) -> rusqlite::Result<Msg> {
 impl Db {
     /// The messages of one batch with their parts, and the sessions they
     /// name not known yet, in one read transaction.
-    fn read(
-        &self,
-        pending: Option<&[String]>,
-        mark: i64,
-    ) -> rusqlite::Result<(Vec<Msg>, Vec<(String, Session)>)> {
+    fn read(&self, pending: Option<&[String]>, mark: i64) -> rusqlite::Result<Batch> {
         in_read(&self.conn, |c| {
             let mut msgs = Vec::new();
             match pending {
@@ -397,7 +396,7 @@ fn record<'a>(
 
 impl Db {
     /// Counts and pushes the rows of one final message.
-    #[allow(clippy::too_many_lines)]
+    #[allow(clippy::too_many_lines, clippy::too_many_arguments)]
     fn emit<'a>(
         &mut self,
         m: &Msg,

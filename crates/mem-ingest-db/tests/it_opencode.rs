@@ -21,7 +21,6 @@ use mem_ingest_db::OpenCode;
 use rusqlite::Connection;
 use serde_json::{json, Value};
 
-#[allow(dead_code)]
 #[path = "../../mem-ingest/tests/common/shared.rs"]
 mod shared;
 
