@@ -1588,7 +1588,7 @@ fn a_store_of_other_agents_is_named_as_a_store() {
         String::from_utf8(out.stderr).unwrap(),
         format!(
             "error: the store {} was written with other options (--agent: store has \
-             pi,gemini,qwen,copilot,amp,cline,claude,codex,opencode, this run pi); use another store\n",
+             pi,gemini,qwen,copilot,amp,cline,claude,codex,opencode,goose, this run pi); use another store\n",
             db.display()
         )
     );
@@ -1671,7 +1671,12 @@ fn missing_folders_stores_and_archives_create_nothing() {
              {h}/Library/Application Support/Cursor/User/globalStorage/saoudrizwan.claude-dev; \
              no Claude Code archive: no projects/ folder in \
              {h}/projects; no Codex archive: no {h}/sessions nor {h}/archived_sessions; \
-             no OpenCode archive: no opencode.db (or opencode-<channel>.db) in {h}/opencode\n"
+             no OpenCode archive: no opencode.db (or opencode-<channel>.db) in {h}/opencode; \
+             no Goose archive: no {h}/goose/sessions/sessions.db, \
+             {h}/.local/share/goose/sessions/sessions.db, \
+             {h}/Library/Application Support/Block/goose/sessions/sessions.db, \
+             {h}/Library/Application Support/goose/sessions/sessions.db, \
+             {h}/.local/share/Block/goose/sessions/sessions.db\n"
         )
     );
     let mut left: Vec<String> = fs::read_dir(&d)

@@ -1,5 +1,5 @@
 //! The agents that keep their sessions in SQLite databases, on the
-//! parsing crate's rows seam ([`mem_ingest_parse::rows`]): OpenCode.
+//! parsing crate's rows seam ([`mem_ingest_parse::rows`]): OpenCode, Goose.
 //!
 //! A crate of its own because it links SQLite, which neither the parsing
 //! crate nor the engine may (`.ci/run`). The command line registers
@@ -13,14 +13,16 @@ use std::sync::Arc;
 
 use mem_ingest_parse::format::Format;
 
+pub mod goose;
 pub mod opencode;
 pub mod sqlite;
 
+pub use goose::Goose;
 pub use opencode::OpenCode;
 
 /// The database agents' formats, in the registry's order.
 pub fn formats() -> Vec<Arc<dyn Format>> {
-    vec![Arc::new(OpenCode)]
+    vec![Arc::new(OpenCode), Arc::new(Goose)]
 }
 
 /// Registers [`formats`] (once per process; later calls do nothing).

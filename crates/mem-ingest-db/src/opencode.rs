@@ -349,7 +349,7 @@ fn is_final(data: &Value, parts: &[Value]) -> bool {
 
 /// A record with the fields every OpenCode record shares.
 #[allow(clippy::too_many_arguments)]
-fn record<'a>(
+pub(crate) fn record<'a>(
     role: Role,
     text: &'a str,
     kinds: &'a [&'a str],

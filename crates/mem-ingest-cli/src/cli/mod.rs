@@ -427,6 +427,8 @@ pub(crate) enum Agent {
     Codex,
     /// OpenCode (its SQLite database, read-only).
     Opencode,
+    /// Goose (its SQLite database, read-only).
+    Goose,
 }
 
 impl Agent {
@@ -454,6 +456,7 @@ fn formats(c: &Common) -> Vec<Arc<dyn Format>> {
             Agent::Claude,
             Agent::Codex,
             Agent::Opencode,
+            Agent::Goose,
         ],
         s => s.to_vec(),
     };
@@ -1094,7 +1097,10 @@ mod tests {
             .collect();
         assert_eq!(
             agents,
-            ["pi", "gemini", "qwen", "copilot", "amp", "cline", "claude", "codex", "opencode"]
+            [
+                "pi", "gemini", "qwen", "copilot", "amp", "cline", "claude", "codex", "opencode",
+                "goose"
+            ]
         );
         assert_eq!(agents, registered);
     }

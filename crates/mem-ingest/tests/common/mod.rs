@@ -37,6 +37,7 @@ pub fn cli() -> Command {
     c.env_remove("CLINE_DIR");
     c.env_remove("CLINE_DATA_DIR");
     c.env_remove("CLINE_SESSION_DATA_DIR");
+    c.env_remove("GOOSE_PATH_ROOT");
     let none = no_home();
     for var in [
         "HOME",

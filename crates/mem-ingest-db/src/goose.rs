@@ -1,0 +1,786 @@
+//! Goose (1.10 and later): sessions in `sessions/sessions.db` (SQLite,
+//! WAL) of its data folder, `messages` rows with the content as JSON, usage
+//! per LLM call in `usage_ledger` (`../shared/spec/goose-format.md`;
+//! `docs/goose.md`).
+//!
+//! Read after a cursor (see [`mem_ingest_parse::rows`]): the high-water
+//! marks of `messages.id` and `usage_ledger.id` (AUTOINCREMENT: never
+//! reused; a largest id below the mark is a restored backup, read again
+//! from the start). Goose inserts messages complete, and rewrites a whole
+//! conversation (compaction, `replace_conversation`) under new row ids
+//! with the same `message_id`s: a message is keyed by `(session_id,
+//! message_id)`, emitted once. Usage is each `usage_ledger` row; a session
+//! without ledger rows (a database before schema 15, a session imported
+//! from JSONL) counts the growth of its `accumulated_*` columns, and a
+//! ledger's `carried_forward` row for a session counted so is not counted
+//! again.
+//!
+//! Not read (said in `docs/goose.md`): the legacy `<id>.jsonl` files left
+//! beside the database, and `threads` / `thread_messages` (the UI's second
+//! copy of the chat).
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use bumpalo::Bump;
+use mem_ingest_parse::format::{BoxedSource, Format, Input};
+use mem_ingest_parse::json::fingerprint;
+use mem_ingest_parse::report::UsageAt;
+use mem_ingest_parse::rows::{self, Cursor, Database, MapRows, Row, Rows};
+use mem_ingest_parse::{Error, Header, Report, Role, RoleFilter, SkipReason, SourceOptions, Usage};
+use rusqlite::{Connection, OptionalExtension};
+use serde_json::Value;
+
+use crate::opencode::record;
+use crate::sqlite::{fail, has_table, in_read, open_read_only};
+
+/// The Goose format.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Goose;
+
+/// Messages read at most in one batch (one read transaction).
+const BATCH: i64 = 512;
+
+/// The lineage of every Goose database: the same session found in two
+/// databases (an older `Block/goose` store beside the current one) is one.
+const LINEAGE: &str = "goose";
+
+/// Goose's session folders that exist, in order: `$GOOSE_PATH_ROOT/data/
+/// sessions` (an absolute root) alone when set, else
+/// `$XDG_DATA_HOME/goose/sessions`, `~/.local/share/goose/sessions`, and
+/// the older places ccusage probes too.
+pub fn session_dirs() -> (Vec<PathBuf>, Vec<String>) {
+    let mut candidates = Vec::new();
+    match std::env::var_os("GOOSE_PATH_ROOT").map(PathBuf::from) {
+        Some(root) if root.is_absolute() => candidates.push(root.join("data/sessions")),
+        _ => {
+            let home = std::env::var_os("HOME").map(PathBuf::from);
+            if let Some(x) = std::env::var_os("XDG_DATA_HOME").filter(|v| !v.is_empty()) {
+                candidates.push(PathBuf::from(x).join("goose/sessions"));
+            }
+            if let Some(h) = home {
+                candidates.push(h.join(".local/share/goose/sessions"));
+                candidates.push(h.join("Library/Application Support/Block/goose/sessions"));
+                candidates.push(h.join("Library/Application Support/goose/sessions"));
+                candidates.push(h.join(".local/share/Block/goose/sessions"));
+            }
+        }
+    }
+    candidates.dedup();
+    let tried = candidates
+        .iter()
+        .map(|c| c.join("sessions.db").display().to_string())
+        .collect();
+    let found = candidates
+        .into_iter()
+        .filter(|c| c.join("sessions.db").is_file())
+        .collect();
+    (found, tried)
+}
+
+impl Format for Goose {
+    fn name(&self) -> &'static str {
+        "goose"
+    }
+
+    /// `sessions.db` in a `sessions` folder: a folder walked never opens
+    /// another database as Goose's (the store is never named so).
+    fn is_session_file(&self, path: &Path) -> bool {
+        path.file_name().is_some_and(|n| n == "sessions.db")
+            && path
+                .parent()
+                .and_then(Path::file_name)
+                .is_some_and(|n| n == "sessions")
+    }
+
+    fn default_archive(&self) -> Result<PathBuf, String> {
+        self.default_archives()
+            .map(|v| v.into_iter().next().expect("one at least"))
+    }
+
+    fn default_archives(&self) -> Result<Vec<PathBuf>, String> {
+        let (found, tried) = session_dirs();
+        if found.is_empty() {
+            return Err(format!("no Goose archive: no {}", tried.join(", ")));
+        }
+        Ok(found)
+    }
+
+    fn open<'d>(
+        &self,
+        _input: Input<'d>,
+        path: &Path,
+        opts: &SourceOptions,
+    ) -> Result<BoxedSource<'d>, Error> {
+        Ok(rows::open(self, path, None, opts))
+    }
+
+    fn resume<'d>(
+        &self,
+        _input: Input<'d>,
+        path: &Path,
+        header: &Header,
+        context: &[u8],
+        _byte: u64,
+        _lines_before: u64,
+        opts: &SourceOptions,
+    ) -> BoxedSource<'d> {
+        rows::open(self, path, Some((header, context)), opts)
+    }
+
+    fn needs_running_context(&self) -> bool {
+        true
+    }
+
+    fn is_rows(&self, _path: &Path) -> bool {
+        true
+    }
+}
+
+impl MapRows for Goose {
+    fn open(&self, path: &Path, cursor: &mut Cursor) -> Result<(Header, Box<dyn Database>), Error> {
+        let conn = open_read_only(path)?;
+        let (tables, ledger, max_id) = in_read(&conn, |c| {
+            let tables = has_table(c, "messages")? && has_table(c, "sessions")?;
+            let ledger = tables && has_table(c, "usage_ledger")?;
+            let max_id: Option<i64> = if tables {
+                c.query_row("SELECT max(id) FROM messages", [], |r| r.get(0))?
+            } else {
+                None
+            };
+            Ok((tables, ledger, max_id))
+        })
+        .map_err(|e| fail(path, "cannot read the database's schema", &e))?;
+        if !tables {
+            return Err(Error::io(
+                path,
+                std::io::Error::other(
+                    "not a Goose database: no `sessions` and `messages` tables (Goose 1.10 \
+                     and later keep their sessions in them)",
+                ),
+            ));
+        }
+        if cursor
+            .marks
+            .get("messages")
+            .is_some_and(|&m| max_id.unwrap_or(0) < m)
+        {
+            // Fewer rows than read before (a restored backup, a database
+            // made again): read again from the start; what was emitted
+            // stays emitted.
+            cursor.rescan();
+        }
+        let header = Header {
+            id: LINEAGE.to_owned(),
+            cwd: String::new(),
+            version: 1,
+            timestamp: None,
+            parent: None,
+            fingerprint: fingerprint(&[b"goose-db", LINEAGE.as_bytes()]),
+        };
+        let db = Db {
+            conn,
+            path: path.to_path_buf(),
+            ledger,
+            usage_read: false,
+            sessions: HashMap::new(),
+        };
+        Ok((header, Box::new(db)))
+    }
+}
+
+/// A session's columns.
+#[derive(Debug, Clone, Default)]
+struct Session {
+    working_dir: String,
+    provider: Option<String>,
+    model: Option<String>,
+}
+
+/// A Goose database opened for one read.
+struct Db {
+    conn: Connection,
+    path: PathBuf,
+    ledger: bool,
+    usage_read: bool,
+    sessions: HashMap<String, Session>,
+}
+
+/// A `messages` row.
+struct Msg {
+    id: i64,
+    message_id: Option<String>,
+    session: String,
+    role: String,
+    content: String,
+    created: i64,
+    metadata: Option<String>,
+}
+
+/// A `usage_ledger` row.
+struct Ledger {
+    id: i64,
+    session: String,
+    created: i64,
+    model: Option<String>,
+    usage: Usage,
+    carried: bool,
+}
+
+/// A session's accumulated columns: input, output, cache read, cache
+/// write, total; cost.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+struct Acc {
+    n: [u64; 5],
+    cost: f64,
+}
+
+/// Seconds or milliseconds (above 10^10) as milliseconds.
+fn millis(t: i64) -> i64 {
+    if t > 10_000_000_000 {
+        t
+    } else {
+        t.saturating_mul(1000)
+    }
+}
+
+fn to_u64(v: Option<i64>) -> u64 {
+    v.and_then(|n| u64::try_from(n).ok()).unwrap_or(0)
+}
+
+impl Db {
+    fn session_of(c: &Connection, id: &str) -> rusqlite::Result<Session> {
+        let row: Option<(String, Option<String>, Option<String>)> = c
+            .query_row(
+                "SELECT working_dir, provider_name, model_config_json FROM sessions WHERE id = ?1",
+                [id],
+                |r| {
+                    Ok((
+                        r.get(0)?,
+                        r.get(1).unwrap_or(None),
+                        r.get(2).unwrap_or(None),
+                    ))
+                },
+            )
+            .optional()?;
+        Ok(row
+            .map(|(working_dir, provider, config)| Session {
+                working_dir,
+                provider,
+                model: config
+                    .and_then(|j| serde_json::from_str::<Value>(&j).ok())
+                    .and_then(|v| v.get("model_name")?.as_str().map(str::to_owned))
+                    .filter(|m| !m.is_empty()),
+            })
+            .unwrap_or_default())
+    }
+
+    /// The usage not counted yet: ledger rows after the mark, and the
+    /// growth of the accumulated columns of sessions without ledger rows.
+    #[allow(clippy::type_complexity)]
+    fn read_usage(&self, mark: i64) -> rusqlite::Result<(Vec<Ledger>, Vec<(String, Acc, bool)>)> {
+        in_read(&self.conn, |c| {
+            let mut ledger = Vec::new();
+            if self.ledger {
+                let mut st = c.prepare_cached(
+                    "SELECT id, session_id, created_timestamp, model, input_tokens, output_tokens, \
+                     total_tokens, cache_read_tokens, cache_write_tokens, cost, cost_source \
+                     FROM usage_ledger WHERE id > ?1 ORDER BY id",
+                )?;
+                let rows = st.query_map([mark], |r| {
+                    let (i, o, t, cr, cw) = (
+                        to_u64(r.get(4)?),
+                        to_u64(r.get(5)?),
+                        r.get::<_, Option<i64>>(6)?,
+                        to_u64(r.get(7)?),
+                        to_u64(r.get(8)?),
+                    );
+                    Ok(Ledger {
+                        id: r.get(0)?,
+                        session: r.get(1)?,
+                        created: r.get::<_, Option<i64>>(2)?.unwrap_or(0),
+                        model: r.get(3)?,
+                        usage: Usage {
+                            input: i,
+                            output: o,
+                            cache_read: cr,
+                            cache_write: cw,
+                            total_tokens: t.map_or(i + o + cr + cw, |t| to_u64(Some(t))),
+                            cost: r.get::<_, Option<f64>>(9)?.unwrap_or(0.0),
+                        },
+                        carried: r.get::<_, Option<String>>(10)?.as_deref()
+                            == Some("carried_forward"),
+                    })
+                })?;
+                for l in rows {
+                    ledger.push(l?);
+                }
+            }
+            // Sessions without ledger rows: their accumulated columns.
+            let sql = if self.ledger {
+                "SELECT id, accumulated_input_tokens, accumulated_output_tokens, \
+                 accumulated_cache_read_tokens, accumulated_cache_write_tokens, \
+                 accumulated_total_tokens, accumulated_cost, \
+                 EXISTS (SELECT 1 FROM usage_ledger l WHERE l.session_id = sessions.id) \
+                 FROM sessions"
+            } else {
+                "SELECT id, accumulated_input_tokens, accumulated_output_tokens, \
+                 NULL, NULL, accumulated_total_tokens, NULL, 0 FROM sessions"
+            };
+            let mut st = c.prepare(sql)?;
+            let rows = st.query_map([], |r| {
+                let n = |i| -> rusqlite::Result<u64> {
+                    Ok(to_u64(r.get::<_, Option<i64>>(i).unwrap_or(None)))
+                };
+                let acc = Acc {
+                    n: [n(1)?, n(2)?, n(3)?, n(4)?, n(5)?],
+                    cost: r.get::<_, Option<f64>>(6).unwrap_or(None).unwrap_or(0.0),
+                };
+                Ok((r.get::<_, String>(0)?, acc, r.get::<_, bool>(7)?))
+            })?;
+            let mut acc = Vec::new();
+            for a in rows {
+                acc.push(a?);
+            }
+            Ok((ledger, acc))
+        })
+    }
+
+    fn read_messages(&self, mark: i64) -> rusqlite::Result<Vec<Msg>> {
+        in_read(&self.conn, |c| {
+            let mut st = c.prepare_cached(
+                "SELECT id, message_id, session_id, role, content_json, created_timestamp, \
+                 metadata_json FROM messages WHERE id > ?1 ORDER BY id LIMIT ?2",
+            )?;
+            let rows = st.query_map(rusqlite::params![mark, BATCH], |r| {
+                Ok(Msg {
+                    id: r.get(0)?,
+                    message_id: r.get(1).unwrap_or(None),
+                    session: r.get(2)?,
+                    role: r.get(3)?,
+                    content: r.get(4)?,
+                    created: r.get::<_, Option<i64>>(5)?.unwrap_or(0),
+                    metadata: r.get(6).unwrap_or(None),
+                })
+            })?;
+            rows.collect()
+        })
+    }
+
+    fn sessions_for<'m>(&mut self, ids: impl Iterator<Item = &'m str>) -> rusqlite::Result<()> {
+        let missing: Vec<String> = ids
+            .filter(|s| !self.sessions.contains_key(*s))
+            .map(str::to_owned)
+            .collect();
+        if missing.is_empty() {
+            return Ok(());
+        }
+        let got = in_read(&self.conn, |c| {
+            missing
+                .iter()
+                .map(|s| Ok((s.clone(), Self::session_of(c, s)?)))
+                .collect::<rusqlite::Result<Vec<_>>>()
+        })?;
+        self.sessions.extend(got);
+        Ok(())
+    }
+}
+
+/// The keys of a session's accumulated columns in the cursor's guards.
+fn acc_keys(session: &str) -> [String; 6] {
+    ["i", "o", "cr", "cw", "t", "cost"].map(|k| format!("acc:{session}:{k}"))
+}
+
+fn usage_row<'a>(
+    report: &mut Report,
+    rows: &mut Rows<'a>,
+    arena: &'a Bump,
+    key: String,
+    fp: u64,
+    line: u64,
+) {
+    rows.push(
+        report,
+        Row {
+            key: arena.alloc_str(&key),
+            fingerprint: fp,
+            line,
+            byte: 0,
+            record: None,
+        },
+    );
+}
+
+impl Db {
+    /// Counts the usage not counted yet (see [`Db::read_usage`]).
+    fn usage<'a>(
+        &mut self,
+        cursor: &mut Cursor,
+        arena: &'a Bump,
+        report: &mut Report,
+        rows: &mut Rows<'a>,
+    ) -> Result<(), Error> {
+        let mark = cursor.marks.get("usage_ledger").copied().unwrap_or(0);
+        let (ledger, acc) = self
+            .read_usage(mark)
+            .map_err(|e| fail(&self.path, "cannot read its usage", &e))?;
+        let named = ledger.iter().map(|l| l.session.as_str());
+        let named: Vec<&str> = named.chain(acc.iter().map(|a| a.0.as_str())).collect();
+        self.sessions_for(named.into_iter())
+            .map_err(|e| fail(&self.path, "cannot read its sessions", &e))?;
+        for l in &ledger {
+            cursor.marks.insert("usage_ledger".into(), l.id);
+            let key = format!("ledger:{}", l.id);
+            if cursor.was_emitted(&key) {
+                continue;
+            }
+            // The difference carried into the ledger for a session whose
+            // accumulated columns were counted already.
+            if l.carried && cursor.guards.contains_key(&acc_keys(&l.session)[4]) {
+                continue;
+            }
+            let s = &self.sessions[&l.session];
+            let model = l.model.as_deref().or(s.model.as_deref());
+            let at = UsageAt {
+                line: u64::try_from(l.id).unwrap_or(0),
+                time: Some(millis(l.created)),
+                reasoning: 0,
+            };
+            report.add_usage_at(s.provider.as_deref(), model, &l.usage, true, at);
+            let u = &l.usage;
+            let fp = fingerprint(&[
+                b"goose-ledger",
+                l.session.as_bytes(),
+                &l.created.to_le_bytes(),
+                model.unwrap_or("").as_bytes(),
+                &u.input.to_le_bytes(),
+                &u.output.to_le_bytes(),
+                &u.cache_read.to_le_bytes(),
+                &u.cache_write.to_le_bytes(),
+            ]);
+            usage_row(report, rows, arena, key, fp, at.line);
+        }
+        for (sid, now, has_ledger) in acc {
+            if has_ledger {
+                continue;
+            }
+            let keys = acc_keys(&sid);
+            let before = Acc {
+                n: [0, 1, 2, 3, 4].map(|i| cursor.guards.get(&keys[i]).copied().unwrap_or(0)),
+                cost: f64::from_bits(cursor.guards.get(&keys[5]).copied().unwrap_or(0)),
+            };
+            if now == before {
+                continue;
+            }
+            for (i, k) in keys.iter().enumerate().take(5) {
+                cursor.guards.insert(k.clone(), now.n[i]);
+            }
+            cursor.guards.insert(keys[5].clone(), now.cost.to_bits());
+            if now.n.iter().zip(before.n).any(|(a, b)| *a < b) {
+                // Less than counted before (an import, a rewrite):
+                // counted from here on, nothing emitted.
+                continue;
+            }
+            let d = |i: usize| now.n[i] - before.n[i];
+            let u = Usage {
+                input: d(0),
+                output: d(1),
+                cache_read: d(2),
+                cache_write: d(3),
+                total_tokens: if now.n[4] > 0 {
+                    d(4)
+                } else {
+                    d(0) + d(1) + d(2) + d(3)
+                },
+                cost: (now.cost - before.cost).max(0.0),
+            };
+            let s = &self.sessions[&sid];
+            report.add_usage(s.provider.as_deref(), s.model.as_deref(), &u, true);
+            let fp = fingerprint(&[
+                b"goose-acc",
+                sid.as_bytes(),
+                &before.n[4].to_le_bytes(),
+                &now.n[4].to_le_bytes(),
+                &before.n[0].to_le_bytes(),
+                &now.n[0].to_le_bytes(),
+            ]);
+            let key = format!("acc:{sid}:{}:{}", now.n[0], now.n[4]);
+            usage_row(report, rows, arena, key, fp, 0);
+        }
+        Ok(())
+    }
+
+    /// Counts and pushes the rows of one message.
+    #[allow(clippy::too_many_lines, clippy::too_many_arguments)]
+    fn message<'a>(
+        &self,
+        m: &Msg,
+        key: &str,
+        content: &[Value],
+        arena: &'a Bump,
+        filter: RoleFilter,
+        report: &mut Report,
+        rows: &mut Rows<'a>,
+    ) {
+        let line = u64::try_from(m.id).unwrap_or(0);
+        let s = self.sessions.get(&m.session).cloned().unwrap_or_default();
+        let session: &'a str = arena.alloc_str(&m.session);
+        let source: &'a str = arena.alloc_str(&format!("goose:{}", m.session));
+        let project: &'a str = arena.alloc_str(&s.working_dir);
+        let mid = m.message_id.as_deref().unwrap_or(key);
+        let id: &'a str = arena.alloc_str(mid);
+        let time = Some(millis(m.created));
+        let meta: Option<Value> = m
+            .metadata
+            .as_deref()
+            .and_then(|j| serde_json::from_str(j).ok());
+        let flag = |k: &str| {
+            meta.as_ref()
+                .and_then(|v| v.get(k)?.as_bool())
+                .unwrap_or(true)
+        };
+        let role = match m.role.as_str() {
+            "user" if !flag("userVisible") && flag("agentVisible") => Role::System,
+            "user" => Role::User,
+            "assistant" => Role::Assistant,
+            other => {
+                report.add_unknown_role(other);
+                report.no_record += 1;
+                rows.push(
+                    report,
+                    Row {
+                        key: arena.alloc_str(key),
+                        fingerprint: fingerprint(&[b"goose", session.as_bytes(), id.as_bytes()]),
+                        line,
+                        byte: 0,
+                        record: None,
+                    },
+                );
+                return;
+            }
+        };
+        let mut text = String::new();
+        let mut kinds: Vec<&'static str> = Vec::new();
+        let kind = |k: &'static str, kinds: &mut Vec<&'static str>| {
+            if !kinds.contains(&k) {
+                kinds.push(k);
+            }
+        };
+        let piece = |s: &str, text: &mut String| {
+            if !text.is_empty() {
+                text.push_str("\n\n");
+            }
+            text.push_str(s);
+        };
+        let mut first_call: Option<(String, String)> = None;
+        let mut results: Vec<&Value> = Vec::new();
+        for c in content {
+            match c.get("type").and_then(Value::as_str).unwrap_or("") {
+                "text" => {
+                    if let Some(t) = c.get("text").and_then(Value::as_str) {
+                        kind("text", &mut kinds);
+                        piece(t, &mut text);
+                    }
+                }
+                "thinking" | "reasoning" => {
+                    let t = c.get("thinking").or_else(|| c.get("text"));
+                    if let Some(t) = t.and_then(Value::as_str) {
+                        kind("thinking", &mut kinds);
+                        piece(t, &mut text);
+                    }
+                }
+                "redactedThinking" => kind("redactedThinking", &mut kinds),
+                "toolRequest" | "frontendToolRequest" => {
+                    kind("toolCall", &mut kinds);
+                    let call = c.pointer("/toolCall/value");
+                    let name = call
+                        .and_then(|v| v.get("name"))
+                        .and_then(Value::as_str)
+                        .unwrap_or("");
+                    let args = call
+                        .and_then(|v| v.get("arguments"))
+                        .map(Value::to_string)
+                        .unwrap_or_default();
+                    match c.pointer("/toolCall/error").and_then(Value::as_str) {
+                        Some(e) => piece(e, &mut text),
+                        None => piece(&format!("{name} {args}"), &mut text),
+                    }
+                    if first_call.is_none() {
+                        let cid = c.get("id").and_then(Value::as_str).unwrap_or("");
+                        first_call = Some((name.to_owned(), cid.to_owned()));
+                    }
+                }
+                "toolResponse" => results.push(c),
+                "image" => kind("image", &mut kinds),
+                "systemNotification" => {
+                    kind("notification", &mut kinds);
+                    if let Some(t) = c.get("msg").and_then(Value::as_str) {
+                        piece(t, &mut text);
+                    }
+                }
+                _ => {}
+            }
+        }
+        let fp = fingerprint(&[b"goose", session.as_bytes(), id.as_bytes()]);
+        // A user message of tool results alone is no human turn: its
+        // results are its records.
+        if !(role == Role::User && kinds.is_empty() && !results.is_empty()) {
+            let rec = report.count_record(role, filter).then(|| {
+                let kinds: &'a [&'a str] = arena.alloc_slice_copy(&kinds);
+                let key = arena.alloc_str(&format!("{}:{mid}", m.session));
+                let mut r = record(
+                    role,
+                    arena.alloc_str(&text),
+                    kinds,
+                    project,
+                    session,
+                    source,
+                    key,
+                    id,
+                    line,
+                    time,
+                );
+                if role == Role::Assistant {
+                    r.provider = s.provider.as_deref().map(|p| &*arena.alloc_str(p));
+                    r.model = s.model.as_deref().map(|p| &*arena.alloc_str(p));
+                }
+                if let Some((name, call)) = &first_call {
+                    r.tool_name = Some(arena.alloc_str(name));
+                    r.tool_call_id = Some(&*arena.alloc_str(call)).filter(|c| !c.is_empty());
+                }
+                r
+            });
+            rows.push(
+                report,
+                Row {
+                    key: arena.alloc_str(key),
+                    fingerprint: fp,
+                    line,
+                    byte: 0,
+                    record: rec,
+                },
+            );
+        }
+        for c in results {
+            let cid = c.get("id").and_then(Value::as_str).unwrap_or("");
+            let res = c.get("toolResult");
+            let failed = res.and_then(|r| r.get("status")).and_then(Value::as_str) == Some("error");
+            let value = res.and_then(|r| r.get("value"));
+            let items = value
+                .and_then(|v| v.get("content").or(Some(v)))
+                .and_then(Value::as_array);
+            let mut out = String::new();
+            for it in items.into_iter().flatten() {
+                if let Some(t) = it.get("text").and_then(Value::as_str) {
+                    piece(t, &mut out);
+                }
+            }
+            if failed {
+                if let Some(e) = res.and_then(|r| r.get("error")).and_then(Value::as_str) {
+                    piece(e, &mut out);
+                }
+            }
+            let is_error = failed
+                || value
+                    .and_then(|v| v.get("isError"))
+                    .and_then(Value::as_bool)
+                    == Some(true);
+            let rec = report.count_record(Role::ToolResult, filter).then(|| {
+                let kinds: &'a [&'a str] = arena.alloc_slice_copy(&["toolResult"]);
+                let key = arena.alloc_str(&format!("{}:{mid}:{cid}", m.session));
+                let mut r = record(
+                    Role::ToolResult,
+                    arena.alloc_str(&out),
+                    kinds,
+                    project,
+                    session,
+                    source,
+                    key,
+                    id,
+                    line,
+                    time,
+                );
+                r.entry = "tool";
+                r.tool_call_id = Some(&*arena.alloc_str(cid)).filter(|c| !c.is_empty());
+                r.is_error = Some(is_error);
+                r
+            });
+            rows.push(
+                report,
+                Row {
+                    key: arena.alloc_str(&format!("{key}/{cid}")),
+                    fingerprint: fingerprint(&[
+                        b"goose",
+                        session.as_bytes(),
+                        id.as_bytes(),
+                        cid.as_bytes(),
+                    ]),
+                    line,
+                    byte: 0,
+                    record: rec,
+                },
+            );
+        }
+    }
+}
+
+impl Database for Db {
+    fn next_batch<'a>(
+        &mut self,
+        cursor: &mut Cursor,
+        arena: &'a Bump,
+        filter: RoleFilter,
+        report: &mut Report,
+        rows: &mut Rows<'a>,
+    ) -> Result<bool, Error> {
+        if !self.usage_read {
+            self.usage_read = true;
+            self.usage(cursor, arena, report, rows)?;
+            return Ok(true);
+        }
+        let mark = cursor.marks.get("messages").copied().unwrap_or(0);
+        let msgs = self
+            .read_messages(mark)
+            .map_err(|e| fail(&self.path, "cannot read its messages", &e))?;
+        self.sessions_for(msgs.iter().map(|m| m.session.as_str()))
+            .map_err(|e| fail(&self.path, "cannot read its sessions", &e))?;
+        let full = msgs.len() as i64 == BATCH;
+        for m in &msgs {
+            cursor.marks.insert("messages".into(), m.id);
+            // Keyed by (session, message_id): a conversation inserted
+            // again under new row ids is not emitted again.
+            let key = match &m.message_id {
+                Some(mid) => format!("{}/{mid}", m.session),
+                None => format!("{}/#{}", m.session, m.id),
+            };
+            if cursor.was_emitted(&key) {
+                continue;
+            }
+            let content: Vec<Value> = match serde_json::from_str::<Value>(&m.content) {
+                Ok(Value::Array(a)) => a,
+                Ok(_) | Err(_) => {
+                    let line = u64::try_from(m.id).unwrap_or(0);
+                    report.skip(
+                        line,
+                        0,
+                        SkipReason::Malformed(format!(
+                            "message {}: content_json is not a JSON array",
+                            m.id
+                        )),
+                    );
+                    usage_row(
+                        report,
+                        rows,
+                        arena,
+                        key,
+                        fingerprint(&[b"goose-bad", &m.id.to_le_bytes()]),
+                        line,
+                    );
+                    continue;
+                }
+            };
+            self.message(m, &key, &content, arena, filter, report, rows);
+        }
+        Ok(full)
+    }
+}

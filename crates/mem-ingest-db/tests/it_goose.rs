@@ -1,0 +1,239 @@
+//! Goose's database read through the engine: exact records, usage from the
+//! ledger (and the growth of the accumulated columns where a session has
+//! no ledger rows), a compaction that inserts a conversation again, the
+//! same session in two databases counted once, the database's bytes
+//! untouched.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+
+use mem_ingest::archive::Archive;
+use mem_ingest::format::Format;
+use mem_ingest::sink::ForEach;
+use mem_ingest::Role;
+use mem_ingest_db::Goose;
+use rusqlite::Connection;
+
+#[path = "../../mem-ingest/tests/common/shared.rs"]
+mod shared;
+
+fn tmpdir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("mem-ingest-db-goose-{name}-{}", std::process::id()));
+    let _ = fs::remove_dir_all(&d);
+    fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn archive(dir: &Path, state: Option<&Path>) -> Archive {
+    let b = Archive::builder()
+        .path(dir)
+        .formats(vec![Arc::new(Goose) as Arc<dyn Format>]);
+    match state {
+        Some(s) => b.state(s).build(),
+        None => b.build(),
+    }
+}
+
+fn sha(path: &Path) -> String {
+    let out = Command::new("sha256sum").arg(path).output().unwrap();
+    assert!(out.status.success());
+    String::from_utf8(out.stdout).unwrap()[..64].to_owned()
+}
+
+/// A database of a schema before 14 (no ledger, no cache columns): one
+/// session, its accumulated input and output.
+#[test]
+fn without_a_ledger_the_growth_of_the_accumulated_columns_is_counted_once() {
+    let d = tmpdir("accumulated");
+    let s = d.join("sessions");
+    fs::create_dir_all(&s).unwrap();
+    let c = Connection::open(s.join("sessions.db")).unwrap();
+    c.execute_batch(
+        "PRAGMA journal_mode = WAL;
+         CREATE TABLE sessions (id TEXT PRIMARY KEY, working_dir TEXT NOT NULL,
+           accumulated_input_tokens INTEGER, accumulated_output_tokens INTEGER,
+           accumulated_total_tokens INTEGER, provider_name TEXT, model_config_json TEXT);
+         CREATE TABLE messages (id INTEGER PRIMARY KEY AUTOINCREMENT, message_id TEXT,
+           session_id TEXT NOT NULL, role TEXT NOT NULL, content_json TEXT NOT NULL,
+           created_timestamp INTEGER NOT NULL, metadata_json TEXT);
+         INSERT INTO sessions VALUES ('20260101_1', '/w', 100, 10, 110, 'p',
+           '{\"model_name\":\"m\"}');
+         INSERT INTO messages (message_id, session_id, role, content_json, created_timestamp)
+           VALUES ('msg_a', '20260101_1', 'user', '[{\"type\":\"text\",\"text\":\"hi\"}]', 1767225600);",
+    )
+    .unwrap();
+    let state = d.join("state");
+    let mut got = Vec::new();
+    let first = archive(&s, Some(&state))
+        .backfill(&mut ForEach(|r| got.push(r)))
+        .unwrap();
+    assert_eq!(got.len(), 1);
+    assert_eq!(
+        (got[0].key.as_str(), got[0].project.as_str()),
+        ("20260101_1:msg_a", "/w")
+    );
+    assert_eq!(
+        (
+            first.report.usage.input,
+            first.report.usage.output,
+            first.report.usage.total_tokens
+        ),
+        (100, 10, 110)
+    );
+    // Nothing moved: nothing more.
+    let again = archive(&s, Some(&state))
+        .backfill(&mut ForEach(|r| panic!("{r:?}")))
+        .unwrap();
+    assert_eq!(again.report.usage.input, 100);
+    // A call more: its growth alone.
+    c.execute(
+        "UPDATE sessions SET accumulated_input_tokens = 150, accumulated_output_tokens = 25, \
+         accumulated_total_tokens = 175",
+        [],
+    )
+    .unwrap();
+    let third = archive(&s, Some(&state))
+        .backfill(&mut ForEach(|r| panic!("{r:?}")))
+        .unwrap();
+    assert_eq!(
+        (
+            third.report.usage.input,
+            third.report.usage.output,
+            third.report.usage.total_tokens
+        ),
+        (150, 25, 175)
+    );
+    fs::remove_dir_all(d).unwrap();
+}
+
+/// A Goose data folder built by the shared fixture script.
+fn fixture(dir: &Path) -> PathBuf {
+    let script = shared::samples().join("goose/make_fixture.py");
+    let out = Command::new("python3")
+        .arg(&script)
+        .arg(dir)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    dir.join("sessions/sessions.db")
+}
+
+fn roles_texts(got: &[mem_ingest::OwnedRecord]) -> Vec<(Role, String)> {
+    got.iter().map(|r| (r.role, r.text.clone())).collect()
+}
+
+#[test]
+#[ignore = "needs ../shared: samples/goose/make_fixture.py"]
+fn the_fixture_database_gives_each_message_once_and_the_ledgers_usage() {
+    let d = tmpdir("fixture");
+    let data = d.join("data");
+    let db = fixture(&data);
+    let before = sha(&db);
+    let state = d.join("state");
+    let run = archive(&data.join("sessions"), Some(&state));
+    let mut got = Vec::new();
+    let s = run.backfill(&mut ForEach(|r| got.push(r))).unwrap();
+    assert_eq!(sha(&db), before, "the database file is never written");
+    let want: Vec<(Role, &str)> =
+        vec![
+        (Role::User, "Why do bursts of 20 requests get 429s?"),
+        (Role::System, "<turn-context>cwd=/home/dev/src/ratelimit</turn-context>"),
+        (
+            Role::Assistant,
+            "The limiter config is probably in src/limiter.ts.\n\nLet me look at the limiter.\n\n\
+             developer__shell {\"command\":\"grep -n burst src/limiter.ts\"}",
+        ),
+        (Role::ToolResult, "14:  burst: 10,\n"),
+        (
+            Role::Assistant,
+            "`burst` is hard-coded to 10 at src/limiter.ts:14; bursts above 10 are rejected.",
+        ),
+        (Role::User, "Report how the bucket refills."),
+        (Role::Assistant, "It refills once per second by `rate`."),
+        (Role::User, "Rename Handler to RouteHandler everywhere."),
+        (Role::Assistant, "Done for src/; tests next."),
+        (Role::User, "Go on."),
+        (Role::Assistant, "Tests updated."),
+        (Role::User, "Say hello"),
+        (Role::Assistant, "Hello from Goose!"),
+    ];
+    let want: Vec<(Role, String)> = want.into_iter().map(|(r, t)| (r, t.to_owned())).collect();
+    assert_eq!(roles_texts(&got), want);
+    assert_eq!(got[2].kinds, ["thinking", "text", "toolCall"]);
+    assert_eq!(got[2].model.as_deref(), Some("claude-sonnet-4-5"));
+    assert_eq!(
+        got[3].tool_call_id.as_deref(),
+        Some("toolu_01HxQ2fJ8kM3nP4rS5tU6vW7")
+    );
+    assert_eq!(got[7].project, "/home/dev/src/api");
+    assert_eq!(
+        got[0].key,
+        "20260814_1:msg_8a4d1e2f-0b5c-4e8a-9d1f-1c2b3a4d5e6f"
+    );
+    // Usage: the five ledger rows, and the imported session's accumulated
+    // columns (it has no ledger row).
+    let u = &s.report.usage;
+    assert_eq!(
+        (
+            u.input,
+            u.output,
+            u.cache_read,
+            u.cache_write,
+            u.total_tokens
+        ),
+        (64_800, 1_870, 18_000, 17_900, 66_670)
+    );
+    assert!((u.cost - 0.1322).abs() < 1e-9, "{}", u.cost);
+
+    // A compaction: the session's conversation deleted and inserted again
+    // under new row ids, with a summary message more.
+    let c = Connection::open(&db).unwrap();
+    c.execute_batch(
+        "BEGIN IMMEDIATE;
+         CREATE TEMP TABLE keep AS SELECT message_id, session_id, role, content_json,
+           created_timestamp, timestamp, metadata_json FROM messages
+           WHERE session_id = '20260813_1' ORDER BY id;
+         DELETE FROM messages WHERE session_id = '20260813_1';
+         INSERT INTO messages (message_id, session_id, role, content_json, created_timestamp,
+           timestamp, metadata_json) SELECT * FROM keep;
+         INSERT INTO messages (message_id, session_id, role, content_json, created_timestamp,
+           metadata_json) VALUES ('msg_summary', '20260813_1', 'user',
+           '[{\"type\":\"text\",\"text\":\"Summary: renamed, tests updated.\"}]', 1786667000,
+           '{\"userVisible\":true,\"agentVisible\":true}');
+         COMMIT;",
+    )
+    .unwrap();
+    drop(c);
+    got.clear();
+    let s = run.backfill(&mut ForEach(|r| got.push(r))).unwrap();
+    assert_eq!(
+        roles_texts(&got),
+        [(Role::User, "Summary: renamed, tests updated.".to_owned())]
+    );
+    assert_eq!(s.written, 1);
+
+    // The same database under an older place too: each message once, its
+    // usage once (ccusage 20.0.24 counts such a session twice).
+    let old = d.join("two/Block/goose/sessions");
+    fs::create_dir_all(&old).unwrap();
+    let new = d.join("two/goose/sessions");
+    fs::create_dir_all(&new).unwrap();
+    for to in [&old, &new] {
+        Connection::open(&db)
+            .unwrap()
+            .execute("VACUUM INTO ?1", [to.join("sessions.db").to_str().unwrap()])
+            .unwrap();
+    }
+    got.clear();
+    let s = archive(&d.join("two"), None)
+        .backfill(&mut ForEach(|r| got.push(r)))
+        .unwrap();
+    assert_eq!(got.len(), 14);
+    assert_eq!(
+        (s.report.usage.input, s.report.usage.output),
+        (64_800, 1_870)
+    );
+    fs::remove_dir_all(d).unwrap();
+}
