@@ -281,3 +281,59 @@ fn entropy_is_gitleaks_measure() {
     assert_eq!(shannon(b"abab"), 1.0);
     assert_eq!(shannon(b"abcd"), 2.0);
 }
+
+/// The first search has a prefix of every keyword, and few enough
+/// patterns to stay a packed searcher.
+#[test]
+fn the_first_search_starts_every_keyword() {
+    let keywords: Vec<&str> = rules::RULES
+        .iter()
+        .flat_map(|r| r.keywords.iter().copied())
+        .collect();
+    let first = first_search(&keywords);
+    for k in &keywords {
+        assert!(first.iter().any(|p| k.starts_with(p)), "{k}");
+    }
+    assert_eq!(first.len(), 38);
+    assert!(first.iter().all(|p| p.len() >= 3));
+}
+
+/// A prefix of the first search without its keyword, and a `://` that no
+/// `@` follows where a password could be, send no text to the rules.
+#[test]
+fn prefixes_and_urls_without_a_password_hold_nothing() {
+    let r = Redactor::get();
+    for text in [
+        "a rule: ----------------------- and a secret_name",
+        "see https://github.com/o/r and ftp://files.example.com/x?a=b",
+        "https://example.com:8080/path then user@example.com",
+        "https://example.com then\nme@example.com",
+        "sk-ant-... in the docs",
+    ] {
+        assert!(!r.may_hold(text.as_bytes()), "{text}");
+        assert_eq!(redact(text).1, Vec::<&str>::new());
+    }
+    // As a JSON string's contents: an escape that stands for a byte a
+    // password cannot hold ends it; one that may stand for `@` does not.
+    assert!(!r.may_hold(br"https://example.com\nme@example.com"));
+    assert!(!r.may_hold(br"https://user\/x:pw@host"));
+    assert!(r.may_hold(br"postgres://app:Zq8vTr4pLm77\u0040db.internal/app"));
+    assert!(r.may_hold(b"postgres://app:Zq8vTr4pLm77@db.internal/app"));
+    assert!(r.may_hold(b"-----BEGIN RSA PRIVATE KEY-----"));
+    assert!(r.may_hold(b"export secretAccessKey=1"));
+    // The URL's password, found where the `@` is.
+    check(
+        "psql postgres://app:Zq8vTr4pLm77@db.internal/app",
+        "psql postgres://app:[REDACTED:url-password]@db.internal/app",
+        &["url-password"],
+    );
+    let mut rules = Vec::new();
+    assert_eq!(
+        r.redact_escaped(
+            r"psql postgres://app:Zq8vTr4pLm77\u0040db.internal/app",
+            &mut rules
+        )
+        .as_deref(),
+        Some("psql postgres://app:[REDACTED:url-password]@db.internal/app")
+    );
+}
