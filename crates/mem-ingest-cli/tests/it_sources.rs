@@ -167,7 +167,7 @@ fn a_new_state_reads_and_records_every_agent() {
     assert_eq!(narrowed.status.code(), Some(2), "{err}");
     assert!(
         err.contains(
-            "--agent: state has pi,gemini,qwen,copilot,amp,cline,claude,codex,opencode,goose, this run pi"
+            "--agent: state has pi,gemini,qwen,copilot,amp,cline,claude,codex,opencode,goose,cursor, this run pi"
         ),
         "{err}"
     );

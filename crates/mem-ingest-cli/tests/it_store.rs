@@ -1588,7 +1588,7 @@ fn a_store_of_other_agents_is_named_as_a_store() {
         String::from_utf8(out.stderr).unwrap(),
         format!(
             "error: the store {} was written with other options (--agent: store has \
-             pi,gemini,qwen,copilot,amp,cline,claude,codex,opencode,goose, this run pi); use another store\n",
+             pi,gemini,qwen,copilot,amp,cline,claude,codex,opencode,goose,cursor, this run pi); use another store\n",
             db.display()
         )
     );
@@ -1676,7 +1676,10 @@ fn missing_folders_stores_and_archives_create_nothing() {
              {h}/.local/share/goose/sessions/sessions.db, \
              {h}/Library/Application Support/Block/goose/sessions/sessions.db, \
              {h}/Library/Application Support/goose/sessions/sessions.db, \
-             {h}/.local/share/Block/goose/sessions/sessions.db\n"
+             {h}/.local/share/Block/goose/sessions/sessions.db; \
+             no Cursor archive: no {h}/Cursor/User/globalStorage/state.vscdb, \
+             {h}/.config/Cursor/User/globalStorage/state.vscdb, \
+             {h}/Library/Application Support/Cursor/User/globalStorage/state.vscdb\n"
         )
     );
     let mut left: Vec<String> = fs::read_dir(&d)

@@ -1,5 +1,5 @@
 //! The agents that keep their sessions in SQLite databases, on the
-//! parsing crate's rows seam ([`mem_ingest_parse::rows`]): OpenCode, Goose.
+//! parsing crate's rows seam ([`mem_ingest_parse::rows`]): OpenCode, Goose, Cursor.
 //!
 //! A crate of its own because it links SQLite, which neither the parsing
 //! crate nor the engine may (`.ci/run`). The command line registers
@@ -13,16 +13,18 @@ use std::sync::Arc;
 
 use mem_ingest_parse::format::Format;
 
+pub mod cursor;
 pub mod goose;
 pub mod opencode;
 pub mod sqlite;
 
+pub use cursor::CursorIde;
 pub use goose::Goose;
 pub use opencode::OpenCode;
 
 /// The database agents' formats, in the registry's order.
 pub fn formats() -> Vec<Arc<dyn Format>> {
-    vec![Arc::new(OpenCode), Arc::new(Goose)]
+    vec![Arc::new(OpenCode), Arc::new(Goose), Arc::new(CursorIde)]
 }
 
 /// Registers [`formats`] (once per process; later calls do nothing).

@@ -429,6 +429,8 @@ pub(crate) enum Agent {
     Opencode,
     /// Goose (its SQLite database, read-only).
     Goose,
+    /// Cursor, the IDE (its global state.vscdb, read-only).
+    Cursor,
 }
 
 impl Agent {
@@ -457,6 +459,7 @@ fn formats(c: &Common) -> Vec<Arc<dyn Format>> {
             Agent::Codex,
             Agent::Opencode,
             Agent::Goose,
+            Agent::Cursor,
         ],
         s => s.to_vec(),
     };

@@ -1,0 +1,260 @@
+//! Cursor's global store read through the engine, under the reader's own
+//! SQLite authorizer: the global `ItemTable` (auth tokens) and any other
+//! workspace key than those listed cannot be read; a bubble of a composer
+//! still generating waits until it is final; the fixture's records.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+
+use mem_ingest::archive::Archive;
+use mem_ingest::format::Format;
+use mem_ingest::sink::{ForEach, NdjsonFile};
+use mem_ingest::Role;
+use mem_ingest_db::cursor::{guard, workspace_composers, Store, WORKSPACE_KEYS};
+use mem_ingest_db::CursorIde;
+use rusqlite::Connection;
+use serde_json::json;
+
+#[path = "../../mem-ingest/tests/common/shared.rs"]
+mod shared;
+
+fn tmpdir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!(
+        "mem-ingest-db-cursor-{name}-{}",
+        std::process::id()
+    ));
+    let _ = fs::remove_dir_all(&d);
+    fs::create_dir_all(&d).unwrap();
+    d
+}
+
+const KV: &str = "CREATE TABLE ItemTable (key TEXT UNIQUE ON CONFLICT REPLACE, value BLOB);
+    CREATE TABLE cursorDiskKV (key TEXT UNIQUE ON CONFLICT REPLACE, value BLOB);";
+
+fn put(c: &Connection, table: &str, key: &str, v: &serde_json::Value) {
+    c.execute(
+        &format!("INSERT INTO {table} VALUES (?1, ?2)"),
+        [key, &v.to_string()],
+    )
+    .unwrap();
+}
+
+/// A user folder: the global store (with a secret in its ItemTable) and
+/// one workspace store listing composer `c1` for `/w` (and a secret key).
+fn user_folder(d: &Path) -> (PathBuf, PathBuf, Connection) {
+    let g = d.join("User/globalStorage/state.vscdb");
+    fs::create_dir_all(g.parent().unwrap()).unwrap();
+    let c = Connection::open(&g).unwrap();
+    c.query_row("PRAGMA journal_mode = WAL", [], |_| Ok(()))
+        .unwrap();
+    c.execute_batch(KV).unwrap();
+    put(
+        &c,
+        "ItemTable",
+        "cursorAuth/accessToken",
+        &json!("SECRET-TOKEN"),
+    );
+    let wdir = d.join("User/workspaceStorage/abc");
+    fs::create_dir_all(&wdir).unwrap();
+    fs::write(
+        wdir.join("workspace.json"),
+        r#"{"folder": "file:///w%20x"}"#,
+    )
+    .unwrap();
+    let w = Connection::open(wdir.join("state.vscdb")).unwrap();
+    w.execute_batch(KV).unwrap();
+    put(
+        &w,
+        "ItemTable",
+        "composer.composerData",
+        &json!({"allComposers": [{"composerId": "c1"}]}),
+    );
+    put(&w, "ItemTable", "secret://other", &json!("SECRET-TOO"));
+    (g, wdir.join("state.vscdb"), c)
+}
+
+#[test]
+fn the_readers_authorizer_refuses_the_global_item_table_and_other_workspace_keys() {
+    let d = tmpdir("authorizer");
+    let (g, w, _c) = user_folder(&d);
+    let (conn, _) = guard(&g, Store::Global).unwrap();
+    let err = conn
+        .query_row("SELECT value FROM ItemTable", [], |r| r.get::<_, String>(0))
+        .unwrap_err();
+    assert!(err.to_string().contains("prohibited"), "{err}");
+    // Its chats are readable.
+    let n: i64 = conn
+        .query_row("SELECT count(*) FROM cursorDiskKV", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(n, 0);
+    // Nothing else, not even the other table through a join.
+    assert!(conn
+        .query_row(
+            "SELECT k.value FROM cursorDiskKV k JOIN ItemTable i ON i.key = k.key",
+            [],
+            |r| r.get::<_, String>(0)
+        )
+        .is_err());
+    let (wc, ok) = guard(&w, Store::Workspace).unwrap();
+    let err = wc
+        .query_row(
+            "SELECT value FROM ItemTable WHERE key = 'secret://other'",
+            [],
+            |r| r.get::<_, String>(0),
+        )
+        .unwrap_err();
+    assert!(err.to_string().contains("prohibited"), "{err}");
+    assert_eq!(WORKSPACE_KEYS, ["composer.composerData"]);
+    assert_eq!(workspace_composers(&wc, &ok).unwrap(), ["c1"]);
+    // The switch is off again: the listed statement only.
+    assert!(wc
+        .query_row("SELECT count(*) FROM ItemTable", [], |r| r.get::<_, i64>(0))
+        .is_err());
+    fs::remove_dir_all(d).unwrap();
+}
+
+#[test]
+fn a_bubble_of_a_composer_still_generating_is_emitted_once_it_is_final() {
+    let d = tmpdir("generating");
+    let (g, _w, c) = user_folder(&d);
+    put(
+        &c,
+        "cursorDiskKV",
+        "bubbleId:c1:b1",
+        &json!({"type": 1, "text": "hello", "createdAt": "2026-08-14T09:00:01.000Z"}),
+    );
+    put(
+        &c,
+        "cursorDiskKV",
+        "bubbleId:c1:b2",
+        &json!({"type": 2, "text": "hi so f"}),
+    );
+    put(
+        &c,
+        "cursorDiskKV",
+        "composerData:c1",
+        &json!({"composerId": "c1", "status": "generating", "generatingBubbleIds": ["b2"],
+                "modelConfig": {"modelName": "m1"}, "blobEncryptionKey": "SECRET-KEY"}),
+    );
+    let dir = g.parent().unwrap();
+    let state = d.join("out.state");
+    let out = d.join("out.ndjson");
+    let run = || {
+        Archive::builder()
+            .path(dir)
+            .formats(vec![Arc::new(CursorIde) as Arc<dyn Format>])
+            .state(&state)
+            .build()
+    };
+    let mut got = Vec::new();
+    run().backfill(&mut ForEach(|r| got.push(r))).unwrap();
+    // The composer is generating: nothing is final yet.
+    assert_eq!(got.len(), 0);
+    // The bubble finished (a rewrite: a new rowid), the composer done.
+    put(
+        &c,
+        "cursorDiskKV",
+        "bubbleId:c1:b2",
+        &json!({"type": 2, "text": "hi so far", "tokenCount": {"inputTokens": 10, "outputTokens": 2}}),
+    );
+    put(
+        &c,
+        "cursorDiskKV",
+        "composerData:c1",
+        &json!({"composerId": "c1", "status": "completed", "generatingBubbleIds": [],
+                "modelConfig": {"modelName": "m1"}, "blobEncryptionKey": "SECRET-KEY"}),
+    );
+    let s = run()
+        .backfill(&mut NdjsonFile::append(&out, &state))
+        .unwrap();
+    assert_eq!(s.written, 2);
+    let text = fs::read_to_string(&out).unwrap();
+    let recs: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let got: Vec<(&str, &str, &str)> = recs
+        .iter()
+        .map(|r| {
+            (
+                r["key"].as_str().unwrap(),
+                r["text"].as_str().unwrap(),
+                r["project"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        got,
+        [("c1:b1", "hello", "/w x"), ("c1:b2", "hi so far", "/w x")]
+    );
+    assert_eq!(recs[1]["model"], "m1");
+    assert_eq!((s.report.usage.input, s.report.usage.output), (10, 2));
+    // No secret reached the output or the state.
+    for f in [&out, &state] {
+        let b = fs::read(f).unwrap();
+        for secret in ["SECRET-TOKEN", "SECRET-TOO", "SECRET-KEY"] {
+            assert!(
+                !b.windows(secret.len()).any(|w| w == secret.as_bytes()),
+                "{secret} in {}",
+                f.display()
+            );
+        }
+    }
+    // Again: nothing.
+    let s = run().backfill(&mut ForEach(|r| panic!("{r:?}"))).unwrap();
+    assert_eq!(s.written, 0);
+    fs::remove_dir_all(d).unwrap();
+}
+
+#[test]
+#[ignore = "needs ../shared: samples/cursor/make_fixture.py"]
+fn the_fixture_store_gives_each_bubble_once_under_the_authorizer() {
+    let d = tmpdir("fixture");
+    let script = shared::samples().join("cursor/make_fixture.py");
+    let o = Command::new("python3")
+        .arg(&script)
+        .arg(&d)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{o:?}");
+    let global = d.join(".config/Cursor/User/globalStorage");
+    let mut got = Vec::new();
+    let s = Archive::builder()
+        .path(&global)
+        .formats(vec![Arc::new(CursorIde) as Arc<dyn Format>])
+        .build()
+        .backfill(&mut ForEach(|r| got.push(r)))
+        .unwrap();
+    assert!(s.failures.is_empty(), "{:?}", s.failures);
+    let rows: Vec<(Role, &str)> = got.iter().map(|r| (r.role, r.text.as_str())).collect();
+    assert_eq!(
+        rows,
+        [
+            (Role::User, "Why do bursts of 20 requests get 429s?"),
+            (
+                Role::Assistant,
+                "The limiter config lives in src/limiter.ts.\n\nrun_terminal_cmd \
+                 {\"command\": \"grep -n burst src/limiter.ts\", \"is_background\": false}"
+            ),
+            (Role::ToolResult, "14:  burst: 10,\n"),
+            (
+                Role::Assistant,
+                "`burst` is hard-coded to 10 at src/limiter.ts:14."
+            ),
+            (Role::User, "Explain src/router.ts"),
+            (
+                Role::Assistant,
+                "It registers cors() then json() middleware."
+            ),
+        ]
+    );
+    assert!(got.iter().all(|r| r.project == "/home/dev/src/ratelimit"));
+    assert_eq!(got[1].kinds, ["thinking", "toolCall"]);
+    assert_eq!(got[3].model.as_deref(), Some("claude-4.5-sonnet"));
+    // The JSON null bubble: a counted skip.
+    assert_eq!(s.report.skipped, 1);
+    assert_eq!((s.report.usage.input, s.report.usage.output), (18_590, 422));
+    fs::remove_dir_all(d).unwrap();
+}
