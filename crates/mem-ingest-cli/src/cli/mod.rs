@@ -1102,7 +1102,7 @@ mod tests {
             agents,
             [
                 "pi", "gemini", "qwen", "copilot", "amp", "cline", "claude", "codex", "opencode",
-                "goose"
+                "goose", "cursor"
             ]
         );
         assert_eq!(agents, registered);
