@@ -163,3 +163,138 @@ fn a_database_locked_longer_than_the_retry_exits_1_naming_it_and_the_next_run_re
     assert_eq!(ndjson(&o.stdout).len(), 2);
     fs::remove_dir_all(home).unwrap();
 }
+
+fn user_row(c: &Connection, id: &str, text: &str) {
+    c.execute(
+        "INSERT INTO message VALUES (?1, 'ses_1', 1, 1, ?2)",
+        [
+            id,
+            &json!({"role": "user", "time": {"created": 1_780_000_000_000_i64}}).to_string(),
+        ],
+    )
+    .unwrap();
+    c.execute(
+        "INSERT INTO part VALUES (?1, ?2, 'ses_1', 1, 1, ?3)",
+        [
+            &format!("prt_{id}"),
+            id,
+            &json!({"type": "text", "text": text}).to_string(),
+        ],
+    )
+    .unwrap();
+}
+
+fn keys_once(out: &Path) -> std::collections::BTreeSet<String> {
+    let mut keys = std::collections::BTreeSet::new();
+    for r in ndjson(&fs::read(out).unwrap_or_default()) {
+        let k = r["key"].as_str().unwrap().to_owned();
+        assert!(keys.insert(k.clone()), "{k} written twice");
+    }
+    keys
+}
+
+/// `backfill --follow` beside a writer process that inserts messages and
+/// fills in an assistant message it inserted empty: every final message
+/// exactly once, and the writer (no busy wait at all) never fails.
+#[test]
+fn follow_beside_a_writer_gives_every_final_message_once_and_never_fails_it() {
+    use std::process::Stdio;
+    use std::time::{Duration, Instant};
+    let home = tmpdir("follow");
+    let (db, c) = database(&home, "WAL");
+    drop(c);
+    let (state, out) = (home.join("state"), home.join("out.ndjson"));
+    let mut child = bin(&home)
+        .args([
+            "backfill", "-q", "--follow", "--agent", "opencode", "--state",
+        ])
+        .arg(&state)
+        .arg("-o")
+        .arg(&out)
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let n = 300;
+    let writer = std::thread::spawn(move || {
+        let c = Connection::open(&db).unwrap();
+        c.busy_timeout(Duration::ZERO).unwrap();
+        c.execute_batch("BEGIN IMMEDIATE").unwrap();
+        c.execute(
+            "INSERT INTO message VALUES ('msg_late', 'ses_1', 1, 1, ?1)",
+            [json!({"role": "assistant", "time": {"created": 1}}).to_string()],
+        )
+        .unwrap();
+        c.execute_batch("COMMIT").unwrap();
+        for i in 0..n {
+            c.execute_batch("BEGIN IMMEDIATE").unwrap();
+            user_row(&c, &format!("msg_w{i:04}"), &format!("written {i}"));
+            c.execute_batch("COMMIT").unwrap();
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        c.execute_batch("BEGIN IMMEDIATE").unwrap();
+        c.execute(
+            "UPDATE message SET data = ?1 WHERE id = 'msg_late'",
+            [json!({"role": "assistant", "time": {"created": 1, "completed": 2}}).to_string()],
+        )
+        .unwrap();
+        c.execute(
+            "INSERT INTO part VALUES ('prt_late', 'msg_late', 'ses_1', 1, 1, ?1)",
+            [json!({"type": "text", "text": "filled in"}).to_string()],
+        )
+        .unwrap();
+        c.execute_batch("COMMIT").unwrap();
+    });
+    let want = n + 3;
+    let t = Instant::now();
+    while fs::read(&out).map(|b| ndjson(&b).len()).unwrap_or(0) < want {
+        assert!(t.elapsed() < Duration::from_secs(30), "not all after 30 s");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    writer.join().expect("the writer never failed on a lock");
+    Command::new("kill")
+        .arg("-TERM")
+        .arg(child.id().to_string())
+        .status()
+        .unwrap();
+    assert_eq!(child.wait().unwrap().code(), Some(0));
+    let keys = keys_once(&out);
+    assert_eq!(keys.len(), want);
+    assert!(keys.contains("ses_1:msg_late"));
+    fs::remove_dir_all(home).unwrap();
+}
+
+/// A backfill killed (-9) at any moment, then run again, writes every
+/// message exactly once.
+#[test]
+fn killed_at_any_moment_then_run_again_every_message_exactly_once() {
+    let home = tmpdir("kill");
+    let (_db, c) = database(&home, "WAL");
+    c.execute_batch("BEGIN").unwrap();
+    for i in 0..6000 {
+        user_row(
+            &c,
+            &format!("msg_k{i:05}"),
+            &format!("message {i} {}", "words ".repeat(30)),
+        );
+    }
+    c.execute_batch("COMMIT").unwrap();
+    let (state, out) = (home.join("state"), home.join("out.ndjson"));
+    let child = || {
+        let mut c = bin(&home);
+        c.args(["backfill", "-q", "--agent", "opencode", "--state"])
+            .arg(&state)
+            .arg("-o")
+            .arg(&out);
+        c
+    };
+    let t = std::time::Instant::now();
+    assert!(child().status().unwrap().success());
+    let pace = t.elapsed().as_millis() as u64;
+    assert_eq!(keys_once(&out).len(), 6002);
+    fs::remove_file(&out).unwrap();
+    fs::remove_file(&state).unwrap();
+    let kills = common::kill_until_it_finishes(child, pace, "opencode");
+    assert!(kills >= 3);
+    assert_eq!(keys_once(&out).len(), 6002);
+    fs::remove_dir_all(home).unwrap();
+}
