@@ -78,6 +78,10 @@ struct Toy;
 /// A toy table, read whole when opened (it is small).
 struct ToyDb {
     rows: Vec<T>,
+    /// A lock the toy meets once its mark reaches this rowid (the
+    /// number in `<table>.busy`, when that file exists).
+    busy_at: Option<i64>,
+    path: PathBuf,
     stem: String,
     pending_read: bool,
     bytes: u64,
@@ -188,6 +192,12 @@ impl Database for ToyDb {
             return Ok(true);
         }
         let mark = cursor.marks.get("t").copied().unwrap_or(0);
+        if self.busy_at.is_some_and(|b| mark >= b) {
+            return Err(SourceError::io(
+                &self.path,
+                std::io::Error::other("the database is locked by a writer"),
+            ));
+        }
         let batch: Vec<T> = self
             .rows
             .iter()
@@ -233,8 +243,13 @@ impl MapRows for Toy {
             parent: None,
             fingerprint: fnv(&[b"toy-db", stem.as_bytes()]),
         };
+        let busy_at = fs::read_to_string(path.with_extension("busy"))
+            .ok()
+            .and_then(|s| s.trim().parse().ok());
         let db = ToyDb {
             rows,
+            busy_at,
+            path: path.to_path_buf(),
             stem,
             pending_read: false,
             bytes: 0,
@@ -480,6 +495,55 @@ fn a_damaged_cursor_reads_from_the_start_and_a_database_that_cannot_open_fails_n
     assert_eq!(s.report.records, 1);
     assert_eq!(s.failures.len(), 1);
     assert!(s.failures[0].0.ends_with("bad.rows"), "{:?}", s.failures);
+    fs::remove_dir_all(d).unwrap();
+}
+
+#[test]
+fn a_read_that_fails_after_rows_were_handed_out_ends_there_and_the_next_run_goes_on() {
+    let d = tmpdir("busy");
+    let a = d.join("a");
+    fs::create_dir_all(&a).unwrap();
+    let f = a.join("one.rows");
+    let texts: Vec<(String, String)> = (1..=8)
+        .map(|i| (format!("m{i}"), format!("text {i}")))
+        .collect();
+    let rows: Vec<(i64, &str, &str, bool, &str)> = texts
+        .iter()
+        .enumerate()
+        .map(|(i, (id, t))| (i as i64 + 1, id.as_str(), "user", true, t.as_str()))
+        .collect();
+    write_in_place(&f, &table("s", &rows));
+    // Locked once the first two batches (six rows) were read.
+    fs::write(a.join("one.busy"), "6").unwrap();
+    let out = d.join("out.ndjson");
+    let state = d.join("out.state");
+    let run = || {
+        archive(&a, &state)
+            .backfill(&mut NdjsonFile::append(&out, &state))
+            .unwrap()
+    };
+    let first = run();
+    assert_eq!(first.written, 6);
+    assert!(first.failures.is_empty());
+    assert_eq!(first.report.skipped, 1);
+    let skip = format!("{:?}", first.skips);
+    assert!(
+        skip.contains("the read stopped after 6 rows") && skip.contains("locked"),
+        "{skip}"
+    );
+    // The lock gone: the rest, and nothing again.
+    fs::remove_file(a.join("one.busy")).unwrap();
+    let second = run();
+    assert_eq!(second.written, 2);
+    let keys = keys_once(&out);
+    assert_eq!(keys.len(), 8);
+    // Locked before any row was handed out: the database fails this run.
+    fs::write(a.join("one.busy"), "0").unwrap();
+    write_in_place(&f, &table("t", &rows));
+    let third = archive(&a, &d.join("fresh.state"))
+        .backfill(&mut ForEach(|r| panic!("{r:?}")))
+        .unwrap();
+    assert_eq!(third.failures.len(), 1);
     fs::remove_dir_all(d).unwrap();
 }
 
