@@ -36,7 +36,7 @@ use crate::format::BoxedSource;
 use crate::json::fingerprint;
 use crate::line::{Entry, Header};
 use crate::record::{Record, RoleFilter};
-use crate::report::Report;
+use crate::report::{Report, SkipReason};
 use crate::source::{Position, RecordSource, SourceOptions};
 
 /// One final message (or a tool result, a part of its own) read from a
@@ -223,7 +223,11 @@ pub trait Database: Send {
     ///
     /// # Errors
     /// Reading failed (a database busy beyond its retries): the error
-    /// names the database and says what to do.
+    /// names the database and says what to do; the cursor is left as it
+    /// was before the batch. A failure after rows of the read were handed
+    /// out ends the read there, as a counted skip (the checkpoint then
+    /// covers exactly what was handed out); a failure before fails the
+    /// database for this run.
     fn next_batch<'a>(
         &mut self,
         cursor: &mut Cursor,
@@ -257,6 +261,8 @@ struct RowsSource {
     cursor: Cursor,
     filter: RoleFilter,
     error: Option<Error>,
+    /// Rows handed out by this read.
+    handed: u64,
     arena: Box<Bump>,
 }
 
@@ -280,6 +286,7 @@ pub fn open<'d>(
         cursor: Cursor::default(),
         filter: opts.filter,
         error: None,
+        handed: 0,
         arena: Box::new(Bump::new()),
     };
     match map.open(path, &mut cursor) {
@@ -345,6 +352,28 @@ impl RowsSource {
             match self.fill() {
                 Ok(true) => {}
                 Ok(false) => return Ok(None),
+                Err(e) if self.handed > 0 => {
+                    // A batch failed after rows of this read were handed
+                    // out (a writer's lock beyond the retries): the read
+                    // ends here, its cursor just after them, so that the
+                    // checkpoint covers exactly what was handed out (a
+                    // failure would leave the cursor before them, and the
+                    // next run would emit them again). Counted and said,
+                    // with the database's message; the rest is read by the
+                    // next run.
+                    self.db = None;
+                    let line = self.report.lines;
+                    self.report.skip(
+                        line,
+                        0,
+                        SkipReason::Unsupported(format!(
+                            "the read stopped after {} rows: {}",
+                            self.handed,
+                            e.cause()
+                        )),
+                    );
+                    return Ok(None);
+                }
                 Err(e) => {
                     self.db = None;
                     return Err(e);
@@ -358,6 +387,7 @@ impl RowsSource {
             }
             self.cursor.pending.remove(row.key);
             self.last_counts = Some(counts);
+            self.handed += 1;
             return Ok(Some(row));
         }
     }
