@@ -298,3 +298,45 @@ fn killed_at_any_moment_then_run_again_every_message_exactly_once() {
     assert_eq!(keys_once(&out).len(), 6002);
     fs::remove_dir_all(home).unwrap();
 }
+
+/// `--db`: the store keeps the database's cursor with its rows; a message
+/// filled in later is added by the next run, nothing twice.
+#[test]
+fn the_store_keeps_the_cursor_and_adds_a_message_once_it_is_final() {
+    let home = tmpdir("store");
+    let (_db, c) = database(&home, "WAL");
+    c.execute(
+        "INSERT INTO message VALUES ('msg_3', 'ses_1', 1, 1, ?1)",
+        [json!({"role": "assistant", "time": {"created": 1}}).to_string()],
+    )
+    .unwrap();
+    let store = home.join("memory.db");
+    let run = || {
+        let o = bin(&home)
+            .args(["backfill", "-q", "--agent", "opencode", "--db"])
+            .arg(&store)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    };
+    let keys = || -> Vec<String> {
+        let s = Connection::open(&store).unwrap();
+        let mut st = s.prepare("SELECT key FROM records ORDER BY key").unwrap();
+        st.query_map([], |r| r.get(0))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect()
+    };
+    run();
+    assert_eq!(keys(), ["ses_1:msg_1", "ses_1:msg_2"]);
+    run();
+    assert_eq!(keys().len(), 2);
+    c.execute(
+        "UPDATE message SET data = ?1 WHERE id = 'msg_3'",
+        [json!({"role": "assistant", "time": {"created": 1, "completed": 2}}).to_string()],
+    )
+    .unwrap();
+    run();
+    assert_eq!(keys(), ["ses_1:msg_1", "ses_1:msg_2", "ses_1:msg_3"]);
+    fs::remove_dir_all(home).unwrap();
+}
