@@ -85,6 +85,31 @@ impl Price {
     }
 }
 
+/// A model's price as [`Prices::resolve`] found it: its prices, and the
+/// multiplier of a model named with `-fast`.
+#[derive(Debug, Clone, Copy)]
+pub struct Resolved<'p> {
+    price: &'p Price,
+    fast: Option<f64>,
+}
+
+impl Resolved<'_> {
+    /// The cost of one response: [`Prices::cost_with_hour`]'s, to the bit.
+    pub fn cost(&self, u: &Usage, hour: u64) -> f64 {
+        let p = self.price;
+        let hour = hour.min(u.cache_write);
+        let five = Usage {
+            cache_write: u.cache_write - hour,
+            ..*u
+        };
+        let mut cost = p.cost(&five) + hour as f64 * 2.0 * p.input.unwrap_or(0.0);
+        if let Some(m) = self.fast {
+            cost *= m;
+        }
+        cost
+    }
+}
+
 /// A price table: models by name, and where it came from.
 #[derive(Debug, Clone, Default)]
 pub struct Prices {
@@ -225,22 +250,21 @@ impl Prices {
     /// times its fast multiplier (the model's, else ccusage's override,
     /// else 1).
     pub fn cost_with_hour(&self, model: Option<&str>, u: &Usage, hour: u64) -> Option<f64> {
-        let model = model?;
+        Some(self.resolve(model?)?.cost(u, hour))
+    }
+
+    /// What [`Prices::cost_with_hour`] looks up for `model`, looked up
+    /// once: a caller pricing many responses of one model keeps it (the
+    /// lookup, a hash and up to seven more with a prefix, then a scan of
+    /// every name, costs more than the pricing).
+    pub fn resolve(&self, model: &str) -> Option<Resolved<'_>> {
         let (name, fast) = match model.strip_suffix("-fast") {
             Some(base) if !self.models.contains_key(model) => (base, true),
             _ => (model, false),
         };
-        let p = self.find(name)?;
-        let hour = hour.min(u.cache_write);
-        let five = Usage {
-            cache_write: u.cache_write - hour,
-            ..*u
-        };
-        let mut cost = p.cost(&five) + hour as f64 * 2.0 * p.input.unwrap_or(0.0);
-        if fast {
-            cost *= self.fast_multiplier(name, p);
-        }
-        Some(cost)
+        let price = self.find(name)?;
+        let fast = fast.then(|| self.fast_multiplier(name, price));
+        Some(Resolved { price, fast })
     }
 
     fn fast_multiplier(&self, name: &str, p: &Price) -> f64 {

@@ -1,6 +1,7 @@
 //! What happened while reading one session file (or part of one).
 
 use std::fmt;
+use std::sync::Arc;
 
 use crate::record::{Role, Usage};
 use crate::usage::Response;
@@ -372,16 +373,29 @@ pub struct UsageAt {
 
 /// One response's usage, as counted: a row of the `usage` report and of
 /// the sinks' usage tables.
+///
+/// Its names are shared: a row naming the provider and model of the row
+/// before it holds that row's (a file's responses are mostly of one
+/// model), so that keeping a row allocates nothing for them.
 #[derive(Debug, Clone, PartialEq)]
 pub struct UsageRow {
     /// Where and when.
     pub at: UsageAt,
     /// The provider, when named.
-    pub provider: Option<String>,
+    pub provider: Option<Arc<str>>,
     /// The model, when named.
-    pub model: Option<String>,
+    pub model: Option<Arc<str>>,
     /// Its tokens (and the cost the agent recorded, 0 when none).
     pub usage: Usage,
+}
+
+/// `name` as a shared string: `last`'s when it is the same name.
+fn shared(name: Option<&str>, last: Option<&Arc<str>>) -> Option<Arc<str>> {
+    let name = name?;
+    match last {
+        Some(l) if **l == *name => Some(Arc::clone(l)),
+        _ => Some(Arc::from(name)),
+    }
 }
 
 impl Default for Report {
@@ -465,10 +479,13 @@ impl Report {
     ) {
         self.add_usage(provider, model, usage, assistant);
         if self.keep_usage_rows {
+            let last = self.usage_rows.last();
+            let provider = shared(provider, last.and_then(|r| r.provider.as_ref()));
+            let model = shared(model, last.and_then(|r| r.model.as_ref()));
             self.usage_rows.push(UsageRow {
                 at,
-                provider: provider.map(str::to_owned),
-                model: model.map(str::to_owned),
+                provider,
+                model,
                 usage: *usage,
             });
         }

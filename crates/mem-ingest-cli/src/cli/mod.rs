@@ -984,11 +984,10 @@ fn stats(a: StatsArgs) -> i32 {
         return fail(&e);
     }
     // Every response kept, to price those whose agent records no cost.
-    let t = match archive.usage() {
+    let (t, s) = match archive.priced_stats(mem_ingest::prices::Prices::shipped()) {
         Ok(t) => t,
         Err(e) => return fail(&e),
     };
-    let s = t.to_stats_priced(mem_ingest::prices::Prices::shipped());
     let mut out = io::stdout().lock();
     // Every file and PATH failed: no table of zeros, the errors say it
     // (the JSON, which lists them, is still written).

@@ -3,7 +3,7 @@
 //! streamed response's lines), with where it was read, when, and what it
 //! cost.
 
-use crate::prices::Prices;
+use crate::prices::{Prices, Resolved};
 use crate::record::Usage;
 
 /// One response's usage, as counted ([`super::Archive::usage`]).
@@ -65,25 +65,38 @@ impl CountedUsage {
     /// Everything in the total beyond input and cache is priced as output
     /// (Gemini CLI's and Qwen Code's thoughts, as ccusage prices them).
     pub fn cost(&self, prices: &Prices) -> Option<f64> {
-        if self.recorded {
-            return Some(self.usage.cost);
-        }
-        if self.usage.total_tokens == 0 {
-            // Nothing to price (Claude Code's `<synthetic>` lines).
-            return Some(0.0);
-        }
-        let u = &self.usage;
-        let priced = Usage {
-            output: u
-                .total_tokens
-                .saturating_sub(
-                    u.input
-                        .saturating_add(u.cache_read)
-                        .saturating_add(u.cache_write),
-                )
-                .max(u.output),
-            ..*u
-        };
-        prices.cost_with_hour(self.model.as_deref(), &priced, self.cache_write_1h)
+        cost_of(&self.usage, self.cache_write_1h, self.recorded, || {
+            prices.resolve(self.model.as_deref()?)
+        })
     }
+}
+
+/// [`CountedUsage::cost`] of a response's usage, `hour` of its cache
+/// writes kept an hour, `recorded` when its cost is the agent's: its
+/// model's price from `resolve`, asked only when it is needed.
+pub(crate) fn cost_of<'p>(
+    u: &Usage,
+    hour: u64,
+    recorded: bool,
+    resolve: impl FnOnce() -> Option<Resolved<'p>>,
+) -> Option<f64> {
+    if recorded {
+        return Some(u.cost);
+    }
+    if u.total_tokens == 0 {
+        // Nothing to price (Claude Code's `<synthetic>` lines).
+        return Some(0.0);
+    }
+    let priced = Usage {
+        output: u
+            .total_tokens
+            .saturating_sub(
+                u.input
+                    .saturating_add(u.cache_read)
+                    .saturating_add(u.cache_write),
+            )
+            .max(u.output),
+        ..*u
+    };
+    Some(resolve()?.cost(&priced, hour))
 }

@@ -123,6 +123,7 @@ impl Default for ArchiveBuilder {
                 poll_only: false,
                 shard: None,
                 redact: true,
+                costs: false,
                 streams: Arc::default(),
             },
             roles: Vec::new(),
@@ -383,5 +384,20 @@ impl Archive {
         let mut cfg = self.cfg.clone();
         cfg.opts = cfg.opts.usage_rows(true);
         run::run(&cfg, Command::Stats, &mut Discard)
+    }
+
+    /// As [`Archive::stats`], and the stats with every cost priced from
+    /// `prices` ([`Summary::to_stats_priced`]): the responses are kept as
+    /// little as pricing needs, not as [`Archive::usage`]'s rows (no
+    /// file, session or time; [`Summary::usage`] stays empty).
+    ///
+    /// # Errors
+    /// As [`Archive::backfill`].
+    pub fn priced_stats(&self, prices: &crate::prices::Prices) -> Result<(Summary, Stats), Error> {
+        let mut cfg = self.cfg.clone();
+        cfg.costs = true;
+        let summary = run::run(&cfg, Command::Stats, &mut Discard)?;
+        let stats = summary.to_stats_priced(prices);
+        Ok((summary, stats))
     }
 }

@@ -17,7 +17,7 @@ use super::listing::{
     adopt_formats, detect_formats, find_files, relist, roots, widen_formats, Listed,
 };
 use super::plan::{self, FoundFile, Plan, Task};
-use super::summary::{Reported, Summary};
+use super::summary::{Keep, Reported, Summary};
 use super::task::{run_task, ByName, PartLines, PartResult};
 use super::{discover, exec};
 use crate::checkpoint::model::{OutputOptions, OutputState};
@@ -405,12 +405,14 @@ fn finish<S: Sink>(ctx: &mut Ctx<'_, S>, mut totals: Summary) -> Result<Summary,
 
 /// One pass over the archive.
 fn pass<S: Sink>(ctx: &mut Ctx<'_, S>) -> Result<Summary, Error> {
-    let mut totals = Summary::of_pass(
-        &ctx.cfg.formats,
-        ctx.state.is_some(),
-        ctx.cfg.dedupe,
-        ctx.cfg.opts.usage_rows,
-    );
+    let keep = if ctx.cfg.opts.usage_rows {
+        Keep::Rows
+    } else if ctx.cfg.costs {
+        Keep::Costs
+    } else {
+        Keep::Nothing
+    };
+    let mut totals = Summary::of_pass(&ctx.cfg.formats, ctx.state.is_some(), ctx.cfg.dedupe, keep);
     let listing = match ctx.listing.take() {
         Some(l) => l.join().unwrap_or_else(|_| {
             Err(Error::new(
@@ -441,8 +443,9 @@ fn pass<S: Sink>(ctx: &mut Ctx<'_, S>) -> Result<Summary, Error> {
     if ctx.state.is_some() {
         opts = opts.hold_partial_tail(true);
     }
-    if ctx.sink.wants_usage() {
-        // A row per response counted, handed to the sink with its part.
+    if ctx.sink.wants_usage() || ctx.cfg.costs {
+        // A row per response counted, handed to the sink with its part,
+        // or priced for the stats.
         opts = opts.usage_rows(true);
     }
     if !ctx.sink.encoder().wants_records() {

@@ -2,7 +2,7 @@
 //! source's share, failures and skips ([`Summary`]), and the stats JSON
 //! built from them.
 
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -261,6 +261,13 @@ pub struct Summary {
     pub usage: Vec<CountedUsage>,
     /// The run keeps [`Summary::usage`].
     keep_usage: bool,
+    /// Each response counted, as little as pricing needs (no file,
+    /// session or time; shared names), when the run keeps them for
+    /// [`Summary::to_stats_priced`] alone ([`super::Archive::priced_stats`]);
+    /// in the order of [`Summary::usage`].
+    costs: Vec<CostRow>,
+    /// The run keeps `costs`.
+    keep_costs: bool,
     /// The agents this run added to those its checkpoint reads (an
     /// `--agent` naming agents the checkpoint did not read): later runs
     /// without `--agent` read them too.
@@ -284,12 +291,13 @@ impl Summary {
         formats: &[Arc<dyn Format>],
         stateful: bool,
         dedupe: bool,
-        keep_usage: bool,
+        keep: Keep,
     ) -> Summary {
         Summary {
             stateful,
             dedupe,
-            keep_usage,
+            keep_usage: keep == Keep::Rows,
+            keep_costs: keep == Keep::Costs,
             responses_of: formats
                 .iter()
                 .find_map(|f| Some((f.name(), f.responses_provider()?))),
@@ -369,6 +377,18 @@ impl Summary {
             s.file_done(report, header, priced, partial);
         }
         self.totals.file_done(report, header, priced, partial);
+        if self.keep_costs && !report.usage_rows.is_empty() {
+            let project: Arc<str> = Arc::from(header.map_or("", |h| h.cwd.as_str()));
+            self.costs.extend(report.usage_rows.iter().map(|r| CostRow {
+                agent: format.name(),
+                project: Arc::clone(&project),
+                provider: r.provider.clone(),
+                model: r.model.clone(),
+                usage: r.usage,
+                cache_write_1h: 0,
+                recorded: priced,
+            }));
+        }
         if self.keep_usage && !report.usage_rows.is_empty() {
             let file = path.display().to_string();
             let (session, project) = header.map_or((String::new(), String::new()), |h| {
@@ -382,8 +402,8 @@ impl Summary {
                     file: file.clone(),
                     line: r.at.line,
                     time: r.at.time,
-                    provider: r.provider.clone(),
-                    model: r.model.clone(),
+                    provider: r.provider.as_deref().map(str::to_owned),
+                    model: r.model.as_deref().map(str::to_owned),
                     usage: r.usage,
                     reasoning: r.at.reasoning,
                     cache_write_1h: 0,
@@ -444,6 +464,26 @@ impl Summary {
         }
         if let (Some(s), Some(name)) = (source, name) {
             self.by_source.insert(name, s);
+        }
+        if self.keep_costs {
+            let agent = name.unwrap_or("claude");
+            let provider: Option<Arc<str>> = provider.map(Arc::from);
+            for run in responses
+                .kept()
+                .chunk_by(|a, b| a.model == b.model && a.project == b.project)
+            {
+                let project: Arc<str> = Arc::from(run[0].project.as_str());
+                let model: Option<Arc<str>> = run[0].model.as_deref().map(Arc::from);
+                self.costs.extend(run.iter().map(|r| CostRow {
+                    agent,
+                    project: Arc::clone(&project),
+                    provider: provider.clone(),
+                    model: model.clone(),
+                    usage: r.usage,
+                    cache_write_1h: r.cache_write_1h,
+                    recorded: r.usage.cost != 0.0,
+                }));
+            }
         }
         if self.keep_usage {
             let name = name.unwrap_or("claude");
@@ -516,30 +556,135 @@ impl Summary {
     /// adds nothing, and a line of such responses alone stays null. Lines
     /// of recorded costs alone keep theirs, to the bit.
     ///
-    /// Only for a run that kept its responses ([`super::Archive::usage`])
-    /// without a checkpoint (a run with one does not see the responses of
-    /// the files it finds unchanged or grown, so that its costs would
-    /// depend on what earlier runs read): else as [`Summary::to_stats`].
+    /// Only for a run that kept its responses ([`super::Archive::usage`],
+    /// [`super::Archive::priced_stats`]) without a checkpoint (a run with
+    /// one does not see the responses of the files it finds unchanged or
+    /// grown, so that its costs would depend on what earlier runs read):
+    /// else as [`Summary::to_stats`].
     pub fn to_stats_priced(&self, prices: &crate::prices::Prices) -> Stats {
         let mut s = self.to_stats();
-        if !self.keep_usage || self.stateful {
+        if self.stateful {
             return s;
         }
-        let costs: Vec<(Option<f64>, &CountedUsage)> =
-            self.usage.iter().map(|r| (r.cost(prices), r)).collect();
-        price_lines(&mut s.totals, costs.iter().map(|(c, r)| (*c, *r)));
-        if let Some(by) = s.by_source.as_mut() {
-            for (name, st) in by.iter_mut() {
-                price_lines(
-                    st,
-                    costs
-                        .iter()
-                        .filter(|(_, r)| r.agent == name.as_str())
-                        .map(|(c, r)| (*c, *r)),
-                );
-            }
+        if self.keep_costs {
+            price_stats(&mut s, prices, &self.costs);
+        } else if self.keep_usage {
+            price_stats(&mut s, prices, &self.usage);
         }
         s
+    }
+}
+
+/// What a pass keeps of each response counted, beyond the sums.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(super) enum Keep {
+    /// Nothing.
+    #[default]
+    Nothing,
+    /// A [`CountedUsage`] each ([`Summary::usage`]).
+    Rows,
+    /// A [`CostRow`] each, to price the stats.
+    Costs,
+}
+
+/// A response counted, as [`Summary::to_stats_priced`] prices it.
+#[derive(Debug, Clone)]
+struct CostRow {
+    agent: &'static str,
+    project: Arc<str>,
+    provider: Option<Arc<str>>,
+    model: Option<Arc<str>>,
+    usage: crate::record::Usage,
+    cache_write_1h: u64,
+    recorded: bool,
+}
+
+/// What pricing reads of a response, kept as a [`CountedUsage`] or a
+/// [`CostRow`].
+trait Priceable {
+    fn agent(&self) -> &'static str;
+    fn project(&self) -> &str;
+    fn provider(&self) -> Option<&str>;
+    fn model(&self) -> Option<&str>;
+    fn usage(&self) -> &crate::record::Usage;
+    fn cache_write_1h(&self) -> u64;
+    fn recorded(&self) -> bool;
+}
+
+impl Priceable for CountedUsage {
+    fn agent(&self) -> &'static str {
+        self.agent
+    }
+    fn project(&self) -> &str {
+        &self.project
+    }
+    fn provider(&self) -> Option<&str> {
+        self.provider.as_deref()
+    }
+    fn model(&self) -> Option<&str> {
+        self.model.as_deref()
+    }
+    fn usage(&self) -> &crate::record::Usage {
+        &self.usage
+    }
+    fn cache_write_1h(&self) -> u64 {
+        self.cache_write_1h
+    }
+    fn recorded(&self) -> bool {
+        self.recorded
+    }
+}
+
+impl Priceable for CostRow {
+    fn agent(&self) -> &'static str {
+        self.agent
+    }
+    fn project(&self) -> &str {
+        &self.project
+    }
+    fn provider(&self) -> Option<&str> {
+        self.provider.as_deref()
+    }
+    fn model(&self) -> Option<&str> {
+        self.model.as_deref()
+    }
+    fn usage(&self) -> &crate::record::Usage {
+        &self.usage
+    }
+    fn cache_write_1h(&self) -> u64 {
+        self.cache_write_1h
+    }
+    fn recorded(&self) -> bool {
+        self.recorded
+    }
+}
+
+/// Prices `s`'s lines from `rows`: the totals', and each source's from
+/// its own rows, each response's cost found once (its model looked up
+/// once per model) and summed in the rows' order.
+fn price_stats<R: Priceable>(s: &mut Stats, prices: &crate::prices::Prices, rows: &[R]) {
+    let mut models: Sums<&str, Option<crate::prices::Resolved<'_>>> = Sums::default();
+    let costs: Vec<Option<f64>> = rows
+        .iter()
+        .map(|r| {
+            super::counted::cost_of(r.usage(), r.cache_write_1h(), r.recorded(), || {
+                let m = r.model()?;
+                *models.at_or_else(m, || prices.resolve(m))
+            })
+        })
+        .collect();
+    price_lines(&mut s.totals, costs.iter().copied().zip(rows));
+    if let Some(by) = s.by_source.as_mut() {
+        for (name, st) in by.iter_mut() {
+            price_lines(
+                st,
+                costs
+                    .iter()
+                    .copied()
+                    .zip(rows)
+                    .filter(|(_, r)| r.agent() == name.as_str()),
+            );
+        }
     }
 }
 
@@ -553,12 +698,12 @@ struct PricedSum {
 }
 
 impl PricedSum {
-    fn add(&mut self, cost: Option<f64>, r: &CountedUsage) {
+    fn add(&mut self, cost: Option<f64>, recorded: bool) {
         if let Some(c) = cost {
             self.sum += c;
             self.known = true;
         }
-        self.priced |= !r.recorded;
+        self.priced |= !recorded;
     }
 
     fn apply(&self, cost: &mut Option<f64>) {
@@ -568,23 +713,66 @@ impl PricedSum {
     }
 }
 
+/// Values by key, the last key's found without a lookup: responses come
+/// in runs of one model and project (a file's).
+struct Sums<K, V> {
+    index: HashMap<K, usize>,
+    values: Vec<V>,
+    last: Option<(K, usize)>,
+}
+
+impl<K, V> Default for Sums<K, V> {
+    fn default() -> Self {
+        Sums {
+            index: HashMap::new(),
+            values: Vec::new(),
+            last: None,
+        }
+    }
+}
+
+impl<K: Copy + Eq + std::hash::Hash, V> Sums<K, V> {
+    /// `key`'s value, `new()` when it has none yet.
+    fn at_or_else(&mut self, key: K, new: impl FnOnce() -> V) -> &mut V {
+        let i = match self.last {
+            Some((k, i)) if k == key => i,
+            _ => {
+                let n = self.values.len();
+                let i = *self.index.entry(key).or_insert(n);
+                if i == n {
+                    self.values.push(new());
+                }
+                self.last = Some((key, i));
+                i
+            }
+        };
+        &mut self.values[i]
+    }
+
+    fn get(&self, key: &K) -> Option<&V> {
+        self.index.get(key).map(|&i| &self.values[i])
+    }
+}
+
 /// Prices one source's (or the totals') lines from its responses.
-fn price_lines<'r>(
+fn price_lines<'r, R: Priceable + 'r>(
     st: &mut SourceStats,
-    rows: impl Iterator<Item = (Option<f64>, &'r CountedUsage)>,
+    rows: impl Iterator<Item = (Option<f64>, &'r R)>,
 ) {
     let mut total = PricedSum::default();
-    let mut by_model: BTreeMap<(&str, &str), PricedSum> = BTreeMap::new();
-    let mut by_project: BTreeMap<&str, PricedSum> = BTreeMap::new();
+    let mut by_model: Sums<(&str, &str), PricedSum> = Sums::default();
+    let mut by_project: Sums<&str, PricedSum> = Sums::default();
     for (cost, r) in rows {
-        total.add(cost, r);
-        if let (Some(p), Some(m)) = (r.provider.as_deref(), r.model.as_deref()) {
-            by_model.entry((p, m)).or_default().add(cost, r);
+        let recorded = r.recorded();
+        total.add(cost, recorded);
+        if let (Some(p), Some(m)) = (r.provider(), r.model()) {
+            by_model
+                .at_or_else((p, m), PricedSum::default)
+                .add(cost, recorded);
         }
         by_project
-            .entry(r.project.as_str())
-            .or_default()
-            .add(cost, r);
+            .at_or_else(r.project(), PricedSum::default)
+            .add(cost, recorded);
     }
     total.apply(&mut st.usage.cost);
     for m in &mut st.by_model {
@@ -593,7 +781,7 @@ fn price_lines<'r>(
         }
     }
     for p in &mut st.by_project {
-        if let Some(x) = by_project.get(p.project.as_str()) {
+        if let Some(x) = by_project.get(&p.project.as_str()) {
             x.apply(&mut p.cost);
         }
     }
