@@ -88,15 +88,15 @@ impl Price {
 /// A model's price as [`Prices::resolve`] found it: its prices, and the
 /// multiplier of a model named with `-fast`.
 #[derive(Debug, Clone, Copy)]
-pub struct Resolved<'p> {
-    price: &'p Price,
+pub struct Resolved {
+    price: Price,
     fast: Option<f64>,
 }
 
-impl Resolved<'_> {
+impl Resolved {
     /// The cost of one response: [`Prices::cost_with_hour`]'s, to the bit.
     pub fn cost(&self, u: &Usage, hour: u64) -> f64 {
-        let p = self.price;
+        let p = &self.price;
         let hour = hour.min(u.cache_write);
         let five = Usage {
             cache_write: u.cache_write - hour,
@@ -257,14 +257,17 @@ impl Prices {
     /// once: a caller pricing many responses of one model keeps it (the
     /// lookup, a hash and up to seven more with a prefix, then a scan of
     /// every name, costs more than the pricing).
-    pub fn resolve(&self, model: &str) -> Option<Resolved<'_>> {
+    pub fn resolve(&self, model: &str) -> Option<Resolved> {
         let (name, fast) = match model.strip_suffix("-fast") {
             Some(base) if !self.models.contains_key(model) => (base, true),
             _ => (model, false),
         };
         let price = self.find(name)?;
         let fast = fast.then(|| self.fast_multiplier(name, price));
-        Some(Resolved { price, fast })
+        Some(Resolved {
+            price: *price,
+            fast,
+        })
     }
 
     fn fast_multiplier(&self, name: &str, p: &Price) -> f64 {

@@ -94,6 +94,49 @@ fn priced_stats_are_the_usage_rows_priced() {
                 None => assert_eq!(sum, 0.0, "{name}: no price, no cost"),
             }
         }
+        // Each model's and each project's line: its responses' costs
+        // summed in order, where one of them is priced.
+        let line = |keep: &dyn Fn(&mem_ingest::archive::CountedUsage) -> bool| {
+            let mut sum = 0.0f64;
+            let (mut any, mut known) = (false, false);
+            for r in rows.usage.iter().filter(|r| keep(r)) {
+                any |= !r.recorded;
+                if let Some(c) = r.cost(prices) {
+                    sum += c;
+                    known = true;
+                }
+            }
+            (any, known.then_some(sum))
+        };
+        let mut models_priced = 0;
+        for m in &priced.totals.by_model {
+            let (any, cost) = line(&|r| {
+                r.provider.as_deref() == Some(m.provider.as_str())
+                    && r.model.as_deref() == Some(m.model.as_str())
+            });
+            if any {
+                models_priced += 1;
+                assert_eq!(
+                    m.usage.cost.map(f64::to_bits),
+                    cost.map(f64::to_bits),
+                    "{}/{}",
+                    m.provider,
+                    m.model
+                );
+            }
+        }
+        assert!(models_priced >= 10, "{models_priced} models priced");
+        for p in &priced.totals.by_project {
+            let (any, cost) = line(&|r| r.project == p.project);
+            if any {
+                assert_eq!(
+                    p.cost.map(f64::to_bits),
+                    cost.map(f64::to_bits),
+                    "{}",
+                    p.project
+                );
+            }
+        }
         // Codex records no cost: its cost is priced, and not nothing.
         let codex = by["codex"].usage.cost.expect("Codex priced");
         assert!(codex > 0.0, "Codex's cost {codex}");

@@ -72,9 +72,9 @@ pub(crate) struct Config {
     /// Secrets in the records' free text are redacted (issue 46; default
     /// on): see [`crate::redact`].
     pub redact: bool,
-    /// Each response counted is kept to price the stats
-    /// ([`super::Archive::priced_stats`]).
-    pub costs: bool,
+    /// Each response counted is priced from these prices, its cost summed
+    /// by line of the stats ([`super::Archive::priced_stats`]).
+    pub costs: Option<Arc<crate::prices::Prices>>,
     /// Pipes named as PATHs that format detection opened and read the
     /// first bytes of: the reading task takes each (a pipe is opened and
     /// read once).

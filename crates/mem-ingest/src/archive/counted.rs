@@ -74,11 +74,11 @@ impl CountedUsage {
 /// [`CountedUsage::cost`] of a response's usage, `hour` of its cache
 /// writes kept an hour, `recorded` when its cost is the agent's: its
 /// model's price from `resolve`, asked only when it is needed.
-pub(crate) fn cost_of<'p>(
+pub(crate) fn cost_of(
     u: &Usage,
     hour: u64,
     recorded: bool,
-    resolve: impl FnOnce() -> Option<Resolved<'p>>,
+    resolve: impl FnOnce() -> Option<Resolved>,
 ) -> Option<f64> {
     if recorded {
         return Some(u.cost);

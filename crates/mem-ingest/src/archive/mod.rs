@@ -123,7 +123,7 @@ impl Default for ArchiveBuilder {
                 poll_only: false,
                 shard: None,
                 redact: true,
-                costs: false,
+                costs: None,
                 streams: Arc::default(),
             },
             roles: Vec::new(),
@@ -387,15 +387,16 @@ impl Archive {
     }
 
     /// As [`Archive::stats`], and the stats with every cost priced from
-    /// `prices` ([`Summary::to_stats_priced`]): the responses are kept as
-    /// little as pricing needs, not as [`Archive::usage`]'s rows (no
-    /// file, session or time; [`Summary::usage`] stays empty).
+    /// `prices` ([`Summary::to_stats_priced`]): each response is priced
+    /// as it is counted and its cost summed by line, none kept
+    /// ([`Summary::usage`] stays empty), the sums those of
+    /// [`Archive::usage`]'s rows priced, to the bit.
     ///
     /// # Errors
     /// As [`Archive::backfill`].
     pub fn priced_stats(&self, prices: &crate::prices::Prices) -> Result<(Summary, Stats), Error> {
         let mut cfg = self.cfg.clone();
-        cfg.costs = true;
+        cfg.costs = Some(Arc::new(prices.clone()));
         let summary = run::run(&cfg, Command::Stats, &mut Discard)?;
         let stats = summary.to_stats_priced(prices);
         Ok((summary, stats))

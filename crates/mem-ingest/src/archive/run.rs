@@ -405,12 +405,10 @@ fn finish<S: Sink>(ctx: &mut Ctx<'_, S>, mut totals: Summary) -> Result<Summary,
 
 /// One pass over the archive.
 fn pass<S: Sink>(ctx: &mut Ctx<'_, S>) -> Result<Summary, Error> {
-    let keep = if ctx.cfg.opts.usage_rows {
-        Keep::Rows
-    } else if ctx.cfg.costs {
-        Keep::Costs
-    } else {
-        Keep::Nothing
+    let keep = match &ctx.cfg.costs {
+        _ if ctx.cfg.opts.usage_rows => Keep::Rows,
+        Some(prices) => Keep::Costs(Arc::clone(prices)),
+        None => Keep::Nothing,
     };
     let mut totals = Summary::of_pass(&ctx.cfg.formats, ctx.state.is_some(), ctx.cfg.dedupe, keep);
     let listing = match ctx.listing.take() {
@@ -443,7 +441,7 @@ fn pass<S: Sink>(ctx: &mut Ctx<'_, S>) -> Result<Summary, Error> {
     if ctx.state.is_some() {
         opts = opts.hold_partial_tail(true);
     }
-    if ctx.sink.wants_usage() || ctx.cfg.costs {
+    if ctx.sink.wants_usage() || ctx.cfg.costs.is_some() {
         // A row per response counted, handed to the sink with its part,
         // or priced for the stats.
         opts = opts.usage_rows(true);

@@ -261,13 +261,10 @@ pub struct Summary {
     pub usage: Vec<CountedUsage>,
     /// The run keeps [`Summary::usage`].
     keep_usage: bool,
-    /// Each response counted, as little as pricing needs (no file,
-    /// session or time; shared names), when the run keeps them for
-    /// [`Summary::to_stats_priced`] alone ([`super::Archive::priced_stats`]);
-    /// in the order of [`Summary::usage`].
-    costs: Vec<CostRow>,
-    /// The run keeps `costs`.
-    keep_costs: bool,
+    /// The costs of the responses counted, priced as they are counted
+    /// and summed by line ([`super::Archive::priced_stats`]): no row is
+    /// kept.
+    pricing: Option<Box<Pricing>>,
     /// The agents this run added to those its checkpoint reads (an
     /// `--agent` naming agents the checkpoint did not read): later runs
     /// without `--agent` read them too.
@@ -293,11 +290,16 @@ impl Summary {
         dedupe: bool,
         keep: Keep,
     ) -> Summary {
+        let keep_usage = matches!(keep, Keep::Rows);
+        let pricing = match keep {
+            Keep::Costs(prices) => Some(Box::new(Pricing::new(prices))),
+            _ => None,
+        };
         Summary {
             stateful,
             dedupe,
-            keep_usage: keep == Keep::Rows,
-            keep_costs: keep == Keep::Costs,
+            keep_usage,
+            pricing,
             responses_of: formats
                 .iter()
                 .find_map(|f| Some((f.name(), f.responses_provider()?))),
@@ -377,17 +379,21 @@ impl Summary {
             s.file_done(report, header, priced, partial);
         }
         self.totals.file_done(report, header, priced, partial);
-        if self.keep_costs && !report.usage_rows.is_empty() {
-            let project: Arc<str> = Arc::from(header.map_or("", |h| h.cwd.as_str()));
-            self.costs.extend(report.usage_rows.iter().map(|r| CostRow {
-                agent: format.name(),
-                project: Arc::clone(&project),
-                provider: r.provider.clone(),
-                model: r.model.clone(),
-                usage: r.usage,
-                cache_write_1h: 0,
-                recorded: priced,
-            }));
+        if let Some(p) = self.pricing.as_mut() {
+            if !report.usage_rows.is_empty() {
+                let project = header.map_or("", |h| h.cwd.as_str());
+                p.add(
+                    format.name(),
+                    project,
+                    report.usage_rows.iter().map(|r| CostOf {
+                        provider: r.provider.as_deref(),
+                        model: r.model.as_deref(),
+                        usage: &r.usage,
+                        hour: 0,
+                        recorded: priced,
+                    }),
+                );
+            }
         }
         if self.keep_usage && !report.usage_rows.is_empty() {
             let file = path.display().to_string();
@@ -465,24 +471,21 @@ impl Summary {
         if let (Some(s), Some(name)) = (source, name) {
             self.by_source.insert(name, s);
         }
-        if self.keep_costs {
+        if let Some(p) = self.pricing.as_mut() {
             let agent = name.unwrap_or("claude");
-            let provider: Option<Arc<str>> = provider.map(Arc::from);
-            for run in responses
-                .kept()
-                .chunk_by(|a, b| a.model == b.model && a.project == b.project)
-            {
-                let project: Arc<str> = Arc::from(run[0].project.as_str());
-                let model: Option<Arc<str>> = run[0].model.as_deref().map(Arc::from);
-                self.costs.extend(run.iter().map(|r| CostRow {
+            for run in responses.kept().chunk_by(|a, b| a.project == b.project) {
+                p.add(
                     agent,
-                    project: Arc::clone(&project),
-                    provider: provider.clone(),
-                    model: model.clone(),
-                    usage: r.usage,
-                    cache_write_1h: r.cache_write_1h,
-                    recorded: r.usage.cost != 0.0,
-                }));
+                    &run[0].project,
+                    run.iter().map(|r| CostOf {
+                        provider,
+                        model: r.model.as_deref(),
+                        usage: &r.usage,
+                        hour: r.cache_write_1h,
+                        // `costUSD`, where the line has one.
+                        recorded: r.usage.cost != 0.0,
+                    }),
+                );
             }
         }
         if self.keep_usage {
@@ -556,141 +559,220 @@ impl Summary {
     /// adds nothing, and a line of such responses alone stays null. Lines
     /// of recorded costs alone keep theirs, to the bit.
     ///
-    /// Only for a run that kept its responses ([`super::Archive::usage`],
-    /// [`super::Archive::priced_stats`]) without a checkpoint (a run with
-    /// one does not see the responses of the files it finds unchanged or
-    /// grown, so that its costs would depend on what earlier runs read):
-    /// else as [`Summary::to_stats`].
+    /// Only for a run that kept its responses ([`super::Archive::usage`])
+    /// or priced them ([`super::Archive::priced_stats`], whose prices
+    /// these are then, whatever `prices` says) without a checkpoint (a
+    /// run with one does not see the responses of the files it finds
+    /// unchanged or grown, so that its costs would depend on what earlier
+    /// runs read): else as [`Summary::to_stats`].
     pub fn to_stats_priced(&self, prices: &crate::prices::Prices) -> Stats {
         let mut s = self.to_stats();
         if self.stateful {
             return s;
         }
-        if self.keep_costs {
-            price_stats(&mut s, prices, &self.costs);
+        if let Some(p) = &self.pricing {
+            p.apply(&mut s);
         } else if self.keep_usage {
-            price_stats(&mut s, prices, &self.usage);
+            // The rows, priced in their order as a priced run prices them.
+            let mut p = Pricing::new(Arc::new(prices.clone()));
+            for r in &self.usage {
+                p.add(
+                    r.agent,
+                    &r.project,
+                    std::iter::once(CostOf {
+                        provider: r.provider.as_deref(),
+                        model: r.model.as_deref(),
+                        usage: &r.usage,
+                        hour: r.cache_write_1h,
+                        recorded: r.recorded,
+                    }),
+                );
+            }
+            p.apply(&mut s);
         }
         s
     }
 }
 
 /// What a pass keeps of each response counted, beyond the sums.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Default)]
 pub(super) enum Keep {
     /// Nothing.
     #[default]
     Nothing,
     /// A [`CountedUsage`] each ([`Summary::usage`]).
     Rows,
-    /// A [`CostRow`] each, to price the stats.
-    Costs,
+    /// Its cost, from these prices, summed by line ([`Pricing`]).
+    Costs(Arc<crate::prices::Prices>),
 }
 
-/// A response counted, as [`Summary::to_stats_priced`] prices it.
-#[derive(Debug, Clone)]
-struct CostRow {
-    agent: &'static str,
-    project: Arc<str>,
-    provider: Option<Arc<str>>,
-    model: Option<Arc<str>>,
-    usage: crate::record::Usage,
-    cache_write_1h: u64,
+/// A response as pricing reads it.
+struct CostOf<'r> {
+    provider: Option<&'r str>,
+    model: Option<&'r str>,
+    usage: &'r crate::record::Usage,
+    /// Of its cache writes, those kept an hour.
+    hour: u64,
+    /// Its cost is the agent's.
     recorded: bool,
 }
 
-/// What pricing reads of a response, kept as a [`CountedUsage`] or a
-/// [`CostRow`].
-trait Priceable {
-    fn agent(&self) -> &'static str;
-    fn project(&self) -> &str;
-    fn provider(&self) -> Option<&str>;
-    fn model(&self) -> Option<&str>;
-    fn usage(&self) -> &crate::record::Usage;
-    fn cache_write_1h(&self) -> u64;
-    fn recorded(&self) -> bool;
+/// Costs summed by line as responses are counted, each response priced
+/// once (see [`CountedUsage::cost`]), in the order counted: the totals',
+/// and each agent's.
+#[derive(Debug)]
+struct Pricing {
+    prices: Arc<crate::prices::Prices>,
+    /// Each model's price, looked up once.
+    resolved: Keyed<Option<crate::prices::Resolved>>,
+    totals: CostLines,
+    by_agent: Vec<(&'static str, CostLines)>,
 }
 
-impl Priceable for CountedUsage {
-    fn agent(&self) -> &'static str {
-        self.agent
-    }
-    fn project(&self) -> &str {
-        &self.project
-    }
-    fn provider(&self) -> Option<&str> {
-        self.provider.as_deref()
-    }
-    fn model(&self) -> Option<&str> {
-        self.model.as_deref()
-    }
-    fn usage(&self) -> &crate::record::Usage {
-        &self.usage
-    }
-    fn cache_write_1h(&self) -> u64 {
-        self.cache_write_1h
-    }
-    fn recorded(&self) -> bool {
-        self.recorded
-    }
+/// A price line's sums: the total, by provider and model, by project.
+#[derive(Debug, Default)]
+struct CostLines {
+    total: PricedSum,
+    /// By provider, then model.
+    models: Keyed<Keyed<PricedSum>>,
+    projects: Keyed<PricedSum>,
 }
 
-impl Priceable for CostRow {
-    fn agent(&self) -> &'static str {
-        self.agent
-    }
-    fn project(&self) -> &str {
-        &self.project
-    }
-    fn provider(&self) -> Option<&str> {
-        self.provider.as_deref()
-    }
-    fn model(&self) -> Option<&str> {
-        self.model.as_deref()
-    }
-    fn usage(&self) -> &crate::record::Usage {
-        &self.usage
-    }
-    fn cache_write_1h(&self) -> u64 {
-        self.cache_write_1h
-    }
-    fn recorded(&self) -> bool {
-        self.recorded
+/// Values by name, the last name's found without a hash (responses come
+/// in runs of one model and project).
+#[derive(Debug)]
+struct Keyed<V> {
+    index: HashMap<Box<str>, usize>,
+    values: Vec<V>,
+    last: Option<usize>,
+    names: Vec<Box<str>>,
+}
+
+impl<V> Default for Keyed<V> {
+    fn default() -> Self {
+        Keyed {
+            index: HashMap::new(),
+            values: Vec::new(),
+            last: None,
+            names: Vec::new(),
+        }
     }
 }
 
-/// Prices `s`'s lines from `rows`: the totals', and each source's from
-/// its own rows, each response's cost found once (its model looked up
-/// once per model) and summed in the rows' order.
-fn price_stats<R: Priceable>(s: &mut Stats, prices: &crate::prices::Prices, rows: &[R]) {
-    let mut models: Sums<&str, Option<crate::prices::Resolved<'_>>> = Sums::default();
-    let costs: Vec<Option<f64>> = rows
-        .iter()
-        .map(|r| {
-            super::counted::cost_of(r.usage(), r.cache_write_1h(), r.recorded(), || {
-                let m = r.model()?;
-                *models.at_or_else(m, || prices.resolve(m))
-            })
-        })
-        .collect();
-    price_lines(&mut s.totals, costs.iter().copied().zip(rows));
-    if let Some(by) = s.by_source.as_mut() {
-        for (name, st) in by.iter_mut() {
-            price_lines(
-                st,
-                costs
-                    .iter()
-                    .copied()
-                    .zip(rows)
-                    .filter(|(_, r)| r.agent() == name.as_str()),
-            );
+impl<V> Keyed<V> {
+    /// `name`'s place, `new()` its value when it has none yet.
+    fn at(&mut self, name: &str, new: impl FnOnce() -> V) -> usize {
+        if let Some(i) = self.last {
+            if *self.names[i] == *name {
+                return i;
+            }
+        }
+        let i = match self.index.get(name) {
+            Some(&i) => i,
+            None => {
+                let i = self.values.len();
+                self.index.insert(name.into(), i);
+                self.names.push(name.into());
+                self.values.push(new());
+                i
+            }
+        };
+        self.last = Some(i);
+        i
+    }
+
+    fn get(&self, name: &str) -> Option<&V> {
+        self.index.get(name).map(|&i| &self.values[i])
+    }
+}
+
+impl Pricing {
+    fn new(prices: Arc<crate::prices::Prices>) -> Pricing {
+        Pricing {
+            prices,
+            resolved: Keyed::default(),
+            totals: CostLines::default(),
+            by_agent: Vec::new(),
+        }
+    }
+
+    /// Responses of `agent` in `project`, in the order counted.
+    fn add<'r>(
+        &mut self,
+        agent: &'static str,
+        project: &str,
+        rows: impl Iterator<Item = CostOf<'r>>,
+    ) {
+        let a = match self.by_agent.iter().position(|(n, _)| *n == agent) {
+            Some(a) => a,
+            None => {
+                self.by_agent.push((agent, CostLines::default()));
+                self.by_agent.len() - 1
+            }
+        };
+        let lines = &mut self.by_agent[a].1;
+        let (pt, pa) = (
+            self.totals.projects.at(project, PricedSum::default),
+            lines.projects.at(project, PricedSum::default),
+        );
+        for r in rows {
+            let (prices, resolved) = (&self.prices, &mut self.resolved);
+            let cost = super::counted::cost_of(r.usage, r.hour, r.recorded, || {
+                let m = r.model?;
+                let i = resolved.at(m, || prices.resolve(m));
+                resolved.values[i]
+            });
+            for l in [&mut self.totals, &mut *lines] {
+                l.total.add(cost, r.recorded);
+                if let (Some(p), Some(m)) = (r.provider, r.model) {
+                    l.model(p, m).add(cost, r.recorded);
+                }
+            }
+            self.totals.projects.values[pt].add(cost, r.recorded);
+            lines.projects.values[pa].add(cost, r.recorded);
+        }
+    }
+
+    /// The stats' lines priced: the totals', and each source's from its
+    /// own responses.
+    fn apply(&self, s: &mut Stats) {
+        self.totals.apply(&mut s.totals);
+        if let Some(by) = s.by_source.as_mut() {
+            for (name, st) in by.iter_mut() {
+                if let Some((_, l)) = self.by_agent.iter().find(|(n, _)| *n == name.as_str()) {
+                    l.apply(st);
+                }
+            }
+        }
+    }
+}
+
+impl CostLines {
+    fn model(&mut self, provider: &str, model: &str) -> &mut PricedSum {
+        let p = self.models.at(provider, Keyed::default);
+        let m = &mut self.models.values[p];
+        let i = m.at(model, PricedSum::default);
+        &mut m.values[i]
+    }
+
+    fn apply(&self, st: &mut SourceStats) {
+        self.total.apply(&mut st.usage.cost);
+        for m in &mut st.by_model {
+            if let Some(p) = self.models.get(&m.provider).and_then(|k| k.get(&m.model)) {
+                p.apply(&mut m.usage.cost);
+            }
+        }
+        for p in &mut st.by_project {
+            if let Some(x) = self.projects.get(&p.project) {
+                x.apply(&mut p.cost);
+            }
         }
     }
 }
 
 /// A cost summed over responses: the line's own when every one recorded
 /// its cost, else the known costs summed (None when none is known).
-#[derive(Default)]
+#[derive(Debug, Default)]
 struct PricedSum {
     sum: f64,
     known: bool,
@@ -709,80 +791,6 @@ impl PricedSum {
     fn apply(&self, cost: &mut Option<f64>) {
         if self.priced {
             *cost = self.known.then_some(self.sum);
-        }
-    }
-}
-
-/// Values by key, the last key's found without a lookup: responses come
-/// in runs of one model and project (a file's).
-struct Sums<K, V> {
-    index: HashMap<K, usize>,
-    values: Vec<V>,
-    last: Option<(K, usize)>,
-}
-
-impl<K, V> Default for Sums<K, V> {
-    fn default() -> Self {
-        Sums {
-            index: HashMap::new(),
-            values: Vec::new(),
-            last: None,
-        }
-    }
-}
-
-impl<K: Copy + Eq + std::hash::Hash, V> Sums<K, V> {
-    /// `key`'s value, `new()` when it has none yet.
-    fn at_or_else(&mut self, key: K, new: impl FnOnce() -> V) -> &mut V {
-        let i = match self.last {
-            Some((k, i)) if k == key => i,
-            _ => {
-                let n = self.values.len();
-                let i = *self.index.entry(key).or_insert(n);
-                if i == n {
-                    self.values.push(new());
-                }
-                self.last = Some((key, i));
-                i
-            }
-        };
-        &mut self.values[i]
-    }
-
-    fn get(&self, key: &K) -> Option<&V> {
-        self.index.get(key).map(|&i| &self.values[i])
-    }
-}
-
-/// Prices one source's (or the totals') lines from its responses.
-fn price_lines<'r, R: Priceable + 'r>(
-    st: &mut SourceStats,
-    rows: impl Iterator<Item = (Option<f64>, &'r R)>,
-) {
-    let mut total = PricedSum::default();
-    let mut by_model: Sums<(&str, &str), PricedSum> = Sums::default();
-    let mut by_project: Sums<&str, PricedSum> = Sums::default();
-    for (cost, r) in rows {
-        let recorded = r.recorded();
-        total.add(cost, recorded);
-        if let (Some(p), Some(m)) = (r.provider(), r.model()) {
-            by_model
-                .at_or_else((p, m), PricedSum::default)
-                .add(cost, recorded);
-        }
-        by_project
-            .at_or_else(r.project(), PricedSum::default)
-            .add(cost, recorded);
-    }
-    total.apply(&mut st.usage.cost);
-    for m in &mut st.by_model {
-        if let Some(p) = by_model.get(&(m.provider.as_str(), m.model.as_str())) {
-            p.apply(&mut m.usage.cost);
-        }
-    }
-    for p in &mut st.by_project {
-        if let Some(x) = by_project.get(&p.project.as_str()) {
-            x.apply(&mut p.cost);
         }
     }
 }
