@@ -347,6 +347,7 @@ impl MapRows for CursorIde {
             path: path.to_path_buf(),
             folders: folders(path),
             pending_read: false,
+            bytes: 0,
         };
         Ok((header, Box::new(db)))
     }
@@ -366,6 +367,9 @@ struct Db {
     path: PathBuf,
     folders: HashMap<String, String>,
     pending_read: bool,
+    /// The bytes of the bubbles read so far (the rows' places, by which
+    /// the engine hands a long read over in parts).
+    bytes: u64,
 }
 
 const COMPOSER_SQL: &str = "SELECT json_extract(value, '$.status'), \
@@ -600,7 +604,7 @@ impl Db {
                 key: row_key,
                 fingerprint: fp,
                 line,
-                byte: 0,
+                byte: self.bytes,
                 record: rec,
             },
         );
@@ -650,7 +654,7 @@ impl Db {
                 key: rkey,
                 fingerprint: fingerprint(&[b"cursor-result", cid.as_bytes(), bid.as_bytes()]),
                 line,
-                byte: 0,
+                byte: self.bytes,
                 record: rec,
             },
         );
@@ -724,6 +728,9 @@ impl Database for Db {
                     }
                     continue;
                 }
+                if let Some((_, v)) = &it.bubble {
+                    self.bytes += v.len() as u64;
+                }
                 match b {
                     Ok(b) => self.bubble(
                         &it.composer_id,
@@ -749,7 +756,7 @@ impl Database for Db {
                                 key: arena.alloc_str(&key),
                                 fingerprint: fingerprint(&[b"cursor", key.as_bytes()]),
                                 line,
-                                byte: 0,
+                                byte: self.bytes,
                                 record: None,
                             },
                         );

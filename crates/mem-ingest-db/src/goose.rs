@@ -184,6 +184,7 @@ impl MapRows for Goose {
             ledger,
             usage_read: false,
             sessions: HashMap::new(),
+            bytes: 0,
         };
         Ok((header, Box::new(db)))
     }
@@ -204,6 +205,9 @@ struct Db {
     ledger: bool,
     usage_read: bool,
     sessions: HashMap<String, Session>,
+    /// The bytes of the messages read so far (the rows' places, by which
+    /// the engine hands a long read over in parts).
+    bytes: u64,
 }
 
 /// A `messages` row.
@@ -398,6 +402,7 @@ fn usage_row<'a>(
     key: String,
     fp: u64,
     line: u64,
+    byte: u64,
 ) {
     rows.push(
         report,
@@ -405,7 +410,7 @@ fn usage_row<'a>(
             key: arena.alloc_str(&key),
             fingerprint: fp,
             line,
-            byte: 0,
+            byte,
             record: None,
         },
     );
@@ -458,7 +463,7 @@ impl Db {
                 &u.cache_read.to_le_bytes(),
                 &u.cache_write.to_le_bytes(),
             ]);
-            usage_row(report, rows, arena, key, fp, at.line);
+            usage_row(report, rows, arena, key, fp, at.line, 0);
         }
         for (sid, now, has_ledger) in acc {
             if has_ledger {
@@ -505,7 +510,7 @@ impl Db {
                 &now.n[0].to_le_bytes(),
             ]);
             let key = format!("acc:{sid}:{}:{}", now.n[0], now.n[4]);
-            usage_row(report, rows, arena, key, fp, 0);
+            usage_row(report, rows, arena, key, fp, 0, 0);
         }
         Ok(())
     }
@@ -552,7 +557,7 @@ impl Db {
                         key: arena.alloc_str(key),
                         fingerprint: fingerprint(&[b"goose", session.as_bytes(), id.as_bytes()]),
                         line,
-                        byte: 0,
+                        byte: self.bytes,
                         record: None,
                     },
                 );
@@ -656,7 +661,7 @@ impl Db {
                     key: arena.alloc_str(key),
                     fingerprint: fp,
                     line,
-                    byte: 0,
+                    byte: self.bytes,
                     record: rec,
                 },
             );
@@ -716,7 +721,7 @@ impl Db {
                         cid.as_bytes(),
                     ]),
                     line,
-                    byte: 0,
+                    byte: self.bytes,
                     record: rec,
                 },
             );
@@ -775,10 +780,12 @@ impl Database for Db {
                         key,
                         fingerprint(&[b"goose-bad", &m.id.to_le_bytes()]),
                         line,
+                        self.bytes,
                     );
                     continue;
                 }
             };
+            self.bytes += m.content.len() as u64;
             self.message(m, &key, &content, arena, filter, report, rows);
         }
         Ok(full)

@@ -637,7 +637,8 @@ pub(super) fn drain<E: Encoder>(
         }
         if let Some(h) = handing.as_mut() {
             let from = *part_from.get_or_insert(byte);
-            if byte - from >= plan::PART_BYTES {
+            // (A source whose places go back is not cut short: saturated.)
+            if byte.saturating_sub(from) >= plan::PART_BYTES {
                 let Some(report) = src.take_report_so_far() else {
                     // A source that cannot: its read is handed over whole.
                     handing = None;
