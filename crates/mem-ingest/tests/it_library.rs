@@ -419,7 +419,7 @@ fn a_sink_keeps_its_own_checkpoint_from_what_changed() {
     fs::remove_dir_all(d).unwrap();
 }
 
-/// The state file this release writes, checked in (`fixtures/state-v12.state`,
+/// The state file this release writes, checked in (`fixtures/state-v13.state`,
 /// written by the `library_backfill` example over `hand-built.jsonl` and
 /// `pi-classic.jsonl`, links not followed). File identity includes device
 /// and inode, so copies of the two files here are new to it: every file is
@@ -428,17 +428,19 @@ fn a_sink_keeps_its_own_checkpoint_from_what_changed() {
 #[test]
 fn the_checked_in_state_of_this_release() {
     checked_in_state(
-        "state-v12.state",
+        "state-v13.state",
         mem_ingest::archive::STATE_VERSION,
         Links::Skip,
     );
 }
 
-/// The states of the releases before (layout 11, no redaction recorded;
-/// layout 10, a parent as its text) are upgraded: the same as this
-/// release's, but unredacted (see `checked_in_state`).
+/// The states of the releases before (layout 12, no usage rows' file;
+/// layout 11, no redaction recorded; layout 10, a parent as its text) are
+/// upgraded: the same as this release's, 11 and 10 unredacted (see
+/// `checked_in_state`).
 #[test]
 fn the_checked_in_state_of_the_release_before() {
+    checked_in_state("state-v12.state", 12, Links::Skip);
     checked_in_state("state-v11.state", 11, Links::Skip);
     checked_in_state("state-v10.state", 10, Links::Skip);
 }

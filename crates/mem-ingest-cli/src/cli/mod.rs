@@ -10,7 +10,7 @@ mod usage;
 mod when;
 
 use std::io::{self, IsTerminal, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -224,6 +224,14 @@ struct BackfillArgs {
     /// record at least once.
     #[arg(long, short = 'o', value_name = "FILE", conflicts_with = "db")]
     output: Option<PathBuf>,
+    /// With -o: write a usage row per counted response (exactly the
+    /// responses `stats` counts; tokens, cost) as NDJSON into FILE, beside
+    /// the records: replaced when the run ends, as -o, or with --state
+    /// appended to, every row exactly once even when a run is killed (the
+    /// state, -o and FILE are one set). A state that pairs with a usage file
+    /// refuses a run without it (exit 2).
+    #[arg(long, value_name = "FILE", requires = "output")]
+    usage_out: Option<PathBuf>,
     /// Write into the SQLite store FILE (created when missing): one row
     /// per record, sessions, a full-text index, and its own checkpoint in
     /// the same transactions, so runs are incremental and exactly once
@@ -677,6 +685,18 @@ fn fail(e: &Error) -> i32 {
     }
 }
 
+/// Whether two paths name one file: the same spelling, or the same file
+/// on the disk.
+fn same_file(a: &Path, b: &Path) -> bool {
+    if a == b {
+        return true;
+    }
+    match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
+        (Ok(x), Ok(y)) => x == y,
+        _ => false,
+    }
+}
+
 fn backfill(a: BackfillArgs) -> i32 {
     if a.db.is_some() && a.common.no_dedupe {
         eprintln!(
@@ -737,8 +757,27 @@ fn backfill(a: BackfillArgs) -> i32 {
             Err(e) => Err(e),
         },
         (None, _) => send(&archive, a.follow, &mut NdjsonStdout::new()),
-        (Some(o), None) => send(&archive, a.follow, &mut NdjsonFile::create(o)),
-        (Some(o), Some(s)) => send(&archive, a.follow, &mut NdjsonFile::append(o, s)),
+        (Some(o), state) => {
+            if let Some(u) = &a.usage_out {
+                if same_file(o, u) || a.common.state.as_deref().is_some_and(|s| same_file(s, u)) {
+                    eprintln!(
+                        "error: --usage-out {}: the usage rows' file must be a file of its \
+                         own (not -o's or --state's)",
+                        u.display()
+                    );
+                    return 2;
+                }
+            }
+            let f = match state {
+                None => NdjsonFile::create(o),
+                Some(s) => NdjsonFile::append(o, s),
+            };
+            let mut f = match &a.usage_out {
+                Some(u) => f.usage_out(u),
+                None => f,
+            };
+            send(&archive, a.follow, &mut f)
+        }
     };
     match result {
         Err(e) => fail(&e),

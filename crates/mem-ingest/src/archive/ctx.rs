@@ -186,7 +186,15 @@ pub(super) fn checkpoint<S: Sink>(
         return Ok(());
     }
     let st = ctx.state.as_mut().expect("checked");
-    if let Some(m) = mark {
+    if let Some(mut m) = mark {
+        if let Some((path, len)) = m.usage.take() {
+            st.usage_output = Some(OutputState {
+                path,
+                len,
+                id: 0,
+                parts: Vec::new(),
+            });
+        }
         st.output = Some(OutputState::of(m));
     }
     let key = in_progress.as_ref().map(|(k, _)| k.clone());

@@ -186,10 +186,11 @@ pub(crate) fn run<S: Sink>(cfg: &Config, command: Command, sink: &mut S) -> Resu
         }
     }
     if stateful {
-        let mark = saved
-            .as_ref()
-            .and_then(|s| s.output.as_ref())
-            .map(OutputState::mark);
+        let mark = saved.as_ref().and_then(|s| {
+            let mut m = s.output.as_ref().map(OutputState::mark)?;
+            m.usage = s.usage_mark();
+            Some(m)
+        });
         ctx.sink.resume_at(mark.as_ref(), saved.is_some())?;
     }
     // A state of an older layout is saved in the current one at the end.
@@ -221,8 +222,11 @@ pub(crate) fn run<S: Sink>(cfg: &Config, command: Command, sink: &mut S) -> Resu
     // it, before the first byte is written: a run killed at any moment
     // after this leaves an output the next run knows for its own and cuts
     // back.
-    let pairs =
-        ctx.sink.pairs_with_checkpoint() && ctx.state.as_ref().is_some_and(|s| s.output.is_none());
+    let pairs = ctx.sink.pairs_with_checkpoint()
+        && ctx
+            .state
+            .as_ref()
+            .is_some_and(|s| s.output.is_none() || ctx.sink.unpaired());
     let result = (|| {
         if pairs {
             checkpoint(&mut ctx, None)?;

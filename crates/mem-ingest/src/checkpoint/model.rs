@@ -279,6 +279,7 @@ impl OutputState {
             next_part: self.len,
             id: self.id,
             parts: self.parts.clone(),
+            usage: None,
         }
     }
 
@@ -309,6 +310,9 @@ pub struct Mark {
     /// A dataset: the parts the checkpoint covers, as paths relative to
     /// `path` (none for a file).
     pub parts: Vec<String>,
+    /// A file written with its usage rows' file beside it (`--usage-out`):
+    /// that file's path, as given, and the bytes of it covered.
+    pub usage: Option<(String, u64)>,
 }
 
 impl Mark {

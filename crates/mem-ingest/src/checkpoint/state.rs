@@ -36,7 +36,9 @@ use crate::usage::Response;
 /// are followed ([`OutputOptions::links`]). Version 11 records what kind
 /// of parent a file's header names ([`Parent`]). Version 12 records
 /// whether the records' text was redacted ([`OutputOptions::redact`]).
-pub const STATE_VERSION: u32 = 12;
+/// Version 13 records what the checkpoint covers of the usage rows' file
+/// (`--usage-out`, [`State::usage_output`]), after the rest.
+pub const STATE_VERSION: u32 = 13;
 /// Version of what a record line holds; a state written for another one is
 /// refused, since re-runs append to the same output.
 pub const RECORD_FORMAT: u32 = 1;
@@ -79,6 +81,27 @@ pub struct State {
     /// it): if it then fails or is gone, they are read again. Empty in a
     /// state before layout version 8.
     pub(crate) pending_forks: BTreeMap<String, Vec<String>>,
+    /// Bytes of the usage rows' file the state covers (`--usage-out`), if
+    /// any. None in a state before layout version 13.
+    pub usage_output: Option<OutputState>,
+}
+
+/// The layout of version 12 (no usage output), read and converted.
+#[derive(Deserialize)]
+struct StateV12 {
+    #[allow(dead_code)]
+    version: u32,
+    #[serde(with = "OptionsV12")]
+    options: OutputOptions,
+    output: Option<OutputState>,
+    #[serde(deserialize_with = "files_v11")]
+    files: BTreeMap<String, Arc<FileState>>,
+    #[serde(with = "blob")]
+    lineages: Vec<u8>,
+    #[serde(with = "blob")]
+    responses: Vec<u8>,
+    shard_roots: BTreeMap<String, String>,
+    pending_forks: BTreeMap<String, Vec<String>>,
 }
 
 impl State {
@@ -97,6 +120,12 @@ impl State {
         st
     }
 
+    /// What the state covers of the usage rows' file, as a mark's
+    /// [`Mark::usage`].
+    pub fn usage_mark(&self) -> Option<(String, u64)> {
+        self.usage_output.as_ref().map(|u| (u.path.clone(), u.len))
+    }
+
     /// A new, empty state.
     pub fn new(options: OutputOptions) -> State {
         let mut st = State {
@@ -108,6 +137,7 @@ impl State {
             responses: Vec::new(),
             shard_roots: BTreeMap::new(),
             pending_forks: BTreeMap::new(),
+            usage_output: None,
         };
         st.set_lineages(&[]);
         st
@@ -676,6 +706,17 @@ fn load_layout(path: &Path) -> Result<Option<State>, Error> {
         STATE_VERSION => postcard::from_bytes(&bytes[12..])
             .map(|st: State| Some(State { version, ..st }))
             .map_err(damaged),
+        12 => {
+            let v12: StateV12 = postcard::from_bytes(&bytes[12..]).map_err(damaged)?;
+            let st = State::of_layout(12, v12.options, v12.output, v12.files);
+            Ok(Some(State {
+                lineages: v12.lineages,
+                responses: v12.responses,
+                shard_roots: v12.shard_roots,
+                pending_forks: v12.pending_forks,
+                ..st
+            }))
+        }
         11 => {
             let v11: StateV11 = postcard::from_bytes(&bytes[12..]).map_err(damaged)?;
             let st = State::of_layout(11, v11.options, v11.output, v11.files);
@@ -950,7 +991,11 @@ impl Checkpoint<'_> {
 
     /// What the checkpoint covers of the output.
     pub fn mark(&self) -> Option<Mark> {
-        self.state.output.as_ref().map(OutputState::mark)
+        self.state.output.as_ref().map(|o| {
+            let mut m = o.mark();
+            m.usage = self.state.usage_mark();
+            m
+        })
     }
 
     /// Every file of the state, by key.
@@ -1037,6 +1082,13 @@ pub fn save_v11(path: &Path, state: &State) -> io::Result<()> {
     save_in(path, state, &state.lineages, &state.responses, 11)
 }
 
+/// Writes `state` in the layout of version 12 (no usage output), as
+/// mem-ingest before version 13 did: for tests of the upgrade.
+#[cfg(test)]
+pub fn save_v12(path: &Path, state: &State) -> io::Result<()> {
+    save_in(path, state, &state.lineages, &state.responses, 12)
+}
+
 /// Writes `state` in the layout of version 9 (no links in the options),
 /// as mem-ingest before version 10 did: for tests of the upgrade.
 #[cfg(test)]
@@ -1085,6 +1137,11 @@ fn save_in(
             serialize_with = "ser_present"
         )]
         pending_forks: Option<&'a BTreeMap<String, Vec<String>>>,
+        #[serde(
+            skip_serializing_if = "Option::is_none",
+            serialize_with = "ser_present"
+        )]
+        usage_output: Option<&'a Option<OutputState>>,
     }
     /// The options in the layout of `version`.
     struct Shape<'a>(&'a OutputOptions, u32);
@@ -1110,6 +1167,7 @@ fn save_in(
         responses,
         shard_roots: (version >= 8).then_some(&state.shard_roots),
         pending_forks: (version >= 8).then_some(&state.pending_forks),
+        usage_output: (version >= 13).then_some(&state.usage_output),
     })
     .map_err(io::Error::other)?;
     crate::atomic::write_durably(path, |f| {
@@ -1828,9 +1886,41 @@ mod tests {
             let mut again = st.clone();
             again.options.redact = choice;
             save(&p, &again).unwrap();
-            assert_eq!(fs::read(&p).unwrap()[8..12], 12u32.to_le_bytes());
+            assert_eq!(fs::read(&p).unwrap()[8..12], 13u32.to_le_bytes());
             assert_eq!(load(&p).unwrap().unwrap().options.redact, choice);
         }
+        // Layout 12 recorded no usage rows' file: it reads back with none,
+        // the rest as saved; layout 13 keeps it.
+        let mut with_usage = st.clone();
+        with_usage.usage_output = Some(OutputState::of(Mark::file("u.ndjson", 77)));
+        save(&p, &with_usage).unwrap();
+        assert_eq!(fs::read(&p).unwrap()[8..12], 13u32.to_le_bytes());
+        let v13 = load(&p).unwrap().unwrap();
+        assert_eq!(v13.usage_output, with_usage.usage_output);
+        assert_eq!(v13.usage_mark(), Some(("u.ndjson".to_owned(), 77)));
+        assert_eq!((&v13.options, &v13.output), (&st.options, &st.output));
+        save_v12(&p, &with_usage).unwrap();
+        assert_eq!(fs::read(&p).unwrap()[8..12], 12u32.to_le_bytes());
+        let v12 = load(&p).unwrap().unwrap();
+        assert_eq!(v12.version, 12);
+        assert_eq!(v12.usage_output, None);
+        assert_eq!(
+            (
+                &v12.options,
+                &v12.output,
+                &v12.shard_roots,
+                &v12.pending_forks,
+                &v12.responses
+            ),
+            (
+                &st.options,
+                &st.output,
+                &st.shard_roots,
+                &st.pending_forks,
+                &st.responses
+            )
+        );
+        assert_eq!(v12.files.len(), st.files.len());
         // Layout 7 recorded no shard roots: it reads back with none.
         save_v7(&p, &st).unwrap();
         assert_eq!(fs::read(&p).unwrap()[8..12], 7u32.to_le_bytes());

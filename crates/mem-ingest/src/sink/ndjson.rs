@@ -233,6 +233,10 @@ impl Sink for NdjsonStdout {
 /// its own, a killed run's torn tail is cut back to that, the file is
 /// synced before each checkpoint, and a file holding bytes no checkpoint
 /// covers is refused.
+///
+/// With [`NdjsonFile::usage_out`], a second file beside it takes a row per
+/// counted response (`--usage-out`), written, synced and covered by the
+/// checkpoint with the records' file.
 #[derive(Debug)]
 pub struct NdjsonFile {
     path: PathBuf,
@@ -240,6 +244,11 @@ pub struct NdjsonFile {
     state: Option<PathBuf>,
     out: Option<OpenFile>,
     pool: BufferPool,
+    /// The usage rows' file, when there is one.
+    usage: Option<Box<NdjsonFile>>,
+    /// The usage rows' file is new to the checkpoint (see
+    /// [`Sink::unpaired`]).
+    usage_unpaired: bool,
 }
 
 #[derive(Debug)]
@@ -261,6 +270,8 @@ impl NdjsonFile {
             state: None,
             out: None,
             pool: BufferPool::default(),
+            usage: None,
+            usage_unpaired: false,
         }
     }
 
@@ -272,7 +283,41 @@ impl NdjsonFile {
             state: Some(state.into()),
             out: None,
             pool: BufferPool::default(),
+            usage: None,
+            usage_unpaired: false,
         }
+    }
+
+    /// Writes a row per counted response (exactly the responses `stats`
+    /// counts) as NDJSON into `path`, beside the records: replaced when
+    /// the run completes, as the records' file, or with a checkpoint
+    /// appended to, its length covered by the same checkpoint (see
+    /// [`usage_line`] for a row's fields).
+    pub fn usage_out(mut self, path: impl Into<PathBuf>) -> Self {
+        self.usage = Some(Box::new(NdjsonFile {
+            path: path.into(),
+            state: self.state.clone(),
+            out: None,
+            pool: BufferPool::default(),
+            usage: None,
+            usage_unpaired: false,
+        }));
+        self
+    }
+
+    /// The usage rows' file, when there is one.
+    pub fn usage_path(&self) -> Option<&Path> {
+        self.usage.as_deref().map(NdjsonFile::path)
+    }
+
+    /// Appends lines as they are.
+    fn write_lines(&mut self, lines: &[u8]) -> Result<(), Error> {
+        let out = self.open()?;
+        out.w
+            .write_all(lines)
+            .map_err(|e| Error::new(&self.path, ErrorKind::Write(e)))?;
+        self.out.as_mut().expect("opened").len += lines.len() as u64;
+        Ok(())
     }
 
     /// The output's path.
@@ -382,6 +427,11 @@ impl Sink for NdjsonFile {
     /// disk (`fdatasync` of the whole output: 0.18 s for 318 MB here, a
     /// third of the run) would buy nothing a re-run could use.
     fn sync(&mut self) -> Result<Option<Mark>, Error> {
+        let usage = match self.usage.as_deref_mut() {
+            Some(u) => u.sync()?.map(|m| (m.path, m.bytes)),
+            None => None,
+        };
+        self.usage_unpaired = false;
         let path = self.path.to_string_lossy().into_owned();
         let out = self.open()?;
         let write_err = |e| ErrorKind::Write(e);
@@ -396,11 +446,36 @@ impl Sink for NdjsonFile {
                 .map_err(|e| Error::new(Path::new(&path), ErrorKind::Write(e)))?;
             out.durable = out.len;
         }
-        Ok(Some(Mark::file(path, out.len)))
+        let mut mark = Mark::file(path, out.len);
+        mark.usage = usage;
+        Ok(Some(mark))
     }
 
     fn resume_at(&mut self, mark: Option<&Mark>, checkpoint_exists: bool) -> Result<(), Error> {
         let state = self.state.clone().unwrap_or_default();
+        let paired_usage = mark.and_then(|m| m.usage.as_ref());
+        match (self.usage.as_deref_mut(), paired_usage) {
+            (Some(u), Some((path, len))) => {
+                u.resume_at(Some(&Mark::file(path.clone(), *len)), checkpoint_exists)?;
+            }
+            (Some(u), None) => {
+                // New to this checkpoint: saved with it, covering 0 bytes,
+                // before a row is written (refused when it holds bytes).
+                u.resume_at(None, checkpoint_exists)?;
+                self.usage_unpaired = mark.is_some();
+            }
+            (None, Some((path, _))) => {
+                let why = format!(
+                    "the state pairs with the usage rows' file {path} as well: give \
+                     --usage-out {path} (one state, one pair of outputs)"
+                );
+                return Err(Error::new(
+                    &state,
+                    ErrorKind::Sink(crate::error::SinkFailure::new(io::Error::other(why), true)),
+                ));
+            }
+            (None, None) => {}
+        }
         let covered = match mark {
             Some(o) if Path::new(&o.path) != self.path.as_path() => {
                 return Err(Error::new(
@@ -458,11 +533,46 @@ impl Sink for NdjsonFile {
         self.state.is_some()
     }
 
+    fn unpaired(&self) -> bool {
+        self.usage_unpaired
+    }
+
     fn output_file(&self) -> Option<&Path> {
         Some(&self.path)
     }
 
+    fn wants_usage(&self) -> bool {
+        self.usage.is_some()
+    }
+
+    fn write_usage(&mut self, rows: &[crate::archive::counted::CountedUsage]) -> Result<(), Error> {
+        let Some(u) = self.usage.as_deref_mut() else {
+            return Ok(());
+        };
+        let mut lines = Vec::new();
+        for r in rows {
+            usage_line(&mut lines, &UsageLine::of(r, None));
+        }
+        u.write_lines(&lines)
+    }
+
+    fn write_response_usage(&mut self, rows: &[super::seam::ResponseUsage]) -> Result<(), Error> {
+        let Some(u) = self.usage.as_deref_mut() else {
+            return Ok(());
+        };
+        let mut lines = Vec::new();
+        for r in rows {
+            if let Some(l) = UsageLine::of_response(r) {
+                usage_line(&mut lines, &l);
+            }
+        }
+        u.write_lines(&lines)
+    }
+
     fn finish(&mut self) -> Result<(), Error> {
+        if let Some(u) = self.usage.as_deref_mut() {
+            u.finish()?;
+        }
         self.open()?;
         let out = self.out.as_mut().expect("opened");
         out.w
@@ -477,6 +587,9 @@ impl Sink for NdjsonFile {
     }
 
     fn abandon(&mut self) {
+        if let Some(u) = self.usage.as_deref_mut() {
+            u.abandon();
+        }
         match &self.out {
             Some(OpenFile { tmp: Some(t), .. }) => {
                 let _ = std::fs::remove_file(t);
@@ -491,6 +604,114 @@ impl Sink for NdjsonFile {
             _ => {}
         }
     }
+}
+
+/// A usage row as `--usage-out` writes it: one JSON object a line, with
+/// the fields of the store's `usage` table and the dataset's (`timestamp`
+/// in Unix milliseconds, `cost` null when the model has no price;
+/// `response`: Claude Code's response index, absent for the others;
+/// `correction`: the difference for a response replaced after its row was
+/// written, see `docs/usage.md`).
+#[derive(Debug, Clone, serde::Serialize)]
+struct UsageLine<'a> {
+    agent: &'a str,
+    session: &'a str,
+    project: &'a str,
+    file: &'a str,
+    line: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    response: Option<u32>,
+    timestamp: Option<i64>,
+    provider: Option<&'a str>,
+    model: Option<&'a str>,
+    input: i64,
+    output: i64,
+    cache_read: i64,
+    cache_write: i64,
+    cache_write_1h: i64,
+    reasoning: i64,
+    total_tokens: i64,
+    cost: Option<f64>,
+    cost_recorded: bool,
+    correction: bool,
+}
+
+impl<'a> UsageLine<'a> {
+    fn of(r: &'a crate::archive::counted::CountedUsage, response: Option<u32>) -> UsageLine<'a> {
+        let u = &r.usage;
+        let n = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+        UsageLine {
+            agent: r.agent,
+            session: &r.session,
+            project: &r.project,
+            file: &r.file,
+            line: r.line,
+            response,
+            timestamp: r.time,
+            provider: r.provider.as_deref(),
+            model: r.model.as_deref(),
+            input: n(u.input),
+            output: n(u.output),
+            cache_read: n(u.cache_read),
+            cache_write: n(u.cache_write),
+            cache_write_1h: n(r.cache_write_1h),
+            reasoning: n(r.reasoning),
+            total_tokens: n(u.total_tokens),
+            cost: r.cost(crate::prices::Prices::shipped()),
+            cost_recorded: r.recorded,
+            correction: false,
+        }
+    }
+
+    /// A Claude Code response's row: its usage now less what was written
+    /// of it before (None when that is nothing).
+    fn of_response(r: &'a super::seam::ResponseUsage) -> Option<UsageLine<'a>> {
+        let now = r.row.as_ref().map(|u| UsageLine::of(u, Some(r.index)));
+        let before = r.written.as_ref().map(|u| UsageLine::of(u, Some(r.index)));
+        match (now, before) {
+            (Some(now), None) => Some(now),
+            (now, Some(b)) => {
+                let mut d = now.clone().unwrap_or_else(|| b.clone());
+                let get = |l: &UsageLine<'_>| {
+                    [
+                        l.input,
+                        l.output,
+                        l.cache_read,
+                        l.cache_write,
+                        l.cache_write_1h,
+                        l.reasoning,
+                        l.total_tokens,
+                    ]
+                };
+                let n = now.as_ref().map_or([0; 7], get);
+                let o = get(&b);
+                let diff: Vec<i64> = (0..7).map(|k| n[k].saturating_sub(o[k])).collect();
+                [
+                    d.input,
+                    d.output,
+                    d.cache_read,
+                    d.cache_write,
+                    d.cache_write_1h,
+                    d.reasoning,
+                    d.total_tokens,
+                ] = diff.try_into().expect("seven");
+                d.cost = match (now.as_ref().map_or(Some(0.0), |n| n.cost), b.cost) {
+                    (Some(x), Some(y)) => Some(x - y),
+                    _ => None,
+                };
+                d.correction = true;
+                let same = get(&d) == [0; 7] && d.cost == Some(0.0);
+                (!same).then_some(d)
+            }
+            (None, None) => None,
+        }
+    }
+}
+
+/// Appends a usage row's line.
+fn usage_line(out: &mut Vec<u8>, l: &UsageLine<'_>) {
+    serde_json::to_writer(&mut *out, l).expect("a usage row serialises");
+    out.push(b'\n');
 }
 
 /// Counts the bytes written through it.

@@ -125,6 +125,14 @@ pub trait Sink {
         false
     }
 
+    /// After [`Sink::resume_at`]: an output the checkpoint does not cover
+    /// yet although it covers the sink's (a second file new to it): the
+    /// engine saves a checkpoint covering it before anything is written,
+    /// as for a first run.
+    fn unpaired(&self) -> bool {
+        false
+    }
+
     /// A sink that keeps its own checkpoint returns its store: the engine
     /// then saves checkpoints there (right after [`Sink::sync`]) instead of
     /// in a state file.
