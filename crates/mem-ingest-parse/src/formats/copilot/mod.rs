@@ -498,7 +498,15 @@ impl MapLine for CopilotContext {
         let d = Fields::of(data.unwrap_or(&[]));
         let at = crate::report::UsageAt {
             line: pos.line,
-            time: timestamp.and_then(parse_iso_millis),
+            // Parsed for a usage row alone (only shutdown and message
+            // events carry usage, and most runs keep no row).
+            time: if report.keep_usage_rows
+                && matches!(ty, "session.shutdown" | "assistant.message")
+            {
+                timestamp.and_then(parse_iso_millis)
+            } else {
+                None
+            },
             reasoning: 0,
         };
         // The running context first: what this event says of the cwd, the

@@ -278,7 +278,13 @@ fn map_entry<'a>(
     };
     let at = crate::report::UsageAt {
         line: pos.line,
-        time: e.timestamp.and_then(parse_iso_millis),
+        // Parsed for a usage row alone (most lines carry no usage, and
+        // most runs keep no row).
+        time: if usage.is_some() && report.keep_usage_rows {
+            e.timestamp.and_then(parse_iso_millis)
+        } else {
+            None
+        },
         reasoning: 0,
     };
     let Some(role) = role else {
