@@ -3,7 +3,8 @@
 #
 # With a nightly toolchain: installs cargo-fuzz if it is missing, seeds the
 # corpus from the fixtures (fuzz/seed.sh), then runs `line`, `reader`,
-# `claude`, `codex`, `qwen`, `copilot`, `redact` and `gemini` for FUZZ_SECONDS each (default 60). Exits non-zero when a target crashes
+# `claude`, `codex`, `qwen`, `copilot`, `redact`, `gemini`, `amp`, `cline` and
+# `gemini_legacy` for FUZZ_SECONDS each (default 60). Exits non-zero when a target crashes
 # (its input is then under fuzz/artifacts/<target>/; see fuzz/README.md to
 # turn it into a regression test). Without a nightly toolchain it says so
 # and exits 0: the saved inputs still replay in `cargo test`
@@ -13,7 +14,7 @@ set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(dirname "$here")
 seconds=${FUZZ_SECONDS:-60}
-targets=(line reader claude codex qwen copilot redact gemini)
+targets=(line reader claude codex qwen copilot redact gemini amp cline gemini_legacy)
 
 say() { echo "fuzz/ci.sh: $*"; }
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Fills fuzz/corpus/line/, reader/, claude/, codex/, qwen/, copilot/ and gemini/ from the fixtures
+# Fills fuzz/corpus/line/, reader/, claude/, codex/, qwen/, copilot/, gemini/, amp/, cline/ and gemini_legacy/ from the fixtures
 # and the samples beside the project.
 #   line:   every distinct line of fixtures/*.jsonl, fixtures/bad/*.jsonl and fixtures/no-header/*.jsonl
 #           (without its \n, cut to 8 KiB).
@@ -189,4 +189,43 @@ printf '%s\n' '{"sessionId":"s","projectHash":"h","startTime":"2026-01-01T00:00:
     >"$tmp/gemini/hand"
 by_sha1 "$tmp/gemini" "$gemini_dir"
 
-echo "seed.sh: $(ls "$line_dir" | wc -l) inputs in $line_dir, $(ls "$reader_dir" | wc -l) in $reader_dir, $(ls "$claude_dir" | wc -l) in $claude_dir, $(ls "$codex_dir" | wc -l) in $codex_dir, $(ls "$qwen_dir" | wc -l) in $qwen_dir, $(ls "$copilot_dir" | wc -l) in $copilot_dir, $(ls "$gemini_dir" | wc -l) in $gemini_dir"
+# Documents (amp, cline, gemini_legacy): the samples beside the project,
+# whole (a cut document does not parse), and hand-made documents, alone and
+# as a rewrite of an earlier version (the two joined by "\n--\n", see
+# fuzz/src/lib.rs: one more message, an edited one, a rewind).
+for t in amp cline gemini_legacy; do mkdir -p "$corpus/$t" "$tmp/$t"; done
+if [ -d "$samples" ]; then
+    i=0
+    while IFS= read -r -d '' f; do
+        i=$((i + 1))
+        cp "$f" "$tmp/amp/s$i"
+    done < <(find "$samples/amp" -name '*.json' -size -80k -print0 2>/dev/null)
+    while IFS= read -r -d '' f; do
+        i=$((i + 1))
+        cp "$f" "$tmp/cline/s$i"
+    done < <(find "$samples/cline" \( -name '*.messages.json' -o -name 'api_conversation_history.json' \) -size -80k -print0 2>/dev/null)
+    while IFS= read -r -d '' f; do
+        i=$((i + 1))
+        cp "$f" "$tmp/gemini_legacy/s$i"
+    done < <(find "$samples/gemini-cli" -name 'session-*.json' -size -80k -print0 2>/dev/null)
+fi
+amp1='{"v":3,"id":"T-1","created":1767865803494,"env":{"initial":{"trees":[{"uri":"file:///p"}],"tags":["model:claude-sonnet-4-5"]}},"messages":[{"role":"user","messageId":0,"content":[{"type":"text","text":"hi"}],"meta":{"sentAt":1767865803494}},{"role":"assistant","messageId":1,"content":[{"type":"thinking","thinking":"t"},{"type":"text","text":"yo"},{"type":"tool_use","id":"c1","name":"Bash","input":{"cmd":"ls"}}],"state":{"type":"complete","stopReason":"tool_use"},"usage":{"model":"claude-sonnet-4-5","inputTokens":5,"outputTokens":7,"cacheCreationInputTokens":1,"cacheReadInputTokens":100,"timestamp":"2026-01-08T09:50:04.000Z"}}'
+amp2=',{"role":"user","messageId":2,"content":[{"type":"tool_result","toolUseID":"c1","run":{"status":"done","result":{"output":"a","exitCode":0}}}]},{"role":"assistant","messageId":3,"content":[{"type":"text","text":"..."}],"state":{"type":"running"}}'
+printf '%s' "$amp1]}" >"$tmp/amp/h1"
+printf '%s\n--\n%s' "$amp1]}" "$amp1$amp2],\"usageLedger\":{\"events\":[{\"timestamp\":\"2026-01-08T09:50:04.000Z\",\"model\":\"claude-sonnet-4-5\",\"tokens\":{\"input\":5,\"output\":7},\"toMessageId\":1}]}}" >"$tmp/amp/h2"
+cl1='{"version":1,"agent":"lead","sessionId":"s","messages":[{"id":"m1","role":"user","content":[{"type":"text","text":"hi"},{"type":"file","path":"/p/a","content":"x"}]},{"id":"m2","role":"assistant","ts":1745343730123,"modelInfo":{"id":"claude-sonnet-4-6","provider":"anthropic"},"metrics":{"inputTokens":21,"outputTokens":8,"cacheReadTokens":3,"cacheWriteTokens":1,"cost":0.1},"content":[{"type":"thinking","thinking":"t"},{"type":"tool_use","id":"c1","name":"read_files","input":{"path":"a"}}]}'
+cl2=',{"id":"m3","role":"user","content":[{"type":"tool_result","tool_use_id":"c1","content":[{"type":"text","text":"x"}],"is_error":false}]},{"id":"m4","role":"user","content":[{"type":"text","text":"sum"}],"metadata":{"kind":"compaction","usageBefore":{"inputTokens":9}}}'
+printf '%s' "$cl1]}" >"$tmp/cline/h1"
+printf '%s\n--\n%s' "$cl1]}" "$cl1$cl2]}" >"$tmp/cline/h2"
+old='[{"role":"user","content":"<task>\nhi\n</task>"},{"role":"assistant","content":[{"type":"text","text":"<read_file>\n<path>a</path>\n</read_file>"}]}'
+new='[{"role":"user","content":[{"type":"text","text":"<task>\nhi\n</task>"},{"type":"text","text":"<environment_details>\nx\n</environment_details>"}]},{"role":"assistant","id":"r1","ts":1,"modelInfo":{"modelId":"m","providerId":"anthropic","mode":"act"},"metrics":{"tokens":{"prompt":10,"completion":2,"cached":4},"cost":0}'
+printf '%s\n--\n%s' "$old]" "$old,{\"role\":\"user\",\"content\":\"[TASK RESUMPTION]\"}]" >"$tmp/cline/h3"
+printf '%s' "$new,\"content\":[{\"type\":\"text\",\"text\":\"ok\"}]}]" >"$tmp/cline/h4"
+gl1='{"sessionId":"s","projectHash":"h","startTime":"2026-01-01T00:00:00.000Z","lastUpdated":"2026-01-01T00:00:02.000Z","messages":[{"id":"u1","timestamp":"2026-01-01T00:00:01.000Z","type":"user","content":[{"text":"hi"}]},{"id":"g1","timestamp":"2026-01-01T00:00:02.000Z","type":"gemini","content":"yo","thoughts":[{"subject":"s","description":"d","timestamp":"2026-01-01T00:00:02.000Z"}],"tokens":{"input":100,"output":5,"cached":60,"thoughts":2,"tool":1,"total":108},"model":"gemini-2.5-pro","toolCalls":[{"id":"c1","name":"read_file","args":{},"result":[{"functionResponse":{"id":"c1","name":"read_file","response":{"output":"x"}}}],"status":"success"}]}'
+gl2=',{"id":"i1","timestamp":"2026-01-01T00:00:04.000Z","type":"info","content":"note"},{"id":"u2","timestamp":"2026-01-01T00:00:05.000Z","type":"user","content":"again"}'
+printf '%s' "$gl1],\"kind\":\"main\"}" >"$tmp/gemini_legacy/h1"
+printf '%s\n--\n%s' "$gl1$gl2],\"kind\":\"main\"}" "$gl1],\"kind\":\"main\"}" >"$tmp/gemini_legacy/h2"
+printf '%s\n--\n%s' "$gl1],\"kind\":\"main\"}" "$gl1$gl2],\"directories\":[\"/p\"],\"kind\":\"subagent\"}" >"$tmp/gemini_legacy/h3"
+for t in amp cline gemini_legacy; do by_sha1 "$tmp/$t" "$corpus/$t"; done
+
+echo "seed.sh: $(ls "$line_dir" | wc -l) inputs in $line_dir, $(ls "$reader_dir" | wc -l) in $reader_dir, $(ls "$claude_dir" | wc -l) in $claude_dir, $(ls "$codex_dir" | wc -l) in $codex_dir, $(ls "$qwen_dir" | wc -l) in $qwen_dir, $(ls "$copilot_dir" | wc -l) in $copilot_dir, $(ls "$gemini_dir" | wc -l) in $gemini_dir, $(ls "$corpus/amp" | wc -l) in $corpus/amp, $(ls "$corpus/cline" | wc -l) in $corpus/cline, $(ls "$corpus/gemini_legacy" | wc -l) in $corpus/gemini_legacy"

@@ -1,5 +1,6 @@
 //! The checks behind the fuzz targets `line`, `reader`, `claude`,
-//! `codex`, `qwen`, `copilot`, `redact` and `gemini`.
+//! `codex`, `qwen`, `copilot`, `redact`, `gemini`, and the documents'
+//! `amp`, `cline` and `gemini_legacy`.
 //!
 //! `tests/fuzz_regressions.rs` includes this very file with `#[path]`, so a
 //! crash input replays on stable `cargo test` through exactly the code the
@@ -982,4 +983,227 @@ pub fn check_redact(data: &[u8]) {
     ] {
         check_redaction(&format!("{prefix}{text}"));
     }
+}
+
+// ---------------------------------------------------------------------------
+// Documents (issue 45): Amp threads, Cline transcripts, Gemini CLI's legacy
+// sessions, each one JSON document rewritten whole.
+
+/// Where the document targets' inputs are read from (paths that do not
+/// exist: no manifest, task history or project file beside them).
+pub const AMP_PATH: &str = "/nonexistent/mem-ingest-fuzz/amp/threads/T-fuzz.json";
+/// A Cline SDK transcript's path.
+pub const CLINE_SDK_PATH: &str =
+    "/nonexistent/mem-ingest-fuzz/cline/sessions/1784094124598_fuzz/1784094124598_fuzz.messages.json";
+/// A Cline legacy task's transcript's path.
+pub const CLINE_LEGACY_PATH: &str =
+    "/nonexistent/mem-ingest-fuzz/cline/tasks/1767225600000/api_conversation_history.json";
+/// A Gemini CLI legacy session's path.
+pub const GEMINI_LEGACY_PATH: &str =
+    "/nonexistent/mem-ingest-fuzz/.gemini/tmp/fuzz/chats/session-2026-01-01T00-00-fuzz.json";
+
+/// What separates two versions of a document in a document target's
+/// input (never inside valid JSON: a raw newline only comes between
+/// tokens, and `--` is no token).
+pub const REWRITE: &[u8] = b"\n--\n";
+
+/// An entry handed out, owned: fingerprint, line, revision, record.
+type Handed = (u64, u64, bool, Option<OwnedRecord>);
+
+/// A document source's entries, report, header and running context.
+type DocReading = (Vec<Handed>, Report, Option<Header>, Vec<u8>);
+
+fn drain(mut src: mem_ingest_parse::format::BoxedSource<'_>) -> Option<DocReading> {
+    let mut out = Vec::new();
+    while let Some(e) = src.next_entry().ok()? {
+        out.push((
+            e.fingerprint,
+            e.line,
+            e.revision,
+            e.record.map(|r| r.to_owned_record()),
+        ));
+    }
+    Some((
+        out,
+        src.report().clone(),
+        src.header().cloned(),
+        src.running_context(),
+    ))
+}
+
+/// The message's key within its document: the record's key less its
+/// session (`<session>:<key>`).
+fn item_key(r: &OwnedRecord) -> &str {
+    r.key
+        .strip_prefix(r.session.as_str())
+        .and_then(|k| k.strip_prefix(':'))
+        .unwrap_or(&r.key)
+}
+
+/// Arbitrary bytes as a document of `format` at `path`; with
+/// [`REWRITE`] in them, the bytes before it are a first version and those
+/// after a rewrite of it. For each version ([`check_document_alone`]),
+/// and for the rewrite read with the first version's running context
+/// (as a checkpoint resumes it):
+/// - the same report as the rewrite read alone (a document's counts are
+///   always its whole current content's);
+/// - each entry handed out is the rewrite's entry at its line (the same
+///   record), each line at most once: nothing doubled;
+/// - every message of the rewrite with a record whose key the first
+///   version did not hand out is handed out: nothing lost;
+/// - read again with the context it leaves, nothing is handed out.
+pub fn check_document(format: &dyn mem_ingest_parse::format::Format, path: &str, data: &[u8]) {
+    use mem_ingest_parse::format::Input;
+    let (a, b) = match data.windows(REWRITE.len()).position(|w| w == REWRITE) {
+        Some(i) => (&data[..i], &data[i + REWRITE.len()..]),
+        None => (data, data),
+    };
+    check_document_alone(format, path, a);
+    if a != b {
+        check_document_alone(format, path, b);
+    }
+    let opts = SourceOptions::default();
+    let p = std::path::Path::new(path);
+    let Some((first, _, Some(header), context)) =
+        format.open(Input::Bytes(a), p, &opts).ok().and_then(drain)
+    else {
+        return;
+    };
+    let Some((fresh, fresh_report, _, _)) =
+        format.open(Input::Bytes(b), p, &opts).ok().and_then(drain)
+    else {
+        return;
+    };
+    let resumed = format.resume(Input::Bytes(b), p, &header, &context, 0, 0, &opts);
+    let Some((again, report, header_b, context_b)) = drain(resumed) else {
+        return;
+    };
+    assert_eq!(
+        codex_counts(&report),
+        codex_counts(&fresh_report),
+        "a rewrite read with a context counts as read alone"
+    );
+    let at_line: std::collections::HashMap<u64, &Handed> = fresh.iter().map(|e| (e.1, e)).collect();
+    let mut lines = std::collections::HashSet::new();
+    for e in &again {
+        assert!(
+            lines.insert(e.1),
+            "line {} handed out twice: {again:?}",
+            e.1
+        );
+        let f = at_line
+            .get(&e.1)
+            .unwrap_or_else(|| panic!("an entry at no line of the rewrite: {e:?}"));
+        assert_eq!(
+            format!("{:?}", e.3),
+            format!("{:?}", f.3),
+            "not the rewrite's record at its line"
+        );
+    }
+    let before: std::collections::HashSet<&str> = first
+        .iter()
+        .filter_map(|e| e.3.as_ref())
+        .map(item_key)
+        .collect();
+    for f in &fresh {
+        if let Some(r) = &f.3 {
+            if !before.contains(item_key(r)) {
+                assert!(lines.contains(&f.1), "a new message not handed out: {r:?}");
+            }
+        }
+    }
+    // Read once more with what that left: nothing.
+    // A blank rewrite keeps the header read before.
+    let header_b = header_b.unwrap_or(header);
+    let (nothing, ..) =
+        drain(format.resume(Input::Bytes(b), p, &header_b, &context_b, 0, 0, &opts))
+            .expect("read before");
+    assert!(nothing.is_empty(), "handed out again: {nothing:?}");
+}
+
+/// One version of a document: read from memory, streamed in one read and
+/// one byte at a time alike ([`three_readings`]); every message counted
+/// once (`records + no_record + skipped == lines`); at most the records
+/// counted handed out (a message still being written waits), each at a
+/// line of the document; with every counted record handed out, the usage
+/// counted is theirs (Amp's ledger aside); a reading that builds no
+/// records gives the same counts; read again with its own running
+/// context, nothing is handed out and the counts are the same.
+pub fn check_document_alone(
+    format: &dyn mem_ingest_parse::format::Format,
+    path: &str,
+    data: &[u8],
+) {
+    use mem_ingest_parse::format::Input;
+    use mem_ingest_parse::RoleFilter;
+    let Some((records, r, _)) = three_readings(format, path, data) else {
+        return;
+    };
+    assert_eq!(
+        r.records + r.no_record + r.skipped,
+        r.lines,
+        "every message accounted for: {r:?}"
+    );
+    assert!(records.len() as u64 <= r.records, "{r:?}");
+    for rec in &records {
+        assert!(rec.line >= 1 && rec.line <= r.lines, "{rec:?}");
+    }
+    if records.len() as u64 == r.records && format.name() != "amp" {
+        let mut sum = mem_ingest_parse::Usage::default();
+        for rec in &records {
+            if let Some(u) = &rec.usage {
+                sum.add(u);
+            }
+        }
+        assert_eq!(sum, r.usage, "usage counted is the records'");
+    }
+    let p = std::path::Path::new(path);
+    let none = format
+        .open(
+            Input::Bytes(data),
+            p,
+            &SourceOptions::default().roles(RoleFilter::NONE),
+        )
+        .ok()
+        .and_then(drain)
+        .expect("read before");
+    assert_eq!(
+        codex_counts(&none.1),
+        codex_counts(&r),
+        "counts differ when no record is built"
+    );
+    let opts = SourceOptions::default();
+    let (_, _, header, context) = format
+        .open(Input::Bytes(data), p, &opts)
+        .ok()
+        .and_then(drain)
+        .expect("read before");
+    let Some(header) = header else {
+        // Blank: nothing read, nothing to resume.
+        assert!(records.is_empty() && r.empty, "no header: {r:?}");
+        return;
+    };
+    let (again, report, ..) =
+        drain(format.resume(Input::Bytes(data), p, &header, &context, 0, 0, &opts))
+            .expect("read before");
+    assert!(again.is_empty(), "handed out again: {again:?}");
+    assert_eq!(codex_counts(&report), codex_counts(&r));
+}
+
+/// `amp`: arbitrary bytes as an Amp thread ([`check_document`]).
+pub fn check_amp(data: &[u8]) {
+    check_document(&mem_ingest_parse::formats::Amp, AMP_PATH, data);
+}
+
+/// `cline`: arbitrary bytes as a Cline SDK transcript and as a legacy
+/// task's transcript ([`check_document`]).
+pub fn check_cline(data: &[u8]) {
+    check_document(&mem_ingest_parse::formats::Cline, CLINE_SDK_PATH, data);
+    check_document(&mem_ingest_parse::formats::Cline, CLINE_LEGACY_PATH, data);
+}
+
+/// `gemini_legacy`: arbitrary bytes as a Gemini CLI legacy session
+/// ([`check_document`]).
+pub fn check_gemini_legacy(data: &[u8]) {
+    check_document(&mem_ingest_parse::formats::Gemini, GEMINI_LEGACY_PATH, data);
 }

@@ -28,6 +28,9 @@ fn replay(target: &str, name: &str) {
         "copilot" => checks::check_copilot(&data),
         "redact" => checks::check_redact(&data),
         "gemini" => checks::check_gemini(&data),
+        "amp" => checks::check_amp(&data),
+        "cline" => checks::check_cline(&data),
+        "gemini_legacy" => checks::check_gemini_legacy(&data),
         other => panic!("no fuzz target {other}"),
     }
 }
@@ -128,7 +131,16 @@ fn lean_escaped_padding_quote() {
 fn every_saved_input_replays() {
     let root = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../..")).join("fuzz/regressions");
     for target in [
-        "line", "reader", "claude", "codex", "qwen", "copilot", "gemini",
+        "line",
+        "reader",
+        "claude",
+        "codex",
+        "qwen",
+        "copilot",
+        "gemini",
+        "amp",
+        "cline",
+        "gemini_legacy",
     ] {
         let Ok(dir) = fs::read_dir(root.join(target)) else {
             continue;
@@ -287,6 +299,98 @@ fn copilot_check_holds_on_generated_logs_cut_and_damaged() {
 #[test]
 fn gemini_check_holds_on_generated_chats_cut_and_damaged() {
     check_generated_cut_and_damaged("gemini", checks::check_gemini);
+}
+
+/// The document checks (`amp`, `cline`, `gemini_legacy`) on a generated
+/// document of each agent (the smallest of more than 20 KB), whole, cut at
+/// 20 places and damaged there, alone and as the rewrite of the whole
+/// document (`whole + REWRITE + variant`, and the reverse: a version
+/// before it).
+#[test]
+fn document_checks_hold_on_generated_documents_cut_and_damaged() {
+    for (format, check, name) in [
+        ("amp", checks::check_amp as fn(&[u8]), "T-"),
+        ("cline", checks::check_cline, ".messages.json"),
+        (
+            "cline",
+            checks::check_cline,
+            "api_conversation_history.json",
+        ),
+        ("gemini-legacy", checks::check_gemini_legacy, ".json"),
+    ] {
+        let dir = std::env::temp_dir().join(format!(
+            "mem-ingest-fuzz-doc-{format}-{}",
+            std::process::id()
+        ));
+        let st = gen_corpus::GenCorpus::new()
+            .args([
+                "--format",
+                format,
+                "--seed",
+                "11",
+                "--total-mb",
+                "1",
+                "--archive",
+            ])
+            .arg(&dir)
+            .output()
+            .unwrap();
+        assert!(
+            st.status.success(),
+            "{}",
+            String::from_utf8_lossy(&st.stderr)
+        );
+        let file = walk(&dir)
+            .into_iter()
+            .filter(|p| {
+                let n = p.file_name().unwrap().to_str().unwrap();
+                n.contains(name) && n.ends_with(".json") && !n.contains(".tmp.")
+            })
+            .map(|p| (fs::metadata(&p).unwrap().len(), p))
+            .filter(|(len, _)| *len > 20_000)
+            .min()
+            .unwrap_or_else(|| panic!("{format}: no {name} document over 20 KB"))
+            .1;
+        let doc = fs::read(&file).unwrap();
+        check(&doc);
+        // Earlier versions: the first half of its messages, and all with
+        // the second message's text changed.
+        let v: serde_json::Value = serde_json::from_slice(&doc).unwrap();
+        let mut half = v.clone();
+        let msgs = messages(&mut half);
+        let n = msgs.len();
+        msgs.truncate(n / 2);
+        let mut edited = v.clone();
+        messages(&mut edited)[1]["edited"] = serde_json::json!("yes");
+        for earlier in [&half, &edited] {
+            let earlier = serde_json::to_vec(earlier).unwrap();
+            check(&[&earlier[..], checks::REWRITE, &doc[..]].concat());
+            check(&[&doc[..], checks::REWRITE, &earlier[..]].concat());
+        }
+        let step = doc.len() / 20;
+        for cut in (0..doc.len()).step_by(step) {
+            let mut damaged = doc[..(cut + step).min(doc.len())].to_vec();
+            for k in (cut..damaged.len()).step_by(61) {
+                damaged[k] = [b'{', b'"', 0xff, b'\n', 0, b'\\'][k % 6];
+            }
+            for variant in [&doc[..cut], &damaged[..]] {
+                check(variant);
+                check(&[&doc[..], checks::REWRITE, variant].concat());
+                check(&[variant, checks::REWRITE, &doc[..]].concat());
+            }
+        }
+        fs::remove_dir_all(dir).unwrap();
+    }
+}
+
+/// A document's messages: the list itself (a legacy Cline task) or its
+/// `messages`.
+fn messages(v: &mut serde_json::Value) -> &mut Vec<serde_json::Value> {
+    if v.is_array() {
+        v.as_array_mut().unwrap()
+    } else {
+        v["messages"].as_array_mut().unwrap()
+    }
 }
 
 /// Every file under `dir`.
