@@ -189,8 +189,9 @@ printf '%s\n' '{"sessionId":"s","projectHash":"h","startTime":"2026-01-01T00:00:
     >"$tmp/gemini/hand"
 by_sha1 "$tmp/gemini" "$gemini_dir"
 
-# Documents (amp, cline, gemini_legacy): the samples beside the project,
-# whole (a cut document does not parse), and hand-made documents, alone and
+# Documents (amp, cline, gemini_legacy): the samples beside the project of
+# at most 16 KiB, whole (a cut document does not parse; a larger one slows
+# the fuzzer to a few runs a second), and hand-made documents, alone and
 # as a rewrite of an earlier version (the two joined by "\n--\n", see
 # fuzz/src/lib.rs: one more message, an edited one, a rewind).
 for t in amp cline gemini_legacy; do mkdir -p "$corpus/$t" "$tmp/$t"; done
@@ -199,15 +200,15 @@ if [ -d "$samples" ]; then
     while IFS= read -r -d '' f; do
         i=$((i + 1))
         cp "$f" "$tmp/amp/s$i"
-    done < <(find "$samples/amp" -name '*.json' -size -80k -print0 2>/dev/null)
+    done < <(find "$samples/amp" -name '*.json' -size -16k -print0 2>/dev/null)
     while IFS= read -r -d '' f; do
         i=$((i + 1))
         cp "$f" "$tmp/cline/s$i"
-    done < <(find "$samples/cline" \( -name '*.messages.json' -o -name 'api_conversation_history.json' \) -size -80k -print0 2>/dev/null)
+    done < <(find "$samples/cline" \( -name '*.messages.json' -o -name 'api_conversation_history.json' \) -size -16k -print0 2>/dev/null)
     while IFS= read -r -d '' f; do
         i=$((i + 1))
         cp "$f" "$tmp/gemini_legacy/s$i"
-    done < <(find "$samples/gemini-cli" -name 'session-*.json' -size -80k -print0 2>/dev/null)
+    done < <(find "$samples/gemini-cli" -name 'session-*.json' -size -16k -print0 2>/dev/null)
 fi
 amp1='{"v":3,"id":"T-1","created":1767865803494,"env":{"initial":{"trees":[{"uri":"file:///p"}],"tags":["model:claude-sonnet-4-5"]}},"messages":[{"role":"user","messageId":0,"content":[{"type":"text","text":"hi"}],"meta":{"sentAt":1767865803494}},{"role":"assistant","messageId":1,"content":[{"type":"thinking","thinking":"t"},{"type":"text","text":"yo"},{"type":"tool_use","id":"c1","name":"Bash","input":{"cmd":"ls"}}],"state":{"type":"complete","stopReason":"tool_use"},"usage":{"model":"claude-sonnet-4-5","inputTokens":5,"outputTokens":7,"cacheCreationInputTokens":1,"cacheReadInputTokens":100,"timestamp":"2026-01-08T09:50:04.000Z"}}'
 amp2=',{"role":"user","messageId":2,"content":[{"type":"tool_result","toolUseID":"c1","run":{"status":"done","result":{"output":"a","exitCode":0}}}]},{"role":"assistant","messageId":3,"content":[{"type":"text","text":"..."}],"state":{"type":"running"}}'
