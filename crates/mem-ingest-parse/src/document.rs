@@ -100,6 +100,10 @@ pub struct Item<'a> {
 pub struct Items<'a> {
     list: Vec<(Item<'a>, LineCounts)>,
     tracker: Tracker,
+    /// Values the items' records borrow that own heap memory (an arena
+    /// never runs a value's drop): given to the source, dropped after its
+    /// entries. Declared after `list`, so dropped after it.
+    held: Vec<Box<dyn std::any::Any + Send>>,
 }
 
 impl<'a> Items<'a> {
@@ -110,6 +114,24 @@ impl<'a> Items<'a> {
         report.lines += 1;
         self.tracker.after_line(report, true);
         self.list.push((item, self.tracker.last().clone()));
+    }
+
+    /// Keeps `value` as long as the records (the document's source), and
+    /// lends it for that long: for what records borrow that owns heap
+    /// memory, which a value put in the arena would never give back.
+    pub fn hold<T: Send + 'static>(&mut self, value: T) -> &'a T {
+        let b = Box::new(value);
+        let ptr: *const T = &raw const *b;
+        self.held.push(b);
+        // SAFETY: the value is on the heap, at an address that does not move
+        // when its box moves; the box is dropped only with `held`, which
+        // goes from these items to the document's source and is declared
+        // after what borrows it there (the entries) and here (`list`), so
+        // it outlives every borrow of `'a` handed out through them.
+        #[allow(unsafe_code)]
+        unsafe {
+            &*ptr
+        }
     }
 
     /// Items pushed so far.
@@ -240,6 +262,8 @@ struct DocumentSource<'d> {
     state: DocState,
     position: Position,
     error: Option<Error>,
+    /// What the entries borrow beside the arena ([`Items::hold`]).
+    held: Vec<Box<dyn std::any::Any + Send>>,
     arena: Box<Bump>,
     data: Cow<'d, [u8]>,
 }
@@ -300,6 +324,7 @@ pub fn open<'d>(
             open_line: false,
         },
         error: None,
+        held: Vec::new(),
         arena: Box::new(Bump::new()),
         data: Cow::Borrowed(&[]),
     };
@@ -346,6 +371,7 @@ pub fn open<'d>(
     let mut items = Items {
         list: Vec::new(),
         tracker: Tracker::new(&src.report),
+        held: Vec::new(),
     };
     let read = map.read(data, path, arena, opts.filter, &mut src.report, &mut items);
     let header = match read {
@@ -365,6 +391,7 @@ pub fn open<'d>(
         }
     };
     src.position.line = items.list.len() as u64;
+    src.held = std::mem::take(&mut items.held);
     let emitted: HashMap<u64, u64> = before.emitted.iter().copied().collect();
     let mut now: HashMap<u64, u64> = emitted.clone();
     let mut seen: HashMap<u64, u64> = HashMap::new();

@@ -90,7 +90,10 @@ impl MapDocument for Legacy {
                 parent: None,
                 fingerprint: headerless_fingerprint(TAG, path),
             };
-            let ctx: &'a GeminiContext = arena.alloc(GeminiContext::new(
+            // Held by the source, not put in the arena: the context owns
+            // heap memory (its header, source name and state), which an
+            // arena never gives back.
+            let ctx: &'a GeminiContext = items.hold(GeminiContext::new(
                 header.clone(),
                 path,
                 Running::default(),
