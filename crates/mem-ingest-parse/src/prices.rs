@@ -120,6 +120,21 @@ pub struct Prices {
     pub source: String,
     /// Fast multipliers beyond the models' own.
     overrides: FastOverrides,
+    /// The names a model not in the table by its own name was found under
+    /// ([`Prices::find`]'s prefixes and fuzzy match), by that name: `stats`
+    /// prices every response, and the fuzzy match scans the whole table.
+    found: FoundMemo,
+}
+
+/// [`Prices::find`]'s memo: model name to the table's name (None: not
+/// priced). A clone starts empty.
+#[derive(Debug, Default)]
+struct FoundMemo(std::sync::RwLock<HashMap<String, Option<String>>>);
+
+impl Clone for FoundMemo {
+    fn clone(&self) -> Self {
+        FoundMemo::default()
+    }
 }
 
 /// ccusage's fast multipliers beyond the price list's: by exact model
@@ -226,16 +241,35 @@ impl Prices {
         if let Some(p) = self.models.get(model) {
             return Some(p);
         }
+        let memo = |m: &HashMap<String, Option<String>>| {
+            m.get(model)
+                .map(|name| name.as_ref().and_then(|n| self.models.get(n)))
+        };
+        if let Some(found) = memo(&self.found.0.read().unwrap_or_else(|e| e.into_inner())) {
+            return found;
+        }
+        let name = self.find_name(model);
+        let mut m = self.found.0.write().unwrap_or_else(|e| e.into_inner());
+        m.insert(model.to_owned(), name.map(str::to_owned));
+        memo(&m).flatten()
+    }
+
+    /// The table's name of `model`, not in it by its own: with one of
+    /// ccusage's prefixes, else the first name (lower case, sorted) that
+    /// holds it or that it holds.
+    fn find_name(&self, model: &str) -> Option<&str> {
         for pre in PREFIXES {
-            if let Some(p) = self.models.get(&format!("{pre}{model}")) {
-                return Some(p);
+            let name = format!("{pre}{model}");
+            if let Some((k, _)) = self.models.get_key_value(&name) {
+                return Some(k);
             }
         }
         let m = model.to_lowercase();
         self.lower
             .iter()
             .find(|(k, _)| k.contains(&m) || m.contains(k.as_str()))
-            .and_then(|(_, name)| self.models.get(name))
+            .and_then(|(_, name)| self.models.get_key_value(name))
+            .map(|(k, _)| k.as_str())
     }
 
     /// The cost of one response of `model`, None when the model is not
@@ -298,6 +332,44 @@ mod tests {
         let p = t.find("claude-sonnet-4-5-20250929").unwrap();
         assert_eq!(p.input, Some(3e-6));
         assert_eq!(p.input_above, Some(6e-6));
+    }
+
+    /// A model found by a prefix or the fuzzy match is found again, from
+    /// the memo, as the table's same entry; one not priced stays not
+    /// priced; a clone finds them as the original does.
+    #[test]
+    fn a_model_found_once_is_found_again_the_same() {
+        let t = Prices::shipped();
+        let fuzzy = t
+            .lower
+            .iter()
+            .position(|(k, _)| k.contains("sonnet-4-5"))
+            .unwrap();
+        let (_, name) = &t.lower[fuzzy];
+        for model in [
+            "sonnet-4-5",
+            "claude-sonnet-4-5-20250929-preview",
+            "nothing-like-it",
+        ] {
+            let name_first = t.find_name(model);
+            let first = t.find(model).map(std::ptr::from_ref);
+            let again = t.find(model).map(std::ptr::from_ref);
+            assert_eq!(first, again, "{model}");
+            assert_eq!(
+                first,
+                name_first
+                    .and_then(|n| t.models.get(n))
+                    .map(std::ptr::from_ref)
+            );
+            let c = t.clone();
+            assert_eq!(
+                c.find(model).map(|p| p.input),
+                t.find(model).map(|p| p.input)
+            );
+        }
+        assert!(t.find("sonnet-4-5").is_some());
+        assert!(t.find("nothing-like-it").is_none());
+        assert!(t.models.contains_key(name));
     }
 
     #[test]
