@@ -337,6 +337,10 @@ impl MapDocument for Cline {
     ) -> Result<Header, SkipReason> {
         let data = &data[bom_len(data)..];
         let mut json = JsonParser::new();
+        // `stats` builds no record: the lean parse, which leaves escaped
+        // strings raw (item versions then hash them raw, in every run of
+        // a checkpoint alike: a checkpoint keeps its command).
+        json.set_lean(filter.builds_none());
         json.parse(data, arena, |parsed| {
             let (nodes, repaired) = parsed?;
             let legacy = is_legacy(path);
