@@ -268,8 +268,11 @@ struct DocumentSource<'d> {
     data: Cow<'d, [u8]>,
 }
 
-/// Reads `input` whole (at most [`MAX_DOCUMENT`] bytes).
-fn read_input<'d>(input: Input<'d>, path: &Path) -> Result<Cow<'d, [u8]>, Error> {
+/// Reads `input` whole (at most [`MAX_DOCUMENT`] bytes), into a buffer of
+/// `capacity` bytes first (the engine gives a file smaller than its
+/// reader's buffer a buffer of its size and one byte: read in one call,
+/// never grown).
+fn read_input<'d>(input: Input<'d>, path: &Path, capacity: usize) -> Result<Cow<'d, [u8]>, Error> {
     let too_large = |what: String| {
         Error::io(
             path,
@@ -286,7 +289,8 @@ fn read_input<'d>(input: Input<'d>, path: &Path) -> Result<Cow<'d, [u8]>, Error>
         }
         Input::Bytes(b) => Ok(Cow::Borrowed(b)),
         Input::Reader(r) => {
-            let mut data = Vec::new();
+            let cap = capacity.min(usize::try_from(MAX_DOCUMENT + 1).unwrap_or(usize::MAX));
+            let mut data = Vec::with_capacity(cap);
             r.take(MAX_DOCUMENT + 1)
                 .read_to_end(&mut data)
                 .map_err(|e| Error::io(path, e))?;
@@ -328,7 +332,7 @@ pub fn open<'d>(
         arena: Box::new(Bump::new()),
         data: Cow::Borrowed(&[]),
     };
-    match read_input(input, path) {
+    match read_input(input, path, opts.buffer_bytes()) {
         Ok(d) => src.data = d,
         Err(e) => {
             // Nothing emitted: the saved context stays as it was.
