@@ -7,8 +7,9 @@
 #     --offline`; target for Amp: at least 2.0 times its speed), after
 #     checking the token totals: Amp's are ccusage's plus the usages it
 #     drops (those without `usage.timestamp`, docs/amp.md), computed from
-#     the files; Gemini's equal (no migrated copies here); ccusage reads no
-#     Cline, which is not compared;
+#     the files; Gemini's are ccusage's less the messages a resumed
+#     session's .jsonl copies from its .json (ccusage counts them twice);
+#     ccusage reads no Cline, which is not compared;
 #   - `stats --jobs 1` on the agent's archive against `stats --jobs 1` on
 #     a pi archive of the same size from the same generator, in MB/s
 #     (target: at least 0.8);
@@ -17,10 +18,11 @@
 #
 #   scripts/document-ratios.sh amp|cline|gemini [TOTAL_MB]   (default 100)
 #
-# amp's archive is gen-corpus's (--format amp); cline's (SDK sessions) and
-# gemini's (legacy session-*.json) are written here by a small seeded
-# generator (prose, a tool call and its result per turn, usage on every
-# assistant message; documents of Pareto sizes around 150 KB).
+# The archives are gen-corpus's: --format amp, --format cline (SDK sessions
+# and legacy tasks, with the files never read beside them), --format
+# gemini-legacy (legacy session-*.json, 5% of them resumed into a .jsonl
+# beside them: ccusage counts the copied messages twice, ours once; the
+# check below takes them out of ccusage's totals, computed from the files).
 #
 # Environment: CARGO_TARGET_DIR (default target), WORK (default a temp
 # dir; archives already there are reused), ROUNDS (default 5), CCUSAGE
@@ -44,73 +46,9 @@ WORK=${WORK:-$(mktemp -d)}
 ARCH=$WORK/$AGENT-$TOTAL_MB
 PI=$WORK/pi-$TOTAL_MB
 
-gen_documents() {
-    python3 - "$AGENT" "$ARCH" "$TOTAL_MB" <<'PY'
-import json, os, random, sys
-agent, arch, total = sys.argv[1], sys.argv[2], int(sys.argv[3]) * 1000000
-rng = random.Random(1)
-words = "the quick brown fox jumps over the lazy dog while parsing json lines fast".split()
-def prose(n):
-    return " ".join(rng.choice(words) for _ in range(max(1, n // 5)))
-written, n = 0, 0
-while written < total:
-    n += 1
-    size = min(total - written, int(rng.paretovariate(1.1) * 150000))
-    msgs, b, k = [], 0, 0
-    while b < size:
-        k += 1
-        ts = 1784094124598 + n * 3600000 + k * 60000
-        u = prose(rng.randint(40, 600))
-        a = prose(rng.randint(30, 1500))
-        out = prose(rng.randint(200, 3000) if rng.random() < 0.8 else rng.randint(3000, 24000))
-        if agent == "cline":
-            m = [{"id": f"u{k}", "role": "user", "ts": ts, "content": [{"type": "text", "text": u}]},
-                 {"id": f"a{k}", "role": "assistant", "ts": ts + 1,
-                  "modelInfo": {"id": "claude-sonnet-4-6", "provider": "anthropic"},
-                  "metrics": {"inputTokens": rng.randint(1000, 90000), "outputTokens": rng.randint(10, 2000),
-                              "cacheReadTokens": 500, "cacheWriteTokens": 10, "cost": 0.01},
-                  "content": [{"type": "thinking", "thinking": prose(200)}, {"type": "text", "text": a},
-                              {"type": "tool_use", "id": f"t{k}", "name": "read_files",
-                               "input": {"path": f"src/m{k}.rs"}}]},
-                 {"id": f"r{k}", "role": "user", "ts": ts + 2,
-                  "content": [{"type": "tool_result", "tool_use_id": f"t{k}", "content": out}]}]
-        else:
-            m = [{"id": f"u{k}", "timestamp": "2026-06-05T04:59:00.000Z", "type": "user", "content": [{"text": u}]},
-                 {"id": f"g{k}", "timestamp": "2026-06-05T04:59:01.000Z", "type": "gemini", "content": a,
-                  "model": "gemini-2.5-flash",
-                  "thoughts": [{"subject": "Plan", "description": prose(200), "timestamp": "2026-06-05T04:59:00.500Z"}],
-                  "toolCalls": [{"id": f"c{k}", "name": "read_file", "args": {"path": f"src/m{k}.rs"},
-                                 "status": "success",
-                                 "result": [{"functionResponse": {"id": f"c{k}", "name": "read_file",
-                                                                  "response": {"output": out}}}]}],
-                  "tokens": {"input": 4000, "output": 80, "cached": 0, "thoughts": 20, "tool": 0, "total": 4100}}]
-        msgs += m
-        b += sum(len(json.dumps(x)) for x in m)
-    if agent == "cline":
-        sid = f"{1784094124598 + n}_s{n:05d}"
-        d = os.path.join(arch, "sessions", sid)
-        os.makedirs(d, exist_ok=True)
-        path = os.path.join(d, f"{sid}.messages.json")
-        doc = {"version": 1, "agent": "lead", "sessionId": sid, "messages": msgs}
-        with open(os.path.join(d, f"{sid}.json"), "w") as f:
-            json.dump({"session_id": sid, "cwd": "/home/dev/app"}, f)
-    else:
-        d = os.path.join(arch, ".gemini", "tmp", "app", "chats")
-        os.makedirs(d, exist_ok=True)
-        path = os.path.join(d, f"session-2026-06-05T04-59-{n:08d}.json")
-        doc = {"sessionId": f"{n:08d}-aaaa", "projectHash": "h", "startTime": "2026-06-05T04:59:00.000Z",
-               "messages": msgs, "kind": "main"}
-    text = json.dumps(doc, indent=2)
-    with open(path, "w") as f:
-        f.write(text)
-    written += len(text)
-print(f"{agent}: {n} documents, {written:,} bytes", file=sys.stderr)
-PY
-}
-
 case $AGENT in
-amp) [ -d "$ARCH" ] || "$GEN" --format amp --archive "$ARCH" --total-mb "$TOTAL_MB" --seed 1 ;;
-cline | gemini) [ -d "$ARCH" ] || gen_documents ;;
+amp | cline) [ -d "$ARCH" ] || "$GEN" --format "$AGENT" --archive "$ARCH" --total-mb "$TOTAL_MB" --seed 1 ;;
+gemini) [ -d "$ARCH" ] || "$GEN" --format gemini-legacy --archive "$ARCH/.gemini" --total-mb "$TOTAL_MB" --seed 1 ;;
 *) echo "document-ratios.sh: amp, cline or gemini, not $AGENT" >&2; exit 2 ;;
 esac
 [ -d "$PI" ] || "$GEN" --archive "$PI" --total-mb "$TOTAL_MB" --seed 1
@@ -124,10 +62,20 @@ cline) export CLINE_DATA_DIR=$ARCH ;;
 gemini) export GEMINI_DATA_DIR=$ARCH/.gemini/tmp ;;
 esac
 OURS=(--agent "$AGENT")
-bytes() { find "$1/" -type f \( -name '*.jsonl' -o -name 'T-*.json' -o -name '*.messages.json' -o -name 'session-*.json' \) -printf '%s\n' | awk '{s += $1} END {print s}'; }
-ab=$(bytes "$ARCH")
-pb=$(bytes "$PI")
-docs=$(find "$ARCH" \( -name 'T-*.json' -o -name '*.messages.json' -o -name 'session-*.json' \) | wc -l)
+# The session files read: pi's *.jsonl; Amp's T-*.json; Cline's transcripts;
+# Gemini's chats/**/*.json(l).
+files() {
+    case $2 in
+    pi) find "$1/" -type f -name '*.jsonl' ;;
+    amp) find "$1/" -type f -name 'T-*.json' ;;
+    cline) find "$1/" -type f \( -name '*.messages.json' -o -name 'api_conversation_history.json' \) ;;
+    gemini) find "$1/" -type f -path '*/chats/*' \( -name '*.json' -o -name '*.jsonl' \) ;;
+    esac
+}
+bytes() { files "$1" "$2" | xargs -d '\n' stat -c %s | awk '{s += $1} END {print s}'; }
+ab=$(bytes "$ARCH" "$AGENT")
+pb=$(bytes "$PI" pi)
+docs=$(files "$ARCH" "$AGENT" | wc -l)
 cat $(find "$ARCH/" "$PI/" -type f | sort -u) > /dev/null # warm the page cache
 
 "$BIN" stats -q --json "${OURS[@]}" > "$WORK/ours.json"
@@ -154,6 +102,20 @@ for f in glob.glob(f"{arch}/threads/*.json") if agent == "amp" else []:
             for k, v in parts.items():
                 dropped[k] += v
             dropped["total_tokens"] += sum(parts.values())
+# What ccusage counts twice of Gemini's: the messages a resumed session's
+# .jsonl copied from its .json (docs/gemini-cli.md), as ccusage counts them.
+for f in glob.glob(f"{arch}/.gemini/tmp/*/chats/*.jsonl") if agent == "gemini" else []:
+    old = {m["id"] for m in json.load(open(f[:-1]))["messages"]}
+    for line in open(f):
+        m = json.loads(line)
+        t = m.get("tokens")
+        if m.get("id") not in old or m.get("type") != "gemini" or not isinstance(t, dict):
+            continue
+        n = {k: t.get(k, 0) for k in ["input", "output", "cached", "thoughts", "tool", "total"]}
+        whole = n["input"] + n["output"] + n["thoughts"] + n["tool"]
+        inp = n["input"] - n["cached"] if n["cached"] > 0 and n["total"] == whole else n["input"]
+        for k, v in [("input", -(inp + n["tool"])), ("output", -n["output"]), ("cache_read", -n["cached"]), ("total_tokens", -n["total"])]:
+            dropped[k] += v
 pairs = [("input", "inputTokens"), ("output", "outputTokens"), ("cache_read", "cacheReadTokens"),
          ("cache_write", "cacheCreationTokens"), ("total_tokens", "totalTokens")]
 diff = [(a, ours[a], cc[b], dropped[a]) for a, b in pairs if ours[a] != cc[b] + dropped[a]]
@@ -163,13 +125,15 @@ print("token totals: ccusage's plus what it drops:", {a: ours[a] for a, _ in pai
 PY
 fi
 
+# Appends "start end cpu" (wall clock, and the command's user + system
+# seconds: steadier on a shared machine) to $1.
 timed() {
     local out=$1 t0 t1
     shift
     t0=$EPOCHREALTIME
-    "$@" > /dev/null 2>&1
+    /usr/bin/time -f '%U %S' -o "$out.cpu" "$@" > /dev/null 2>&1
     t1=$EPOCHREALTIME
-    echo "$t0 $t1" >> "$out"
+    echo "$t0 $t1 $(awk '{print $1 + $2}' "$out.cpu")" >> "$out"
 }
 STATE=$WORK/unchanged-$AGENT.state
 rm -f "$STATE"
@@ -188,15 +152,17 @@ done
 python3 - "$AGENT" "$WORK" "$ab" "$pb" "$(nproc)" "$docs" "${names[@]}" <<'PY'
 import statistics, sys
 agent, work, ab, pb, cores, docs, names = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5], sys.argv[6], sys.argv[7:]
-runs = {n: [float(b) - float(a) for a, b in (l.split() for l in open(f"{work}/t.{n}"))] for n in names}
+runs = {n: [float(l.split()[1]) - float(l.split()[0]) for l in open(f"{work}/t.{n}")] for n in names}
+cpu = {n: [float(l.split()[2]) for l in open(f"{work}/t.{n}")] for n in names}
 med = {n: statistics.median(v) for n, v in runs.items()}
+mcpu = {n: statistics.median(v) for n, v in cpu.items()}
 print(f"{agent} archive {ab:,} bytes in {docs} documents, pi archive {pb:,} bytes, {cores} cores, {len(runs['ours_j2'])} rounds")
 for n in names:
     b = pb if n == "pi_j1" else ab
-    print(f"{n:13} median {med[n]:.3f} s  ({', '.join(f'{x:.3f}' for x in runs[n])})  {b / med[n] / 1e6:,.0f} MB/s")
+    print(f"{n:13} median {med[n]:.3f} s  ({', '.join(f'{x:.3f}' for x in runs[n])})  {b / med[n] / 1e6:,.0f} MB/s; CPU median {mcpu[n]:.3f} s")
 if "ccusage" in med:
     print(f"stats --jobs 2 / ccusage speed: {med['ccusage'] / med['ours_j2']:.2f} (target >= 2.0 for amp)")
-print(f"stats --jobs 1, {agent} MB/s / pi MB/s: {(ab / med['ours_j1']) / (pb / med['pi_j1']):.2f} (target >= 0.8)")
+print(f"stats --jobs 1, {agent} MB/s / pi MB/s: {(ab / med['ours_j1']) / (pb / med['pi_j1']):.2f} (target >= 0.8); by CPU time {(ab / mcpu['ours_j1']) / (pb / mcpu['pi_j1']):.2f}")
 hashed = "every thread hashed, " if agent == "amp" else ""
 print(f"unchanged re-run with a state ({hashed}none parsed): {med['unchanged_j2']:.3f} s for {docs} documents")
 PY
