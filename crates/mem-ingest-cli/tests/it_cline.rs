@@ -606,3 +606,79 @@ fn hostile_documents_are_counted_outcomes() {
     assert!(err.contains(" 4 skipped, 1 repaired"), "{err}");
     fs::remove_dir_all(home).unwrap();
 }
+
+/// A fork (`metadata.fork.forkedFromSessionId` in its manifest) starts with
+/// copies of its parent's messages under their ids: each message of the
+/// lineage is emitted and counted once (the parent's and the fork's own),
+/// as copies are for other agents' lineages, and a fork of a fork too;
+/// `--no-dedupe` counts the copies.
+#[test]
+fn a_forks_copies_of_its_parents_messages_count_once() {
+    let home = tmpdir("fork");
+    let data = home.join("data");
+    let parent = session();
+    let fork_of = |id: &str, from: &str, extra: &[Value]| {
+        let s = data.join("sessions").join(id);
+        let mut v = parent.clone();
+        v["sessionId"] = json!(id);
+        let list = v["messages"].as_array_mut().unwrap();
+        list.extend(extra.iter().cloned());
+        write(&s.join(format!("{id}.messages.json")), &v);
+        write(
+            &s.join(format!("{id}.json")),
+            &json!({"version": 1, "session_id": id, "cwd": "/home/me/app",
+                    "metadata": {"title": "t (fork)", "fork": {"forkedFromSessionId": from,
+                                 "forkedAt": "2026-07-15T10:05:00.000Z", "source": "cli"}}}),
+        );
+    };
+    let s = data.join("sessions").join(SID);
+    write(&s.join(format!("{SID}.messages.json")), &parent);
+    write(
+        &s.join(format!("{SID}.json")),
+        &json!({"version": 1, "session_id": SID, "cwd": "/home/me/app"}),
+    );
+    let own = |id: &str, i: u64| {
+        json!({"id": id, "role": "assistant", "ts": 1_784_094_200_000_i64,
+               "modelInfo": {"id": "claude-sonnet-4-6", "provider": "anthropic"},
+               "metrics": metrics(i, 1, 0, 0), "content": [{"type": "text", "text": id}]})
+    };
+    fork_of("1784094300000_fork1", SID, &[own("f1", 100)]);
+    // A fork of the fork: its parent's copies, and the fork's own.
+    let mut second = vec![own("f1", 100)];
+    second.push(own("f2", 1000));
+    fork_of("1784094400000_fork2", "1784094300000_fork1", &second);
+    let stats = |extra: &[&str]| -> Value {
+        let o = bin(&home)
+            .args(["stats", "--json", "-q", "--agent", "cline"])
+            .args(extra)
+            .env("CLINE_DATA_DIR", &data)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        serde_json::from_slice(&o.stdout).unwrap()
+    };
+    // The parent's 5 messages (two with metrics: 21 + 8, 40 + 12) and the
+    // forks' own two (100 + 1, 1000 + 1).
+    let v = stats(&[]);
+    assert_eq!(v["records"], 7, "{v}");
+    assert_eq!(v["usage"]["total_tokens"], 29 + 52 + 101 + 1001, "{v}");
+    assert_eq!(v["deduplicated"], 5 + 6, "{v}");
+    let all = stats(&["--no-dedupe"]);
+    assert_eq!(all["records"], 5 + 6 + 7, "{all}");
+    assert_eq!(
+        all["usage"]["total_tokens"],
+        3 * (29 + 52) + 2 * 101 + 1001,
+        "{all}"
+    );
+    let o = bin(&home)
+        .args(["backfill", "-q", "--agent", "cline"])
+        .env("CLINE_DATA_DIR", &data)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let recs = ndjson(&o.stdout);
+    let mut ids: Vec<&str> = recs.iter().map(|r| r["id"].as_str().unwrap()).collect();
+    ids.sort_unstable();
+    assert_eq!(ids, ["f1", "f2", "m1", "m2", "m3", "m4", "m5"]);
+    fs::remove_dir_all(home).unwrap();
+}
