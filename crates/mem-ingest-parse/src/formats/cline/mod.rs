@@ -30,7 +30,7 @@ use crate::format::{BoxedSource, Format, Input};
 use crate::json::{
     as_bool, as_f64, as_i64, as_str, as_u64, elements, fingerprint, value_hash, Fields, JsonParser,
 };
-use crate::line::{Header, Text};
+use crate::line::{Header, Parent, Text};
 use crate::line_reader::bom_len;
 use crate::record::{Record, Role, RoleFilter, Usage};
 use crate::report::{Report, SkipReason, UsageAt};
@@ -179,6 +179,31 @@ impl Format for Cline {
     fn records_cost(&self) -> bool {
         false
     }
+
+    /// A fork's parent session (its manifest's
+    /// `metadata.fork.forkedFromSessionId`): the fork's copies of the
+    /// parent's messages are the parent's (one lineage).
+    fn parent(&self, header: &Header) -> Option<String> {
+        header
+            .parent
+            .as_ref()
+            .and_then(Parent::session)
+            .map(|p| self.lineage(p))
+    }
+
+    /// The parent's session id: its transcript is found by its name
+    /// (`<id>.messages.json`, [`Cline::parent_lookup_name`]), so that a
+    /// parent that sorts after its fork is read ahead and its copies are
+    /// the ones kept.
+    fn parent_file_name<'h>(&self, header: &'h Header) -> Option<&'h str> {
+        header.parent.as_ref().and_then(Parent::session)
+    }
+
+    fn parent_lookup_name<'n>(&self, file_name: &'n str) -> &'n str {
+        file_name
+            .strip_suffix(".messages.json")
+            .unwrap_or(file_name)
+    }
 }
 
 /// Cline's folders that exist, and every place tried: the data folder
@@ -287,30 +312,76 @@ fn task_cwd(tasks: &Path, id: &str) -> Option<String> {
     cache.get(&file)?.1.get(id).cloned()
 }
 
+/// What an SDK session's manifest says: its cwd, its start, and the
+/// session its lineage starts at (a fork's `metadata.fork.forkedFromSessionId`,
+/// followed through the parents' manifests; None for a session that is no
+/// fork).
+#[derive(Debug, Default)]
+struct Manifest {
+    cwd: Option<String>,
+    start: Option<i64>,
+    /// The session it was forked from.
+    parent: Option<String>,
+    root: Option<String>,
+}
+
+/// The manifest `<id>.json` in the session folder `dir`, parsed.
+fn manifest_value(dir: &Path, id: &std::ffi::OsStr) -> Option<serde_json::Value> {
+    let mut m = dir.join(id);
+    m.as_mut_os_string().push(".json");
+    serde_json::from_slice(&std::fs::read(&m).ok()?).ok()
+}
+
+/// The session a manifest's fork names, if any.
+fn forked_from(v: &serde_json::Value) -> Option<&str> {
+    v.get("metadata")?
+        .get("fork")?
+        .get("forkedFromSessionId")?
+        .as_str()
+        .filter(|s| !s.is_empty() && !s.contains(['/', '\\']) && *s != "." && *s != "..")
+}
+
 /// An SDK session's manifest (`<sessionId>.json` in the session's folder,
 /// named after the folder: a subagent's file is in its root session's):
-/// its cwd and start.
-fn manifest(path: &Path) -> (Option<String>, Option<i64>) {
+/// its cwd, start and lineage (a fork's parents' manifests are in their
+/// folders beside it; at most 32 are followed).
+fn manifest(path: &Path) -> Manifest {
     let Some(dir) = path.parent() else {
-        return (None, None);
+        return Manifest::default();
     };
     let Some(name) = dir.file_name() else {
-        return (None, None);
+        return Manifest::default();
     };
-    let mut m = dir.join(name);
-    m.as_mut_os_string().push(".json");
-    let Ok(v) = std::fs::read(&m).map(|b| serde_json::from_slice::<serde_json::Value>(&b)) else {
-        return (None, None);
-    };
-    let Ok(v) = v else {
-        return (None, None);
+    let Some(v) = manifest_value(dir, name) else {
+        return Manifest::default();
     };
     let s = |k: &str| v.get(k).and_then(|x| x.as_str()).filter(|x| !x.is_empty());
     let cwd = s("cwd").or_else(|| s("workspace_root")).map(str::to_owned);
     let start = s("started_at")
         .or_else(|| s("created_at"))
         .and_then(parse_iso_millis);
-    (cwd, start)
+    let parent = forked_from(&v).map(str::to_owned);
+    let mut root = None;
+    let mut next = parent.clone();
+    let sessions = dir.parent();
+    for _ in 0..32 {
+        let Some(id) = next.take() else {
+            break;
+        };
+        next = sessions
+            .and_then(|d| manifest_value(&d.join(&id), std::ffi::OsStr::new(&id)))
+            .and_then(|p| forked_from(&p).map(str::to_owned));
+        if next.as_deref() == Some(id.as_str()) {
+            next = None;
+        }
+        root = Some(id);
+    }
+    Manifest {
+        cwd,
+        start,
+        parent,
+        root,
+    }
 }
 
 /// The file stem without `.messages`.
@@ -344,6 +415,8 @@ impl MapDocument for Cline {
         json.parse(data, arena, |parsed| {
             let (nodes, repaired) = parsed?;
             let legacy = is_legacy(path);
+            let mut lineage: Option<String> = None;
+            let mut forked_from: Option<String> = None;
             let (messages, header, agent) = if legacy {
                 if !matches!(nodes.first(), Some(Node::Array { .. })) {
                     return Err(SkipReason::Unsupported(
@@ -374,7 +447,12 @@ impl MapDocument for Cline {
                     .filter(|s| !s.is_empty())
                     .map(str::to_owned)
                     .unwrap_or_else(|| stem(path));
-                let (cwd, start) = manifest(path);
+                let Manifest {
+                    cwd,
+                    start,
+                    parent,
+                    root: lineage_root,
+                } = manifest(path);
                 let first_ts =
                     elements(messages).find_map(|m| Fields::of(m).get("ts").and_then(as_i64));
                 // A subagent's or teammate's file: its agent id is its stem.
@@ -382,6 +460,16 @@ impl MapDocument for Cline {
                     .str("agent")
                     .filter(|a| *a != "lead")
                     .map(|_| &*arena.alloc_str(&stem(path)));
+                // A fork's transcript (the session's own, not a subagent's)
+                // starts with copies of its parent's messages under their
+                // ids: its messages are known by its lineage's first
+                // session, so that the copies are the parent's.
+                let own = path
+                    .parent()
+                    .and_then(Path::file_name)
+                    .is_some_and(|d| d.to_string_lossy() == stem(path));
+                lineage = lineage_root.filter(|_| own && agent.is_none());
+                forked_from = parent.filter(|_| lineage.is_some());
                 (
                     messages,
                     (id, cwd.unwrap_or_default(), start.or(first_ts)),
@@ -396,10 +484,12 @@ impl MapDocument for Cline {
                 cwd,
                 version: 0,
                 timestamp,
-                parent: None,
+                parent: forked_from.map(Parent::Session),
             };
+            let session = arena.alloc_str(&header.id);
             let file = CFile {
-                session: arena.alloc_str(&header.id),
+                session,
+                lineage: lineage.map_or(&*session, |l| &*arena.alloc_str(&l)),
                 project: arena.alloc_str(&header.cwd),
                 source: arena.alloc_str(&format!("cline:{}", stem(path))),
                 agent,
@@ -418,6 +508,9 @@ impl MapDocument for Cline {
 /// What a file's records share.
 struct CFile<'a> {
     session: &'a str,
+    /// The session its messages are known by: the first of a fork's
+    /// lineage, else its own.
+    lineage: &'a str,
     project: &'a str,
     source: &'a str,
     agent: Option<&'a str>,
@@ -491,7 +584,7 @@ impl<'a> CFile<'a> {
             positional: id.is_none(),
             version: value_hash(m),
             settled: true,
-            fingerprint: fingerprint(&[b"cline-msg", self.session.as_bytes(), key.as_bytes()]),
+            fingerprint: fingerprint(&[b"cline-msg", self.lineage.as_bytes(), key.as_bytes()]),
             line: pos,
             byte: 0,
             record: None,
