@@ -340,3 +340,61 @@ fn the_store_keeps_the_cursor_and_adds_a_message_once_it_is_final() {
     assert_eq!(keys(), ["ses_1:msg_1", "ses_1:msg_2", "ses_1:msg_3"]);
     fs::remove_dir_all(home).unwrap();
 }
+
+/// The usage report's totals equal `stats`' for each database agent's
+/// fixture (`../shared/samples/{opencode,goose,cursor}/make_fixture.py`):
+/// every usage counted is a dated row of the report.
+#[test]
+#[ignore = "needs ../shared: samples/{opencode,goose,cursor}/make_fixture.py"]
+fn usage_totals_equal_stats_for_each_database_agent() {
+    let d = tmpdir("usage-stats");
+    let samples = common::shared::samples();
+    let make = |agent: &str, out: &Path, extra: &[&str]| {
+        let o = Command::new("python3")
+            .arg(samples.join(agent).join("make_fixture.py"))
+            .arg(out)
+            .args(extra)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{o:?}");
+    };
+    make("opencode", &d.join("oc"), &["--no-legacy-json"]);
+    make("goose", &d.join("goose"), &[]);
+    make("cursor", &d.join("home"), &[]);
+    for (agent, path, input) in [
+        ("opencode", d.join("oc"), 70_052),
+        ("goose", d.join("goose/sessions/sessions.db"), 64_800),
+        (
+            "cursor",
+            d.join("home/.config/Cursor/User/globalStorage"),
+            18_590,
+        ),
+    ] {
+        let stats = bin(&d)
+            .args(["stats", "--json", "-q", "--agent", agent])
+            .arg(&path)
+            .output()
+            .unwrap();
+        assert!(stats.status.success(), "{agent}: {stats:?}");
+        let s: Value = serde_json::from_slice(&stats.stdout).unwrap();
+        let usage = bin(&d)
+            .args(["usage", "daily", "--json", "-q", "--agent", agent])
+            .arg(&path)
+            .output()
+            .unwrap();
+        assert!(usage.status.success(), "{agent}: {usage:?}");
+        let u: Value = serde_json::from_slice(&usage.stdout).unwrap();
+        assert_eq!(s["usage"]["input"], input, "{agent}: {s}");
+        assert_eq!(u["totals"]["inputTokens"], s["usage"]["input"], "{agent}");
+        assert_eq!(u["totals"]["outputTokens"], s["usage"]["output"], "{agent}");
+        assert_eq!(
+            u["totals"]["cacheReadTokens"], s["usage"]["cache_read"],
+            "{agent}"
+        );
+        assert_eq!(
+            u["totals"]["cacheCreationTokens"], s["usage"]["cache_write"],
+            "{agent}"
+        );
+    }
+    fs::remove_dir_all(d).unwrap();
+}
