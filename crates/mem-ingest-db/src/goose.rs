@@ -237,6 +237,22 @@ struct Ledger {
 struct Acc {
     n: [u64; 5],
     cost: f64,
+    /// When the session was last written (`updated_at`): the time its
+    /// growth is dated by (never compared).
+    time: Option<i64>,
+}
+
+/// `updated_at` as Unix milliseconds: SQLite's `YYYY-MM-DD HH:MM:SS`
+/// (UTC) or RFC 3339.
+fn instant(s: &str) -> Option<i64> {
+    let t = s.trim().replacen(' ', "T", 1);
+    let zoned = t.ends_with('Z') || t[t.len().saturating_sub(6)..].contains(['+', '-']);
+    let t = if zoned && t.len() > 19 {
+        t
+    } else {
+        format!("{t}Z")
+    };
+    mem_ingest_parse::parse_iso_millis(&t)
 }
 
 /// Seconds or milliseconds (above 10^10) as milliseconds.
@@ -324,12 +340,12 @@ impl Db {
             let sql = if self.ledger {
                 "SELECT id, accumulated_input_tokens, accumulated_output_tokens, \
                  accumulated_cache_read_tokens, accumulated_cache_write_tokens, \
-                 accumulated_total_tokens, accumulated_cost, \
+                 accumulated_total_tokens, accumulated_cost, updated_at, \
                  EXISTS (SELECT 1 FROM usage_ledger l WHERE l.session_id = sessions.id) \
                  FROM sessions"
             } else {
                 "SELECT id, accumulated_input_tokens, accumulated_output_tokens, \
-                 NULL, NULL, accumulated_total_tokens, NULL, 0 FROM sessions"
+                 NULL, NULL, accumulated_total_tokens, NULL, updated_at, 0 FROM sessions"
             };
             let mut st = c.prepare(sql)?;
             let rows = st.query_map([], |r| {
@@ -339,8 +355,14 @@ impl Db {
                 let acc = Acc {
                     n: [n(1)?, n(2)?, n(3)?, n(4)?, n(5)?],
                     cost: r.get::<_, Option<f64>>(6).unwrap_or(None).unwrap_or(0.0),
+                    time: None,
                 };
-                Ok((r.get::<_, String>(0)?, acc, r.get::<_, bool>(7)?))
+                let updated: Option<String> = r.get(7).unwrap_or(None);
+                let acc = Acc {
+                    time: updated.as_deref().and_then(instant),
+                    ..acc
+                };
+                Ok((r.get::<_, String>(0)?, acc, r.get::<_, bool>(8)?))
             })?;
             let mut acc = Vec::new();
             for a in rows {
@@ -473,6 +495,7 @@ impl Db {
             let before = Acc {
                 n: [0, 1, 2, 3, 4].map(|i| cursor.guards.get(&keys[i]).copied().unwrap_or(0)),
                 cost: f64::from_bits(cursor.guards.get(&keys[5]).copied().unwrap_or(0)),
+                time: now.time,
             };
             if now == before {
                 continue;
@@ -500,7 +523,12 @@ impl Db {
                 cost: (now.cost - before.cost).max(0.0),
             };
             let s = &self.sessions[&sid];
-            report.add_usage(s.provider.as_deref(), s.model.as_deref(), &u, true);
+            let at = UsageAt {
+                line: 0,
+                time: now.time,
+                reasoning: 0,
+            };
+            report.add_usage_at(s.provider.as_deref(), s.model.as_deref(), &u, true, at);
             let fp = fingerprint(&[
                 b"goose-acc",
                 sid.as_bytes(),

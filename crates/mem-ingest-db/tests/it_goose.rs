@@ -54,12 +54,13 @@ fn without_a_ledger_the_growth_of_the_accumulated_columns_is_counted_once() {
         "PRAGMA journal_mode = WAL;
          CREATE TABLE sessions (id TEXT PRIMARY KEY, working_dir TEXT NOT NULL,
            accumulated_input_tokens INTEGER, accumulated_output_tokens INTEGER,
-           accumulated_total_tokens INTEGER, provider_name TEXT, model_config_json TEXT);
+           accumulated_total_tokens INTEGER, provider_name TEXT, model_config_json TEXT,
+           updated_at TIMESTAMP);
          CREATE TABLE messages (id INTEGER PRIMARY KEY AUTOINCREMENT, message_id TEXT,
            session_id TEXT NOT NULL, role TEXT NOT NULL, content_json TEXT NOT NULL,
            created_timestamp INTEGER NOT NULL, metadata_json TEXT);
          INSERT INTO sessions VALUES ('20260101_1', '/w', 100, 10, 110, 'p',
-           '{\"model_name\":\"m\"}');
+           '{\"model_name\":\"m\"}', '2026-01-01 10:00:00');
          INSERT INTO messages (message_id, session_id, role, content_json, created_timestamp)
            VALUES ('msg_a', '20260101_1', 'user', '[{\"type\":\"text\",\"text\":\"hi\"}]', 1767225600);",
     )
