@@ -398,3 +398,68 @@ fn usage_totals_equal_stats_for_each_database_agent() {
     }
     fs::remove_dir_all(d).unwrap();
 }
+
+/// Cursor's global store found with no PATH beside Cline's tasks, which
+/// Cline keeps inside Cursor's `globalStorage`: each read once, by its own
+/// agent.
+#[test]
+fn cursors_store_and_clines_tasks_in_its_folder_are_each_read_once() {
+    let home = tmpdir("cursor-cline");
+    let global = home.join(".config/Cursor/User/globalStorage");
+    let task = global.join("saoudrizwan.claude-dev/tasks/1767225600000");
+    fs::create_dir_all(&task).unwrap();
+    fs::write(
+        task.join("api_conversation_history.json"),
+        json!([{"role": "user", "content": [{"type": "text", "text": "from cline"}]}]).to_string(),
+    )
+    .unwrap();
+    let c = Connection::open(global.join("state.vscdb")).unwrap();
+    c.execute_batch(
+        "CREATE TABLE ItemTable (key TEXT UNIQUE ON CONFLICT REPLACE, value BLOB);
+         CREATE TABLE cursorDiskKV (key TEXT UNIQUE ON CONFLICT REPLACE, value BLOB);",
+    )
+    .unwrap();
+    for (k, v) in [
+        ("bubbleId:c1:b1", json!({"type": 1, "text": "from cursor"})),
+        (
+            "composerData:c1",
+            json!({"composerId": "c1", "status": "completed"}),
+        ),
+    ] {
+        c.execute(
+            "INSERT INTO cursorDiskKV VALUES (?1, ?2)",
+            [k, &v.to_string()],
+        )
+        .unwrap();
+    }
+    let o = bin(&home)
+        .env("XDG_CONFIG_HOME", home.join(".config"))
+        .args(["backfill", "-q", "--agent", "cline", "--agent", "cursor"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let mut got: Vec<(String, String)> = ndjson(&o.stdout)
+        .iter()
+        .map(|r| {
+            (
+                r["source"]
+                    .as_str()
+                    .unwrap()
+                    .split(':')
+                    .next()
+                    .unwrap()
+                    .to_owned(),
+                r["text"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    got.sort();
+    assert_eq!(
+        got,
+        [
+            ("cline".to_owned(), "from cline".to_owned()),
+            ("cursor".to_owned(), "from cursor".to_owned())
+        ]
+    );
+    fs::remove_dir_all(home).unwrap();
+}
