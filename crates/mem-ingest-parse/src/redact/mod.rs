@@ -4,18 +4,13 @@
 //! The rules are gitleaks' published ones, as data ([`rules`], which names
 //! their licence and version), plus three of mem-ingest's own where
 //! gitleaks has only its `generic-api-key`. A text is searched once for
-//! every rule's keywords (case-sensitive, each keyword written in the case
-//! its regex needs); a rule's regex runs only in a window around its
-//! keywords' hits (from `back` bytes before a hit to `reach` bytes after
-//! it, the windows of nearby hits joined), never over a text none of its
-//! keywords is in. The search is one pass of a packed SIMD searcher (slim
-//! Teddy, 32 bytes a step) for a shorter list that starts every keyword
-//! ([`rules::PREFIXES`] stand for the keywords they start), and at each of
-//! its hits, an overlapping Aho-Corasick search of the few bytes where
-//! keywords can start there. A `://` (the URL password rule's keyword)
-//! counts only when an `@` follows it before any byte the rule's user and
-//! password cannot hold (most URLs have none: the text is then neither
-//! decoded nor searched for it). A match's secret (the first
+//! every rule's keywords (one Aho-Corasick automaton, case-sensitive, each
+//! keyword written in the case its regex needs); a rule's regex runs only
+//! in a window around its keywords' hits (from `back` bytes before a hit
+//! to `reach` bytes after it, the windows of nearby hits joined), never
+//! over a text none of its keywords is in (whether a text holds any is one
+//! leftmost-first search, which runs on the automaton's SIMD prefilter; the
+//! windows of a text that does come from a second, overlapping one). A match's secret (the first
 //! group that took part, else the whole match) is kept when its Shannon
 //! entropy is below the rule's, or an allowlist regex of the rule's or
 //! gitleaks' global ones matches it, or it holds a global stopword.
@@ -26,7 +21,7 @@ mod rules;
 
 use std::sync::OnceLock;
 
-use aho_corasick::{packed, AhoCorasick, AhoCorasickBuilder, MatchKind};
+use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
 use regex_automata::meta::Regex;
 use regex_automata::util::syntax;
 use regex_automata::Input;
@@ -70,17 +65,12 @@ pub struct Found {
 pub struct Redactor {
     rules: &'static [Rule],
     ids: Vec<&'static str>,
-    /// The first search: a prefix of every keyword (each keyword's, or
-    /// one of [`rules::PREFIXES`] that starts several), leftmost-first, in
-    /// slim Teddy (32 bytes a step; the 42 keywords themselves made the
-    /// automaton choose fat Teddy, 16 bytes a step). Every keyword's
-    /// occurrence starts within one of its hits or at a later one's start.
-    any_keyword: packed::Searcher,
-    /// The keywords, every occurrence (overlapping), looked for where a
-    /// hit of the first search is.
+    /// The keywords, for whether a text holds any: leftmost-first, which
+    /// lets the automaton search with its SIMD prefilter (Teddy) at
+    /// gigabytes a second (standard matching cannot: a quarter of that).
+    any_keyword: AhoCorasick,
+    /// The keywords, every occurrence (overlapping): a text's windows.
     keywords: AhoCorasick,
-    /// The pattern index of `://` in `keywords`, if a rule has it.
-    url_keyword: Option<usize>,
     /// The rules of each keyword (distinct), by the keyword's pattern
     /// index.
     keyword_rules: Vec<Vec<usize>>,
@@ -143,19 +133,15 @@ impl Redactor {
             .match_kind(MatchKind::Standard)
             .build(&patterns)
             .expect("the rules' keywords build an automaton");
-        let any_keyword = packed::Config::new()
-            .match_kind(packed::MatchKind::LeftmostFirst)
-            .only_teddy_fat(Some(false))
-            .builder()
-            .extend(first_search(&patterns))
-            .build()
-            .expect("the keywords' prefixes build a packed searcher");
+        let any_keyword = AhoCorasickBuilder::new()
+            .match_kind(MatchKind::LeftmostFirst)
+            .build(&patterns)
+            .expect("the rules' keywords build an automaton");
         let stopwords = AhoCorasick::new(rules::GLOBAL_STOPWORDS).expect("stopwords build");
         Redactor {
             rules,
             ids: rules.iter().map(|r| r.id).collect(),
             any_keyword,
-            url_keyword: patterns.iter().position(|p| *p == "://"),
             keywords,
             keyword_rules,
             longest,
@@ -179,62 +165,37 @@ impl Redactor {
         self.ids.iter().position(|r| *r == id)
     }
 
-    /// Whether `text` holds any rule's keyword (a `://` only with an `@`
-    /// it can reach, see the module's doc): when not, it holds no secret.
-    /// A text built escaped (JSON string escapes) holds every keyword its
-    /// decoded text holds (no keyword has a quote, backslash or control
-    /// byte), and its `://` counts wherever the decoded text's may.
+    /// Whether `text` holds any rule's keyword: when not, it holds no
+    /// secret. A text built escaped (JSON string escapes) holds every
+    /// keyword its decoded text holds (no keyword has a quote, backslash
+    /// or control byte).
     pub fn may_hold(&self, text: &[u8]) -> bool {
-        self.keyword_hits(text, true, |_, _, _| true)
+        self.any_keyword.is_match(text)
     }
 
-    /// Every occurrence of every keyword in `hay` (overlapping ones too),
-    /// in order of the first search's hits, given to `f` (the keyword's
-    /// index, its start and end) until `f` says to stop (true, returned).
+    /// Each rule's windows in `hay` (none: no keyword), joined where they
+    /// meet, in order.
     ///
-    /// The first search (leftmost-first, fast) finds the first of each run
-    /// of overlapping prefixes; the overlapping search looks only at the
-    /// bytes where keywords can start, those of the hit (and as many after
-    /// as the longest keyword reaches). A `://` that no `@` follows where
-    /// the URL password rule could reach it is left out (`escaped`: `hay`
-    /// is a JSON string's contents, see [`could_have_password`]).
-    fn keyword_hits(
-        &self,
-        hay: &[u8],
-        escaped: bool,
-        mut f: impl FnMut(usize, usize, usize) -> bool,
-    ) -> bool {
+    /// Every occurrence of every keyword counts, also those that overlap:
+    /// the leftmost-first search (fast) finds the first of each run of
+    /// overlapping ones, and the overlapping search looks only at the
+    /// bytes where others can start, those of the hit (and as many after
+    /// as the longest keyword reaches).
+    fn windows(&self, hay: &[u8]) -> Vec<Vec<(usize, usize)>> {
+        let mut windows: Vec<Vec<(usize, usize)>> = Vec::new();
         for hit in self.any_keyword.find_iter(hay) {
             let (s, e) = (hit.start(), hit.end());
             let end = (e + self.longest).min(hay.len());
             for m in self.keywords.find_overlapping_iter(&hay[s..end]) {
                 if m.start() >= e - s {
-                    // Found from a later hit of the first search.
+                    // Found by the leftmost-first search, after this hit.
                     continue;
                 }
-                let k = m.pattern().as_usize();
                 let (ks, ke) = (s + m.start(), s + m.end());
-                if Some(k) == self.url_keyword && !could_have_password(hay, ke, escaped) {
-                    continue;
+                if windows.is_empty() {
+                    windows.resize_with(self.rules.len(), Vec::new);
                 }
-                if f(k, ks, ke) {
-                    return true;
-                }
-            }
-        }
-        false
-    }
-
-    /// Each rule's windows in `hay` (none: no keyword), joined where they
-    /// meet, in order.
-    fn windows(&self, hay: &[u8]) -> Vec<Vec<(usize, usize)>> {
-        let mut windows: Vec<Vec<(usize, usize)>> = Vec::new();
-        self.keyword_hits(hay, false, |k, ks, ke| {
-            if windows.is_empty() {
-                windows.resize_with(self.rules.len(), Vec::new);
-            }
-            {
-                for &r in &self.keyword_rules[k] {
+                for &r in &self.keyword_rules[m.pattern().as_usize()] {
                     let rule = &self.rules[r];
                     let from = ks.saturating_sub(rule.back);
                     let to = ke.saturating_add(rule.reach).min(hay.len());
@@ -248,8 +209,7 @@ impl Redactor {
                     }
                 }
             }
-            false
-        });
+        }
         windows
     }
 
@@ -412,47 +372,6 @@ impl Redactor {
         let decoded = unescape(escaped);
         self.redact_held(&decoded, rules)
     }
-}
-
-/// The first search's patterns for `keywords`: each of [`rules::PREFIXES`]
-/// that starts a keyword, and each keyword that neither starts with one of
-/// those nor with another keyword.
-fn first_search<'k>(keywords: &[&'k str]) -> Vec<&'k str> {
-    let mut out: Vec<&'k str> = rules::PREFIXES
-        .iter()
-        .copied()
-        .filter(|p| keywords.iter().any(|k| k.starts_with(p)))
-        .collect();
-    for k in keywords {
-        let covered = out.iter().any(|p| k.starts_with(p))
-            || keywords.iter().any(|o| o != k && k.starts_with(o));
-        if !covered {
-            out.push(k);
-        }
-    }
-    out
-}
-
-/// Whether the `://` that ends at `at` in `hay` can be the URL password
-/// rule's: an `@` follows within the 385 bytes its user, `:` and password
-/// can take, before any byte they cannot hold (white space, `/`, a quote,
-/// `<`, `>`, a backtick, a backslash). In a JSON string's contents
-/// (`escaped`) a backslash starts an escape: `\u` and `\b` may stand for
-/// bytes they can hold, so they count as one; the others (`\n`, `\"`,
-/// `\/`, ...) stand for bytes they cannot.
-fn could_have_password(hay: &[u8], at: usize, escaped: bool) -> bool {
-    let end = hay.len().min(at + 128 + 1 + 256 + 1);
-    let mut i = at;
-    while i < end {
-        match hay[i] {
-            b'@' => return true,
-            b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c | b'/' | b'"' | b'\'' | b'<' | b'>'
-            | b'`' => return false,
-            b'\\' => return escaped && matches!(hay.get(i + 1), Some(b'u' | b'b')),
-            _ => i += 1,
-        }
-    }
-    false
 }
 
 /// The Shannon entropy of `s`'s bytes, in bits a byte (gitleaks' measure).

@@ -66,12 +66,6 @@ pub(super) const GLOBAL_STOPWORDS: &[&str] = &[
 /// or a real one a display cut).
 const PLACEHOLDER: &str = r"(?i)^(?:<[^>]*>|\[[^\]]*\]|\{[^}]*\}|your[_-].*|.*[_-]here|changeme|change_me|password|passwd|pass|pwd|secret|token|example|redacted|x{3,}|\*{3,}|.{0,12}\.{3}|.{0,12}…)$";
 
-/// Prefixes that stand for the keywords they start in the first,
-/// any-keyword search (fewer patterns: the packed searcher's slim Teddy);
-/// every keyword is still found, at the bytes where one of these is.
-/// (`SECRET_ACCESS_KEY` needs none: `SECRET` starts it.)
-pub(super) const PREFIXES: &[&str] = &["sk-ant-", "-----", "secret"];
-
 /// The standard terminator of gitleaks' regexes, for reference:
 /// `(?:[\x60'"\s;]|\\[nr]|$)`.
 pub(super) const RULES: &[Rule] = &[
