@@ -239,8 +239,9 @@ fn every_tool_answers_exactly_over_stdio() {
         ),
         (
             "search",
-            json!({"query": "bug", "agent": "cursor"}),
-            "unknown agent \"cursor\": pi, gemini, qwen, copilot, amp, cline, claude, codex",
+            json!({"query": "bug", "agent": "windsurf"}),
+            "unknown agent \"windsurf\": pi, gemini, qwen, copilot, amp, cline, claude, codex, \
+             opencode, goose, cursor",
         ),
         (
             "sessions",
@@ -355,7 +356,8 @@ fn the_python_sdk_client_lists_and_calls_every_tool() {
     assert_eq!(
         lines[6],
         json!({"tool": "search", "code": -32602,
-               "message": "unknown agent \"cursor\": pi, gemini, qwen, copilot, amp, cline, claude, codex"})
+               "message": "unknown agent \"windsurf\": pi, gemini, qwen, copilot, amp, cline, claude, \
+                           codex, opencode, goose, cursor"})
     );
     fs::remove_dir_all(d).unwrap();
 }

@@ -30,7 +30,7 @@ async def main(binary, store):
                 ("sessions", {"project": "MY-PROJECT", "limit": 2}),
                 ("session", {"id": "hand", "around": "hand-built-0001:c0de0006", "limit": 3}),
                 ("session", {"id": "01a229a8"}),
-                ("search", {"query": "bug", "agent": "cursor"}),
+                ("search", {"query": "bug", "agent": "windsurf"}),
             ]
             for name, args in calls:
                 try:
