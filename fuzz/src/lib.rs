@@ -539,16 +539,19 @@ pub fn check_copilot(data: &[u8]) {
 pub const GEMINI_STILL: &str =
     "/nonexistent/mem-ingest-fuzz/.gemini/tmp/fuzz/chats/session-2026-01-01T00-00-fuzz.jsonl";
 
-/// A Gemini CLI chat file of the same name as [`GEMINI_STILL`], just
-/// written (its modification time now), in a temporary folder of its own
-/// removed when dropped: a reading holds the message written last.
+/// A Gemini CLI chat file of the same name as [`GEMINI_STILL`] holding
+/// the bytes read, just written (its modification time now) or still (a
+/// day old), in a temporary folder of its own removed when dropped: a
+/// reading of a file just written holds the message written last; a held
+/// message, once final, is read again from the file (issue 46: its copy
+/// is never kept in a checkpoint).
 struct GeminiFresh {
     root: std::path::PathBuf,
     path: std::path::PathBuf,
 }
 
 impl GeminiFresh {
-    fn new() -> Self {
+    fn new(data: &[u8], still: bool) -> Self {
         use std::sync::atomic::{AtomicU64, Ordering};
         static N: AtomicU64 = AtomicU64::new(0);
         let root = std::env::temp_dir().join(format!(
@@ -559,7 +562,15 @@ impl GeminiFresh {
         let dir = root.join(".gemini/tmp/fuzz/chats");
         std::fs::create_dir_all(&dir).expect("a temporary folder");
         let path = dir.join("session-2026-01-01T00-00-fuzz.jsonl");
-        std::fs::File::create(&path).expect("a temporary file");
+        std::fs::write(&path, data).expect("a temporary file");
+        if still {
+            let day = std::time::Duration::from_secs(86_400);
+            std::fs::File::options()
+                .write(true)
+                .open(&path)
+                .and_then(|f| f.set_modified(std::time::SystemTime::now() - day))
+                .expect("a day-old modification time");
+        }
         GeminiFresh { root, path }
     }
 }
@@ -635,8 +646,10 @@ pub fn check_gemini(data: &[u8]) {
         "usage rows differ when no record is built"
     );
     // Just written: the message written last is held.
-    let fresh = GeminiFresh::new();
+    let fresh = GeminiFresh::new(data, false);
     let fresh = &fresh.path;
+    // The same file once still: where a held message is read again.
+    let still_copy = GeminiFresh::new(data, true);
     let read_all = |src: &mut mem_ingest_parse::format::BoxedSource<'_>| {
         let mut out = Vec::new();
         while let Some(r) = src.next_record().expect("in memory") {
@@ -664,7 +677,7 @@ pub fn check_gemini(data: &[u8]) {
     let mut merged = held.report().clone();
     let mut later = Gemini.resume(
         Input::Bytes(&data[at.byte as usize..]),
-        still,
+        &still_copy.path,
         &header,
         &context,
         at.byte,
