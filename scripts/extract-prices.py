@@ -9,6 +9,11 @@ prices of input, output, cache write and cache read; ia, oa, cca, cra
 the same above 200,000 tokens; ctx the context window; fast a multiplier
 for speed "fast"), found after the string "deepseek-v4-pro" in 20.0.24.
 The keys are written out under LiteLLM's own names.
+
+After it comes models.dev's price table and its catalog rules (two more
+raw deflate streams), written to crates/mem-ingest-parse/data/
+prices-models-dev.json: ccusage prices from it a model LiteLLM's list does
+not name.
 """
 import hashlib
 import json
@@ -61,3 +66,32 @@ out = {
 json.dump(out, sys.stdout if len(sys.argv) > 2 else open(
     "crates/mem-ingest-parse/data/prices.json", "w"), indent=1, sort_keys=False)
 print(f"{len(models)} models", file=sys.stderr)
+
+# The second table, right after the first: models.dev's prices (its
+# api.json flattened to "provider/model" and bare model ids, USD per million
+# tokens: input, output, cache_read, cache_write, and "tiers" that price a
+# whole response above a context size; "exactOnly" ids are matched by their
+# full name only), then the catalog's rules (ids of model authors,
+# "owners", among them). ccusage prices a model LiteLLM's list does not
+# have from it (Gemini CLI's, Qwen Code's, Copilot CLI's Claude names).
+second = zlib.decompressobj(-15)
+dev = json.loads(second.decompress(stream.unused_data[:8 << 20]))
+third = zlib.decompressobj(-15)
+rules = json.loads(third.decompress(second.unused_data[:4 << 20]))
+dev_out = {
+    "source": "models.dev (https://models.dev, its api.json), as embedded by ccusage 20.0.24 "
+              "for --offline (models-dev-pricing.json, models-dev-catalog-rules.json)",
+    "license": "MIT (models.dev: Copyright (c) SST; ccusage: Copyright (c) 2025 ryoppippi)",
+    "ccusage_version": "20.0.24",
+    "ccusage_binary_sha256": hashlib.sha256(data).hexdigest(),
+    "extracted": "2026-12-05",
+    "units": "USD per million tokens; tiers: the prices of a whole response whose context "
+             "(input and cache) is above the tier's size",
+    "owners": rules["owners"],
+    "models": {k: {f: v for f, v in dev[k].items() if f in ("cost", "exactOnly")}
+               for k in sorted(dev) if "cost" in dev[k]},
+}
+if len(sys.argv) <= 2:
+    json.dump(dev_out, open("crates/mem-ingest-parse/data/prices-models-dev.json", "w"),
+              indent=0, sort_keys=False, separators=(",", ":"))
+print(f"{len(dev_out['models'])} models.dev models", file=sys.stderr)

@@ -10,8 +10,11 @@
 //! A response's cost is each kind of token (input, output, cache write,
 //! cache read) times its price; where a model has a price above 200,000
 //! tokens, the tokens of that kind past 200,000 in one response are
-//! priced at it, as ccusage does. A model the table does not know has no
-//! cost (`None`): never a false 0.
+//! priced at it, as ccusage does. A model LiteLLM's list does not name is
+//! priced from the second table ccusage embeds, models.dev's
+//! (`data/prices-models-dev.json`), as ccusage prices Gemini CLI's, Qwen
+//! Code's and Copilot CLI's Claude names. A model neither table knows has
+//! no cost (`None`): never a false 0.
 
 use std::collections::HashMap;
 use std::sync::OnceLock;
@@ -91,13 +94,18 @@ impl Price {
 pub struct Resolved {
     price: Price,
     fast: Option<f64>,
+    /// Not in LiteLLM's list: models.dev's price.
+    dev: Option<&'static DevPrice>,
 }
 
 impl Resolved {
     /// The cost of one response: [`Prices::cost_with_hour`]'s, to the bit.
     pub fn cost(&self, u: &Usage, hour: u64) -> f64 {
-        let p = &self.price;
         let hour = hour.min(u.cache_write);
+        if let Some(d) = self.dev {
+            return d.cost(u, hour);
+        }
+        let p = &self.price;
         let five = Usage {
             cache_write: u.cache_write - hour,
             ..*u
@@ -124,6 +132,10 @@ pub struct Prices {
     /// ([`Prices::find`]'s prefixes and fuzzy match), by that name: `stats`
     /// prices every response, and the fuzzy match scans the whole table.
     found: FoundMemo,
+    /// Models LiteLLM's list does not name are priced from models.dev's
+    /// table (the shipped table's; a table read from a file prices only
+    /// what it names).
+    models_dev: bool,
 }
 
 /// [`Prices::find`]'s memo: model name to the table's name (None: not
@@ -173,15 +185,18 @@ impl Prices {
     pub fn shipped() -> &'static Prices {
         static SHIPPED: OnceLock<Prices> = OnceLock::new();
         SHIPPED.get_or_init(|| {
-            Prices::from_json(include_bytes!("../data/prices.json"))
-                .expect("the shipped price table parses (tested)")
+            let mut p = Prices::from_json(include_bytes!("../data/prices.json"))
+                .expect("the shipped price table parses (tested)");
+            p.models_dev = true;
+            p
         })
     }
 
     /// A table from JSON: the shipped file's shape (`source`, `models`),
     /// or LiteLLM's `model_prices_and_context_window.json` (models at the
     /// top level; entries without a per-token price, as its
-    /// `sample_spec`, are left out).
+    /// `sample_spec`, are left out). It prices only the models it names
+    /// (not models.dev's, which the shipped table adds).
     ///
     /// # Errors
     /// Not JSON, or neither shape: why.
@@ -296,11 +311,22 @@ impl Prices {
             Some(base) if !self.models.contains_key(model) => (base, true),
             _ => (model, false),
         };
-        let price = self.find(name)?;
+        let Some(price) = self.find(name) else {
+            // Not in LiteLLM's list: models.dev's, as ccusage.
+            if !self.models_dev {
+                return None;
+            }
+            return DevTable::shipped().find(model).map(|d| Resolved {
+                price: Price::default(),
+                fast: None,
+                dev: Some(d),
+            });
+        };
         let fast = fast.then(|| self.fast_multiplier(name, price));
         Some(Resolved {
             price: *price,
             fast,
+            dev: None,
         })
     }
 
@@ -317,6 +343,149 @@ impl Prices {
             .filter(|(pre, _)| name.starts_with(pre.as_str()))
             .max_by_key(|(pre, _)| pre.len())
             .map_or(1.0, |(_, m)| *m)
+    }
+}
+
+/// The second table ccusage 20.0.24 embeds, models.dev's
+/// (`data/prices-models-dev.json`, extracted with the first): prices in USD
+/// per million tokens, by `provider/model` and bare model ids, some with
+/// context tiers. ccusage prices from it a model LiteLLM's list does not
+/// name (Gemini CLI's, Qwen Code's, Copilot CLI's Claude names), and so do
+/// we: the model's own id, else `<owner>/<model>` for the first model
+/// author (models.dev's `owners`, in its order) that has one.
+#[derive(Debug, Default)]
+struct DevTable {
+    models: HashMap<String, DevPrice>,
+    owners: Vec<String>,
+}
+
+/// Per million tokens of each kind.
+#[derive(Debug, Clone, Copy, Default, Deserialize)]
+struct DevCost {
+    #[serde(default)]
+    input: Option<f64>,
+    #[serde(default)]
+    output: Option<f64>,
+    #[serde(default)]
+    cache_read: Option<f64>,
+    #[serde(default)]
+    cache_write: Option<f64>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+struct DevBound {
+    size: u64,
+    #[serde(rename = "type")]
+    kind: String,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+struct DevTier {
+    #[serde(flatten)]
+    cost: DevCost,
+    tier: DevBound,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+struct DevPrice {
+    #[serde(flatten)]
+    base: DevCost,
+    #[serde(default)]
+    tiers: Vec<DevTier>,
+}
+
+#[derive(Deserialize)]
+struct DevEntry {
+    cost: DevPrice,
+    #[serde(default, rename = "exactOnly")]
+    exact_only: bool,
+}
+
+#[derive(Deserialize)]
+struct DevFile {
+    owners: Vec<String>,
+    models: HashMap<String, DevEntry>,
+}
+
+impl DevTable {
+    /// The shipped table (parsed once).
+    fn shipped() -> &'static DevTable {
+        static SHIPPED: OnceLock<DevTable> = OnceLock::new();
+        SHIPPED.get_or_init(|| {
+            let f: DevFile =
+                serde_json::from_slice(include_bytes!("../data/prices-models-dev.json"))
+                    .expect("the shipped models.dev table parses (tested)");
+            let mut owned = HashMap::new();
+            for (name, e) in f.models {
+                // `exactOnly`: found by its full id alone, never as an
+                // owner's (the only way the lookup below differs).
+                let key = if e.exact_only {
+                    format!("={name}")
+                } else {
+                    name
+                };
+                owned.insert(key, e.cost);
+            }
+            DevTable {
+                models: owned,
+                owners: f.owners,
+            }
+        })
+    }
+
+    /// A model's price: its id, else its id under the first owner that
+    /// has it.
+    fn find(&self, model: &str) -> Option<&DevPrice> {
+        if model.is_empty() {
+            return None;
+        }
+        if let Some(p) = self
+            .models
+            .get(model)
+            .or_else(|| self.models.get(&format!("={model}")))
+        {
+            return Some(p);
+        }
+        self.owners
+            .iter()
+            .find_map(|o| self.models.get(&format!("{o}/{model}")))
+    }
+}
+
+impl DevPrice {
+    /// One response's cost, `hour` of its cache writes kept an hour. A
+    /// response whose context (input, cache reads and writes) is above a
+    /// tier's size is priced whole at that tier's prices (the largest such
+    /// tier; a kind it does not price at the base price), as ccusage does
+    /// (checked on a Gemini response of 300,000). A cache read without a
+    /// price is a tenth of the input price (as ccusage prices Qwen Code's
+    /// `qwen3-coder-plus`); a cache write without one the input price
+    /// times 1.25, and one kept an hour twice the input price, as for
+    /// LiteLLM's prices (no agent ccusage reads has such a write).
+    fn cost(&self, u: &Usage, hour: u64) -> f64 {
+        let context = u
+            .input
+            .saturating_add(u.cache_read)
+            .saturating_add(u.cache_write);
+        let tier = self
+            .tiers
+            .iter()
+            .filter(|t| t.tier.kind == "context" && context > t.tier.size)
+            .max_by_key(|t| t.tier.size);
+        let pick = |f: fn(&DevCost) -> Option<f64>| {
+            tier.and_then(|t| f(&t.cost)).or_else(|| f(&self.base))
+        };
+        let input = pick(|c| c.input).unwrap_or(0.0);
+        let output = pick(|c| c.output).unwrap_or(0.0);
+        let read = pick(|c| c.cache_read).unwrap_or(input * 0.1);
+        let write = pick(|c| c.cache_write).unwrap_or(input * 1.25);
+        let hour = hour.min(u.cache_write);
+        (u.input as f64 * input
+            + u.output as f64 * output
+            + u.cache_read as f64 * read
+            + (u.cache_write - hour) as f64 * write
+            + hour as f64 * 2.0 * input)
+            / 1e6
     }
 }
 
@@ -411,5 +580,51 @@ mod tests {
         assert_eq!(t.cost(None, &u), None);
         assert!(Prices::from_json(b"[1]").is_err());
         assert!(Prices::from_json(b"{}").is_err());
+    }
+
+    /// models.dev's prices for what LiteLLM's list does not name, as
+    /// ccusage 20.0.24 prices them (each figure checked against it: a
+    /// generated Gemini CLI home, a Gemini response of 300,000 tokens of
+    /// context, Qwen Code responses with and without cache reads).
+    #[test]
+    fn models_dev_prices_what_litellm_does_not_name() {
+        let t = Prices::shipped();
+        let u = |input, output, cache_read| Usage {
+            input,
+            output,
+            cache_read,
+            total_tokens: input + output + cache_read,
+            ..Usage::default()
+        };
+        let close = |a: Option<f64>, b: f64| {
+            let a = a.unwrap();
+            assert!((a - b).abs() < 1e-12, "{a} against {b}");
+        };
+        // gemini-2.5-pro: 1.25, 10, cache read 0.125 a million; a context
+        // above 200,000 prices the whole response at 2.5, 15, 0.25.
+        close(
+            t.cost(Some("gemini-2.5-pro"), &u(50_000, 1_000, 100_000)),
+            0.0625 + 0.01 + 0.0125,
+        );
+        close(
+            t.cost(Some("gemini-2.5-pro"), &u(200_000, 1_000, 100_000)),
+            0.5 + 0.015 + 0.025,
+        );
+        // qwen3-coder-plus: 1 and 5 a million, no cache read price: a
+        // tenth of the input's (ccusage: 0.0154 for 10,000 in, 4,000
+        // cached, 1,000 out, the cached tokens in its input too).
+        close(
+            t.cost(Some("qwen3-coder-plus"), &u(10_000, 1_000, 4_000)),
+            0.0154,
+        );
+        // Copilot CLI's `claude-sonnet-4.5`: its author's (anthropic/), 3 a
+        // million.
+        close(t.cost(Some("claude-sonnet-4.5"), &u(100_000, 0, 0)), 0.3);
+        // LiteLLM's list first: its own names keep its prices.
+        close(
+            t.cost(Some("claude-sonnet-4-5-20250929"), &u(100_000, 0, 0)),
+            0.3,
+        );
+        assert_eq!(t.cost(Some("no-such-model-anywhere"), &u(1, 1, 1)), None);
     }
 }
