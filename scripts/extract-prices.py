@@ -81,7 +81,7 @@ rules = json.loads(third.decompress(second.unused_data[:4 << 20]))
 dev_out = {
     "source": "models.dev (https://models.dev, its api.json), as embedded by ccusage 20.0.24 "
               "for --offline (models-dev-pricing.json, models-dev-catalog-rules.json)",
-    "license": "MIT (models.dev: Copyright (c) SST; ccusage: Copyright (c) 2025 ryoppippi)",
+    "license": "MIT (models.dev: Copyright (c) 2025 spin.dev, github.com/anomalyco/models.dev LICENSE; ccusage: Copyright (c) 2025 ryoppippi)",
     "ccusage_version": "20.0.24",
     "ccusage_binary_sha256": hashlib.sha256(data).hexdigest(),
     "extracted": "2026-12-05",
