@@ -238,3 +238,65 @@ fn the_fixture_database_gives_each_message_once_and_the_ledgers_usage() {
     );
     fs::remove_dir_all(d).unwrap();
 }
+
+/// A database of schema 14 (no ledger) with one session of 100 input
+/// tokens accumulated, and no messages yet.
+fn accumulated_db(s: &Path) -> Connection {
+    fs::create_dir_all(s).unwrap();
+    let c = Connection::open(s.join("sessions.db")).unwrap();
+    c.execute_batch(
+        "PRAGMA journal_mode = WAL;
+         CREATE TABLE sessions (id TEXT PRIMARY KEY, working_dir TEXT NOT NULL,
+           accumulated_input_tokens INTEGER, accumulated_output_tokens INTEGER,
+           accumulated_total_tokens INTEGER, provider_name TEXT, model_config_json TEXT,
+           updated_at TEXT);
+         CREATE TABLE messages (id INTEGER PRIMARY KEY AUTOINCREMENT, message_id TEXT,
+           session_id TEXT NOT NULL, role TEXT NOT NULL, content_json TEXT NOT NULL,
+           created_timestamp INTEGER NOT NULL, metadata_json TEXT);
+         INSERT INTO sessions VALUES ('s1', '/w', 100, 10, 110, 'p',
+           '{\"model_name\":\"m\"}', '2026-01-01 00:00:00');",
+    )
+    .unwrap();
+    c
+}
+
+/// Adds a user message `mid` ("x") to session s1.
+fn add_message(c: &Connection, mid: &str) {
+    c.execute(
+        "INSERT INTO messages (message_id, session_id, role, content_json, created_timestamp)
+         VALUES (?1, 's1', 'user', '[{\"type\":\"text\",\"text\":\"x\"}]', 1767225600)",
+        [mid],
+    )
+    .unwrap();
+}
+
+/// The newest message deleted makes Goose read again from the start: the
+/// session's accumulated usage, counted by the first run, is not counted
+/// again (it was 200 after the rescan).
+#[test]
+fn a_rescan_does_not_count_the_accumulated_usage_again() {
+    let d = tmpdir("acc-rescan");
+    let s = d.join("sessions");
+    let c = accumulated_db(&s);
+    add_message(&c, "a");
+    add_message(&c, "b");
+    let state = d.join("state");
+    let first = archive(&s, Some(&state))
+        .backfill(&mut ForEach(|_| {}))
+        .unwrap();
+    assert_eq!((first.written, first.report.usage.input), (2, 100));
+    c.execute("DELETE FROM messages WHERE message_id = 'b'", [])
+        .unwrap();
+    let again = archive(&s, Some(&state))
+        .backfill(&mut ForEach(|_| {}))
+        .unwrap();
+    assert_eq!((again.written, again.report.usage.input), (0, 100));
+    // Grown after the rescan: only the growth is new.
+    c.execute("UPDATE sessions SET accumulated_input_tokens = 150", [])
+        .unwrap();
+    let grown = archive(&s, Some(&state))
+        .backfill(&mut ForEach(|_| {}))
+        .unwrap();
+    assert_eq!(grown.report.usage.input, 150);
+    fs::remove_dir_all(d).unwrap();
+}
