@@ -168,7 +168,7 @@ impl MapRows for Goose {
             // Fewer rows than read before (a restored backup, a database
             // made again): read again from the start; what was emitted
             // stays emitted.
-            cursor.rescan();
+            rescan(cursor);
         }
         let header = Header {
             id: LINEAGE.to_owned(),
@@ -188,6 +188,22 @@ impl MapRows for Goose {
         };
         Ok((header, Box::new(db)))
     }
+}
+
+/// Reads again from the start ([`Cursor::rescan`]), keeping each
+/// session's accumulated values counted (the `acc:` guards): they are
+/// what was counted, not marks of the rows, and a rescan forgetting them
+/// would count a session's whole accumulated usage again (and a ledger's
+/// `carried_forward` row for it).
+fn rescan(cursor: &mut Cursor) {
+    let kept: Vec<(String, u64)> = cursor
+        .guards
+        .iter()
+        .filter(|(k, _)| k.starts_with("acc:"))
+        .map(|(k, v)| (k.clone(), *v))
+        .collect();
+    cursor.rescan();
+    cursor.guards.extend(kept);
 }
 
 /// A session's columns.
@@ -522,6 +538,12 @@ impl Db {
                 },
                 cost: (now.cost - before.cost).max(0.0),
             };
+            let key = format!("acc:{sid}:{}:{}", now.n[0], now.n[4]);
+            if cursor.was_emitted(&key) {
+                // This growth was counted (a cursor from before the
+                // baselines were kept across a rescan).
+                continue;
+            }
             let s = &self.sessions[&sid];
             let at = UsageAt {
                 line: 0,
@@ -537,7 +559,6 @@ impl Db {
                 &before.n[0].to_le_bytes(),
                 &now.n[0].to_le_bytes(),
             ]);
-            let key = format!("acc:{sid}:{}:{}", now.n[0], now.n[4]);
             usage_row(report, rows, arena, key, fp, 0, 0);
         }
         Ok(())
