@@ -300,3 +300,41 @@ fn a_rescan_does_not_count_the_accumulated_usage_again() {
     assert_eq!(grown.report.usage.input, 150);
     fs::remove_dir_all(d).unwrap();
 }
+
+/// Messages a, b, c read; a backup holding a alone restored; Goose writes
+/// d, e, f as ids 2-4 (past the old mark of 3): all three are read (the
+/// row at the mark is another message), not f alone.
+#[test]
+fn a_restored_backup_then_new_messages_past_the_mark_are_all_read() {
+    let d = tmpdir("backup");
+    let s = d.join("sessions");
+    let db = s.join("sessions.db");
+    let c = accumulated_db(&s);
+    c.execute_batch("PRAGMA journal_mode = DELETE").unwrap();
+    add_message(&c, "a");
+    let backup = d.join("backup.db");
+    c.execute("VACUUM INTO ?1", [backup.to_str().unwrap()])
+        .unwrap();
+    add_message(&c, "b");
+    add_message(&c, "c");
+    drop(c);
+    let state = d.join("state");
+    let mut got: Vec<String> = Vec::new();
+    archive(&s, Some(&state))
+        .backfill(&mut ForEach(|r: mem_ingest::OwnedRecord| got.push(r.key)))
+        .unwrap();
+    assert_eq!(got, ["s1:a", "s1:b", "s1:c"]);
+    fs::copy(&backup, &db).unwrap();
+    let c = Connection::open(&db).unwrap();
+    for m in ["d", "e", "f"] {
+        add_message(&c, m);
+    }
+    drop(c);
+    got.clear();
+    let again = archive(&s, Some(&state))
+        .backfill(&mut ForEach(|r: mem_ingest::OwnedRecord| got.push(r.key)))
+        .unwrap();
+    assert_eq!(got, ["s1:d", "s1:e", "s1:f"]);
+    assert_eq!(again.report.usage.input, 100);
+    fs::remove_dir_all(d).unwrap();
+}
