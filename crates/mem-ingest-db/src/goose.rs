@@ -5,8 +5,8 @@
 //!
 //! Read after a cursor (see [`mem_ingest_parse::rows`]): the high-water
 //! marks of `messages.id` and `usage_ledger.id` (AUTOINCREMENT: never
-//! reused; a largest id below the mark is a restored backup, read again
-//! from the start). Goose inserts messages complete, and rewrites a whole
+//! reused; a largest id below the mark, or another message at the mark,
+//! is a restored backup, read again from the start). Goose inserts messages complete, and rewrites a whole
 //! conversation (compaction, `replace_conversation`) under new row ids
 //! with the same `message_id`s: a message is keyed by `(session_id,
 //! message_id)`, emitted once. Usage is each `usage_ledger` row; a session
@@ -140,7 +140,8 @@ impl Format for Goose {
 impl MapRows for Goose {
     fn open(&self, path: &Path, cursor: &mut Cursor) -> Result<(Header, Box<dyn Database>), Error> {
         let conn = open_read_only(path)?;
-        let (tables, ledger, max_id) = in_read(&conn, |c| {
+        let mark = cursor.marks.get("messages").copied();
+        let (tables, ledger, max_id, at_mark) = in_read(&conn, |c| {
             let tables = has_table(c, "messages")? && has_table(c, "sessions")?;
             let ledger = tables && has_table(c, "usage_ledger")?;
             let max_id: Option<i64> = if tables {
@@ -148,7 +149,27 @@ impl MapRows for Goose {
             } else {
                 None
             };
-            Ok((tables, ledger, max_id))
+            // The message at the mark, as its key (read leniently: a row
+            // of the wrong types is no key).
+            let at_mark = match (tables, mark) {
+                (true, Some(m)) => c
+                    .query_row(
+                        "SELECT session_id, message_id FROM messages WHERE id = ?1",
+                        [m],
+                        |r| {
+                            Ok((
+                                r.get::<_, String>(0).ok(),
+                                r.get::<_, Option<String>>(1).unwrap_or(None),
+                            ))
+                        },
+                    )
+                    .optional()?
+                    .map(|(session, mid)| {
+                        message_key(session.as_deref().unwrap_or(""), mid.as_deref(), m)
+                    }),
+                _ => None,
+            };
+            Ok((tables, ledger, max_id, at_mark))
         })
         .map_err(|e| fail(path, "cannot read the database's schema", &e))?;
         if !tables {
@@ -160,14 +181,19 @@ impl MapRows for Goose {
                 ),
             ));
         }
-        if cursor
-            .marks
-            .get("messages")
-            .is_some_and(|&m| max_id.unwrap_or(0) < m)
-        {
-            // Fewer rows than read before (a restored backup, a database
-            // made again): read again from the start; what was emitted
-            // stays emitted.
+        let moved = at_mark.is_some_and(|k| {
+            cursor
+                .guards
+                .get("messages")
+                .is_some_and(|&g| g != guard_of(&k))
+        });
+        if mark.is_some_and(|m| max_id.unwrap_or(0) < m) || moved {
+            // Fewer rows than read before, or another message at the mark
+            // (a restored backup, then messages written past the old
+            // mark; a database made again): read again from the start;
+            // what was emitted stays emitted. (A mark's row deleted with
+            // later ones kept is a compaction: ids are never reused, the
+            // rows after it are new.)
             rescan(cursor);
         }
         let header = Header {
@@ -188,6 +214,20 @@ impl MapRows for Goose {
         };
         Ok((header, Box::new(db)))
     }
+}
+
+/// A message's key: `(session_id, message_id)`, or its row id where it
+/// has no `message_id`.
+fn message_key(session: &str, message_id: Option<&str>, id: i64) -> String {
+    match message_id {
+        Some(mid) => format!("{session}/{mid}"),
+        None => format!("{session}/#{id}"),
+    }
+}
+
+/// The guard of the message at the `messages` mark: its key's hash.
+fn guard_of(key: &str) -> u64 {
+    fingerprint(&[b"goose-guard", key.as_bytes()])
 }
 
 /// Reads again from the start ([`Cursor::rescan`]), keeping each
@@ -800,13 +840,11 @@ impl Database for Db {
             .map_err(|e| fail(&self.path, "cannot read its sessions", &e))?;
         let full = msgs.len() as i64 == BATCH;
         for m in &msgs {
-            cursor.marks.insert("messages".into(), m.id);
             // Keyed by (session, message_id): a conversation inserted
             // again under new row ids is not emitted again.
-            let key = match &m.message_id {
-                Some(mid) => format!("{}/{mid}", m.session),
-                None => format!("{}/#{}", m.session, m.id),
-            };
+            let key = message_key(&m.session, m.message_id.as_deref(), m.id);
+            cursor.marks.insert("messages".into(), m.id);
+            cursor.guards.insert("messages".into(), guard_of(&key));
             if cursor.was_emitted(&key) {
                 continue;
             }
