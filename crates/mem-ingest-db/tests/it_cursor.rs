@@ -258,3 +258,64 @@ fn the_fixture_store_gives_each_bubble_once_under_the_authorizer() {
     assert_eq!((s.report.usage.input, s.report.usage.output), (18_590, 422));
     fs::remove_dir_all(d).unwrap();
 }
+
+/// A bubble's key that is not UTF-8 (its text's bytes): a counted skip at
+/// its rowid, the bubble after it read, not counted again by the next
+/// run. (It failed the batch: nothing in or after it was ever read.)
+#[test]
+fn a_key_that_is_not_utf8_is_a_counted_skip_not_a_wall() {
+    let d = tmpdir("bad-key");
+    let (g, _w, c) = user_folder(&d);
+    put(
+        &c,
+        "cursorDiskKV",
+        "composerData:c1",
+        &json!({"composerId": "c1", "status": "completed", "generatingBubbleIds": []}),
+    );
+    put(
+        &c,
+        "cursorDiskKV",
+        "bubbleId:c1:b1",
+        &json!({"type": 1, "text": "one"}),
+    );
+    c.execute(
+        "INSERT INTO cursorDiskKV VALUES ('bubbleId:c1:' || CAST(x'ff' AS TEXT), '{}')",
+        [],
+    )
+    .unwrap();
+    put(
+        &c,
+        "cursorDiskKV",
+        "bubbleId:c1:b3",
+        &json!({"type": 1, "text": "three"}),
+    );
+    let dir = g.parent().unwrap();
+    let state = d.join("out.state");
+    let run = || {
+        Archive::builder()
+            .path(dir)
+            .formats(vec![Arc::new(CursorIde) as Arc<dyn Format>])
+            .state(&state)
+            .build()
+    };
+    let mut got = Vec::new();
+    let s = run().backfill(&mut ForEach(|r| got.push(r))).unwrap();
+    assert!(s.failures.is_empty(), "{:?}", s.failures);
+    let texts: Vec<(&str, &str)> = got
+        .iter()
+        .map(|r| (r.key.as_str(), r.text.as_str()))
+        .collect();
+    assert_eq!(texts, [("c1:b1", "one"), ("c1:b3", "three")]);
+    let skips: Vec<(u64, String)> = s
+        .report
+        .skips
+        .iter()
+        .map(|k| (k.line, k.reason.to_string()))
+        .collect();
+    assert_eq!(skips.len(), 1, "{skips:?}");
+    assert_eq!(skips[0].0, 3);
+    assert!(skips[0].1.contains("key is not UTF-8 text"), "{skips:?}");
+    let s = run().backfill(&mut ForEach(|r| panic!("{r:?}"))).unwrap();
+    assert_eq!((s.written, s.report.skipped), (0, 1));
+    fs::remove_dir_all(d).unwrap();
+}

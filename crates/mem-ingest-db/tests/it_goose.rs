@@ -338,3 +338,58 @@ fn a_restored_backup_then_new_messages_past_the_mark_are_all_read() {
     assert_eq!(again.report.usage.input, 100);
     fs::remove_dir_all(d).unwrap();
 }
+
+/// A message whose `role` is NULL and one whose `content_json` is a BLOB
+/// (a schema without NOT NULL): each a counted skip at its id, the
+/// messages after them read, none counted again by the next run. (They
+/// failed the batch: nothing in or after it was ever read.)
+#[test]
+fn a_row_of_the_wrong_type_is_a_counted_skip_not_a_wall() {
+    let d = tmpdir("null-role");
+    let s = d.join("sessions");
+    fs::create_dir_all(&s).unwrap();
+    let c = Connection::open(s.join("sessions.db")).unwrap();
+    c.execute_batch(
+        "CREATE TABLE sessions (id TEXT PRIMARY KEY, working_dir TEXT NOT NULL,
+           accumulated_input_tokens INTEGER, accumulated_output_tokens INTEGER,
+           accumulated_total_tokens INTEGER, provider_name TEXT, model_config_json TEXT,
+           updated_at TEXT);
+         CREATE TABLE messages (id INTEGER PRIMARY KEY AUTOINCREMENT, message_id TEXT,
+           session_id TEXT NOT NULL, role TEXT, content_json TEXT,
+           created_timestamp INTEGER NOT NULL, metadata_json TEXT);
+         INSERT INTO sessions VALUES ('s1', '/w', NULL, NULL, NULL, 'p', NULL, NULL);",
+    )
+    .unwrap();
+    add_message(&c, "a");
+    c.execute(
+        "INSERT INTO messages (message_id, session_id, role, content_json, created_timestamp)
+         VALUES ('b', 's1', NULL, '[]', 1), ('c', 's1', 'user', x'5b5d', 1)",
+        [],
+    )
+    .unwrap();
+    add_message(&c, "d");
+    let state = d.join("state");
+    let mut got = Vec::new();
+    let r = archive(&s, Some(&state))
+        .backfill(&mut ForEach(|r: mem_ingest::OwnedRecord| got.push(r.key)))
+        .unwrap();
+    assert!(r.failures.is_empty(), "{:?}", r.failures);
+    assert_eq!(got, ["s1:a", "s1:d"]);
+    let skips: Vec<(u64, String)> = r
+        .report
+        .skips
+        .iter()
+        .map(|k| (k.line, k.reason.to_string()))
+        .collect();
+    assert_eq!(skips.iter().map(|k| k.0).collect::<Vec<_>>(), [2, 3]);
+    assert!(skips[0].1.contains("message 2: role is NULL"), "{skips:?}");
+    assert!(
+        skips[1].1.contains("message 3: content_json is a BLOB"),
+        "{skips:?}"
+    );
+    let again = archive(&s, Some(&state))
+        .backfill(&mut ForEach(|r| panic!("{r:?}")))
+        .unwrap();
+    assert_eq!((again.written, again.report.skipped), (0, 2));
+    fs::remove_dir_all(d).unwrap();
+}

@@ -600,3 +600,78 @@ fn the_fixture_database_gives_every_final_message_once_and_its_usage_per_call() 
     assert_eq!((s.written, s.report.records), (2, 13));
     fs::remove_dir_all(d).unwrap();
 }
+
+/// A message whose `data` is NULL, one whose `data` is a BLOB, and a part
+/// whose `data` is NULL: each a counted skip at its rowid, the messages
+/// after them read; the next run counts none of them again. (A NULL
+/// `data` failed the batch: nothing in or after it was ever read.)
+#[test]
+fn a_row_of_the_wrong_type_is_a_counted_skip_not_a_wall() {
+    let d = tmpdir("null-data");
+    let c = Connection::open(d.join("opencode.db")).unwrap();
+    c.execute_batch(&DDL.replace("data TEXT NOT NULL", "data TEXT"))
+        .unwrap();
+    c.execute(
+        "INSERT INTO session VALUES ('ses_1', 'p', NULL, '/proj', 't', 1, 1)",
+        [],
+    )
+    .unwrap();
+    user(&c, "msg_1", 1, "one");
+    c.execute(
+        "INSERT INTO message VALUES ('msg_2', 'ses_1', 2, 2, NULL)",
+        [],
+    )
+    .unwrap();
+    c.execute(
+        "INSERT INTO message VALUES ('msg_3', 'ses_1', 3, 3, x'7b7d')",
+        [],
+    )
+    .unwrap();
+    user(&c, "msg_4", 4, "four");
+    c.execute(
+        "INSERT INTO part VALUES ('prt_bad', 'msg_4', 'ses_1', 5, 5, NULL)",
+        [],
+    )
+    .unwrap();
+    let state = d.join("state");
+    let run = || {
+        Archive::builder()
+            .path(&d)
+            .formats(vec![Arc::new(OpenCode) as Arc<dyn Format>])
+            .state(&state)
+            .build()
+    };
+    let mut got = Vec::new();
+    let s = run().backfill(&mut ForEach(|r| got.push(r))).unwrap();
+    assert!(s.failures.is_empty(), "{:?}", s.failures);
+    let keys: Vec<(&str, &str)> = got
+        .iter()
+        .map(|r| (r.key.as_str(), r.text.as_str()))
+        .collect();
+    assert_eq!(keys, [("ses_1:msg_1", "one"), ("ses_1:msg_4", "four")]);
+    assert_eq!(s.report.skipped, 3);
+    let skips: Vec<(u64, String)> = s
+        .report
+        .skips
+        .iter()
+        .map(|k| (k.line, k.reason.to_string()))
+        .collect();
+    assert_eq!(skips.iter().map(|k| k.0).collect::<Vec<_>>(), [2, 3, 4]);
+    assert!(
+        skips[0].1.contains("message msg_2: data is NULL"),
+        "{skips:?}"
+    );
+    assert!(
+        skips[1].1.contains("message msg_3: data is a BLOB"),
+        "{skips:?}"
+    );
+    assert!(
+        skips[2]
+            .1
+            .contains("part prt_bad of message msg_4: data is NULL"),
+        "{skips:?}"
+    );
+    let s = run().backfill(&mut ForEach(|r| panic!("{r:?}"))).unwrap();
+    assert_eq!((s.written, s.report.skipped), (0, 3));
+    fs::remove_dir_all(d).unwrap();
+}
