@@ -256,8 +256,17 @@ impl Format for CursorIde {
     }
 }
 
-fn guard_of(key: &str) -> u64 {
-    fingerprint(&[b"cursor-guard", key.as_bytes()])
+fn guard_of(key: &[u8]) -> u64 {
+    fingerprint(&[b"cursor-guard", key])
+}
+
+/// A key's bytes, whatever its type (a key not UTF-8 is still a row's
+/// key, guarded and skipped as such).
+fn key_bytes(r: &rusqlite::Row<'_>, i: usize) -> rusqlite::Result<Vec<u8>> {
+    Ok(match r.get_ref(i)? {
+        rusqlite::types::ValueRef::Text(t) | rusqlite::types::ValueRef::Blob(t) => t.to_vec(),
+        _ => Vec::new(),
+    })
 }
 
 /// The folder of each composer, from the workspace stores beside the
@@ -315,7 +324,7 @@ impl MapRows for CursorIde {
             let at = match (table > 0, mark) {
                 (true, Some(m)) => c
                     .query_row("SELECT key FROM cursorDiskKV WHERE rowid = ?1", [m], |r| {
-                        r.get::<_, String>(0)
+                        key_bytes(r, 0)
                     })
                     .optional()?,
                 _ => None,
@@ -401,12 +410,14 @@ struct Item {
     /// `None`: a composer's own row.
     bubble: Option<(String, Vec<u8>)>,
     composer: Option<Composer>,
+    /// A key that is not UTF-8 text (its bytes): a counted skip.
+    bad: Option<Vec<u8>>,
 }
 
 impl Db {
     fn read(&self, pending: Option<&[String]>, mark: i64) -> rusqlite::Result<Vec<Item>> {
         in_read(&self.conn, |c| {
-            let mut keys: Vec<(i64, String)> = Vec::new();
+            let mut keys: Vec<(i64, Vec<u8>)> = Vec::new();
             match pending {
                 Some(p) => {
                     let mut st =
@@ -416,7 +427,7 @@ impl Db {
                             .query_row([format!("bubbleId:{k}")], |r| r.get(0))
                             .optional()?
                         {
-                            keys.push((r, format!("bubbleId:{k}")));
+                            keys.push((r, format!("bubbleId:{k}").into_bytes()));
                         }
                     }
                 }
@@ -427,7 +438,7 @@ impl Db {
                           (key >= 'bubbleId:' AND key < 'bubbleId;')) ORDER BY rowid LIMIT ?2",
                     )?;
                     let rows = st.query_map(rusqlite::params![mark, BATCH], |r| {
-                        Ok((r.get(0)?, r.get(1)?))
+                        Ok((r.get(0)?, key_bytes(r, 1)?))
                     })?;
                     for k in rows {
                         keys.push(k?);
@@ -438,6 +449,19 @@ impl Db {
             let mut composers: HashMap<String, Option<Composer>> = HashMap::new();
             let mut items = Vec::new();
             for (rowid, key) in keys {
+                let key = match String::from_utf8(key) {
+                    Ok(k) => k,
+                    Err(e) => {
+                        items.push(Item {
+                            rowid,
+                            composer_id: String::new(),
+                            bubble: None,
+                            composer: None,
+                            bad: Some(e.into_bytes()),
+                        });
+                        continue;
+                    }
+                };
                 let (composer_id, bubble) = if let Some(rest) = key.strip_prefix("bubbleId:") {
                     let Some((cid, bid)) = rest.split_once(':') else {
                         continue;
@@ -465,6 +489,7 @@ impl Db {
                     composer_id,
                     bubble,
                     composer,
+                    bad: None,
                 });
             }
             Ok(items)
@@ -688,11 +713,36 @@ impl Database for Db {
         for it in &items {
             if pending.is_none() {
                 cursor.marks.insert("cursorDiskKV".into(), it.rowid);
-                let key = match &it.bubble {
-                    Some((bid, _)) => format!("bubbleId:{}:{bid}", it.composer_id),
-                    None => format!("composerData:{}", it.composer_id),
+                let key = match (&it.bad, &it.bubble) {
+                    (Some(raw), _) => raw.clone(),
+                    (None, Some((bid, _))) => format!("bubbleId:{}:{bid}", it.composer_id).into(),
+                    (None, None) => format!("composerData:{}", it.composer_id).into(),
                 };
                 cursor.guards.insert("cursorDiskKV".into(), guard_of(&key));
+            }
+            if it.bad.is_some() {
+                // A key not UTF-8: counted and skipped once, by its rowid.
+                let key = format!("#bad-key:{}", it.rowid);
+                if cursor.was_emitted(&key) {
+                    continue;
+                }
+                let line = u64::try_from(it.rowid).unwrap_or(0);
+                report.skip(
+                    line,
+                    0,
+                    SkipReason::Malformed(format!("row {}: key is not UTF-8 text", it.rowid)),
+                );
+                rows.push(
+                    report,
+                    Row {
+                        key: arena.alloc_str(&key),
+                        fingerprint: fingerprint(&[b"cursor-bad-key", key.as_bytes()]),
+                        line,
+                        byte: self.bytes,
+                        record: None,
+                    },
+                );
+                continue;
             }
             let comp = it.composer.clone().unwrap_or_default();
             let bubbles: Vec<(String, Result<Value, String>)> = match &it.bubble {

@@ -32,7 +32,7 @@ use rusqlite::{Connection, OptionalExtension};
 use serde_json::Value;
 
 use crate::opencode::record;
-use crate::sqlite::{fail, has_table, in_read, open_read_only};
+use crate::sqlite::{fail, has_table, in_read, open_read_only, text_of};
 
 /// The Goose format.
 #[derive(Debug, Clone, Copy, Default)]
@@ -271,8 +271,10 @@ struct Msg {
     id: i64,
     message_id: Option<String>,
     session: String,
-    role: String,
-    content: String,
+    /// Its `role`, or what the column holds instead of text.
+    role: Result<String, &'static str>,
+    /// Its `content_json`, or what the column holds instead of text.
+    content: Result<String, &'static str>,
     created: i64,
     metadata: Option<String>,
 }
@@ -439,8 +441,8 @@ impl Db {
                     id: r.get(0)?,
                     message_id: r.get(1).unwrap_or(None),
                     session: r.get(2)?,
-                    role: r.get(3)?,
-                    content: r.get(4)?,
+                    role: text_of(r, 3)?,
+                    content: text_of(r, 4)?,
                     created: r.get::<_, Option<i64>>(5)?.unwrap_or(0),
                     metadata: r.get(6).unwrap_or(None),
                 })
@@ -633,7 +635,7 @@ impl Db {
                 .and_then(|v| v.get(k)?.as_bool())
                 .unwrap_or(true)
         };
-        let role = match m.role.as_str() {
+        let role = match m.role.as_deref().unwrap_or("") {
             "user" if !flag("userVisible") && flag("agentVisible") => Role::System,
             "user" => Role::User,
             "assistant" => Role::Assistant,
@@ -848,17 +850,22 @@ impl Database for Db {
             if cursor.was_emitted(&key) {
                 continue;
             }
-            let content: Vec<Value> = match serde_json::from_str::<Value>(&m.content) {
-                Ok(Value::Array(a)) => a,
-                Ok(_) | Err(_) => {
+            let content = match (&m.role, &m.content) {
+                (Err(why), _) => Err(format!("role is {why}")),
+                (_, Err(why)) => Err(format!("content_json is {why}")),
+                (Ok(_), Ok(t)) => match serde_json::from_str::<Value>(t) {
+                    Ok(Value::Array(a)) => Ok(a),
+                    Ok(_) | Err(_) => Err("content_json is not a JSON array".to_owned()),
+                },
+            };
+            let content: Vec<Value> = match content {
+                Ok(a) => a,
+                Err(why) => {
                     let line = u64::try_from(m.id).unwrap_or(0);
                     report.skip(
                         line,
                         0,
-                        SkipReason::Malformed(format!(
-                            "message {}: content_json is not a JSON array",
-                            m.id
-                        )),
+                        SkipReason::Malformed(format!("message {}: {why}", m.id)),
                     );
                     usage_row(
                         report,
@@ -872,7 +879,7 @@ impl Database for Db {
                     continue;
                 }
             };
-            self.bytes += m.content.len() as u64;
+            self.bytes += m.content.as_ref().map_or(0, String::len) as u64;
             self.message(m, &key, &content, arena, filter, report, rows);
         }
         Ok(full)

@@ -32,7 +32,7 @@ use mem_ingest_parse::{
 use rusqlite::{Connection, OptionalExtension};
 use serde_json::Value;
 
-use crate::sqlite::{fail, has_table, in_read, open_read_only};
+use crate::sqlite::{fail, has_table, in_read, open_read_only, text_of};
 
 /// The OpenCode format.
 #[derive(Debug, Clone, Copy, Default)]
@@ -203,9 +203,10 @@ struct Msg {
     rowid: i64,
     id: String,
     session: String,
-    data: String,
+    /// Its `data`, or what the column holds instead of text.
+    data: Result<String, &'static str>,
     /// `(part id, data)`, by creation time then id.
-    parts: Vec<(String, String)>,
+    parts: Vec<(String, Result<String, &'static str>)>,
 }
 
 /// An OpenCode database opened for one read.
@@ -227,7 +228,7 @@ fn msg_of(r: &rusqlite::Row<'_>) -> rusqlite::Result<Msg> {
         rowid: r.get(0)?,
         id: r.get(1)?,
         session: r.get(2)?,
-        data: r.get(3)?,
+        data: text_of(r, 3)?,
         parts: Vec::new(),
     })
 }
@@ -261,7 +262,7 @@ impl Db {
                 "SELECT id, data FROM part WHERE message_id = ?1 ORDER BY time_created, id",
             )?;
             for m in &mut msgs {
-                let rows = parts.query_map([&m.id], |r| Ok((r.get(0)?, r.get(1)?)))?;
+                let rows = parts.query_map([&m.id], |r| Ok((r.get(0)?, text_of(r, 1)?)))?;
                 for p in rows {
                     m.parts.push(p?);
                 }
@@ -407,7 +408,8 @@ impl Db {
         report: &mut Report,
         rows: &mut Rows<'a>,
     ) {
-        self.bytes += (m.data.len() + m.parts.iter().map(|p| p.1.len()).sum::<usize>()) as u64;
+        let len = |d: &Result<String, &str>| d.as_ref().map_or(0, String::len);
+        self.bytes += (len(&m.data) + m.parts.iter().map(|p| len(&p.1)).sum::<usize>()) as u64;
         let line = u64::try_from(m.rowid).unwrap_or(0);
         let byte = self.bytes;
         let session: &'a str = arena.alloc_str(&m.session);
@@ -686,7 +688,11 @@ impl Database for Db {
             if cursor.was_emitted(&m.id) {
                 continue;
             }
-            let data: Value = match serde_json::from_str(&m.data) {
+            let data = match &m.data {
+                Ok(d) => serde_json::from_str::<Value>(d).map_err(|e| e.to_string()),
+                Err(why) => Err(format!("data is {why}")),
+            };
+            let data: Value = match data {
                 Ok(v) => v,
                 Err(e) => {
                     // A damaged row: counted and skipped once, by its rowid.
@@ -714,7 +720,11 @@ impl Database for Db {
                 .parts
                 .iter()
                 .map(|(id, d)| {
-                    serde_json::from_str(d).unwrap_or_else(|e| {
+                    let d = match d {
+                        Ok(d) => serde_json::from_str(d).map_err(|e| e.to_string()),
+                        Err(why) => Err(format!("data is {why}")),
+                    };
+                    d.unwrap_or_else(|e| {
                         bad.push(format!("part {id} of message {}: {e}", m.id));
                         Value::Null
                     })

@@ -108,3 +108,23 @@ pub fn has_table(conn: &Connection, name: &str) -> rusqlite::Result<bool> {
     )
     .map(|n| n > 0)
 }
+
+/// Column `i` of a row as UTF-8 text, or what it holds instead (`NULL`,
+/// `a BLOB`, `an integer`, `a real`, `not UTF-8 text`): a row of the
+/// wrong type is its format's counted skip, located by its row, never a
+/// batch failed (SQLite keeps any type in any column).
+///
+/// # Errors
+/// No column `i`.
+pub fn text_of(r: &rusqlite::Row<'_>, i: usize) -> rusqlite::Result<Result<String, &'static str>> {
+    use rusqlite::types::ValueRef;
+    Ok(match r.get_ref(i)? {
+        ValueRef::Text(t) => std::str::from_utf8(t)
+            .map(str::to_owned)
+            .map_err(|_| "not UTF-8 text"),
+        ValueRef::Null => Err("NULL"),
+        ValueRef::Blob(_) => Err("a BLOB"),
+        ValueRef::Integer(_) => Err("an integer"),
+        ValueRef::Real(_) => Err("a real"),
+    })
+}
