@@ -319,3 +319,33 @@ fn a_key_that_is_not_utf8_is_a_counted_skip_not_a_wall() {
     assert_eq!((s.written, s.report.skipped), (0, 1));
     fs::remove_dir_all(d).unwrap();
 }
+
+/// A bubble's tokenCount near u64::MAX: its total saturates rather than
+/// overflows (an internal error).
+#[test]
+fn a_bubbles_token_sum_saturates() {
+    let d = tmpdir("saturate");
+    let (g, _w, c) = user_folder(&d);
+    put(
+        &c,
+        "cursorDiskKV",
+        "composerData:c1",
+        &json!({"composerId": "c1", "status": "completed", "generatingBubbleIds": []}),
+    );
+    put(
+        &c,
+        "cursorDiskKV",
+        "bubbleId:c1:b1",
+        &json!({"type": 2, "text": "big", "tokenCount": {"inputTokens": u64::MAX, "outputTokens": 2}}),
+    );
+    let s = Archive::builder()
+        .path(g.parent().unwrap())
+        .formats(vec![Arc::new(CursorIde) as Arc<dyn Format>])
+        .build()
+        .backfill(&mut ForEach(|_| {}))
+        .unwrap();
+    assert!(s.failures.is_empty(), "{:?}", s.failures);
+    let u = &s.report.usage;
+    assert_eq!((u.input, u.output, u.total_tokens), (u64::MAX, 2, u64::MAX));
+    fs::remove_dir_all(d).unwrap();
+}

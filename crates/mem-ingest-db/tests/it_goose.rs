@@ -393,3 +393,59 @@ fn a_row_of_the_wrong_type_is_a_counted_skip_not_a_wall() {
     assert_eq!((again.written, again.report.skipped), (0, 2));
     fs::remove_dir_all(d).unwrap();
 }
+
+/// A session's `updated_at` with multi-byte characters where its zone is
+/// looked for: no date, no panic (the database failed at every run with
+/// an internal error).
+#[test]
+fn a_malformed_updated_at_is_no_date_and_no_panic() {
+    let d = tmpdir("updated-at");
+    let s = d.join("sessions");
+    let c = accumulated_db(&s);
+    c.execute("UPDATE sessions SET updated_at = '\u{20ac}a\u{20ac}'", [])
+        .unwrap();
+    let u = archive(&s, None).usage().unwrap();
+    assert!(u.failures.is_empty(), "{:?}", u.failures);
+    assert_eq!(u.report.usage.input, 100);
+    fs::remove_dir_all(d).unwrap();
+}
+
+/// Token counts near i64::MAX (a ledger row without total_tokens, and a
+/// session's accumulated columns without a total): their sums saturate at
+/// u64::MAX rather than overflow (an internal error).
+#[test]
+fn token_sums_saturate() {
+    let d = tmpdir("saturate");
+    let s = d.join("sessions");
+    fs::create_dir_all(&s).unwrap();
+    let c = Connection::open(s.join("sessions.db")).unwrap();
+    c.execute_batch(
+        "CREATE TABLE sessions (id TEXT PRIMARY KEY, working_dir TEXT NOT NULL,
+           accumulated_input_tokens INTEGER, accumulated_output_tokens INTEGER,
+           accumulated_cache_read_tokens INTEGER, accumulated_cache_write_tokens INTEGER,
+           accumulated_total_tokens INTEGER, accumulated_cost REAL, provider_name TEXT,
+           model_config_json TEXT, updated_at TEXT);
+         CREATE TABLE messages (id INTEGER PRIMARY KEY AUTOINCREMENT, message_id TEXT,
+           session_id TEXT NOT NULL, role TEXT NOT NULL, content_json TEXT NOT NULL,
+           created_timestamp INTEGER NOT NULL, metadata_json TEXT);
+         CREATE TABLE usage_ledger (id INTEGER PRIMARY KEY AUTOINCREMENT, session_id TEXT NOT NULL,
+           created_timestamp INTEGER, model TEXT, input_tokens INTEGER, output_tokens INTEGER,
+           total_tokens INTEGER, cache_read_tokens INTEGER, cache_write_tokens INTEGER,
+           cost REAL, cost_source TEXT);
+         INSERT INTO sessions VALUES ('s1', '/w', NULL, NULL, NULL, NULL, NULL, NULL, 'p', NULL,
+           '2026-01-01 00:00:00');
+         INSERT INTO sessions VALUES ('s2', '/w', 9223372036854775807, 9223372036854775807,
+           9223372036854775807, 0, 0, 0, 'p', NULL, '2026-01-01 00:00:00');
+         INSERT INTO usage_ledger (session_id, created_timestamp, model, input_tokens,
+           output_tokens, total_tokens, cache_read_tokens, cache_write_tokens, cost, cost_source)
+           VALUES ('s1', 1767225600, 'm', 9223372036854775807, 9223372036854775807, NULL,
+           9223372036854775807, 0, 0, NULL);",
+    )
+    .unwrap();
+    let u = archive(&s, None).usage().unwrap();
+    assert!(u.failures.is_empty(), "{:?}", u.failures);
+    let totals: Vec<u64> = u.usage.iter().map(|r| r.usage.total_tokens).collect();
+    assert_eq!(totals, [u64::MAX, u64::MAX]);
+    assert_eq!(u.report.usage.total_tokens, u64::MAX);
+    fs::remove_dir_all(d).unwrap();
+}
