@@ -580,7 +580,7 @@ impl Db {
         let usage = Usage {
             input: n("inputTokens"),
             output: n("outputTokens"),
-            total_tokens: n("inputTokens") + n("outputTokens"),
+            total_tokens: n("inputTokens").saturating_add(n("outputTokens")),
             ..Usage::default()
         };
         let has_usage = usage.total_tokens > 0;

@@ -304,7 +304,10 @@ struct Acc {
 /// (UTC) or RFC 3339.
 fn instant(s: &str) -> Option<i64> {
     let t = s.trim().replacen(' ', "T", 1);
-    let zoned = t.ends_with('Z') || t[t.len().saturating_sub(6)..].contains(['+', '-']);
+    // The zone is in the last 6 bytes (`+01:00`): compared as bytes, as
+    // a character may straddle that boundary in a malformed value.
+    let tail = &t.as_bytes()[t.len().saturating_sub(6)..];
+    let zoned = t.ends_with('Z') || tail.iter().any(|b| matches!(b, b'+' | b'-'));
     let t = if zoned && t.len() > 19 {
         t
     } else {
@@ -383,7 +386,10 @@ impl Db {
                             output: o,
                             cache_read: cr,
                             cache_write: cw,
-                            total_tokens: t.map_or(i + o + cr + cw, |t| to_u64(Some(t))),
+                            total_tokens: t.map_or(
+                                i.saturating_add(o).saturating_add(cr).saturating_add(cw),
+                                |t| to_u64(Some(t)),
+                            ),
                             cost: r.get::<_, Option<f64>>(9)?.unwrap_or(0.0),
                         },
                         carried: r.get::<_, Option<String>>(10)?.as_deref()
@@ -576,7 +582,9 @@ impl Db {
                 total_tokens: if now.n[4] > 0 {
                     d(4)
                 } else {
-                    d(0) + d(1) + d(2) + d(3)
+                    d(0).saturating_add(d(1))
+                        .saturating_add(d(2))
+                        .saturating_add(d(3))
                 },
                 cost: (now.cost - before.cost).max(0.0),
             };
