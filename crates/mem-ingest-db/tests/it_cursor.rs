@@ -349,3 +349,82 @@ fn a_bubbles_token_sum_saturates() {
     assert_eq!((u.input, u.output, u.total_tokens), (u64::MAX, 2, u64::MAX));
     fs::remove_dir_all(d).unwrap();
 }
+
+/// A tool still running when its composer stops generating: the bubble
+/// waits for the tool's final status, and its call and result are
+/// emitted once, complete (the bubble was emitted with the tool loading,
+/// and its rewrite with the result skipped as emitted: the result lost).
+/// A tool that never finishes in a chat that ended in an error is emitted
+/// as it stands.
+#[test]
+fn a_tool_finished_after_its_chat_stopped_generating_gives_its_result() {
+    let d = tmpdir("tool-later");
+    let (g, _w, c) = user_folder(&d);
+    put(
+        &c,
+        "cursorDiskKV",
+        "composerData:c1",
+        &json!({"composerId": "c1", "status": "completed", "generatingBubbleIds": []}),
+    );
+    put(
+        &c,
+        "cursorDiskKV",
+        "bubbleId:c1:b1",
+        &json!({"type": 2, "text": "", "toolFormerData": {"name": "run_terminal_cmd",
+                "rawArgs": "{}", "status": "loading", "toolCallId": "t1"}}),
+    );
+    let dir = g.parent().unwrap();
+    let state = d.join("out.state");
+    let run = || {
+        Archive::builder()
+            .path(dir)
+            .formats(vec![Arc::new(CursorIde) as Arc<dyn Format>])
+            .state(&state)
+            .build()
+    };
+    let mut got = Vec::new();
+    run().backfill(&mut ForEach(|r| got.push(r))).unwrap();
+    assert_eq!(got.len(), 0, "{got:?}");
+    put(
+        &c,
+        "cursorDiskKV",
+        "bubbleId:c1:b1",
+        &json!({"type": 2, "text": "", "toolFormerData": {"name": "run_terminal_cmd",
+                "rawArgs": "{}", "status": "completed", "result": "{\"output\":\"a b\"}",
+                "toolCallId": "t1"}}),
+    );
+    run().backfill(&mut ForEach(|r| got.push(r))).unwrap();
+    let texts: Vec<(Role, &str, Option<&str>)> = got
+        .iter()
+        .map(|r| (r.role, r.text.as_str(), r.tool_call_id.as_deref()))
+        .collect();
+    assert_eq!(
+        texts,
+        [
+            (Role::Assistant, "run_terminal_cmd {}", Some("t1")),
+            (Role::ToolResult, "a b", Some("t1"))
+        ]
+    );
+    // A tool left loading in a chat that ended in an error: emitted.
+    put(
+        &c,
+        "cursorDiskKV",
+        "bubbleId:c1:b2",
+        &json!({"type": 2, "text": "", "toolFormerData": {"name": "read_file",
+                "rawArgs": "{}", "status": "loading", "toolCallId": "t2"}}),
+    );
+    put(
+        &c,
+        "cursorDiskKV",
+        "composerData:c1",
+        &json!({"composerId": "c1", "status": "error", "generatingBubbleIds": []}),
+    );
+    got.clear();
+    run().backfill(&mut ForEach(|r| got.push(r))).unwrap();
+    let texts: Vec<(Role, Option<&str>)> = got
+        .iter()
+        .map(|r| (r.role, r.tool_call_id.as_deref()))
+        .collect();
+    assert_eq!(texts[0], (Role::Assistant, Some("t2")), "{got:?}");
+    fs::remove_dir_all(d).unwrap();
+}
