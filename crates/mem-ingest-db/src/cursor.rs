@@ -260,6 +260,15 @@ fn guard_of(key: &[u8]) -> u64 {
     fingerprint(&[b"cursor-guard", key])
 }
 
+/// Whether a bubble's tool call is still running: its
+/// `toolFormerData.status` is there and not final (`completed`,
+/// `success`, `error`, `cancelled`; `../shared/spec/cursor-format.md`).
+fn tool_running(b: &Value) -> bool {
+    b.pointer("/toolFormerData/status")
+        .and_then(Value::as_str)
+        .is_some_and(|s| !matches!(s, "completed" | "success" | "error" | "cancelled"))
+}
+
 /// A key's bytes, whatever its type (a key not UTF-8 is still a row's
 /// key, guarded and skipped as such).
 fn key_bytes(r: &rusqlite::Row<'_>, i: usize) -> rusqlite::Result<Vec<u8>> {
@@ -366,6 +375,9 @@ impl MapRows for CursorIde {
 #[derive(Debug, Clone, Default)]
 struct Composer {
     generating: bool,
+    /// Its chat ended without finishing (`error`, `aborted`): a tool
+    /// still running in it never finishes.
+    ended: bool,
     generating_ids: Vec<String>,
     model: Option<String>,
     inline: Option<Vec<Value>>,
@@ -393,6 +405,7 @@ fn composer_of(c: &Connection, id: &str) -> rusqlite::Result<Option<Composer>> {
         let inline: Option<String> = r.get(3).unwrap_or(None);
         Ok(Composer {
             generating: status.as_deref() == Some("generating"),
+            ended: matches!(status.as_deref(), Some("error" | "aborted")),
             generating_ids: ids
                 .and_then(|s| serde_json::from_str::<Vec<String>>(&s).ok())
                 .unwrap_or_default(),
@@ -771,8 +784,15 @@ impl Database for Db {
                 if cursor.was_emitted(&key) {
                     continue;
                 }
-                // No composer yet, or one still generating it: pending.
-                if it.composer.is_none() || comp.generating || comp.generating_ids.contains(&bid) {
+                // No composer yet, or one still generating it, or its tool
+                // still running (a tool may finish after its chat stopped
+                // generating; its call and result are one object, emitted
+                // once final, as OpenCode's tool parts): pending.
+                if it.composer.is_none()
+                    || comp.generating
+                    || comp.generating_ids.contains(&bid)
+                    || (!comp.ended && b.as_ref().is_ok_and(tool_running))
+                {
                     if it.bubble.is_some() {
                         cursor.pending.insert(key);
                     }
