@@ -428,3 +428,54 @@ fn a_tool_finished_after_its_chat_stopped_generating_gives_its_result() {
     assert_eq!(texts[0], (Role::Assistant, Some("t2")), "{got:?}");
     fs::remove_dir_all(d).unwrap();
 }
+
+/// The row at the mark rewritten (Cursor's REPLACE moves it to a new
+/// rowid, as it does with a live composer's row at almost every write):
+/// the next open reads on after the mark, not again from the start (it
+/// rescanned the whole table at almost every run). A largest rowid
+/// below the mark, or another key at it, still rescans.
+#[test]
+fn a_rewrite_of_the_row_at_the_mark_reads_on_after_it() {
+    use mem_ingest_parse::rows::{self, Cursor as Rc, MapRows};
+    let d = tmpdir("rewrite-at-mark");
+    let (g, _w, c) = user_folder(&d);
+    put(
+        &c,
+        "cursorDiskKV",
+        "bubbleId:c1:b1",
+        &json!({"type": 1, "text": "hello"}),
+    );
+    let composer = json!({"composerId": "c1", "status": "completed"});
+    put(&c, "cursorDiskKV", "composerData:c1", &composer);
+    let opts = mem_ingest_parse::SourceOptions::new();
+    let mut src = rows::open(&CursorIde, &g, None, &opts);
+    while src.next_entry().unwrap().is_some() {}
+    let ctx = src.running_context();
+    drop(src);
+    let cursor = Rc::decode(&ctx).unwrap();
+    assert_eq!(cursor.marks.get("cursorDiskKV"), Some(&2));
+    let mark_after_open = |cur: &Rc| {
+        let mut cur = cur.clone();
+        drop(MapRows::open(&CursorIde, &g, &mut cur).unwrap());
+        cur.marks.get("cursorDiskKV").copied()
+    };
+    // The composer's row rewritten: rowid 2 gone, the key at 3.
+    put(&c, "cursorDiskKV", "composerData:c1", &composer);
+    assert_eq!(
+        mark_after_open(&cursor),
+        Some(2),
+        "rescanned from the start"
+    );
+    // Another key at the mark: a rescan.
+    c.execute(
+        "INSERT INTO cursorDiskKV (rowid, key, value) VALUES (2, 'bubbleId:c1:b9', '{}')",
+        [],
+    )
+    .unwrap();
+    assert_eq!(mark_after_open(&cursor), None);
+    // The largest rowid below the mark: a rescan.
+    c.execute("DELETE FROM cursorDiskKV WHERE rowid >= 2", [])
+        .unwrap();
+    assert_eq!(mark_after_open(&cursor), None);
+    fs::remove_dir_all(d).unwrap();
+}
