@@ -324,7 +324,7 @@ impl MapRows for CursorIde {
     ) -> Result<(Header, Box<dyn Database>), Error> {
         let (conn, _) = guard(path, Store::Global)?;
         let mark = cursor.marks.get("cursorDiskKV").copied();
-        let (table, at_mark) = in_read(&conn, |c| {
+        let (table, at_mark, max) = in_read(&conn, |c| {
             let table: i64 = c.query_row(
                 "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'cursorDiskKV'",
                 [],
@@ -338,7 +338,19 @@ impl MapRows for CursorIde {
                     .optional()?,
                 _ => None,
             };
-            Ok((table > 0, at))
+            // The largest rowid (the end of the rowid b-tree: no
+            // function, which the authorizer refuses).
+            let max: Option<i64> = if table > 0 && mark.is_some() {
+                c.query_row(
+                    "SELECT rowid FROM cursorDiskKV ORDER BY rowid DESC LIMIT 1",
+                    [],
+                    |r| r.get(0),
+                )
+                .optional()?
+            } else {
+                None
+            };
+            Ok((table > 0, at, max))
         })
         .map_err(|e| fail(path, "cannot read the database's schema", &e))?;
         if !table {
@@ -347,9 +359,20 @@ impl MapRows for CursorIde {
                 std::io::Error::other("not Cursor's global store: no `cursorDiskKV` table"),
             ));
         }
-        if mark.is_some()
-            && at_mark.map(|k| guard_of(&k)) != cursor.guards.get("cursorDiskKV").copied()
-        {
+        // The spec's guard (`../shared/spec/cursor-format.md`, section 7):
+        // a largest rowid below the mark, or another key at it (a restored
+        // backup, a VACUUM, the top rows deleted and their rowids taken
+        // again), reads again from the start. No row at the mark with
+        // rows after it is the usual case, not a sign: Cursor rewrites a
+        // key by REPLACE, which moves it to a new rowid, and the row read
+        // last is most often the live composer's.
+        let moved = at_mark.is_some_and(|k| {
+            cursor
+                .guards
+                .get("cursorDiskKV")
+                .is_some_and(|&g| g != guard_of(&k))
+        });
+        if mark.is_some_and(|m| max.unwrap_or(0) < m) || moved {
             cursor.rescan();
         }
         let header = Header {
