@@ -254,6 +254,15 @@ impl Format for CursorIde {
     fn is_rows(&self, _path: &Path) -> bool {
         true
     }
+
+    /// A database of this agent's tables under any name (a backup copy
+    /// named as a PATH).
+    /// (Through the reader's own authorizer, as every read of the store.)
+    fn detect_file(&self, path: &Path, prefix: &[u8]) -> bool {
+        crate::sqlite::is_database_file(path, prefix)
+            && guard(path, Store::Global)
+                .is_ok_and(|(c, _)| crate::sqlite::tables_in(&c, &["cursorDiskKV"]))
+    }
 }
 
 fn guard_of(key: &[u8]) -> u64 {

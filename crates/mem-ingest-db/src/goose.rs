@@ -135,6 +135,12 @@ impl Format for Goose {
     fn is_rows(&self, _path: &Path) -> bool {
         true
     }
+
+    /// A database of this agent's tables under any name (a backup copy
+    /// named as a PATH).
+    fn detect_file(&self, path: &Path, prefix: &[u8]) -> bool {
+        crate::sqlite::has_tables(path, prefix, &["messages", "sessions"])
+    }
 }
 
 impl MapRows for Goose {

@@ -132,6 +132,12 @@ impl Format for OpenCode {
     fn is_rows(&self, _path: &Path) -> bool {
         true
     }
+
+    /// A database of this agent's tables under any name (a backup copy
+    /// named as a PATH).
+    fn detect_file(&self, path: &Path, prefix: &[u8]) -> bool {
+        crate::sqlite::has_tables(path, prefix, &["message", "part"])
+    }
 }
 
 impl MapRows for OpenCode {

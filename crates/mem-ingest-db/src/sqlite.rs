@@ -128,3 +128,41 @@ pub fn text_of(r: &rusqlite::Row<'_>, i: usize) -> rusqlite::Result<Result<Strin
         ValueRef::Real(_) => Err("a real"),
     })
 }
+
+/// The first bytes of every SQLite database file.
+const SQLITE_HEADER: &[u8] = b"SQLite format 3\0";
+
+/// Whether the regular file at `path`, whose first bytes are `prefix`, is
+/// a SQLite database with every table of `tables`: a database named as a
+/// PATH under a name its agent never gives it (a backup copy) is probed
+/// by its schema, opened read-only as for a read (only `sqlite_master` is
+/// read). Any failure is a no.
+pub fn has_tables(path: &Path, prefix: &[u8], tables: &[&str]) -> bool {
+    if !is_database_file(path, prefix) {
+        return false;
+    }
+    let Ok(conn) = open_read_only(path) else {
+        return false;
+    };
+    tables_in(&conn, tables)
+}
+
+/// Whether `path` is a regular file whose first bytes, `prefix`, are a
+/// SQLite database's header.
+pub fn is_database_file(path: &Path, prefix: &[u8]) -> bool {
+    prefix.starts_with(SQLITE_HEADER) && path.metadata().is_ok_and(|m| m.is_file())
+}
+
+/// Whether the database of `conn` has every table of `tables` (any
+/// failure is a no).
+pub fn tables_in(conn: &Connection, tables: &[&str]) -> bool {
+    in_read(conn, |c| {
+        for t in tables {
+            if !has_table(c, t)? {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    })
+    .unwrap_or(false)
+}

@@ -76,7 +76,10 @@ pub fn detect_in(
 ) -> usize {
     match formats.iter().position(|x| x.detect(prefix, whole)) {
         Some(i) => i,
-        None => by_name(formats, path),
+        None => formats
+            .iter()
+            .position(|x| x.detect_file(path, prefix))
+            .unwrap_or_else(|| by_name(formats, path)),
     }
 }
 
@@ -192,6 +195,16 @@ pub trait Format: Send + Sync {
     /// Default false: the file is then the first enabled format's.
     fn detect(&self, prefix: &[u8], whole: bool) -> bool {
         let _ = (prefix, whole);
+        false
+    }
+
+    /// Whether a file named as a PATH, whose first bytes no format's
+    /// [`Format::detect`] claims, is this format's from the file at
+    /// `path` itself, where its first bytes cannot tell (a database: its
+    /// tables, read read-only). Asked before the formats' names decide
+    /// ([`Format::is_session_file`]). Default false.
+    fn detect_file(&self, path: &Path, prefix: &[u8]) -> bool {
+        let _ = (path, prefix);
         false
     }
 
