@@ -449,3 +449,57 @@ fn token_sums_saturate() {
     assert_eq!(u.report.usage.total_tokens, u64::MAX);
     fs::remove_dir_all(d).unwrap();
 }
+
+/// A session counted by its accumulated columns, then given ledger rows
+/// (Goose's migration carries what it had accumulated into a
+/// `carried_forward` row): the carried row is not counted, before or
+/// after a rescan (the newest message deleted), and the ledger's own rows
+/// are counted once.
+#[test]
+fn a_carried_forward_row_is_not_counted_again_after_a_rescan() {
+    let d = tmpdir("carried");
+    let s = d.join("sessions");
+    fs::create_dir_all(&s).unwrap();
+    let c = Connection::open(s.join("sessions.db")).unwrap();
+    c.execute_batch(
+        "CREATE TABLE sessions (id TEXT PRIMARY KEY, working_dir TEXT NOT NULL,
+           accumulated_input_tokens INTEGER, accumulated_output_tokens INTEGER,
+           accumulated_cache_read_tokens INTEGER, accumulated_cache_write_tokens INTEGER,
+           accumulated_total_tokens INTEGER, accumulated_cost REAL, provider_name TEXT,
+           model_config_json TEXT, updated_at TEXT);
+         CREATE TABLE messages (id INTEGER PRIMARY KEY AUTOINCREMENT, message_id TEXT,
+           session_id TEXT NOT NULL, role TEXT NOT NULL, content_json TEXT NOT NULL,
+           created_timestamp INTEGER NOT NULL, metadata_json TEXT);
+         CREATE TABLE usage_ledger (id INTEGER PRIMARY KEY AUTOINCREMENT, session_id TEXT NOT NULL,
+           created_timestamp INTEGER, model TEXT, input_tokens INTEGER, output_tokens INTEGER,
+           total_tokens INTEGER, cache_read_tokens INTEGER, cache_write_tokens INTEGER,
+           cost REAL, cost_source TEXT);
+         INSERT INTO sessions VALUES ('s1', '/w', 100, 10, 0, 0, 110, 0, 'p', NULL,
+           '2026-01-01 00:00:00');",
+    )
+    .unwrap();
+    add_message(&c, "a");
+    add_message(&c, "b");
+    let state = d.join("state");
+    let input = || {
+        archive(&s, Some(&state))
+            .backfill(&mut ForEach(|_| {}))
+            .unwrap()
+            .report
+            .usage
+            .input
+    };
+    assert_eq!(input(), 100);
+    c.execute_batch(
+        "INSERT INTO usage_ledger (session_id, created_timestamp, model, input_tokens,
+           output_tokens, total_tokens, cache_read_tokens, cache_write_tokens, cost, cost_source)
+           VALUES ('s1', 1767225600, 'm', 100, 10, 110, 0, 0, 0, 'carried_forward'),
+                  ('s1', 1767225601, 'm', 5, 1, 6, 0, 0, 0, NULL);",
+    )
+    .unwrap();
+    assert_eq!(input(), 105);
+    c.execute("DELETE FROM messages WHERE message_id = 'b'", [])
+        .unwrap();
+    assert_eq!(input(), 105);
+    fs::remove_dir_all(d).unwrap();
+}
