@@ -153,14 +153,17 @@ struct Common {
     #[arg(long)]
     no_dedupe: bool,
     /// Read only this agent's sessions (repeatable): pi, gemini (Gemini
-    /// CLI), qwen (Qwen
-    /// Code), copilot (Copilot CLI), claude (Claude Code), codex (Codex), amp (Amp), cline (Cline). Default: every agent's (with PATHs, each
-    /// file's agent is detected from its first lines; a file none claims
-    /// is read as pi's). A --state or --db records the agents it reads,
-    /// and a later run without --agent reads the same (one saved before
-    /// they were recorded: the agents of the files it holds, pi when
-    /// none); an --agent naming one it does not record adds it (that run
-    /// reads the recorded agents too); naming fewer is refused (exit 2).
+    /// CLI), qwen (Qwen Code), copilot (Copilot CLI), claude (Claude
+    /// Code), codex (Codex), amp (Amp), cline (Cline), opencode, goose,
+    /// cursor (their databases, read-only). Default: every agent's (with
+    /// PATHs, each file's agent is detected from its first lines, a
+    /// database by its tables; a file none claims is read as pi's). A
+    /// --state or --db records the agents it reads, and a later run
+    /// without --agent reads the same, also after an upgrade that reads
+    /// more agents (one saved before they were recorded: the agents of
+    /// the files it holds, pi when none); an --agent naming one it does
+    /// not record adds it (that run reads the recorded agents too); naming
+    /// fewer is refused (exit 2).
     #[arg(
         long = "agent",
         visible_alias = "source",
