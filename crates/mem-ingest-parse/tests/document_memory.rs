@@ -92,14 +92,22 @@ fn a_document_read_and_dropped_gives_back_its_memory() {
         // The first reading fills what lives on (thread-local buffers, the
         // process's memos).
         assert_eq!(read(format, path, doc), 2, "{path}");
-        let before = LIVE.load(Ordering::Relaxed);
-        for _ in 0..100 {
-            read(format, path, doc);
-        }
-        let grown = LIVE.load(Ordering::Relaxed) - before;
+        // Three rounds of a hundred readings: a leak grows in every round;
+        // the test harness's own threads, which this allocator counts too,
+        // may allocate during one (a round of Amp's grew by 900 bytes
+        // once, on a loaded machine, and never again in six runs).
+        let rounds: Vec<i64> = (0..3)
+            .map(|_| {
+                let before = LIVE.load(Ordering::Relaxed);
+                for _ in 0..100 {
+                    read(format, path, doc);
+                }
+                LIVE.load(Ordering::Relaxed) - before
+            })
+            .collect();
         assert!(
-            grown <= 0,
-            "{}: {grown} bytes not given back after 100 readings",
+            rounds.iter().any(|&grown| grown <= 0),
+            "{}: bytes not given back after each of three rounds of 100 readings: {rounds:?}",
             format.name()
         );
     }
