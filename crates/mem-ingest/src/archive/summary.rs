@@ -264,7 +264,7 @@ pub struct Summary {
     /// The costs of the responses counted, priced as they are counted
     /// and summed by line ([`super::Archive::priced_stats`]): no row is
     /// kept.
-    pricing: Option<Box<Pricing>>,
+    pricing: Option<Box<(Arc<crate::prices::Prices>, Pricing)>>,
     /// The agents this run added to those its checkpoint reads (an
     /// `--agent` naming agents the checkpoint did not read): later runs
     /// without `--agent` read them too.
@@ -292,7 +292,7 @@ impl Summary {
     ) -> Summary {
         let keep_usage = matches!(keep, Keep::Rows);
         let pricing = match keep {
-            Keep::Costs(prices) => Some(Box::new(Pricing::new(prices))),
+            Keep::Costs(prices) => Some(Box::new((prices, Pricing::default()))),
             _ => None,
         };
         Summary {
@@ -379,10 +379,11 @@ impl Summary {
             s.file_done(report, header, priced, partial);
         }
         self.totals.file_done(report, header, priced, partial);
-        if let Some(p) = self.pricing.as_mut() {
+        if let Some((prices, p)) = self.pricing.as_deref_mut() {
             if !report.usage_rows.is_empty() {
                 let project = header.map_or("", |h| h.cwd.as_str());
                 p.add(
+                    prices,
                     format.name(),
                     project,
                     report.usage_rows.iter().map(|r| CostOf {
@@ -471,10 +472,11 @@ impl Summary {
         if let (Some(s), Some(name)) = (source, name) {
             self.by_source.insert(name, s);
         }
-        if let Some(p) = self.pricing.as_mut() {
+        if let Some((prices, p)) = self.pricing.as_deref_mut() {
             let agent = name.unwrap_or("claude");
             for run in responses.kept().chunk_by(|a, b| a.project == b.project) {
                 p.add(
+                    prices,
                     agent,
                     &run[0].project,
                     run.iter().map(|r| CostOf {
@@ -570,13 +572,14 @@ impl Summary {
         if self.stateful {
             return s;
         }
-        if let Some(p) = &self.pricing {
+        if let Some((_, p)) = self.pricing.as_deref() {
             p.apply(&mut s);
         } else if self.keep_usage {
             // The rows, priced in their order as a priced run prices them.
-            let mut p = Pricing::new(Arc::new(prices.clone()));
+            let mut p = Pricing::default();
             for r in &self.usage {
                 p.add(
+                    prices,
                     r.agent,
                     &r.project,
                     std::iter::once(CostOf {
@@ -620,9 +623,8 @@ struct CostOf<'r> {
 /// Costs summed by line as responses are counted, each response priced
 /// once (see [`CountedUsage::cost`]), in the order counted: the totals',
 /// and each agent's.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 struct Pricing {
-    prices: Arc<crate::prices::Prices>,
     /// Each model's price, looked up once.
     resolved: Keyed<Option<crate::prices::Resolved>>,
     totals: CostLines,
@@ -687,18 +689,11 @@ impl<V> Keyed<V> {
 }
 
 impl Pricing {
-    fn new(prices: Arc<crate::prices::Prices>) -> Pricing {
-        Pricing {
-            prices,
-            resolved: Keyed::default(),
-            totals: CostLines::default(),
-            by_agent: Vec::new(),
-        }
-    }
-
-    /// Responses of `agent` in `project`, in the order counted.
+    /// Responses of `agent` in `project`, in the order counted, priced
+    /// from `prices` (the same table for every call).
     fn add<'r>(
         &mut self,
+        prices: &crate::prices::Prices,
         agent: &'static str,
         project: &str,
         rows: impl Iterator<Item = CostOf<'r>>,
@@ -716,7 +711,7 @@ impl Pricing {
             lines.projects.at(project, PricedSum::default),
         );
         for r in rows {
-            let (prices, resolved) = (&self.prices, &mut self.resolved);
+            let resolved = &mut self.resolved;
             let cost = super::counted::cost_of(r.usage, r.hour, r.recorded, || {
                 let m = r.model?;
                 let i = resolved.at(m, || prices.resolve(m));
