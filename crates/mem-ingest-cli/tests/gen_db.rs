@@ -1,0 +1,198 @@
+//! `scripts/gen-db.py`, the generator of OpenCode and Goose databases for
+//! volume: two runs with the same seed give the same bytes, and `stats` on
+//! a generated database equals the counts the script computes from the
+//! rows with Python's sqlite3 and json (records by role, messages, usage),
+//! exactly, channel databases, fork copies, pending answers and a second
+//! Goose store included. The comparison with ccusage on the same
+//! databases is `conform_db.rs`.
+
+#[path = "../../mem-ingest/tests/common/mod.rs"]
+mod common;
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::Value;
+
+/// Runs `scripts/gen-db.py` with `args`; its stdout.
+pub fn gen_db(args: &[&dyn AsRef<std::ffi::OsStr>]) -> Vec<u8> {
+    let script = common::shared::repo_root().join("scripts/gen-db.py");
+    let mut c = Command::new("python3");
+    c.arg(&script);
+    for a in args {
+        c.arg(a);
+    }
+    let out = c.output().expect("python3 scripts/gen-db.py");
+    assert!(
+        out.status.success(),
+        "gen-db.py {:?}: {}",
+        args.iter()
+            .map(|a| a.as_ref().to_owned())
+            .collect::<Vec<_>>(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
+}
+
+fn count(agent: &str, dir: &Path) -> Value {
+    serde_json::from_slice(&gen_db(&[&"count", &agent, &dir])).unwrap()
+}
+
+fn stats(agent: &str, home: &Path, path: Option<&Path>) -> Value {
+    let mut c = common::cli();
+    c.args(["stats", "--json", "-q", "--agent", agent])
+        .env("HOME", home)
+        .env_remove("XDG_DATA_HOME")
+        .env_remove("GOOSE_PATH_ROOT");
+    if let Some(p) = path {
+        c.arg(p);
+    }
+    let out = c.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn files(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    fn walk(dir: &Path, out: &mut Vec<(PathBuf, Vec<u8>)>) {
+        for e in fs::read_dir(dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                walk(&p, out);
+            } else {
+                out.push((p.clone(), fs::read(&p).unwrap()));
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(dir, &mut out);
+    out.sort();
+    out
+}
+
+/// `stats`' roles, usage and records equal the script's count.
+fn assert_stats_equal(s: &Value, want: &Value, roles: &[&str]) {
+    for r in roles {
+        assert_eq!(s["roles"][r], want["records"][r], "records of role {r}");
+    }
+    let records: u64 = roles
+        .iter()
+        .map(|r| want["records"][r].as_u64().unwrap())
+        .sum();
+    assert_eq!(s["records"], records);
+    for k in [
+        "input",
+        "output",
+        "cache_read",
+        "cache_write",
+        "total_tokens",
+    ] {
+        assert_eq!(s["usage"][k], want["usage"][k], "usage {k}");
+    }
+    assert_eq!(s["skipped"], 0);
+    assert_eq!(s["files_failed"], 0);
+}
+
+#[test]
+fn generated_opencode_databases_are_reproducible_and_stats_equals_their_rows() {
+    let d = common::tmpdir("gen-db", "opencode");
+    let (a, b) = (d.join("a"), d.join("b"));
+    for dir in [&a, &b] {
+        gen_db(&[
+            &"opencode",
+            dir,
+            &"--mb",
+            &"2",
+            &"--seed",
+            &"11",
+            &"--forks",
+            &"--channel",
+            &"local",
+        ]);
+    }
+    let fa = files(&a);
+    let names: Vec<_> = fa
+        .iter()
+        .map(|(p, _)| p.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names, ["opencode-local.db", "opencode.db"]);
+    let fb = files(&b);
+    assert!(
+        fa.iter().zip(&fb).all(|(x, y)| x.1 == y.1),
+        "two runs with one seed differ"
+    );
+    let size = fa[1].1.len() as f64 / 1048576.0;
+    assert!((1.6..2.4).contains(&size), "opencode.db is {size} MB");
+
+    let want = count("opencode", &a);
+    let w = &want["ours"];
+    // Every shape is there: pending answers, tool results, multi-call
+    // answers, a channel's own messages.
+    assert!(w["pending"].as_u64().unwrap() > 0, "{want}");
+    assert!(
+        w["records"]["tool_result"].as_u64().unwrap() > 100,
+        "{want}"
+    );
+    assert!(want["input_difference"]["later_calls"].as_u64().unwrap() > 0);
+    assert!(want["input_difference"]["channel_only"].as_u64().unwrap() > 0);
+
+    // The data folder found with no PATH (both databases), and named.
+    let home = d.join("home");
+    let data = home.join(".local/share/opencode");
+    fs::create_dir_all(data.parent().unwrap()).unwrap();
+    fs::rename(&a, &data).unwrap();
+    let roles = ["user", "assistant", "tool_result"];
+    let s = stats("opencode", &home, None);
+    assert_stats_equal(&s, w, &roles);
+    assert_eq!(s["files"], 2);
+    let named = stats("opencode", &d, Some(&data));
+    assert_eq!(named["usage"], s["usage"]);
+    assert_eq!(named["roles"], s["roles"]);
+    fs::remove_dir_all(d).unwrap();
+}
+
+#[test]
+fn generated_goose_databases_are_reproducible_and_stats_equals_their_rows() {
+    let d = common::tmpdir("gen-db", "goose");
+    let (a, b) = (d.join("a"), d.join("b"));
+    for dir in [&a, &b] {
+        gen_db(&[&"goose", dir, &"--mb", &"2", &"--seed", &"5", &"--second"]);
+    }
+    let fa = files(&a);
+    let fb = files(&b);
+    assert_eq!(fa.len(), 2);
+    assert!(
+        fa.iter().zip(&fb).all(|(x, y)| x.1 == y.1),
+        "two runs with one seed differ"
+    );
+    let main = a.join(".local/share/goose/sessions/sessions.db");
+    let size = fs::metadata(&main).unwrap().len() as f64 / 1048576.0;
+    assert!((1.6..2.4).contains(&size), "sessions.db is {size} MB");
+
+    let want = count("goose", &a);
+    let w = &want["ours"];
+    assert!(w["records"]["system"].as_u64().unwrap() > 0, "{want}");
+    assert!(
+        w["records"]["tool_result"].as_u64().unwrap() > 100,
+        "{want}"
+    );
+    assert!(want["input_difference"]["twice"].as_u64().unwrap() > 0);
+
+    // Both stores found with no PATH: the copied sessions once.
+    let roles = ["user", "assistant", "tool_result", "system"];
+    let s = stats("goose", &a, None);
+    assert_stats_equal(&s, w, &roles);
+    assert_eq!(s["files"], 2);
+    // The current store alone: its own rows.
+    let only = d.join("only");
+    fs::create_dir_all(only.join(".local/share/goose/sessions")).unwrap();
+    fs::copy(&main, only.join(".local/share/goose/sessions/sessions.db")).unwrap();
+    let s = stats("goose", &only, None);
+    assert_stats_equal(&s, &count("goose", &only)["ours"], &roles);
+    assert_eq!(s["usage"], stats("goose", &d, Some(&main))["usage"]);
+    fs::remove_dir_all(d).unwrap();
+}
