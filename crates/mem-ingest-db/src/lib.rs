@@ -15,6 +15,7 @@ use mem_ingest_parse::format::Format;
 
 pub mod cursor;
 pub mod goose;
+mod lenient;
 pub mod opencode;
 pub mod sqlite;
 

@@ -32,6 +32,7 @@ use mem_ingest_parse::{
 use rusqlite::{Connection, OptionalExtension};
 use serde_json::Value;
 
+use crate::lenient::{parse, Any, Node, Num};
 use crate::sqlite::{fail, has_table, in_read, open_read_only, text_of};
 
 /// The OpenCode format.
@@ -299,14 +300,15 @@ impl Db {
 /// non-cached input, `output` excludes reasoning; the total is the
 /// provider's `total` where larger than the sum of the parts (as ccusage
 /// 20.0.24 takes it).
-fn usage_of(tokens: &Value, cost: f64) -> (Usage, u64) {
-    let n = |v: Option<&Value>| v.and_then(Value::as_u64).unwrap_or(0);
-    let cache = tokens.get("cache");
-    let input = n(tokens.get("input"));
-    let output = n(tokens.get("output"));
-    let reasoning = n(tokens.get("reasoning"));
-    let cache_read = n(cache.and_then(|c| c.get("read")));
-    let cache_write = n(cache.and_then(|c| c.get("write")));
+fn usage_of(tokens: &Node<data::Tokens>, cost: f64) -> (Usage, u64) {
+    let n = |v: Num| v.as_u64().unwrap_or(0);
+    let t = tokens.obj();
+    let cache = t.and_then(|t| t.cache.obj());
+    let input = t.map_or(0, |t| n(t.input));
+    let output = t.map_or(0, |t| n(t.output));
+    let reasoning = t.map_or(0, |t| n(t.reasoning));
+    let cache_read = cache.map_or(0, |c| n(c.read));
+    let cache_write = cache.map_or(0, |c| n(c.write));
     let sum = input
         .saturating_add(output)
         .saturating_add(reasoning)
@@ -317,7 +319,7 @@ fn usage_of(tokens: &Value, cost: f64) -> (Usage, u64) {
         output,
         cache_read,
         cache_write,
-        total_tokens: sum.max(n(tokens.get("total"))),
+        total_tokens: sum.max(t.map_or(0, |t| n(t.total))),
         cost,
     };
     (usage, reasoning)
@@ -327,27 +329,16 @@ fn is_zero(u: &Usage) -> bool {
     u.total_tokens == 0 && u.cost == 0.0
 }
 
-fn str_of<'v>(v: &'v Value, k: &str) -> Option<&'v str> {
-    v.get(k).and_then(Value::as_str)
-}
-
 /// Whether a message is final: a user message once it has parts; an
 /// assistant message once complete (`time.completed`, or an `error`) with
 /// no tool part still pending or running.
-fn is_final(data: &Value, parts: &[Value]) -> bool {
-    match str_of(data, "role") {
+fn is_final(data: &data::Msg<'_>, parts: &[data::Part<'_>]) -> bool {
+    match data.role.get() {
         Some("user") => !parts.is_empty(),
         Some("assistant") => {
-            let done = data
-                .pointer("/time/completed")
-                .is_some_and(|v| !v.is_null())
-                || data.get("error").is_some_and(|v| !v.is_null());
+            let done = data.time.obj().is_some_and(|t| t.completed.is_set()) || data.error.is_set();
             done && parts.iter().all(|p| {
-                str_of(p, "type") != Some("tool")
-                    || matches!(
-                        p.pointer("/state/status").and_then(Value::as_str),
-                        Some("completed" | "error")
-                    )
+                p.kind() != Some("tool") || matches!(p.status(), Some("completed" | "error"))
             })
         }
         _ => true,
@@ -402,13 +393,14 @@ pub(crate) fn record<'a>(
 }
 
 impl Db {
-    /// Counts and pushes the rows of one final message.
+    /// Counts and pushes the rows of one final message. Its record's text
+    /// is built only when the role filter keeps it (`stats` keeps none).
     #[allow(clippy::too_many_lines, clippy::too_many_arguments)]
     fn emit<'a>(
         &mut self,
         m: &Msg,
-        data: &Value,
-        parts: &[Value],
+        data: &data::Msg<'_>,
+        parts: &[data::Part<'_>],
         arena: &'a Bump,
         filter: RoleFilter,
         report: &mut Report,
@@ -418,19 +410,9 @@ impl Db {
         self.bytes += (len(&m.data) + m.parts.iter().map(|p| len(&p.1)).sum::<usize>()) as u64;
         let line = u64::try_from(m.rowid).unwrap_or(0);
         let byte = self.bytes;
-        let session: &'a str = arena.alloc_str(&m.session);
-        let source: &'a str = arena.alloc_str(&format!("opencode:{}", m.session));
-        let directory = self
-            .sessions
-            .get(&m.session)
-            .map(|s| s.directory.as_str())
-            .filter(|d| !d.is_empty())
-            .or_else(|| data.pointer("/path/cwd").and_then(Value::as_str))
-            .unwrap_or("");
-        let project: &'a str = arena.alloc_str(directory);
         let id: &'a str = arena.alloc_str(&m.id);
-        let time = data.pointer("/time/created").and_then(Value::as_i64);
-        let role = match str_of(data, "role") {
+        let time = data.time.obj().and_then(|t| t.created.as_i64());
+        let role = match data.role.get() {
             Some("user") => Role::User,
             Some("assistant") => Role::Assistant,
             other => {
@@ -450,17 +432,14 @@ impl Db {
             }
         };
         let assistant = role == Role::Assistant;
-        let provider = str_of(data, "providerID").filter(|_| assistant);
-        let model = str_of(data, "modelID").filter(|_| assistant);
+        let provider = data.provider.get().filter(|_| assistant);
+        let model = data.model.get().filter(|_| assistant);
         // Usage: each LLM call's step-finish part.
         let mut total: Option<Usage> = None;
         if assistant {
-            for p in parts
-                .iter()
-                .filter(|p| str_of(p, "type") == Some("step-finish"))
-            {
-                let cost = p.get("cost").and_then(Value::as_f64).unwrap_or(0.0);
-                let (u, reasoning) = usage_of(p.get("tokens").unwrap_or(&Value::Null), cost);
+            for p in parts.iter().filter(|p| p.kind() == Some("step-finish")) {
+                let cost = p.cost.as_f64().unwrap_or(0.0);
+                let (u, reasoning) = usage_of(&p.tokens, cost);
                 let at = UsageAt {
                     line,
                     time,
@@ -472,8 +451,8 @@ impl Db {
             if total.is_none() {
                 // No step-finish part (a build that wrote none): the
                 // message's own tokens, its last call's.
-                let cost = data.get("cost").and_then(Value::as_f64).unwrap_or(0.0);
-                let (u, reasoning) = usage_of(data.get("tokens").unwrap_or(&Value::Null), cost);
+                let cost = data.cost.as_f64().unwrap_or(0.0);
+                let (u, reasoning) = usage_of(&data.tokens, cost);
                 if !is_zero(&u) {
                     let at = UsageAt {
                         line,
@@ -485,80 +464,103 @@ impl Db {
                 }
             }
         }
-        // The message's record.
-        let mut text = String::new();
-        let mut kinds: Vec<&'static str> = Vec::new();
-        let kind = |k: &'static str, kinds: &mut Vec<&'static str>| {
-            if !kinds.contains(&k) {
-                kinds.push(k);
-            }
+        let error = data.error.is_set().then_some(&data.error);
+        let error_name = || error.and_then(|e| e.obj()).and_then(|e| e.name.get());
+        // The fields every record of the message shares, in the arena once
+        // a record is built.
+        let mut shared: Option<(&'a str, &'a str, &'a str)> = None;
+        let mut shared_of = |arena: &'a Bump| {
+            *shared.get_or_insert_with(|| {
+                let session: &'a str = arena.alloc_str(&m.session);
+                let source: &'a str = arena.alloc_str(&format!("opencode:{}", m.session));
+                let directory = self
+                    .sessions
+                    .get(&m.session)
+                    .map(|s| s.directory.as_str())
+                    .filter(|d| !d.is_empty())
+                    .or_else(|| data.path.obj().and_then(|p| p.0.get()))
+                    .unwrap_or("");
+                (session, source, &*arena.alloc_str(directory))
+            })
         };
-        let piece = |s: &str, text: &mut String| {
-            if !text.is_empty() {
-                text.push_str("\n\n");
-            }
-            text.push_str(s);
-        };
-        let mut first_call: Option<(&str, &str)> = None;
-        for p in parts {
-            match str_of(p, "type").unwrap_or("") {
-                "text" => {
-                    if let Some(t) = str_of(p, "text").filter(|t| !t.is_empty()) {
-                        kind("text", &mut kinds);
-                        piece(t, &mut text);
-                    }
-                }
-                "reasoning" => {
-                    if let Some(t) = str_of(p, "text").filter(|t| !t.is_empty()) {
-                        kind("thinking", &mut kinds);
-                        piece(t, &mut text);
-                    }
-                }
-                "tool" => {
-                    let name = str_of(p, "tool").unwrap_or("");
-                    kind("toolCall", &mut kinds);
-                    let input = p
-                        .pointer("/state/input")
-                        .map(Value::to_string)
-                        .unwrap_or_default();
-                    piece(&format!("{name} {input}"), &mut text);
-                    if first_call.is_none() {
-                        first_call = Some((name, str_of(p, "callID").unwrap_or("")));
-                    }
-                }
-                "file" => {
-                    kind("file", &mut kinds);
-                    let name = str_of(p, "filename")
-                        .or_else(|| p.pointer("/source/path").and_then(Value::as_str));
-                    if let Some(n) = name {
-                        piece(&format!("[file {n}]"), &mut text);
-                    }
-                }
-                "compaction" => kind("compaction", &mut kinds),
-                "subtask" => {
-                    kind("subtask", &mut kinds);
-                    if let Some(t) = str_of(p, "prompt") {
-                        piece(t, &mut text);
-                    }
-                }
-                _ => {}
-            }
-        }
-        if data.get("summary") == Some(&Value::Bool(true)) {
-            kind("summary", &mut kinds);
-        }
-        let error = data.get("error").filter(|e| !e.is_null());
-        if let Some(e) = error {
-            kind("error", &mut kinds);
-            let name = str_of(e, "name").unwrap_or("error");
-            let msg = e.pointer("/data/message").and_then(Value::as_str);
-            match msg {
-                Some(msg) => piece(&format!("{name}: {msg}"), &mut text),
-                None => piece(name, &mut text),
-            }
-        }
-        let key: &'a str = arena.alloc_str(&format!("{}:{}", m.session, m.id));
         let rec = report.count_record(role, filter).then(|| {
+            let (session, source, project) = shared_of(arena);
+            // The message's record.
+            let mut text = String::new();
+            let mut kinds: Vec<&'static str> = Vec::new();
+            let kind = |k: &'static str, kinds: &mut Vec<&'static str>| {
+                if !kinds.contains(&k) {
+                    kinds.push(k);
+                }
+            };
+            let piece = |s: &str, text: &mut String| {
+                if !text.is_empty() {
+                    text.push_str("\n\n");
+                }
+                text.push_str(s);
+            };
+            let mut first_call: Option<(&str, &str)> = None;
+            for p in parts {
+                match p.kind().unwrap_or("") {
+                    "text" => {
+                        if let Some(t) = p.text.get().filter(|t| !t.is_empty()) {
+                            kind("text", &mut kinds);
+                            piece(t, &mut text);
+                        }
+                    }
+                    "reasoning" => {
+                        if let Some(t) = p.text.get().filter(|t| !t.is_empty()) {
+                            kind("thinking", &mut kinds);
+                            piece(t, &mut text);
+                        }
+                    }
+                    "tool" => {
+                        let name = p.tool.get().unwrap_or("");
+                        kind("toolCall", &mut kinds);
+                        let input = p
+                            .state()
+                            .and_then(|s| s.input.as_ref())
+                            .map(Value::to_string)
+                            .unwrap_or_default();
+                        piece(&format!("{name} {input}"), &mut text);
+                        if first_call.is_none() {
+                            first_call = Some((name, p.call.get().unwrap_or("")));
+                        }
+                    }
+                    "file" => {
+                        kind("file", &mut kinds);
+                        let name = p
+                            .filename
+                            .get()
+                            .or_else(|| p.source.obj().and_then(|s| s.0.get()));
+                        if let Some(n) = name {
+                            piece(&format!("[file {n}]"), &mut text);
+                        }
+                    }
+                    "compaction" => kind("compaction", &mut kinds),
+                    "subtask" => {
+                        kind("subtask", &mut kinds);
+                        if let Some(t) = p.prompt.get() {
+                            piece(t, &mut text);
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            if data.summary == Any::True {
+                kind("summary", &mut kinds);
+            }
+            if let Some(e) = error {
+                kind("error", &mut kinds);
+                let e = e.obj();
+                let name = e.and_then(|e| e.name.get()).unwrap_or("error");
+                let msg = e.and_then(|e| e.data.obj()).and_then(|d| d.0.get());
+                match msg {
+                    Some(msg) => piece(&format!("{name}: {msg}"), &mut text),
+                    None => piece(name, &mut text),
+                }
+            }
+            let key: &'a str = arena.alloc_str(&format!("{}:{}", m.session, m.id));
             let kinds: &'a [&'a str] = arena.alloc_slice_copy(&kinds);
             let mut r = record(
                 role,
@@ -575,9 +577,11 @@ impl Db {
             r.provider = provider.map(|s| &*arena.alloc_str(s));
             r.model = model.map(|s| &*arena.alloc_str(s));
             r.usage = total;
-            r.parent_id = str_of(data, "parentID").map(|s| &*arena.alloc_str(s));
-            r.stop_reason = str_of(data, "finish")
-                .or_else(|| error.and_then(|e| str_of(e, "name")))
+            r.parent_id = data.parent.get().map(|s| &*arena.alloc_str(s));
+            r.stop_reason = data
+                .finish
+                .get()
+                .or_else(error_name)
                 .map(|s| &*arena.alloc_str(s));
             if let Some((name, call)) = first_call {
                 r.tool_name = Some(arena.alloc_str(name));
@@ -597,25 +601,29 @@ impl Db {
         );
         // Each finished tool part: a tool_result record of its own.
         for (p, (pid, _)) in parts.iter().zip(&m.parts) {
-            if str_of(p, "type") != Some("tool") {
+            if p.kind() != Some("tool") {
                 continue;
             }
-            let status = p.pointer("/state/status").and_then(Value::as_str);
-            let is_error = match status {
+            let is_error = match p.status() {
                 Some("completed") => false,
                 Some("error") => true,
                 _ => continue,
             };
-            let name = str_of(p, "tool").unwrap_or("");
-            let call = str_of(p, "callID").unwrap_or("");
-            let out = if is_error {
-                p.pointer("/state/error").and_then(Value::as_str)
-            } else {
-                p.pointer("/state/output").and_then(Value::as_str)
-            }
-            .unwrap_or("");
+            let state = p.state();
             let row_key: &'a str = arena.alloc_str(&format!("{}/{pid}", m.id));
             let rec = report.count_record(Role::ToolResult, filter).then(|| {
+                let (session, source, project) = shared_of(arena);
+                let name = p.tool.get().unwrap_or("");
+                let call = p.call.get().unwrap_or("");
+                let out = state
+                    .and_then(|s| {
+                        if is_error {
+                            s.error.get()
+                        } else {
+                            s.output.get()
+                        }
+                    })
+                    .unwrap_or("");
                 let kinds: &'a [&'a str] = arena.alloc_slice_copy(&["toolResult"]);
                 let key = arena.alloc_str(&format!("{}:{}:{pid}", m.session, m.id));
                 let mut r = record(
@@ -628,8 +636,9 @@ impl Db {
                     key,
                     arena.alloc_str(pid),
                     line,
-                    p.pointer("/state/time/end")
-                        .and_then(Value::as_i64)
+                    state
+                        .and_then(|s| s.time.obj())
+                        .and_then(|t| t.end.as_i64())
                         .or(time),
                 );
                 r.entry = "tool";
@@ -638,11 +647,14 @@ impl Db {
                 r.tool_call_id = Some(&*arena.alloc_str(call)).filter(|c| !c.is_empty());
                 r.is_error = Some(is_error);
                 if name == "bash" {
-                    r.command = p
-                        .pointer("/state/input/command")
+                    r.command = state
+                        .and_then(|s| s.input.as_ref())
+                        .and_then(|i| i.get("command"))
                         .and_then(Value::as_str)
                         .map(|c| &*arena.alloc_str(c));
-                    r.exit_code = p.pointer("/state/metadata/exit").and_then(Value::as_i64);
+                    r.exit_code = state
+                        .and_then(|s| s.metadata.obj())
+                        .and_then(|m| m.exit.as_i64());
                 }
                 r
             });
@@ -695,11 +707,11 @@ impl Database for Db {
                 continue;
             }
             let data = match &m.data {
-                Ok(d) => serde_json::from_str::<Value>(d).map_err(|e| e.to_string()),
+                Ok(d) => parse::<data::Msg<'_>>(d).map_err(|e| e.to_string()),
                 Err(why) => Err(format!("data is {why}")),
             };
-            let data: Value = match data {
-                Ok(v) => v,
+            let data = match data {
+                Ok(v) => v.obj_or_default(),
                 Err(e) => {
                     // A damaged row: counted and skipped once, by its rowid.
                     let line = u64::try_from(m.rowid).unwrap_or(0);
@@ -722,18 +734,21 @@ impl Database for Db {
                 }
             };
             let mut bad = Vec::new();
-            let parts: Vec<Value> = m
+            let parts: Vec<data::Part<'_>> = m
                 .parts
                 .iter()
                 .map(|(id, d)| {
                     let d = match d {
-                        Ok(d) => serde_json::from_str(d).map_err(|e| e.to_string()),
+                        Ok(d) => parse::<data::Part<'_>>(d).map_err(|e| e.to_string()),
                         Err(why) => Err(format!("data is {why}")),
                     };
-                    d.unwrap_or_else(|e| {
-                        bad.push(format!("part {id} of message {}: {e}", m.id));
-                        Value::Null
-                    })
+                    match d {
+                        Ok(p) => p.obj_or_default(),
+                        Err(e) => {
+                            bad.push(format!("part {id} of message {}: {e}", m.id));
+                            data::Part::default()
+                        }
+                    }
                 })
                 .collect();
             if !is_final(&data, &parts) {
@@ -752,5 +767,251 @@ impl Database for Db {
             self.emit(m, &data, &parts, arena, filter, report, rows);
         }
         Ok(pending.is_some() || full)
+    }
+}
+
+/// The fields of a message's and a part's `data` this reader takes, read
+/// typed and borrowed from the column's text ([`crate::lenient`]): what
+/// `serde_json::Value`'s accessors gave, without the tree.
+mod data {
+    use serde::de::MapAccess;
+    use serde_json::Value;
+
+    use crate::lenient::{skip, Any, Fields, Node, Num, Str};
+
+    /// `time`: `created`, `completed` (set or not); a tool state's `end`.
+    #[derive(Debug, Default)]
+    pub(super) struct Time {
+        pub created: Num,
+        pub completed: Any,
+        pub end: Num,
+    }
+
+    impl<'de> Fields<'de> for Time {
+        fn field<A: MapAccess<'de>>(&mut self, key: &str, m: &mut A) -> Result<(), A::Error> {
+            match key {
+                "created" => self.created = m.next_value()?,
+                "completed" => self.completed = m.next_value()?,
+                "end" => self.end = m.next_value()?,
+                _ => skip(m)?,
+            }
+            Ok(())
+        }
+    }
+
+    /// `tokens.cache`.
+    #[derive(Debug, Default)]
+    pub(super) struct Cache {
+        pub read: Num,
+        pub write: Num,
+    }
+
+    impl<'de> Fields<'de> for Cache {
+        fn field<A: MapAccess<'de>>(&mut self, key: &str, m: &mut A) -> Result<(), A::Error> {
+            match key {
+                "read" => self.read = m.next_value()?,
+                "write" => self.write = m.next_value()?,
+                _ => skip(m)?,
+            }
+            Ok(())
+        }
+    }
+
+    /// `tokens`.
+    #[derive(Debug, Default)]
+    pub(super) struct Tokens {
+        pub input: Num,
+        pub output: Num,
+        pub reasoning: Num,
+        pub total: Num,
+        pub cache: Node<Cache>,
+    }
+
+    impl<'de> Fields<'de> for Tokens {
+        fn field<A: MapAccess<'de>>(&mut self, key: &str, m: &mut A) -> Result<(), A::Error> {
+            match key {
+                "input" => self.input = m.next_value()?,
+                "output" => self.output = m.next_value()?,
+                "reasoning" => self.reasoning = m.next_value()?,
+                "total" => self.total = m.next_value()?,
+                "cache" => self.cache = m.next_value()?,
+                _ => skip(m)?,
+            }
+            Ok(())
+        }
+    }
+
+    /// A field holding only `message` (an error's `data`) or only `cwd`
+    /// (a message's `path`) or only `path` (a file part's `source`).
+    #[derive(Debug, Default)]
+    pub(super) struct One<'a, const K: u8>(pub Str<'a>);
+
+    /// An error's `data.message`.
+    pub(super) const MESSAGE: u8 = 0;
+    /// A message's `path.cwd`.
+    pub(super) const CWD: u8 = 1;
+    /// A file part's `source.path`.
+    pub(super) const PATH: u8 = 2;
+
+    impl<'de, const K: u8> Fields<'de> for One<'de, K> {
+        fn field<A: MapAccess<'de>>(&mut self, key: &str, m: &mut A) -> Result<(), A::Error> {
+            let name = match K {
+                MESSAGE => "message",
+                CWD => "cwd",
+                _ => "path",
+            };
+            if key == name {
+                self.0 = m.next_value()?;
+            } else {
+                skip(m)?;
+            }
+            Ok(())
+        }
+    }
+
+    /// A message's `error`.
+    #[derive(Debug, Default)]
+    pub(super) struct Error<'a> {
+        pub name: Str<'a>,
+        pub data: Node<One<'a, MESSAGE>>,
+    }
+
+    impl<'de> Fields<'de> for Error<'de> {
+        fn field<A: MapAccess<'de>>(&mut self, key: &str, m: &mut A) -> Result<(), A::Error> {
+            match key {
+                "name" => self.name = m.next_value()?,
+                "data" => self.data = m.next_value()?,
+                _ => skip(m)?,
+            }
+            Ok(())
+        }
+    }
+
+    /// A message's `data`.
+    #[derive(Debug, Default)]
+    pub(super) struct Msg<'a> {
+        pub role: Str<'a>,
+        pub time: Node<Time>,
+        pub error: Node<Error<'a>>,
+        pub provider: Str<'a>,
+        pub model: Str<'a>,
+        pub summary: Any,
+        pub finish: Str<'a>,
+        pub parent: Str<'a>,
+        pub cost: Num,
+        pub tokens: Node<Tokens>,
+        pub path: Node<One<'a, CWD>>,
+    }
+
+    impl<'de> Fields<'de> for Msg<'de> {
+        fn field<A: MapAccess<'de>>(&mut self, key: &str, m: &mut A) -> Result<(), A::Error> {
+            match key {
+                "role" => self.role = m.next_value()?,
+                "time" => self.time = m.next_value()?,
+                "error" => self.error = m.next_value()?,
+                "providerID" => self.provider = m.next_value()?,
+                "modelID" => self.model = m.next_value()?,
+                "summary" => self.summary = m.next_value()?,
+                "finish" => self.finish = m.next_value()?,
+                "parentID" => self.parent = m.next_value()?,
+                "cost" => self.cost = m.next_value()?,
+                "tokens" => self.tokens = m.next_value()?,
+                "path" => self.path = m.next_value()?,
+                _ => skip(m)?,
+            }
+            Ok(())
+        }
+    }
+
+    /// A tool part's `state.metadata`.
+    #[derive(Debug, Default)]
+    pub(super) struct Meta {
+        pub exit: Num,
+    }
+
+    impl<'de> Fields<'de> for Meta {
+        fn field<A: MapAccess<'de>>(&mut self, key: &str, m: &mut A) -> Result<(), A::Error> {
+            match key {
+                "exit" => self.exit = m.next_value()?,
+                _ => skip(m)?,
+            }
+            Ok(())
+        }
+    }
+
+    /// A tool part's `state`; its `input` a `Value` (small; written out
+    /// as JSON in the call's record).
+    #[derive(Debug, Default)]
+    pub(super) struct State<'a> {
+        pub status: Str<'a>,
+        pub input: Option<Value>,
+        pub output: Str<'a>,
+        pub error: Str<'a>,
+        pub time: Node<Time>,
+        pub metadata: Node<Meta>,
+    }
+
+    impl<'de> Fields<'de> for State<'de> {
+        fn field<A: MapAccess<'de>>(&mut self, key: &str, m: &mut A) -> Result<(), A::Error> {
+            match key {
+                "status" => self.status = m.next_value()?,
+                "input" => self.input = Some(m.next_value()?),
+                "output" => self.output = m.next_value()?,
+                "error" => self.error = m.next_value()?,
+                "time" => self.time = m.next_value()?,
+                "metadata" => self.metadata = m.next_value()?,
+                _ => skip(m)?,
+            }
+            Ok(())
+        }
+    }
+
+    /// A part's `data`.
+    #[derive(Debug, Default)]
+    pub(super) struct Part<'a> {
+        pub kind: Str<'a>,
+        pub text: Str<'a>,
+        pub tool: Str<'a>,
+        pub call: Str<'a>,
+        pub filename: Str<'a>,
+        pub source: Node<One<'a, PATH>>,
+        pub prompt: Str<'a>,
+        pub state: Node<State<'a>>,
+        pub cost: Num,
+        pub tokens: Node<Tokens>,
+    }
+
+    impl<'de> Fields<'de> for Part<'de> {
+        fn field<A: MapAccess<'de>>(&mut self, key: &str, m: &mut A) -> Result<(), A::Error> {
+            match key {
+                "type" => self.kind = m.next_value()?,
+                "text" => self.text = m.next_value()?,
+                "tool" => self.tool = m.next_value()?,
+                "callID" => self.call = m.next_value()?,
+                "filename" => self.filename = m.next_value()?,
+                "source" => self.source = m.next_value()?,
+                "prompt" => self.prompt = m.next_value()?,
+                "state" => self.state = m.next_value()?,
+                "cost" => self.cost = m.next_value()?,
+                "tokens" => self.tokens = m.next_value()?,
+                _ => skip(m)?,
+            }
+            Ok(())
+        }
+    }
+
+    impl Part<'_> {
+        /// `type`.
+        pub fn kind(&self) -> Option<&str> {
+            self.kind.get()
+        }
+        /// `state`, when an object.
+        pub fn state(&self) -> Option<&State<'_>> {
+            self.state.obj()
+        }
+        /// `state.status`.
+        pub fn status(&self) -> Option<&str> {
+            self.state().and_then(|s| s.status.get())
+        }
     }
 }
