@@ -287,6 +287,68 @@ fn usage_is_every_step_finish_not_the_messages_last_call_only() {
     fs::remove_dir_all(d).unwrap();
 }
 
+/// `/fork`: the session `ses_2` with copies of `ses_1`'s messages and
+/// parts under new ids (`<id>_f`), their data the same.
+fn fork(c: &Connection) {
+    c.execute(
+        "INSERT INTO session VALUES ('ses_2', 'p', NULL, '/proj', 't (fork #1)', 5, 5)",
+        [],
+    )
+    .unwrap();
+    c.execute_batch(
+        "INSERT INTO message SELECT id || '_f', 'ses_2', time_created, time_updated, data
+           FROM message WHERE session_id = 'ses_1' ORDER BY rowid;
+         INSERT INTO part SELECT id || '_f', message_id || '_f', 'ses_2', time_created,
+           time_updated, data FROM part WHERE session_id = 'ses_1' ORDER BY rowid;",
+    )
+    .unwrap();
+}
+
+#[test]
+fn a_forks_copied_calls_are_counted_once_its_records_kept() {
+    let d = tmpdir("fork");
+    let a = d.join("data");
+    fs::create_dir_all(&a).unwrap();
+    let (_, c) = new_db(&a, true);
+    user(&c, "msg_1", 1000, "go");
+    assistant(&c, "msg_2", 2000, "done", true, (100, 20));
+    // Another answer of the same tokens at another time: a call of its own.
+    assistant(&c, "msg_3", 3000, "again", true, (100, 20));
+    fork(&c);
+    let s = archive(&a, None).stats().unwrap();
+    assert_eq!(
+        (
+            s.report.usage.input,
+            s.report.usage.output,
+            s.report.usage.cost
+        ),
+        (200, 40, 1.0)
+    );
+    // The fork's messages are records of their own session.
+    assert_eq!(s.report.records, 6);
+
+    // Forked after a run: the next run counts no usage again.
+    let d2 = tmpdir("fork-later");
+    let a2 = d2.join("data");
+    fs::create_dir_all(&a2).unwrap();
+    let (_, c2) = new_db(&a2, true);
+    user(&c2, "msg_1", 1000, "go");
+    assistant(&c2, "msg_2", 2000, "done", true, (100, 20));
+    let run = archive(&a2, Some(&d2.join("state")));
+    let first = run.backfill(&mut ForEach(|_| {})).unwrap();
+    assert_eq!(first.report.usage.input, 100);
+    fork(&c2);
+    let mut got = Vec::new();
+    let second = run.backfill(&mut ForEach(|r| got.push(r))).unwrap();
+    assert_eq!(
+        got.iter().map(|r| r.key.as_str()).collect::<Vec<_>>(),
+        ["ses_2:msg_1_f", "ses_2:msg_2_f"]
+    );
+    assert_eq!(second.report.usage.input, 100);
+    fs::remove_dir_all(d).unwrap();
+    fs::remove_dir_all(d2).unwrap();
+}
+
 #[test]
 fn a_deleted_rows_rowid_taken_by_a_new_row_is_caught_and_nothing_is_emitted_twice() {
     let d = tmpdir("rowid");
