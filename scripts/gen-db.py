@@ -44,6 +44,7 @@ spec's ccusage section), computed here with sqlite3 and json.
 """
 import json
 import os
+import re
 import random
 import sqlite3
 import sys
@@ -338,7 +339,7 @@ def oc_build(seed, mb, steps_max, forks):
                                              "output": words(rng, 10, 60), "title": "Investigate",
                                              "metadata": {"sessionId": child, "summary": []},
                                              "time": {"start": t - 100, "end": t}}})
-        if forks and rng.random() < 0.08:
+        if forks and rng.random() < 0.15:
             # /fork: the first messages copied with new ids, times and tokens kept
             done = [m for m in st.messages[first:] if m["session_id"] == sid]
             upto = done[:max(2, len(done) // 2) & ~1]
@@ -435,15 +436,20 @@ def count_opencode(out):
     ccu_db = "opencode.db" if "opencode.db" in names else (names[0] if names else None)
     names.sort(key=lambda n: n != ccu_db)
     ccu = {"input": 0, "output": 0, "cache_read": 0, "cache_write": 0, "total_tokens": 0}
-    diff = {"later_calls": 0, "channel_only": 0}
+    diff = {"later_calls": 0, "channel_only": 0, "fork_copies": 0}
     for name in names:
         db = sqlite3.connect("file:%s?mode=ro" % os.path.join(out, name), uri=True)
+        # a fork's session (`<title> (fork #N)`): its messages are copies,
+        # their calls counted in the forked session's
+        forks = {sid for sid, title in db.execute("SELECT id, title FROM session")
+                 if re.search(r" \(fork #\d+\)$", title)}
         parts = {}
         for mid, data in db.execute("SELECT message_id, data FROM part ORDER BY time_created, id"):
             parts.setdefault(mid, []).append(json.loads(data))
-        for mid, data in db.execute("SELECT id, data FROM message ORDER BY rowid"):
+        for mid, sid, data in db.execute("SELECT id, session_id, data FROM message ORDER BY rowid"):
             d = json.loads(data)
             ps = parts.get(mid, [])
+            copy = sid in forks
             if name == ccu_db:
                 tk = d.get("tokens") or {}
                 c = tk.get("cache") or {}
@@ -453,6 +459,8 @@ def count_opencode(out):
                     for k, v in zip(("input", "output", "cache_read", "cache_write"), vals):
                         ccu[k] += v
                     ccu["total_tokens"] += max(s, tk.get("total", 0))
+                    if copy:
+                        diff["fork_copies"] += vals[0]
             if mid in seen:
                 continue
             seen.add(mid)
@@ -464,7 +472,7 @@ def count_opencode(out):
             for p in ps:
                 if p.get("type") == "tool" and p["state"]["status"] in ("completed", "error"):
                     ours["records"]["tool_result"] += 1
-            if d["role"] != "assistant":
+            if d["role"] != "assistant" or copy:
                 continue
             fins = [p for p in ps if p.get("type") == "step-finish"]
             for i, p in enumerate(fins):

@@ -139,6 +139,7 @@ fn generated_opencode_databases_are_reproducible_and_stats_equals_their_rows() {
     );
     assert!(want["input_difference"]["later_calls"].as_u64().unwrap() > 0);
     assert!(want["input_difference"]["channel_only"].as_u64().unwrap() > 0);
+    assert!(want["input_difference"]["fork_copies"].as_u64().unwrap() > 0);
 
     // The data folder found with no PATH (both databases), and named.
     let home = d.join("home");

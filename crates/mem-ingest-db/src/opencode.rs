@@ -13,7 +13,8 @@
 //! finished tool parts a `tool_result` record of its own. Usage is counted
 //! per LLM call, from the message's `step-finish` parts (the message's own
 //! `tokens` are its last call's only), the message's `tokens` only where
-//! it has no `step-finish` part.
+//! it has no `step-finish` part; each call a row of its own, identified by
+//! its content, so that the calls a fork copied count once.
 //!
 //! Not read (said in `docs/opencode.md`): the pre-1.2 `storage/` JSON
 //! tree, and 2.x's `session_message` table.
@@ -434,12 +435,14 @@ impl Db {
         let assistant = role == Role::Assistant;
         let provider = data.provider.get().filter(|_| assistant);
         let model = data.model.get().filter(|_| assistant);
-        // Usage: each LLM call's step-finish part.
+        // Usage: each LLM call's step-finish part, a row of its own (no
+        // record) whose identity is the call: the answer's time, the
+        // call's place in it, its tokens and cost. A fork (`/fork`) copies
+        // the messages and parts under new ids with the same data: its
+        // copied calls are the same rows, counted once in the lineage.
         let mut total: Option<Usage> = None;
         if assistant {
-            for p in parts.iter().filter(|p| p.kind() == Some("step-finish")) {
-                let cost = p.cost.as_f64().unwrap_or(0.0);
-                let (u, reasoning) = usage_of(&p.tokens, cost);
+            let mut call = |n: u64, u: Usage, reasoning: u64, report: &mut Report, key: String| {
                 let at = UsageAt {
                     line,
                     time,
@@ -447,20 +450,48 @@ impl Db {
                 };
                 report.add_usage_at(provider, model, &u, true, at);
                 total.get_or_insert_with(Usage::default).add(&u);
+                let fp = fingerprint(&[
+                    b"opencode-call",
+                    &time.unwrap_or(i64::MIN).to_le_bytes(),
+                    &n.to_le_bytes(),
+                    &u.input.to_le_bytes(),
+                    &u.output.to_le_bytes(),
+                    &reasoning.to_le_bytes(),
+                    &u.cache_read.to_le_bytes(),
+                    &u.cache_write.to_le_bytes(),
+                    &u.total_tokens.to_le_bytes(),
+                    &u.cost.to_bits().to_le_bytes(),
+                    provider.unwrap_or("").as_bytes(),
+                    model.unwrap_or("").as_bytes(),
+                ]);
+                rows.push(
+                    report,
+                    Row {
+                        key: arena.alloc_str(&key),
+                        fingerprint: fp,
+                        line,
+                        byte,
+                        record: None,
+                    },
+                );
+            };
+            let mut n = 0;
+            for (p, (pid, _)) in parts.iter().zip(&m.parts) {
+                if p.kind() != Some("step-finish") {
+                    continue;
+                }
+                let cost = p.cost.as_f64().unwrap_or(0.0);
+                let (u, reasoning) = usage_of(&p.tokens, cost);
+                call(n, u, reasoning, report, format!("{}/{pid}", m.id));
+                n += 1;
             }
-            if total.is_none() {
+            if n == 0 {
                 // No step-finish part (a build that wrote none): the
                 // message's own tokens, its last call's.
                 let cost = data.cost.as_f64().unwrap_or(0.0);
                 let (u, reasoning) = usage_of(&data.tokens, cost);
                 if !is_zero(&u) {
-                    let at = UsageAt {
-                        line,
-                        time,
-                        reasoning,
-                    };
-                    report.add_usage_at(provider, model, &u, true, at);
-                    total = Some(u);
+                    call(u64::MAX, u, reasoning, report, format!("{}/tokens", m.id));
                 }
             }
         }
