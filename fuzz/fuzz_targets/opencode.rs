@@ -1,0 +1,11 @@
+//! Arbitrary bytes as the rows of a database of the opencode reader, one
+//! version or two, read through the engine with a checkpoint (see
+//! `fuzz/src/db.rs`, `check_opencode`).
+#![no_main]
+
+#[path = "../src/db.rs"]
+mod db;
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| {
+    db::check_opencode(data);
+});
