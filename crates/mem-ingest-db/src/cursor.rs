@@ -413,6 +413,10 @@ struct Composer {
     generating_ids: Vec<String>,
     model: Option<String>,
     inline: Option<Vec<Value>>,
+    /// Its value is not JSON to SQLite (`json_extract` failed on it): a
+    /// counted skip at its row; its bubbles read as a chat's not
+    /// generating.
+    unreadable: Option<String>,
 }
 
 struct Db {
@@ -431,21 +435,41 @@ const COMPOSER_SQL: &str = "SELECT json_extract(value, '$.status'), \
 
 fn composer_of(c: &Connection, id: &str) -> rusqlite::Result<Option<Composer>> {
     let mut st = c.prepare_cached(COMPOSER_SQL)?;
-    st.query_row([format!("composerData:{id}")], |r| {
-        let status: Option<String> = r.get(0).unwrap_or(None);
-        let ids: Option<String> = r.get(1).unwrap_or(None);
-        let inline: Option<String> = r.get(3).unwrap_or(None);
-        Ok(Composer {
-            generating: status.as_deref() == Some("generating"),
-            ended: matches!(status.as_deref(), Some("error" | "aborted")),
-            generating_ids: ids
-                .and_then(|s| serde_json::from_str::<Vec<String>>(&s).ok())
-                .unwrap_or_default(),
-            model: r.get::<_, Option<String>>(2).unwrap_or(None),
-            inline: inline.and_then(|s| serde_json::from_str::<Vec<Value>>(&s).ok()),
+    let r = st
+        .query_row([format!("composerData:{id}")], |r| {
+            let status: Option<String> = r.get(0).unwrap_or(None);
+            let ids: Option<String> = r.get(1).unwrap_or(None);
+            let inline: Option<String> = r.get(3).unwrap_or(None);
+            Ok(Composer {
+                generating: status.as_deref() == Some("generating"),
+                ended: matches!(status.as_deref(), Some("error" | "aborted")),
+                generating_ids: ids
+                    .and_then(|s| serde_json::from_str::<Vec<String>>(&s).ok())
+                    .unwrap_or_default(),
+                model: r.get::<_, Option<String>>(2).unwrap_or(None),
+                inline: inline.and_then(|s| serde_json::from_str::<Vec<Value>>(&s).ok()),
+                unreadable: None,
+            })
         })
-    })
-    .optional()
+        .optional();
+    match r {
+        // A value that is not JSON (cut, damaged, a BLOB that is no JSONB,
+        // nested too deep): `json_extract` raises an error, which is this
+        // composer's, not the batch's. A busy database is still the
+        // batch's (retried, then said).
+        Err(rusqlite::Error::SqliteFailure(e, msg))
+            if !matches!(
+                e.code,
+                rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked
+            ) =>
+        {
+            Ok(Some(Composer {
+                unreadable: Some(msg.unwrap_or_else(|| e.to_string())),
+                ..Composer::default()
+            }))
+        }
+        r => r,
+    }
 }
 
 /// A chat key read in a batch, with its value (bubbles) and composer.
@@ -790,6 +814,33 @@ impl Database for Db {
                 continue;
             }
             let comp = it.composer.clone().unwrap_or_default();
+            if let (None, Some(why)) = (&it.bubble, &comp.unreadable) {
+                // A composer's own row whose value is not JSON: counted
+                // and skipped once, by its rowid.
+                let key = format!("#bad-composer:{}", it.rowid);
+                if !cursor.was_emitted(&key) {
+                    let line = u64::try_from(it.rowid).unwrap_or(0);
+                    report.skip(
+                        line,
+                        0,
+                        SkipReason::Malformed(format!(
+                            "composer {}: its value is not JSON ({why})",
+                            it.composer_id
+                        )),
+                    );
+                    rows.push(
+                        report,
+                        Row {
+                            key: arena.alloc_str(&key),
+                            fingerprint: fingerprint(&[b"cursor-bad-composer", key.as_bytes()]),
+                            line,
+                            byte: self.bytes,
+                            record: None,
+                        },
+                    );
+                }
+                continue;
+            }
             let bubbles: Vec<(String, Result<Value, String>)> = match &it.bubble {
                 Some((bid, v)) => vec![(
                     bid.clone(),

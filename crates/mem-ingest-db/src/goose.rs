@@ -375,18 +375,22 @@ impl Db {
                      FROM usage_ledger WHERE id > ?1 ORDER BY id",
                 )?;
                 let rows = st.query_map([mark], |r| {
+                    // Read leniently, as the sessions' accumulated
+                    // columns: a value of another type (SQLite keeps any
+                    // type in any column) as NULL, never a failed read.
+                    let int = |i| r.get::<_, Option<i64>>(i).unwrap_or(None);
                     let (i, o, t, cr, cw) = (
-                        to_u64(r.get(4)?),
-                        to_u64(r.get(5)?),
-                        r.get::<_, Option<i64>>(6)?,
-                        to_u64(r.get(7)?),
-                        to_u64(r.get(8)?),
+                        to_u64(int(4)),
+                        to_u64(int(5)),
+                        int(6),
+                        to_u64(int(7)),
+                        to_u64(int(8)),
                     );
                     Ok(Ledger {
                         id: r.get(0)?,
                         session: r.get(1)?,
-                        created: r.get::<_, Option<i64>>(2)?.unwrap_or(0),
-                        model: r.get(3)?,
+                        created: int(2).unwrap_or(0),
+                        model: r.get(3).unwrap_or(None),
                         usage: Usage {
                             input: i,
                             output: o,
@@ -396,9 +400,9 @@ impl Db {
                                 i.saturating_add(o).saturating_add(cr).saturating_add(cw),
                                 |t| to_u64(Some(t)),
                             ),
-                            cost: r.get::<_, Option<f64>>(9)?.unwrap_or(0.0),
+                            cost: r.get::<_, Option<f64>>(9).unwrap_or(None).unwrap_or(0.0),
                         },
-                        carried: r.get::<_, Option<String>>(10)?.as_deref()
+                        carried: r.get::<_, Option<String>>(10).unwrap_or(None).as_deref()
                             == Some("carried_forward"),
                     })
                 })?;
@@ -455,7 +459,8 @@ impl Db {
                     session: r.get(2)?,
                     role: text_of(r, 3)?,
                     content: text_of(r, 4)?,
-                    created: r.get::<_, Option<i64>>(5)?.unwrap_or(0),
+                    // Another type than an integer: as NULL (no time).
+                    created: r.get::<_, Option<i64>>(5).unwrap_or(None).unwrap_or(0),
                     metadata: r.get(6).unwrap_or(None),
                 })
             })?;
