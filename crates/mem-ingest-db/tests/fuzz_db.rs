@@ -265,3 +265,19 @@ fn goose_created_timestamp_real() {
 fn cursor_composer_not_json() {
     replay("cursor", "composer-not-json");
 }
+
+/// `goose`, found by the fuzzer in its first minute (2026-12-05, 51 runs;
+/// written again by hand): a session whose `working_dir` is not UTF-8
+/// (a Linux path may be any bytes) fails the whole database, at every run:
+/// "cannot read its sessions: invalid utf-8 sequence of 1 bytes from index
+/// 3".
+///
+/// Root cause: `Db::session_of` (crates/mem-ingest-db/src/goose.rs) read
+/// `working_dir` with `r.get::<_, String>(0)?`, which fails on text that
+/// is not UTF-8 (and on any other type). Fix: read as its bytes, invalid
+/// UTF-8 as U+FFFD (as the records' other texts), another type as no
+/// folder.
+#[test]
+fn goose_working_dir_not_utf8() {
+    replay("goose", "working-dir-not-utf8");
+}
