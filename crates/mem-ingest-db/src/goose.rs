@@ -342,11 +342,15 @@ impl Db {
                 "SELECT working_dir, provider_name, model_config_json FROM sessions WHERE id = ?1",
                 [id],
                 |r| {
-                    Ok((
-                        r.get(0)?,
-                        r.get(1).unwrap_or(None),
-                        r.get(2).unwrap_or(None),
-                    ))
+                    // A folder not UTF-8 (a Linux path is any bytes) as
+                    // U+FFFD, of another type as none: never a failed read.
+                    let dir = match r.get_ref(0)? {
+                        rusqlite::types::ValueRef::Text(t) => {
+                            String::from_utf8_lossy(t).into_owned()
+                        }
+                        _ => String::new(),
+                    };
+                    Ok((dir, r.get(1).unwrap_or(None), r.get(2).unwrap_or(None)))
                 },
             )
             .optional()?;
