@@ -4,7 +4,10 @@
 # With a nightly toolchain: installs cargo-fuzz if it is missing, seeds the
 # corpus from the fixtures (fuzz/seed.sh), then runs `line`, `reader`,
 # `claude`, `codex`, `qwen`, `copilot`, `redact`, `gemini`, `amp`, `cline` and
-# `gemini_legacy` for FUZZ_SECONDS each (default 60). Exits non-zero when a target crashes
+# `gemini_legacy` for FUZZ_SECONDS each (default 60), and the database
+# targets `opencode`, `goose` and `cursor` for FUZZ_DB_SECONDS each (default
+# 20: each input builds a database and reads it three times through the
+# engine, so they take about a minute of CI together). Exits non-zero when a target crashes
 # (its input is then under fuzz/artifacts/<target>/; see fuzz/README.md to
 # turn it into a regression test). Without a nightly toolchain it says so
 # and exits 0: the saved inputs still replay in `cargo test`
@@ -14,7 +17,8 @@ set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(dirname "$here")
 seconds=${FUZZ_SECONDS:-60}
-targets=(line reader claude codex qwen copilot redact gemini amp cline gemini_legacy)
+db_seconds=${FUZZ_DB_SECONDS:-20}
+targets=(line reader claude codex qwen copilot redact gemini amp cline gemini_legacy opencode goose cursor)
 
 say() { echo "fuzz/ci.sh: $*"; }
 
@@ -42,9 +46,11 @@ for t in "${targets[@]}"; do
     # A target's own dictionary when it has one (fuzz/<target>.dict).
     dict=$here/$t.dict
     [ -f "$dict" ] || dict=$here/pi.dict
-    say "running $t for ${seconds}s"
+    s=$seconds
+    case $t in opencode | goose | cursor) s=$db_seconds ;; esac
+    say "running $t for ${s}s"
     cargo +nightly fuzz run "$t" -- \
-        -max_total_time="$seconds" -timeout=30 -dict="$dict" -print_final_stats=1 \
+        -max_total_time="$s" -timeout=30 -dict="$dict" -print_final_stats=1 \
         >"$log" 2>&1
     rc=$?
     if [ $rc -eq 0 ]; then
@@ -60,7 +66,7 @@ for t in "${targets[@]}"; do
 done
 
 if [ ${#failed[@]} -gt 0 ]; then
-    say "crashed: ${failed[*]} (see fuzz/README.md: minimise, then add to tests/fuzz_regressions.rs)"
+    say "crashed: ${failed[*]} (see fuzz/README.md: minimise, then add to crates/mem-ingest-parse/tests/fuzz_regressions.rs, or crates/mem-ingest-db/tests/fuzz_db.rs for opencode, goose and cursor)"
     exit 1
 fi
 say "all targets clean"

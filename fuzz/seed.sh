@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Fills fuzz/corpus/line/, reader/, claude/, codex/, qwen/, copilot/, gemini/, amp/, cline/ and gemini_legacy/ from the fixtures
+# Fills fuzz/corpus/line/, reader/, claude/, codex/, qwen/, copilot/, gemini/, amp/, cline/, gemini_legacy/,
+# opencode/, goose/ and cursor/ from the fixtures
 # and the samples beside the project.
 #   line:   every distinct line of fixtures/*.jsonl, fixtures/bad/*.jsonl and fixtures/no-header/*.jsonl
 #           (without its \n, cut to 8 KiB).
@@ -229,4 +230,10 @@ printf '%s\n--\n%s' "$gl1$gl2],\"kind\":\"main\"}" "$gl1],\"kind\":\"main\"}" >"
 printf '%s\n--\n%s' "$gl1],\"kind\":\"main\"}" "$gl1$gl2],\"directories\":[\"/p\"],\"kind\":\"subagent\"}" >"$tmp/gemini_legacy/h3"
 for t in amp cline gemini_legacy; do by_sha1 "$tmp/$t" "$corpus/$t"; done
 
+# Databases (opencode, goose, cursor): the fixture databases' real column
+# values as the targets' input lines (fuzz/db_seeds.py runs each agent's
+# make_fixture.py), and hand-made inputs.
+python3 "$here/db_seeds.py" "$samples" "$corpus"
+
+echo "seed.sh: $(ls "$corpus/opencode" | wc -l) in $corpus/opencode, $(ls "$corpus/goose" | wc -l) in $corpus/goose, $(ls "$corpus/cursor" | wc -l) in $corpus/cursor"
 echo "seed.sh: $(ls "$line_dir" | wc -l) inputs in $line_dir, $(ls "$reader_dir" | wc -l) in $reader_dir, $(ls "$claude_dir" | wc -l) in $claude_dir, $(ls "$codex_dir" | wc -l) in $codex_dir, $(ls "$qwen_dir" | wc -l) in $qwen_dir, $(ls "$copilot_dir" | wc -l) in $copilot_dir, $(ls "$gemini_dir" | wc -l) in $gemini_dir, $(ls "$corpus/amp" | wc -l) in $corpus/amp, $(ls "$corpus/cline" | wc -l) in $corpus/cline, $(ls "$corpus/gemini_legacy" | wc -l) in $corpus/gemini_legacy"

@@ -4,6 +4,7 @@
 #![no_main]
 
 #[path = "../src/db.rs"]
+#[allow(dead_code)]
 mod db;
 
 libfuzzer_sys::fuzz_target!(|data: &[u8]| {

@@ -369,6 +369,7 @@ fn oc_version(v: &[u8]) -> Vec<OcMsg> {
 /// there now) deleted, with its parts; the others inserted under new ids
 /// (after the deletes: a deleted last row's rowid is taken again).
 /// A row SQLite refuses (NULL in a NOT NULL column) is left out.
+#[allow(clippy::needless_range_loop)] // the place indexes three lists
 fn oc_write(c: &Connection, old: &[OcMsg], ids: &mut Vec<String>, new: &[OcMsg], gen: u32) {
     let ses = |m: &OcMsg| format!("ses_{}", m.session);
     let part_id = |id: &str, j: usize| format!("prt_{}_{j:02}", &id[4..]);
