@@ -30,6 +30,7 @@ use mem_ingest_parse::rows::{self, Cursor, Database, MapRows, Row, Rows};
 use mem_ingest_parse::{
     Error, Header, Record, Report, Role, RoleFilter, SkipReason, SourceOptions, Usage,
 };
+use rusqlite::types::Value as SqlValue;
 use rusqlite::{Connection, OptionalExtension};
 use serde_json::Value;
 
@@ -266,13 +267,53 @@ impl Db {
                     }
                 }
             }
-            let mut parts = c.prepare_cached(
-                "SELECT id, data FROM part WHERE message_id = ?1 ORDER BY time_created, id",
-            )?;
-            for m in &mut msgs {
-                let rows = parts.query_map([&m.id], |r| Ok((r.get(0)?, text_of(r, 1)?)))?;
-                for p in rows {
-                    m.parts.push(p?);
+            match (pending, msgs.first(), msgs.last()) {
+                (None, Some(first), Some(last)) => {
+                    // The batch's parts in one statement (the batch is its
+                    // rowid range, in this transaction), each message's
+                    // put in OpenCode's order, `time_created` then `id`,
+                    // as SQLite orders them.
+                    let (lo, hi) = (first.rowid, last.rowid);
+                    let at: HashMap<&str, usize> = msgs
+                        .iter()
+                        .enumerate()
+                        .map(|(i, m)| (m.id.as_str(), i))
+                        .collect();
+                    let mut st = c.prepare_cached(
+                        "SELECT p.message_id, p.id, p.time_created, p.data \
+                         FROM message m JOIN part p ON p.message_id = m.id \
+                         WHERE m.rowid >= ?1 AND m.rowid <= ?2",
+                    )?;
+                    let mut found: Vec<Vec<(SqlValue, String, Result<String, &'static str>)>> =
+                        msgs.iter().map(|_| Vec::new()).collect();
+                    let mut rows = st.query(rusqlite::params![lo, hi])?;
+                    while let Some(r) = rows.next()? {
+                        let id = match r.get_ref(0)? {
+                            rusqlite::types::ValueRef::Text(t) => std::str::from_utf8(t).ok(),
+                            _ => None,
+                        };
+                        let Some(&i) = id.and_then(|id| at.get(id)) else {
+                            continue;
+                        };
+                        found[i].push((r.get(2)?, r.get(1)?, text_of(r, 3)?));
+                    }
+                    drop(rows);
+                    drop(at);
+                    for (m, mut ps) in msgs.iter_mut().zip(found) {
+                        ps.sort_by(|a, b| sql_order(&a.0, &b.0).then_with(|| a.1.cmp(&b.1)));
+                        m.parts = ps.into_iter().map(|(_, id, d)| (id, d)).collect();
+                    }
+                }
+                _ => {
+                    let mut parts = c.prepare_cached(
+                        "SELECT id, data FROM part WHERE message_id = ?1 ORDER BY time_created, id",
+                    )?;
+                    for m in &mut msgs {
+                        let rows = parts.query_map([&m.id], |r| Ok((r.get(0)?, text_of(r, 1)?)))?;
+                        for p in rows {
+                            m.parts.push(p?);
+                        }
+                    }
                 }
             }
             let mut sessions = Vec::new();
@@ -294,6 +335,45 @@ impl Db {
             }
             Ok((msgs, sessions))
         })
+    }
+}
+
+/// SQLite's order of two values (its `ORDER BY` with the BINARY
+/// collation): NULL, then numbers (integers and reals by value), then
+/// text, then blobs (bytes compared).
+fn sql_order(a: &SqlValue, b: &SqlValue) -> std::cmp::Ordering {
+    use std::cmp::Ordering;
+    let rank = |v: &SqlValue| match v {
+        SqlValue::Null => 0,
+        SqlValue::Integer(_) | SqlValue::Real(_) => 1,
+        SqlValue::Text(_) => 2,
+        SqlValue::Blob(_) => 3,
+    };
+    // An integer against a real, exactly (SQLite's sqlite3IntFloatCompare).
+    #[allow(clippy::cast_possible_truncation, clippy::cast_precision_loss)]
+    let int_real = |i: i64, r: f64| -> Ordering {
+        if r < -9_223_372_036_854_775_808.0 {
+            return Ordering::Greater;
+        }
+        if r >= 9_223_372_036_854_775_808.0 {
+            return Ordering::Less;
+        }
+        let y = r as i64;
+        match i.cmp(&y) {
+            Ordering::Equal => 0.0f64
+                .partial_cmp(&(r - y as f64))
+                .unwrap_or(Ordering::Equal),
+            o => o,
+        }
+    };
+    match (a, b) {
+        (SqlValue::Integer(x), SqlValue::Integer(y)) => x.cmp(y),
+        (SqlValue::Real(x), SqlValue::Real(y)) => x.partial_cmp(y).unwrap_or(Ordering::Equal),
+        (SqlValue::Integer(x), SqlValue::Real(y)) => int_real(*x, *y),
+        (SqlValue::Real(x), SqlValue::Integer(y)) => int_real(*y, *x).reverse(),
+        (SqlValue::Text(x), SqlValue::Text(y)) => x.as_bytes().cmp(y.as_bytes()),
+        (SqlValue::Blob(x), SqlValue::Blob(y)) => x.cmp(y),
+        _ => rank(a).cmp(&rank(b)),
     }
 }
 
@@ -1044,5 +1124,42 @@ mod data {
         pub fn status(&self) -> Option<&str> {
             self.state().and_then(|s| s.status.get())
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use rusqlite::Connection;
+
+    use super::{sql_order, SqlValue};
+
+    /// `sql_order` sorts as SQLite's `ORDER BY` does, across types.
+    #[test]
+    fn orders_values_as_sqlite_does() {
+        let c = Connection::open_in_memory().unwrap();
+        c.execute_batch(
+            "CREATE TABLE t (v);
+             INSERT INTO t VALUES (5), (5.5), (-5.5), (-5), (NULL), ('10'), ('9'), (x'00'),
+               (9223372036854775807), (9.3e18), (-9.3e18), (4.999999), (5.0), ('a'), (x'0001');",
+        )
+        .unwrap();
+        let want: Vec<SqlValue> = c
+            .prepare("SELECT v FROM t ORDER BY v, rowid")
+            .unwrap()
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        let mut got: Vec<SqlValue> = c
+            .prepare("SELECT v FROM t ORDER BY rowid DESC")
+            .unwrap()
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        got.sort_by(sql_order);
+        // 5 and 5.0 are equal: compared by value only.
+        let show = |v: &[SqlValue]| format!("{v:?}").replace("Real(5.0)", "Integer(5)");
+        assert_eq!(show(&got), show(&want));
     }
 }
