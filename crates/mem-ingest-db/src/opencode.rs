@@ -207,6 +207,9 @@ struct Session {
     directory: String,
 }
 
+/// A part's `data`, or what the column holds instead of text.
+type PartData = Result<String, &'static str>;
+
 /// A message row and its parts, as read in a batch's transaction.
 struct Msg {
     rowid: i64,
@@ -215,7 +218,7 @@ struct Msg {
     /// Its `data`, or what the column holds instead of text.
     data: Result<String, &'static str>,
     /// `(part id, data)`, by creation time then id.
-    parts: Vec<(String, Result<String, &'static str>)>,
+    parts: Vec<(String, PartData)>,
 }
 
 /// An OpenCode database opened for one read.
@@ -284,7 +287,7 @@ impl Db {
                          FROM message m JOIN part p ON p.message_id = m.id \
                          WHERE m.rowid >= ?1 AND m.rowid <= ?2",
                     )?;
-                    let mut found: Vec<Vec<(SqlValue, String, Result<String, &'static str>)>> =
+                    let mut found: Vec<Vec<(SqlValue, String, PartData)>> =
                         msgs.iter().map(|_| Vec::new()).collect();
                     let mut rows = st.query(rusqlite::params![lo, hi])?;
                     while let Some(r) = rows.next()? {
