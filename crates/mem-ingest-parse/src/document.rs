@@ -18,10 +18,13 @@
 //!   row by key; NDJSON and Parquet count it and write nothing;
 //! - nothing for an item emitted before with the same version.
 //!
-//! What was emitted is the file's running context ([`DocState`]: the
-//! document's content hash and each emitted key with its version), saved
-//! with the file's checkpoint in the same transaction as the output it
-//! covers: exactly once across rewrites, runs and kills.
+//! What was emitted is the file's running context ([`DocState`]: each
+//! emitted key with its version, and the document's content hash where
+//! the format compares it, [`MapDocument::hashes_content`]), saved with
+//! the file's checkpoint in the same transaction as the output it covers:
+//! exactly once across rewrites, runs and kills. A run that keeps no
+//! checkpoint ([`SourceOptions::checkpointed`] false) takes neither
+//! versions nor the hash: nothing would compare them.
 //!
 //! A document's report is always that of its whole current content (a
 //! re-read document's report replaces the one saved): its usage is what
@@ -34,7 +37,10 @@
 //! [`MAX_DOCUMENT`] bytes; a larger one is a failure of its file, naming
 //! it), parsed once, and its records built in one arena that lives as
 //! long as the source. The engine reads at most `--jobs` files at once, so
-//! at most `--jobs` documents are held.
+//! at most `--jobs` documents are held. A thread keeps the buffer a
+//! document was read into and its parser for its next document, while
+//! each is at most [`SPARE_MAX`] (16 MiB): the next read goes into pages
+//! already faulted in, with a tape already grown.
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -42,11 +48,12 @@ use std::io::Read;
 use std::path::Path;
 
 pub use bumpalo::Bump;
+use simd_json::Node;
 
 use crate::counts::{LineCounts, Tracker};
 use crate::error::Error;
 use crate::format::BoxedSource;
-use crate::json::fingerprint;
+use crate::json::{fingerprint, value_hash, JsonParser};
 use crate::line::{Entry, Header};
 use crate::record::{Record, RoleFilter};
 use crate::report::{Report, SkipReason};
@@ -104,6 +111,8 @@ pub struct Items<'a> {
     /// never runs a value's drop): given to the source, dropped after its
     /// entries. Declared after `list`, so dropped after it.
     held: Vec<Box<dyn std::any::Any + Send>>,
+    /// Whether items' versions are taken ([`Items::version_of`]).
+    versions: bool,
 }
 
 impl<'a> Items<'a> {
@@ -134,6 +143,24 @@ impl<'a> Items<'a> {
         }
     }
 
+    /// The version of an item whose JSON is `value` ([`value_hash`]), or
+    /// 0 when this read keeps none: a run without a checkpoint reading a
+    /// document for the first time compares no version and saves none
+    /// (a version hashes the whole item: a tenth of such a read).
+    pub fn version_of(&self, value: &[Node<'_>]) -> u64 {
+        if self.versions {
+            value_hash(value)
+        } else {
+            0
+        }
+    }
+
+    /// Room for `n` more items (a document's count of messages), at most
+    /// [`RESERVE_MAX`]: pushing them then moves none.
+    pub fn reserve(&mut self, n: usize) {
+        self.list.reserve(n.min(RESERVE_MAX));
+    }
+
     /// Items pushed so far.
     pub fn len(&self) -> usize {
         self.list.len()
@@ -145,8 +172,21 @@ impl<'a> Items<'a> {
     }
 }
 
+/// The most items [`Items::reserve`] makes room for at once (a hostile
+/// document's count is not trusted with memory ahead of its items).
+const RESERVE_MAX: usize = 4096;
+
 /// A format's reading of its documents.
 pub trait MapDocument: Send + Sync {
+    /// Whether a checkpoint keeps the document's [`content_hash`]
+    /// (default true): for a format whose writer may rewrite a document
+    /// without moving its modification time (Amp,
+    /// [`crate::format::Format::hashes_unchanged`]), the only one that
+    /// compares it. Otherwise [`DocState::hash`] is 0.
+    fn hashes_content(&self) -> bool {
+        true
+    }
+
     /// The document's identity and items: `data` is the whole document
     /// (its bytes as read), `arena` lives as long as the records. Each
     /// item is counted in `report` (a record with
@@ -169,10 +209,13 @@ pub trait MapDocument: Send + Sync {
 }
 
 /// What a document's checkpoint keeps (its running context): the hash of
-/// the content last read, and each key emitted with its version.
+/// the content last read (0 for a format that does not compare it,
+/// [`MapDocument::hashes_content`]), and each key emitted with its
+/// version.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct DocState {
-    /// [`content_hash`] of the bytes last read.
+    /// [`content_hash`] of the bytes last read (0 where the format does
+    /// not hash its documents).
     pub hash: u64,
     /// Emitted keys (hashed) and their versions, sorted by key.
     pub emitted: Vec<(u64, u64)>,
@@ -268,10 +311,82 @@ struct DocumentSource<'d> {
     data: Cow<'d, [u8]>,
 }
 
-/// Reads `input` whole (at most [`MAX_DOCUMENT`] bytes), into a buffer of
-/// `capacity` bytes first (the engine gives a file smaller than its
-/// reader's buffer a buffer of its size and one byte: read in one call,
-/// never grown).
+/// The largest buffer a thread keeps for its next document
+/// ([`give_back`]): a larger one (a document of more) is freed with its
+/// source.
+const SPARE_MAX: usize = 16 << 20;
+
+thread_local! {
+    /// The buffer the thread's next document is read into: the one of the
+    /// document read before, given back when its source was dropped. A
+    /// fresh buffer for each document cost its pages' faults every time
+    /// (a one-job run over thousands of documents).
+    static SPARE: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+thread_local! {
+    /// The thread's JSON parser for documents ([`parser`]).
+    static PARSER: std::cell::RefCell<Option<JsonParser>> = const { std::cell::RefCell::new(None) };
+}
+
+/// The thread's parser for documents, kept from document to document
+/// (its tape grown once, not again for each document) while its scratch
+/// space stays within [`SPARE_MAX`]: given back when dropped.
+pub(crate) fn parser() -> Parser {
+    Parser(
+        PARSER
+            .try_with(|p| p.borrow_mut().take())
+            .ok()
+            .flatten()
+            .unwrap_or_default(),
+    )
+}
+
+/// See [`parser`].
+pub(crate) struct Parser(JsonParser);
+
+impl std::ops::Deref for Parser {
+    type Target = JsonParser;
+    fn deref(&self) -> &JsonParser {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Parser {
+    fn deref_mut(&mut self) -> &mut JsonParser {
+        &mut self.0
+    }
+}
+
+impl Drop for Parser {
+    fn drop(&mut self) {
+        if self.0.capacity() <= SPARE_MAX {
+            let json = std::mem::take(&mut self.0);
+            let _ = PARSER.try_with(|p| *p.borrow_mut() = Some(json));
+        }
+    }
+}
+
+/// Keeps `buf` for the thread's next document, unless it is larger than
+/// [`SPARE_MAX`] or the thread keeps a larger one.
+fn give_back(mut buf: Vec<u8>) {
+    if buf.capacity() > SPARE_MAX {
+        return;
+    }
+    buf.clear();
+    // (A thread being torn down keeps nothing.)
+    let _ = SPARE.try_with(|s| {
+        let mut s = s.borrow_mut();
+        if s.capacity() < buf.capacity() {
+            *s = buf;
+        }
+    });
+}
+
+/// Reads `input` whole (at most [`MAX_DOCUMENT`] bytes), into the
+/// thread's spare buffer ([`SPARE`]) grown to `capacity` bytes first (the
+/// engine gives a file smaller than its reader's buffer a buffer of its
+/// size and one byte: read in one call, never grown).
 fn read_input<'d>(input: Input<'d>, path: &Path, capacity: usize) -> Result<Cow<'d, [u8]>, Error> {
     let too_large = |what: String| {
         Error::io(
@@ -290,11 +405,16 @@ fn read_input<'d>(input: Input<'d>, path: &Path, capacity: usize) -> Result<Cow<
         Input::Bytes(b) => Ok(Cow::Borrowed(b)),
         Input::Reader(r) => {
             let cap = capacity.min(usize::try_from(MAX_DOCUMENT + 1).unwrap_or(usize::MAX));
-            let mut data = Vec::with_capacity(cap);
-            r.take(MAX_DOCUMENT + 1)
-                .read_to_end(&mut data)
-                .map_err(|e| Error::io(path, e))?;
+            let mut data = SPARE.try_with(std::cell::RefCell::take).unwrap_or_default();
+            data.clear();
+            data.reserve(cap);
+            let read = r.take(MAX_DOCUMENT + 1).read_to_end(&mut data);
+            if let Err(e) = read {
+                give_back(data);
+                return Err(Error::io(path, e));
+            }
             if data.len() as u64 > MAX_DOCUMENT {
+                give_back(data);
                 return Err(too_large(format!("more than {MAX_DOCUMENT} bytes")));
             }
             Ok(Cow::Owned(data))
@@ -343,7 +463,14 @@ pub fn open<'d>(
     let data: &[u8] = &src.data;
     src.report.bytes = data.len() as u64;
     src.position.byte = data.len() as u64;
-    let hash = content_hash(data);
+    // What a later read compares: kept when a checkpoint saves this
+    // read's context, or when a saved one is compared now.
+    let keeps = opts.checkpointed || prior.is_some();
+    let hash = if keeps && map.hashes_content() {
+        content_hash(data)
+    } else {
+        0
+    };
     let body = &data[crate::line_reader::bom_len(data)..];
     if body
         .iter()
@@ -376,6 +503,7 @@ pub fn open<'d>(
         list: Vec::new(),
         tracker: Tracker::new(&src.report),
         held: Vec::new(),
+        versions: keeps,
     };
     let read = map.read(data, path, arena, opts.filter, &mut src.report, &mut items);
     let header = match read {
@@ -396,10 +524,33 @@ pub fn open<'d>(
     };
     src.position.line = items.list.len() as u64;
     src.held = std::mem::take(&mut items.held);
+    src.header = Some(header);
+    if !keeps {
+        // Nothing emitted before, nothing saved: every settled item is
+        // new (its key's copies too, each its own item), as below.
+        src.state = DocState::default();
+        src.ready = items
+            .list
+            .into_iter()
+            .filter(|(item, _)| item.settled)
+            .map(|(item, counts)| Ready {
+                entry: Entry {
+                    fingerprint: item.fingerprint,
+                    line: item.line,
+                    byte: item.byte,
+                    record: item.record,
+                    revision: false,
+                },
+                counts,
+            })
+            .collect::<Vec<_>>()
+            .into_iter();
+        return Box::new(src);
+    }
     let emitted: HashMap<u64, u64> = before.emitted.iter().copied().collect();
     let mut now: HashMap<u64, u64> = emitted.clone();
     let mut seen: HashMap<u64, u64> = HashMap::new();
-    let mut ready = Vec::new();
+    let mut ready = Vec::with_capacity(items.list.len());
     for (item, counts) in items.list {
         let mut kh = key_hash(item.key);
         let copies = seen.entry(kh).or_insert(0);
@@ -453,9 +604,19 @@ pub fn open<'d>(
     let mut emitted: Vec<(u64, u64)> = now.into_iter().collect();
     emitted.sort_unstable();
     src.state = DocState { hash, emitted };
-    src.header = Some(header);
     src.ready = ready.into_iter();
     Box::new(src)
+}
+
+impl Drop for DocumentSource<'_> {
+    /// The entries go first (they borrow the data), then the data's buffer
+    /// goes back to the thread for its next document ([`give_back`]).
+    fn drop(&mut self) {
+        self.ready = Vec::new().into_iter();
+        if let Cow::Owned(buf) = std::mem::replace(&mut self.data, Cow::Borrowed(&[])) {
+            give_back(buf);
+        }
+    }
 }
 
 impl RecordSource for DocumentSource<'_> {

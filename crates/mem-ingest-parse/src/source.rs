@@ -138,6 +138,9 @@ pub struct SourceOptions {
     /// buffer is then looked at without being held (set per file by the
     /// engine and by [`PiSessionSource::open_with`]).
     pub again: Option<Arc<dyn ReadAt>>,
+    /// Whether what a source reads is checkpointed
+    /// ([`SourceOptions::checkpointed`]).
+    pub checkpointed: bool,
 }
 
 impl Default for SourceOptions {
@@ -153,6 +156,7 @@ impl Default for SourceOptions {
             raw_text: false,
             usage_rows: false,
             again: None,
+            checkpointed: true,
         }
     }
 }
@@ -266,6 +270,16 @@ impl SourceOptions {
     #[cfg(feature = "zstd")]
     pub fn reading_again(&self) -> Option<&Arc<dyn ReadAt>> {
         self.again.as_ref()
+    }
+
+    /// Whether a checkpoint keeps what the source reads (default true):
+    /// false for a run with no state, store or dataset, whose sources'
+    /// running contexts nobody saves. A document source then takes no
+    /// item versions and no content hash ([`crate::document`]): only a
+    /// checkpoint's next read compares them.
+    pub fn checkpointed(mut self, on: bool) -> Self {
+        self.checkpointed = on;
+        self
     }
 
     /// [`SourceOptions::read_again`] from `file`, when it is a regular

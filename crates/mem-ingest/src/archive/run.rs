@@ -444,6 +444,10 @@ fn pass<S: Sink>(ctx: &mut Ctx<'_, S>) -> Result<Summary, Error> {
     let mut opts = ctx.cfg.opts.clone().count_entries(ctx.cfg.dedupe);
     if ctx.state.is_some() {
         opts = opts.hold_partial_tail(true);
+    } else {
+        // No checkpoint: no running context is saved (a document's item
+        // versions and content hash are not taken).
+        opts = opts.checkpointed(false);
     }
     if ctx.sink.wants_usage() || ctx.cfg.costs.is_some() {
         // A row per response counted, handed to the sink with its part,

@@ -19,7 +19,7 @@ use simd_json::Node;
 use crate::document::{self, Bump, Item, Items, MapDocument};
 use crate::error::Error;
 use crate::format::{BoxedSource, Format, Input};
-use crate::json::{as_i64, as_str, as_u64, elements, fingerprint, value_hash, Fields, JsonParser};
+use crate::json::{as_i64, as_str, as_u64, elements, fingerprint, Fields};
 use crate::line::{Header, Text};
 use crate::line_reader::bom_len;
 use crate::record::{Record, Role, RoleFilter, Usage};
@@ -314,7 +314,8 @@ impl MapDocument for Amp {
         items: &mut Items<'a>,
     ) -> Result<Header, SkipReason> {
         let data = &data[bom_len(data)..];
-        let mut json = JsonParser::new();
+        // The thread's parser, kept from document to document.
+        let mut json = crate::document::parser();
         // `stats` builds no record: the lean parse, which leaves escaped
         // strings raw (item versions then hash them raw, in every run of
         // a checkpoint alike: a checkpoint keeps its command).
@@ -369,16 +370,20 @@ impl MapDocument for Amp {
                 .and_then(|l| Fields::of(l).get("events"))
                 .filter(|e| matches!(e.first(), Some(Node::Array { .. })));
             let mut time = created;
+            items.reserve(elements(messages).size_hint().1.unwrap_or(0));
             for (i, m) in elements(messages).enumerate() {
                 let pos = i as u64 + 1;
-                let item =
+                let mut item =
                     thread.message(m, pos, &mut time, ledger.is_none(), arena, filter, report);
+                item.version = items.version_of(m);
                 items.push(report, item);
             }
             if let Some(events) = ledger {
                 let n = items.len() as u64;
                 for (i, e) in elements(events).enumerate() {
-                    let item = thread.ledger_event(e, messages, n + i as u64 + 1, arena, report);
+                    let mut item =
+                        thread.ledger_event(e, messages, n + i as u64 + 1, arena, report);
+                    item.version = items.version_of(e);
                     items.push(report, item);
                 }
             }
@@ -422,7 +427,8 @@ impl<'a> Thread<'a> {
         let mut item = Item {
             key,
             positional,
-            version: value_hash(m),
+            // Taken by the caller ([`Items::version_of`]).
+            version: 0,
             settled: state_type != Some("running"),
             fingerprint: fp,
             line: pos,
@@ -660,7 +666,8 @@ impl<'a> Thread<'a> {
         Item {
             key,
             positional,
-            version: value_hash(e),
+            // Taken by the caller ([`Items::version_of`]).
+            version: 0,
             settled: true,
             fingerprint: fingerprint(&[b"amp-ledger", self.session.as_bytes(), key.as_bytes()]),
             line: pos,

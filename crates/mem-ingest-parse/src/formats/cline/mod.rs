@@ -27,9 +27,7 @@ use simd_json::Node;
 use crate::document::{self, Bump, Item, Items, MapDocument};
 use crate::error::Error;
 use crate::format::{BoxedSource, Format, Input};
-use crate::json::{
-    as_bool, as_f64, as_i64, as_str, as_u64, elements, fingerprint, value_hash, Fields, JsonParser,
-};
+use crate::json::{as_bool, as_f64, as_i64, as_str, as_u64, elements, fingerprint, Fields};
 use crate::line::{Header, Parent, Text};
 use crate::line_reader::bom_len;
 use crate::record::{Record, Role, RoleFilter, Usage};
@@ -397,6 +395,13 @@ fn stem(path: &Path) -> String {
 }
 
 impl MapDocument for Cline {
+    /// Not compared: the format does not hash unchanged files
+    /// ([`crate::format::Format::hashes_unchanged`]; a file of the same
+    /// inode, size and time is unchanged), so none is kept.
+    fn hashes_content(&self) -> bool {
+        false
+    }
+
     fn read<'a>(
         &self,
         data: &'a [u8],
@@ -407,7 +412,8 @@ impl MapDocument for Cline {
         items: &mut Items<'a>,
     ) -> Result<Header, SkipReason> {
         let data = &data[bom_len(data)..];
-        let mut json = JsonParser::new();
+        // The thread's parser, kept from document to document.
+        let mut json = crate::document::parser();
         // `stats` builds no record: the lean parse, which leaves escaped
         // strings raw (item versions then hash them raw, in every run of
         // a checkpoint alike: a checkpoint keeps its command).
@@ -496,8 +502,10 @@ impl MapDocument for Cline {
                 repaired,
             };
             let mut time = header.timestamp;
+            items.reserve(elements(messages).size_hint().1.unwrap_or(0));
             for (i, m) in elements(messages).enumerate() {
-                let item = file.message(m, i as u64 + 1, &mut time, arena, filter, report);
+                let mut item = file.message(m, i as u64 + 1, &mut time, arena, filter, report);
+                item.version = items.version_of(m);
                 items.push(report, item);
             }
             Ok(header)
@@ -582,7 +590,8 @@ impl<'a> CFile<'a> {
         let mut item = Item {
             key,
             positional: id.is_none(),
-            version: value_hash(m),
+            // Taken by the caller ([`Items::version_of`]).
+            version: 0,
             settled: true,
             fingerprint: fingerprint(&[b"cline-msg", self.lineage.as_bytes(), key.as_bytes()]),
             line: pos,

@@ -18,7 +18,7 @@ use simd_json::Node;
 
 use super::{project_of, record_of, GeminiContext, Held, Running};
 use crate::document::{Item, Items, MapDocument};
-use crate::json::{as_str, elements, fingerprint, value_hash, Fields, JsonParser};
+use crate::json::{as_str, elements, fingerprint, Fields};
 use crate::line::Header;
 use crate::line_reader::bom_len;
 use crate::record::RoleFilter;
@@ -39,6 +39,13 @@ pub fn is_legacy(path: &Path) -> bool {
 pub(super) struct Legacy;
 
 impl MapDocument for Legacy {
+    /// Not compared: the format does not hash unchanged files
+    /// ([`crate::format::Format::hashes_unchanged`]; a file of the same
+    /// inode, size and time is unchanged), so none is kept.
+    fn hashes_content(&self) -> bool {
+        false
+    }
+
     fn read<'a>(
         &self,
         data: &'a [u8],
@@ -49,7 +56,8 @@ impl MapDocument for Legacy {
         items: &mut Items<'a>,
     ) -> Result<Header, SkipReason> {
         let data = &data[bom_len(data)..];
-        let mut json = JsonParser::new();
+        // The thread's parser, kept from document to document.
+        let mut json = crate::document::parser();
         // `stats` builds no record: the lean parse, which leaves escaped
         // strings raw (item versions then hash them raw, in every run of
         // a checkpoint alike: a checkpoint keeps its command).
@@ -103,6 +111,7 @@ impl MapDocument for Legacy {
                 Running::default(),
                 (0, 0),
             ));
+            items.reserve(elements(messages).size_hint().1.unwrap_or(0));
             for (i, m) in elements(messages).enumerate() {
                 let pos = i as u64 + 1;
                 let f = Fields::of(m);
@@ -139,7 +148,7 @@ impl MapDocument for Legacy {
                     Item {
                         key,
                         positional: id.is_none(),
-                        version: value_hash(m),
+                        version: items.version_of(m),
                         settled: true,
                         fingerprint: fingerprint(&[
                             b"gemini-msg",
