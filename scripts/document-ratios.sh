@@ -15,6 +15,8 @@
 #     (target: at least 0.8);
 #   - an unchanged re-run with a state (`stats --state`, --jobs 2): none is
 #     parsed (Amp's threads are hashed: their time never moves).
+# The load average (`uptime`) is printed before and after the rounds: on
+# a shared machine, quote it beside the figures.
 #
 #   scripts/document-ratios.sh amp|cline|gemini [TOTAL_MB]   (default 100)
 #
@@ -126,14 +128,19 @@ PY
 fi
 
 # Appends "start end cpu" (wall clock, and the command's user + system
-# seconds: steadier on a shared machine) to $1.
+# seconds from getrusage, to the microsecond: steadier on a shared
+# machine than the wall clock, and finer than /usr/bin/time's 10 ms) to $1.
 timed() {
-    local out=$1 t0 t1
+    local out=$1
     shift
-    t0=$EPOCHREALTIME
-    /usr/bin/time -f '%U %S' -o "$out.cpu" "$@" > /dev/null 2>&1
-    t1=$EPOCHREALTIME
-    echo "$t0 $t1 $(awk '{print $1 + $2}' "$out.cpu")" >> "$out"
+    python3 - "$@" >> "$out" <<'PY'
+import resource, subprocess, sys, time
+t0 = time.time()
+subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+t1 = time.time()
+r = resource.getrusage(resource.RUSAGE_CHILDREN)
+print(t0, t1, r.ru_utime + r.ru_stime)
+PY
 }
 STATE=$WORK/unchanged-$AGENT.state
 rm -f "$STATE"
@@ -141,6 +148,7 @@ rm -f "$STATE"
 names=(ours_j2 ccusage ours_j1 pi_j1 unchanged_j2)
 [ "$AGENT" = cline ] && names=(ours_j2 ours_j1 pi_j1 unchanged_j2)
 for n in "${names[@]}"; do : > "$WORK/t.$n"; done
+echo "load before the rounds: $(uptime)"
 for r in $(seq "$ROUNDS"); do
     timed "$WORK/t.ours_j2" "$BIN" stats -q --json "${OURS[@]}" --jobs 2
     [ "$AGENT" = cline ] || timed "$WORK/t.ccusage" "$CCUSAGE" "$AGENT" daily --json --offline
@@ -148,6 +156,7 @@ for r in $(seq "$ROUNDS"); do
     timed "$WORK/t.pi_j1" "$BIN" stats -q --json --jobs 1 "$PI"
     timed "$WORK/t.unchanged_j2" "$BIN" stats -q --json "${OURS[@]}" --jobs 2 --state "$STATE"
 done
+echo "load after the rounds: $(uptime)"
 "$BIN" stats --json "${OURS[@]}" --jobs 2 --state "$STATE" 2>&1 > /dev/null | tail -1
 python3 - "$AGENT" "$WORK" "$ab" "$pb" "$(nproc)" "$docs" "${names[@]}" <<'PY'
 import statistics, sys
