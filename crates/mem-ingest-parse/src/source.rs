@@ -134,6 +134,10 @@ pub struct SourceOptions {
     /// Whether reports keep a row per usage counted
     /// ([`Report::usage_rows`]).
     pub usage_rows: bool,
+    /// Whether the file goes on after the input (a region read up to a
+    /// checkpoint's end in a file that grew since): see
+    /// [`SourceOptions::more_follows`].
+    pub more_follows: bool,
     /// The input's bytes, read again by offset: a line longer than the
     /// buffer is then looked at without being held (set per file by the
     /// engine and by [`PiSessionSource::open_with`]).
@@ -155,6 +159,7 @@ impl Default for SourceOptions {
             line_hash: LineHash::default(),
             raw_text: false,
             usage_rows: false,
+            more_follows: false,
             again: None,
             checkpointed: true,
         }
@@ -243,6 +248,17 @@ impl SourceOptions {
     /// time ([`Report::usage_rows`]; default false).
     pub fn usage_rows(mut self, on: bool) -> Self {
         self.usage_rows = on;
+        self
+    }
+
+    /// Whether the file has bytes after the input (default false): what a
+    /// format holds back until a later line follows (Gemini CLI's message
+    /// written last) stays held at the input's end, even in a file that is
+    /// still: a later line does follow, beyond what is read. For a read of
+    /// a file up to where a checkpoint stopped, as the run that saved it
+    /// read it then.
+    pub fn more_follows(mut self, on: bool) -> Self {
+        self.more_follows = on;
         self
     }
 

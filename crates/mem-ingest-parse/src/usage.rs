@@ -210,13 +210,16 @@ impl Responses {
         self.kept.push(r);
     }
 
-    /// Adds one copy (see the module's rules).
-    pub fn add(&mut self, r: Response) {
-        let Some(m) = r.message_id.as_deref() else {
-            self.insert(r);
-            return;
-        };
-        let found = under(&self.exact, Self::exact_key(&r, m))
+    /// The index of the response `r` is a copy of, when the table has it
+    /// (by the module's rules; a line without a message id is a response
+    /// of its own: None).
+    pub fn find(&self, r: &Response) -> Option<u32> {
+        let m = r.message_id.as_deref()?;
+        self.find_of(r, m)
+    }
+
+    fn find_of(&self, r: &Response, m: &str) -> Option<u32> {
+        under(&self.exact, Self::exact_key(r, m))
             .find(|&i| {
                 let k = &self.kept[i as usize];
                 k.message_id.as_deref() == Some(m)
@@ -230,7 +233,16 @@ impl Responses {
                         && k.session == r.session
                         && (r.sidechain || k.sidechain)
                 })
-            });
+            })
+    }
+
+    /// Adds one copy (see the module's rules).
+    pub fn add(&mut self, r: Response) {
+        let Some(m) = r.message_id.as_deref() else {
+            self.insert(r);
+            return;
+        };
+        let found = self.find_of(&r, m);
         match found {
             Some(i) => {
                 if r.replaces(&self.kept[i as usize]) {

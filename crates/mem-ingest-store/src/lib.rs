@@ -419,10 +419,12 @@ fn migrate(conn: &Connection, from: i64) -> rusqlite::Result<Result<(), String>>
         tx.commit()?;
     }
     if from < 7 {
-        // Version 7: a usage row per response, from the files read after
-        // the migration on. What the store read before has none: the
-        // migration records that (`checkpoint_meta`, name `usage_since`:
-        // the time it ran, Unix ms), for `usage --db` to say so.
+        // Version 7: a usage row per response. What the store read before
+        // has none yet: the migration records when it ran
+        // (`checkpoint_meta`, name `usage_since`, Unix ms) and that what
+        // the checkpoint covers is to be read again for its usage rows
+        // (`usage_reread`, `pending`): the next backfill does it before it
+        // goes on ([`CheckpointStore::save_reread_usage`]).
         let tx = conn.unchecked_transaction()?;
         // (A store another tool set back to an earlier version may have
         // the table already.)
@@ -441,6 +443,11 @@ fn migrate(conn: &Connection, from: i64) -> rusqlite::Result<Result<(), String>>
             "INSERT INTO checkpoint_meta (name, value) VALUES ('usage_since', ?1)
              ON CONFLICT (name) DO NOTHING",
             [now.to_string()],
+        )?;
+        tx.execute(
+            "INSERT INTO checkpoint_meta (name, value) VALUES ('usage_reread', 'pending')
+             ON CONFLICT (name) DO NOTHING",
+            [],
         )?;
         tx.pragma_update(None, "user_version", 7)?;
         tx.commit()?;
@@ -1556,6 +1563,81 @@ impl CheckpointStore for SqliteStore {
         ("store", &self.path)
     }
 
+    /// Pending from the migration to schema 7 until a backfill has read
+    /// again; also for a store that the release before migrated, which
+    /// did not read again (its `usage_since` without `usage_reread`): rows
+    /// are keyed as a run keys them, so those it wrote since are written
+    /// again the same, not twice.
+    fn usage_reread_pending(&mut self) -> Result<bool, Error> {
+        let v: Option<(Option<String>, Option<String>)> = self
+            .conn
+            .query_row(
+                "SELECT (SELECT value FROM checkpoint_meta WHERE name = 'usage_since'),
+                        (SELECT value FROM checkpoint_meta WHERE name = 'usage_reread')",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .optional()
+            .map_err(|e| self.err(e))?;
+        Ok(match v {
+            Some((_, Some(r))) => r == "pending",
+            Some((Some(_), None)) => true,
+            _ => false,
+        })
+    }
+
+    /// One transaction: the rows, keyed as a run keys them (a row a run
+    /// writes later for the same response rewrites it), and the record
+    /// that they are written: `usage_reread` gone, or, when files could
+    /// not be read again, saying how many (and `usage_since` kept, for
+    /// `usage --db` to warn); `usage_since` gone when every file was read.
+    fn save_reread_usage(
+        &mut self,
+        reread: &mem_ingest::archive::UsageReread,
+    ) -> Result<(), Error> {
+        if self.in_tx {
+            return Err(refused(
+                &self.path,
+                "usage rows read again inside another write (please report it)",
+            ));
+        }
+        let conn = &self.conn;
+        let saved = (|| -> rusqlite::Result<()> {
+            let tx = conn.unchecked_transaction()?;
+            for r in &reread.rows {
+                upsert_usage(&tx, &usage_key(r), r)?;
+            }
+            for (i, r) in &reread.responses {
+                upsert_usage(&tx, &format!("claude#{i}"), r)?;
+            }
+            if reread.unread.is_empty() {
+                tx.execute(
+                    "DELETE FROM checkpoint_meta WHERE name IN ('usage_reread', 'usage_since')",
+                    [],
+                )?;
+            } else {
+                let bytes: String = format!(
+                    "{} of them, {}",
+                    reread.unread.len(),
+                    reread
+                        .unread
+                        .iter()
+                        .take(3)
+                        .map(|(p, why)| format!("{p} ({why})"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                );
+                tx.execute(
+                    "INSERT INTO checkpoint_meta (name, value) VALUES ('usage_reread', ?1)
+                     ON CONFLICT (name) DO UPDATE SET value = excluded.value",
+                    [bytes],
+                )?;
+            }
+            tx.commit()
+        })();
+        saved.map_err(|e| self.err(e))
+    }
+
     fn save(&mut self, cp: &mut Checkpoint<'_>) -> Result<(), Error> {
         self.begin()?;
         self.touch_files(cp);
@@ -2128,29 +2210,51 @@ fn check_fts(query: &str) -> Result<(), String> {
     rows.next().map(|_| ()).map_err(|e| e.to_string())
 }
 
+/// What a store's usage rows lack of what it read (see [`usage_rows`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum UsageGap {
+    /// A store before schema 7: no usage rows at all.
+    Before7,
+    /// Migrated to schema 7 at this time (Unix ms), and what it read
+    /// before is not read again yet: the next `backfill --db` writes it.
+    Pending(i64),
+    /// Migrated at this time; read again then, except some files (why,
+    /// in words: how many, and the first ones).
+    Unread(i64, String),
+}
+
 /// Every usage row of the store at `path` (`usage --db`), in the order
-/// written, with when its usage starts: None when the store was made with
-/// usage rows, else the time its migration to schema 7 ran (what it read
-/// before has none). A store before schema 7 has no rows.
+/// written, with what they lack: None when they cover everything the
+/// store read (a store made with usage rows, or one migrated to schema 7
+/// whose earlier files were all read again by its next backfill).
 ///
 /// # Errors
 /// The store cannot be read (see `search`), or a row is not one.
-pub fn usage_rows(path: &Path) -> Result<(Vec<CountedUsage>, Option<i64>), Error> {
+pub fn usage_rows(path: &Path) -> Result<(Vec<CountedUsage>, Option<UsageGap>), Error> {
     let conn = open_to_read(path, "usage")?;
     let version: i64 = conn
         .pragma_query_value(None, "user_version", |r| r.get(0))
         .map_err(|e| failed(path, e))?;
     if version < 7 {
-        return Ok((Vec::new(), Some(0)));
+        return Ok((Vec::new(), Some(UsageGap::Before7)));
     }
-    let since: Option<String> = conn
-        .query_row(
-            "SELECT value FROM checkpoint_meta WHERE name = 'usage_since'",
-            [],
+    let meta = |name: &str| -> Result<Option<String>, Error> {
+        conn.query_row(
+            "SELECT value FROM checkpoint_meta WHERE name = ?1",
+            [name],
             |r| r.get(0),
         )
         .optional()
-        .map_err(|e| failed(path, e))?;
+        .map_err(|e| failed(path, e))
+    };
+    let since = meta("usage_since")?.map(|t| t.parse::<i64>().unwrap_or(0));
+    let since = match (since, meta("usage_reread")?) {
+        (None, _) => None,
+        (Some(t), Some(v)) if v != "pending" => Some(UsageGap::Unread(t, v)),
+        // (A store migrated by the release before, which did not read
+        // again, has no `usage_reread`: its next backfill reads again too.)
+        (Some(t), _) => Some(UsageGap::Pending(t)),
+    };
     let mut st = conn
         .prepare(
             "SELECT agent, session, project, file, line, timestamp, provider, model, input,
@@ -2200,7 +2304,7 @@ pub fn usage_rows(path: &Path) -> Result<(Vec<CountedUsage>, Option<i64>), Error
         u.agent = mem_ingest::formats::by_name(&agent).map_or("unknown", |f| f.name());
         out.push(u);
     }
-    Ok((out, since.and_then(|s| s.parse().ok())))
+    Ok((out, since))
 }
 
 #[cfg(test)]

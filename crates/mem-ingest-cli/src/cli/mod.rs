@@ -791,6 +791,9 @@ fn backfill(a: BackfillArgs) -> i32 {
             if t.unredacted_checkpoint && !a.common.quiet {
                 unredacted_checkpoint(&a);
             }
+            if let (Some(r), false) = (&t.usage_reread, a.common.quiet) {
+                usage_reread(&a, r);
+            }
             // Revisions of records written before (messages edited after
             // they were emitted): a store's rows updated by key; counted,
             // never written twice, by NDJSON and Parquet.
@@ -810,6 +813,45 @@ fn backfill(a: BackfillArgs) -> i32 {
             }
             exit_code(&t)
         }
+    }
+}
+
+/// Says what a store made before it kept usage rows had read again for
+/// them: the files and bytes, the rows, the time; each file that could not
+/// be, with why (its usage is not in the store), and the responses left
+/// without a time.
+fn usage_reread(a: &BackfillArgs, r: &mem_ingest::archive::UsageReread) {
+    let db = a.db.as_deref().unwrap_or(Path::new("")).display();
+    eprintln!(
+        "mem-ingest: {db}: usage rows for what the store read before it kept them: {} files \
+         ({:.1} MB) read again, {} rows written, in {:.1}s",
+        r.files,
+        r.bytes as f64 / 1e6,
+        r.written,
+        r.seconds
+    );
+    for (p, why) in r.unread.iter().take(20) {
+        eprintln!("warning: {p}: not read again for its usage rows: {why}");
+    }
+    if r.unread.len() > 20 {
+        eprintln!(
+            "warning: ... and {} more files not read again",
+            r.unread.len() - 20
+        );
+    }
+    if !r.unread.is_empty() {
+        eprintln!(
+            "warning: {db}: {} files the store read before could not be read again: their usage \
+             is not in its usage table (usage --db says so)",
+            r.unread.len()
+        );
+    }
+    if r.untimed > 0 {
+        eprintln!(
+            "warning: {db}: {} Claude Code responses of files not read again have usage rows \
+             without a time (their tokens from the store's checkpoint)",
+            r.untimed
+        );
     }
 }
 

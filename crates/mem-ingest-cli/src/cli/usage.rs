@@ -490,17 +490,25 @@ fn from_store(a: &UsageArgs, db: &std::path::Path, prices: &Prices) -> i32 {
         let names: Vec<&'static str> = a.agents.iter().map(|g| g.format().name()).collect();
         rows.retain(|r| names.contains(&r.agent));
     }
-    if let (Some(t), false) = (since, a.quiet) {
-        let when = if t > 0 {
-            format!("since {}", super::when::minute(t, false))
-        } else {
-            "at all (a store before schema 6: run backfill --db once)".to_owned()
+    if let (Some(gap), false) = (since, a.quiet) {
+        use mem_ingest_store::UsageGap;
+        let at = |t: i64| super::when::minute(t, false);
+        let why = match gap {
+            UsageGap::Before7 => "has no usage rows (a store before schema 7): run backfill --db \
+                                  once, which reads again what it read for them"
+                .to_owned(),
+            UsageGap::Pending(t) => format!(
+                "has usage rows for what it read since {} only (its migration to schema 7): the \
+                 next backfill --db reads again what it read before for them",
+                at(t)
+            ),
+            UsageGap::Unread(t, what) => format!(
+                "has no usage rows for files it read before {} (its migration to schema 7) that \
+                 could not be read again: {what}",
+                at(t)
+            ),
         };
-        eprintln!(
-            "warning: {} has usage rows {when}: what it read before has none (backfill into a \
-             new store for all of it)",
-            db.display()
-        );
+        eprintln!("warning: {} {why}", db.display());
     }
     match print(a, &rows, prices) {
         Ok(()) => 0,

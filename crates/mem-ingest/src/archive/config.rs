@@ -79,6 +79,9 @@ pub(crate) struct Config {
     /// first bytes of: the reading task takes each (a pipe is opened and
     /// read once).
     pub streams: Arc<Streams>,
+    /// A usage re-read ([`super::reread`]): the files read, each to where
+    /// a checkpoint stopped, instead of the PATHs' listing.
+    pub cover: Option<Arc<super::reread::Cover>>,
 }
 
 /// Pipes opened, each with the bytes already read from it, by path.

@@ -56,6 +56,7 @@ pub(crate) mod discover;
 mod exec;
 mod listing;
 pub(crate) mod plan;
+mod reread;
 mod run;
 mod stats;
 mod summary;
@@ -90,6 +91,7 @@ pub use crate::checkpoint::{
     RECORD_FORMAT, STATE_VERSION,
 };
 pub use plan::PART_BYTES;
+pub use reread::UsageReread;
 pub use stats::{
     FailureLine, ModelLine, ProjectLine, Roles, SkipLine, SourceStats, Stats, UsageLine,
 };
@@ -125,6 +127,7 @@ impl Default for ArchiveBuilder {
                 redact: true,
                 costs: None,
                 streams: Arc::default(),
+                cover: None,
             },
             roles: Vec::new(),
         }

@@ -150,7 +150,7 @@ fn boundaries(path: &Path, start: u64, size: u64) -> io::Result<Vec<u64>> {
 /// Code's, whose first lines may be steering input without one) read the
 /// file before the first line with a cwd was written. The file grew; it
 /// was not rewritten, and is read on.
-fn cwd_now_known(h: &Header, p: &FileState) -> bool {
+pub(super) fn cwd_now_known(h: &Header, p: &FileState) -> bool {
     p.header.cwd.is_empty()
         && !h.cwd.is_empty()
         && header_digest(&Header {

@@ -227,15 +227,20 @@ pub(crate) fn run<S: Sink>(cfg: &Config, command: Command, sink: &mut S) -> Resu
             .state
             .as_ref()
             .is_some_and(|s| s.output.is_none() || ctx.sink.unpaired());
+    let mut reread = None;
     let result = (|| {
         if pairs {
             checkpoint(&mut ctx, None)?;
             ctx.dirty = true;
         }
+        if command == Command::Backfill {
+            reread = reread_usage(&mut ctx, fresh)?;
+        }
         passes(&mut ctx).and_then(|t| finish(&mut ctx, t))
     })()
     .map(|mut t| {
         t.unredacted_checkpoint = legacy && cfg.redact;
+        t.usage_reread = reread.take();
         t
     });
     if result.is_err() {
@@ -258,6 +263,65 @@ pub(crate) fn run<S: Sink>(cfg: &Config, command: Command, sink: &mut S) -> Resu
         let _ = std::thread::Builder::new().spawn(move || drop((st, l, rs)));
     }
     result
+}
+
+/// One pass of a usage re-read ([`super::reread`]): the files its
+/// configuration covers, no checkpoint, nothing written.
+pub(super) fn reread_pass(cfg: &Config) -> Result<Summary, Error> {
+    let mut sink = crate::sink::Discard;
+    let mut ctx = Ctx {
+        cfg,
+        sink: &mut sink,
+        state_file: None,
+        state: None,
+        lineages: None,
+        changed: BTreeSet::new(),
+        listing: None,
+        listed_formats: None,
+        last_checkpoint: Instant::now(),
+        dirty: false,
+        wrote: false,
+        responses: Responses::default(),
+        reported: HashMap::new(),
+        added_agents: Vec::new(),
+    };
+    pass(&mut ctx)
+}
+
+/// A store made before it kept usage rows: what its checkpoint covers read
+/// again for them, written to it in a transaction of their own, before
+/// the run goes on ([`super::reread`]). None when the store needs none, or
+/// a stop stopped it (the next run does it).
+fn reread_usage<S: Sink>(
+    ctx: &mut Ctx<'_, S>,
+    fresh: bool,
+) -> Result<Option<super::UsageReread>, Error> {
+    let pending = match ctx.sink.checkpoints() {
+        Some(store) => store.usage_reread_pending()?,
+        None => false,
+    };
+    if !pending || !ctx.sink.wants_usage() {
+        return Ok(None);
+    }
+    let done = match ctx.state.as_ref().filter(|_| !fresh) {
+        Some(st) => super::reread::reread(ctx.cfg, st, ctx.responses.kept())?,
+        // Nothing read before: nothing to read again.
+        None => Some(super::UsageReread::default()),
+    };
+    let Some(mut done) = done else {
+        return Ok(None);
+    };
+    if let Some(store) = ctx.sink.checkpoints() {
+        store.save_reread_usage(&done)?;
+    }
+    if fresh {
+        return Ok(None);
+    }
+    // The rows are the store's now; the summary says how many.
+    done.written = (done.rows.len() + done.responses.len()) as u64;
+    done.rows = Vec::new();
+    done.responses = Vec::new();
+    Ok(Some(done))
 }
 
 /// The options of a run that shape its output, as a checkpoint records them.
@@ -415,14 +479,19 @@ fn pass<S: Sink>(ctx: &mut Ctx<'_, S>) -> Result<Summary, Error> {
         None => Keep::Nothing,
     };
     let mut totals = Summary::of_pass(&ctx.cfg.formats, ctx.state.is_some(), ctx.cfg.dedupe, keep);
-    let listing = match ctx.listing.take() {
-        Some(l) => l.join().unwrap_or_else(|_| {
+    let listing = match (&ctx.cfg.cover, ctx.listing.take()) {
+        // A usage re-read: the files a checkpoint covers, no listing.
+        (Some(c), _) => Ok(Listed {
+            found: discover::Found::default(),
+            files: c.files.clone(),
+        }),
+        (None, Some(l)) => l.join().unwrap_or_else(|_| {
             Err(Error::new(
                 Path::new(""),
                 ErrorKind::Setup("listing the archive failed".to_owned()),
             ))
         }),
-        None => find_files(ctx.cfg),
+        (None, None) => find_files(ctx.cfg),
     };
     let listing = match ctx.listed_formats.take() {
         Some(map) => listing.and_then(|l| relist(ctx.cfg, &map, l)),
@@ -493,7 +562,14 @@ fn pass<S: Sink>(ctx: &mut Ctx<'_, S>) -> Result<Summary, Error> {
         }
         None => files,
     };
-    let plan = plan::plan(files, prior, &opts, ctx.cfg.jobs, &ctx.cfg.formats);
+    let mut plan = plan::plan(files, prior, &opts, ctx.cfg.jobs, &ctx.cfg.formats);
+    if ctx.cfg.cover.is_some() {
+        // A usage re-read reads each file to where its checkpoint stopped
+        // (its planned size), not to its end as it is then.
+        for t in &mut plan.tasks {
+            t.end = t.end.or(Some(plan.files[t.file].identity.size));
+        }
+    }
     settle_pending_forks(ctx, &plan);
     if let Some(roots) = shard_roots {
         if let Some(st) = ctx.state.as_mut().filter(|st| st.shard_roots != roots) {
@@ -604,6 +680,9 @@ fn pass<S: Sink>(ctx: &mut Ctx<'_, S>) -> Result<Summary, Error> {
     }
     if !totals.closed && !cfg.stop.load(Ordering::SeqCst) {
         totals.add_responses(&ctx.responses);
+        if cfg.cover.is_some() {
+            totals.kept_responses = ctx.responses.kept().to_vec();
+        }
     } else if let Some(a) = current.take() {
         // Stopped inside a file: the state says what was delivered of it,
         // which is what the output holds.

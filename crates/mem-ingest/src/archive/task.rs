@@ -335,7 +335,8 @@ pub(super) fn read_task<E: Encoder>(
         // memory by its size (which says nothing).
         let again = FileAt::of(Arc::clone(&handle));
         let stream = again.is_none();
-        let opts = &opts.clone().read_again(again);
+        let grown = cfg.cover.as_ref().is_some_and(|c| c.grown.contains(path));
+        let opts = &opts.clone().read_again(again).more_follows(grown);
         // A part after the first, or a file resumed from a checkpoint
         // that saved no context: the format finds it from the lines
         // before (pi has none). A part after another of its region looks

@@ -851,6 +851,30 @@ pub trait CheckpointStore {
     /// Saving failed: the run stops.
     fn save(&mut self, checkpoint: &mut Checkpoint<'_>) -> Result<(), Error>;
 
+    /// Whether the store was made before it kept usage rows and has not
+    /// had what its checkpoint covers read again for them: the run then
+    /// reads it ([`crate::archive::UsageReread`]) and hands the rows to
+    /// [`CheckpointStore::save_reread_usage`] before it goes on. Default
+    /// false.
+    ///
+    /// # Errors
+    /// The store cannot be read.
+    fn usage_reread_pending(&mut self) -> Result<bool, Error> {
+        Ok(false)
+    }
+
+    /// Writes the usage rows of what the checkpoint covers, read again,
+    /// and records that they are written, in one transaction: a run killed
+    /// before it commits leaves the re-read to the next run, and a row is
+    /// never written twice.
+    ///
+    /// # Errors
+    /// Writing failed: the run stops.
+    fn save_reread_usage(&mut self, reread: &crate::archive::UsageReread) -> Result<(), Error> {
+        let _ = reread;
+        Ok(())
+    }
+
     /// The run that created this store failed having written nothing:
     /// remove it, so a failed first run leaves nothing behind.
     fn abandon_new(&mut self) {}

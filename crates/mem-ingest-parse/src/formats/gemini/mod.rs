@@ -885,6 +885,9 @@ struct GeminiSource<'d> {
     /// again.
     again: Option<Arc<dyn ReadAt>>,
     max_line: usize,
+    /// The file goes on after the input ([`SourceOptions::more_follows`]):
+    /// the held messages stay held at its end.
+    more_follows: bool,
 }
 
 impl<'d> GeminiSource<'d> {
@@ -897,6 +900,7 @@ impl<'d> GeminiSource<'d> {
             ended: false,
             again: opts.again.clone(),
             max_line: opts.max_line_len(),
+            more_follows: opts.more_follows,
         }
     }
 
@@ -976,11 +980,12 @@ impl<'d> GeminiSource<'d> {
             return;
         }
         self.ended = true;
-        let still = std::fs::metadata(&self.driver.path)
-            .and_then(|m| m.modified())
-            .ok()
-            .and_then(|t| t.elapsed().ok())
-            .is_none_or(|age| age >= STILL);
+        let still = !self.more_follows
+            && std::fs::metadata(&self.driver.path)
+                .and_then(|m| m.modified())
+                .ok()
+                .and_then(|t| t.elapsed().ok())
+                .is_none_or(|age| age >= STILL);
         if let Some(ctx) = self.driver.ctx.as_ref() {
             if still && self.driver.report.pending == 0 {
                 ctx.running.borrow_mut().finalize_except(None);

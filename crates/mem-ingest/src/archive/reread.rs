@@ -1,0 +1,222 @@
+//! Usage rows for what a checkpoint covers, read again: a store made
+//! before it kept usage rows (schema 6 and earlier) has none for what it
+//! read then. The run that goes on from its checkpoint first reads the
+//! files and bytes the checkpoint covers again, records off, and hands the
+//! store the usage rows a run of this release would have written for them
+//! ([`CheckpointStore::save_reread_usage`]); then the run goes on as ever.
+//!
+//! What is read: each file of the checkpoint from its start to where the
+//! checkpoint stopped (a document whole), found at its path with the
+//! header the checkpoint saved and at least as many bytes; in path order,
+//! deduplicated as a run without a checkpoint is (the checkpoint's own
+//! lineages were made the same way over the same bytes). A message the
+//! checkpoint held back at its end (Gemini CLI's last) stays held when
+//! the file has grown since ([`crate::source::SourceOptions::more_follows`]):
+//! the run writes its row when it is final, as it would have. A file
+//! missing, shorter, or with another header is not read: its rows are
+//! missing, and the report says so, file by file
+//! ([`UsageReread::unread`]). Claude Code's responses are counted once
+//! across the archive by the checkpoint's own table: every response in it
+//! gets its row (its index the key a later, larger copy rewrites), its
+//! time and one-hour cache writes taken from the copy read again (a
+//! response of a file not read has no time).
+
+use std::collections::HashSet;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+use super::config::{Config, Filter};
+use super::counted::CountedUsage;
+use super::plan::{self, FoundFile};
+use crate::checkpoint::stamp::{header_digest, Identity};
+use crate::checkpoint::state::State;
+use crate::error::Error;
+use crate::format::Format;
+use crate::usage::{Response, Responses};
+
+/// The files a usage re-read reads, each to where its checkpoint stopped.
+#[derive(Debug, Default)]
+pub(crate) struct Cover {
+    /// The files, each with its format, its identity's size the bytes
+    /// covered.
+    pub files: Vec<FoundFile>,
+    /// Those with bytes after what is covered.
+    pub grown: HashSet<PathBuf>,
+}
+
+/// What a usage re-read found: the rows to write, and what it read.
+#[derive(Debug, Default, Clone)]
+pub struct UsageReread {
+    /// Each response counted in the files' covered bytes (Claude Code's
+    /// aside), in the order read, inside the checkpoint's
+    /// `--since/--until`.
+    pub rows: Vec<CountedUsage>,
+    /// Claude Code's responses, each with its index in the checkpoint's
+    /// table, inside its `--since/--until`.
+    pub responses: Vec<(u32, CountedUsage)>,
+    /// Files read again.
+    pub files: u64,
+    /// Bytes read again.
+    pub bytes: u64,
+    /// Files of the checkpoint not read again, each with why (missing,
+    /// shorter, another header, its agent not read, a read that failed).
+    pub unread: Vec<(String, String)>,
+    /// Of Claude Code's responses, those no file read again had a copy
+    /// of: their rows have no time.
+    pub untimed: u64,
+    /// Rows written (in a run's summary, where [`UsageReread::rows`] and
+    /// [`UsageReread::responses`] are left empty).
+    pub written: u64,
+    /// Seconds the reading took.
+    pub seconds: f64,
+}
+
+/// How a checkpoint's file is read again, or why not.
+fn covered(
+    cfg: &Config,
+    formats: &mut Vec<Arc<dyn Format>>,
+    key: &str,
+    f: &crate::checkpoint::model::FileState,
+) -> Result<Option<(FoundFile, bool)>, String> {
+    let Some(path) = crate::path_text::path_of(key) else {
+        return Err("its name spells no path".to_owned());
+    };
+    let i = match formats.iter().position(|x| x.name() == f.format) {
+        Some(i) => i,
+        None => match crate::formats::by_name(&f.format) {
+            Some(x) => {
+                formats.push(x);
+                formats.len() - 1
+            }
+            None => return Err(format!("this build does not read {}", f.format)),
+        },
+    };
+    let format = &*formats[i];
+    if format.is_rows(&path) {
+        return Err("a database: its rows are not read again".to_owned());
+    }
+    let m = std::fs::metadata(&path).map_err(|e| format!("not found ({e})"))?;
+    if !m.is_file() {
+        return Err("not a file".to_owned());
+    }
+    let mut id = Identity::of(&m);
+    let document = format.is_document(&path);
+    let upto = if document {
+        if id.size != f.identity.size {
+            return Err(format!(
+                "changed since (a document of {} bytes, then {})",
+                id.size, f.identity.size
+            ));
+        }
+        id.size
+    } else {
+        if id.size < f.offset {
+            return Err(format!(
+                "shorter than what the store read ({} bytes, then {})",
+                id.size, f.offset
+            ));
+        }
+        f.offset
+    };
+    if upto == 0 {
+        return Ok(None);
+    }
+    let same = plan::read_header(&path, &cfg.opts, format)
+        .is_some_and(|h| header_digest(&h) == f.header_digest || plan::cwd_now_known(&h, f));
+    if !same {
+        return Err("another session header than the one the store read".to_owned());
+    }
+    let grown = id.size > upto;
+    id.size = upto;
+    Ok(Some(((path, id, i), grown)))
+}
+
+/// Whether time `t` is inside the bounds of `filter` (none: only when
+/// there are none), as a run's usage rows are.
+fn inside(filter: Filter, t: Option<i64>) -> bool {
+    match t {
+        Some(t) => filter.since.is_none_or(|s| t >= s) && filter.until.is_none_or(|u| t < u),
+        None => filter.since.is_none() && filter.until.is_none(),
+    }
+}
+
+/// Reads again the files and bytes `st` covers, for usage alone; `kept`
+/// is its table of Claude Code's responses. None when the run's stop flag
+/// stopped it (nothing is to be written).
+///
+/// # Errors
+/// None of the files' own: a file that fails is in
+/// [`UsageReread::unread`].
+pub(crate) fn reread(
+    cfg: &Config,
+    st: &State,
+    kept: &[Response],
+) -> Result<Option<UsageReread>, Error> {
+    let started = Instant::now();
+    let mut out = UsageReread::default();
+    let mut formats = cfg.formats.clone();
+    let mut cover = Cover::default();
+    for (key, f) in &st.files {
+        match covered(cfg, &mut formats, key, f) {
+            Ok(Some((found, grown))) => {
+                if grown {
+                    cover.grown.insert(found.0.clone());
+                }
+                out.bytes += found.1.size;
+                cover.files.push(found);
+            }
+            Ok(None) => {}
+            Err(why) => out.unread.push((key.clone(), why)),
+        }
+    }
+    // In path order, as a run lists them.
+    cover.files.sort_by(|a, b| a.0.cmp(&b.0));
+    let filter = Filter {
+        since: st.options.since,
+        until: st.options.until,
+        max_text: None,
+    };
+    let mut c = cfg.clone();
+    c.formats = formats;
+    c.state = None;
+    c.follow = false;
+    c.progress = None;
+    c.shard = None;
+    c.costs = None;
+    c.filter = Filter::default();
+    c.opts = c.opts.clone().usage_rows(true);
+    c.cover = Some(Arc::new(cover));
+    let summary = super::run::reread_pass(&c)?;
+    if cfg.stop.load(std::sync::atomic::Ordering::SeqCst) {
+        return Ok(None);
+    }
+    out.files = summary.files.saturating_sub(summary.failures.len() as u64);
+    for (path, why) in &summary.failures {
+        out.unread.push((path.clone(), why.clone()));
+    }
+    out.rows = summary
+        .usage
+        .into_iter()
+        .filter(|r| !r.file.is_empty() && inside(filter, r.time))
+        .collect();
+    let read = Responses::from_kept(summary.kept_responses);
+    for (i, r) in kept.iter().enumerate() {
+        let mut r = r.clone();
+        match read.find(&r).map(|j| &read.kept()[j as usize]) {
+            Some(copy) => {
+                r.time = copy.time;
+                if copy.usage == r.usage {
+                    r.cache_write_1h = copy.cache_write_1h;
+                }
+            }
+            None => out.untimed += 1,
+        }
+        if inside(filter, r.time) {
+            let i = u32::try_from(i).expect("fewer than 2^32 responses");
+            out.responses.push((i, CountedUsage::of_response(&r)));
+        }
+    }
+    out.seconds = started.elapsed().as_secs_f64();
+    Ok(Some(out))
+}
