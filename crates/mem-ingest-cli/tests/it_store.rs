@@ -1019,9 +1019,22 @@ print(hits[0][0], usage > 0, ",".join(sorted(kinds)))
 /// Version 5 recorded links not followed: it goes on without. Those before
 /// version 6 were written before redaction existed: each run over them goes
 /// on unredacted and says so, with the fix; this release's (version 6)
-/// says nothing.
+/// says nothing. Those before version 7 kept no usage rows: the run that
+/// migrates them reads the file their checkpoint covers again
+/// (`fixtures/hand-built.jsonl`, found from the crate's folder, where the
+/// tests run, through its `fixtures` link) for usage alone, and writes the
+/// rows this release's store of the same command holds, key by key.
 #[test]
 fn the_checked_in_stores_are_migrated_and_go_on() {
+    let rows =
+        "SELECT group_concat(key || '=' || total_tokens || '=' || timestamp || '=' || cost, \
+                ',') FROM (SELECT * FROM usage ORDER BY key)";
+    let v7 = tmpdir("migrate-v7-rows").join("v7.db");
+    fs::copy(fixtures().join(format!("store-v{SCHEMA}.sqlite")), &v7).unwrap();
+    let want_rows = sqlite3(&v7, rows);
+    assert_eq!(want_rows.matches('=').count(), 3 * 8, "{want_rows}");
+    let covered = stats(&[&fixtures().join("hand-built.jsonl")]);
+    assert_eq!(covered["usage"]["total_tokens"], 18624);
     for version in 1..=SCHEMA {
         let d = tmpdir(&format!("migrate-{version}"));
         let db = d.join("store.db");
@@ -1030,8 +1043,20 @@ fn the_checked_in_stores_are_migrated_and_go_on() {
         assert_eq!(count(&db), 22);
         let s = d.join("hand-built.jsonl");
         fs::copy(fixtures().join("hand-built.jsonl"), &s).unwrap();
-        let out = backfill_db(&db, &[&s]);
-        let err = String::from_utf8_lossy(&out.stderr);
+        // Not quiet: what the run says of the usage it read again.
+        let loud = |follow: bool| {
+            bin()
+                .arg("backfill")
+                .args(follow.then_some("-L"))
+                .arg("--db")
+                .arg(&db)
+                .arg(&s)
+                .output()
+                .unwrap()
+        };
+        let out = loud(false);
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        let mut migrated = err.clone();
         let go_on: fn(&Path, &[&Path]) -> Output = if version < 5 {
             assert_eq!(out.status.code(), Some(2), "{err}");
             assert!(
@@ -1043,12 +1068,12 @@ fn the_checked_in_stores_are_migrated_and_go_on() {
                 "{err}"
             );
             assert_eq!(count(&db), 22);
-            let out = backfill_db_following(&db, &[&s]);
-            assert!(
-                out.status.success(),
-                "{}",
-                String::from_utf8_lossy(&out.stderr)
-            );
+            // Refused before anything is read again.
+            assert!(!err.contains("read again"), "{err}");
+            assert_eq!(sqlite3(&db, "SELECT count(*) FROM usage"), "0");
+            let out = loud(true);
+            migrated = String::from_utf8_lossy(&out.stderr).into_owned();
+            assert!(out.status.success(), "{migrated}");
             backfill_db_following
         } else {
             assert!(out.status.success(), "{err}");
@@ -1056,25 +1081,34 @@ fn the_checked_in_stores_are_migrated_and_go_on() {
         };
         assert_eq!(sqlite3(&db, "PRAGMA user_version"), SCHEMA.to_string());
         assert_eq!(count(&db), 22);
-        // Usage rows from what is read after the migration (none for what
-        // the store read before: the migration says when it ran).
-        let usage_since = "SELECT count(*) FROM checkpoint_meta WHERE name = 'usage_since'";
+        // The usage rows of what the store read before: the same as this
+        // release's, summing to `stats` over the bytes its checkpoint
+        // covers (the whole file), the migration's marks gone.
+        let marks = "SELECT count(*) FROM checkpoint_meta \
+                     WHERE name IN ('usage_since', 'usage_reread')";
         let sums = "SELECT count(*), sum(total_tokens), sum(cost) FROM usage";
-        if version < 7 {
-            assert_eq!(sqlite3(&db, sums), "0||", "version {version}");
-            assert_eq!(sqlite3(&db, usage_since), "1");
-        } else {
-            assert_eq!(sqlite3(&db, sums), "8|18624|13.5625");
-            assert_eq!(sqlite3(&db, usage_since), "0");
-        }
+        assert_eq!(sqlite3(&db, sums), "8|18624|13.5625", "version {version}");
+        assert_eq!(sqlite3(&db, rows), want_rows, "version {version}");
+        assert_eq!(sqlite3(&db, marks), "0");
+        let said = format!(
+            "mem-ingest: {}: usage rows for what the store read before it kept them: 1 file \
+             (9517 bytes) read again, 8 rows written, in ",
+            db.display()
+        );
+        assert_eq!(
+            migrated.matches(&said).count(),
+            usize::from(version < 7),
+            "{migrated}"
+        );
         append(&s, &user_line("after-1", "after the migration"));
-        assert!(go_on(&db, &[&s]).status.success());
+        let out = go_on(&db, &[&s]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{err}");
+        // Read again once only.
+        assert!(!err.contains("read again"), "{err}");
         assert_eq!(count(&db), 23);
         // The appended line is a user message: no usage row.
-        assert_eq!(
-            sqlite3(&db, "SELECT count(*) FROM usage"),
-            if version < 7 { "0" } else { "8" }
-        );
+        assert_eq!(sqlite3(&db, rows), want_rows, "version {version}");
         said_unredacted(&db, &s, version);
         assert_eq!(sqlite3(&db, "PRAGMA integrity_check"), "ok");
         fs::remove_dir_all(d).unwrap();
@@ -1114,6 +1148,202 @@ fn said_unredacted(db: &Path, session: &Path, version: i64) {
         usize::from(version < 6),
         "{err}"
     );
+}
+
+/// A store before version 7 whose checkpoint's file is not where it was
+/// (the run is in a folder without `fixtures/hand-built.jsonl`, the path the
+/// checkpoint holds): the run that migrates it says which file could not
+/// be read again and why, counts it, and goes on (exit 0) with no usage
+/// rows for it; the store records it, `usage --db` warns with it, and later
+/// runs do not try again.
+#[test]
+fn a_store_whose_files_are_gone_says_what_its_usage_lacks_and_goes_on() {
+    for version in 1..SCHEMA {
+        let d = tmpdir(&format!("usage-gone-{version}"));
+        let db = d.join("store.db");
+        fs::copy(fixtures().join(format!("store-v{version}.sqlite")), &db).unwrap();
+        let s = d.join("hand-built.jsonl");
+        fs::copy(fixtures().join("hand-built.jsonl"), &s).unwrap();
+        let go = || {
+            bin()
+                .current_dir(&d)
+                .arg("backfill")
+                .args((version < 5).then_some("-L"))
+                .arg("--db")
+                .arg(&db)
+                .arg(&s)
+                .output()
+                .unwrap()
+        };
+        let out = go();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{err}");
+        let said = [
+            format!(
+                "mem-ingest: {}: usage rows for what the store read before it kept them: 0 \
+                 files (0 bytes) read again, 0 rows written, in ",
+                db.display()
+            ),
+            "warning: fixtures/hand-built.jsonl: not read again for its usage rows: not found \
+             (No such file or directory (os error 2))\n"
+                .to_owned(),
+            format!(
+                "warning: {}: 1 file the store read before could not be read again: their usage \
+                 is not in its usage table (usage --db says so)\n",
+                db.display()
+            ),
+        ];
+        for line in &said {
+            assert_eq!(err.matches(line.as_str()).count(), 1, "{line}\n{err}");
+        }
+        assert_eq!(count(&db), 22);
+        assert_eq!(sqlite3(&db, "SELECT count(*) FROM usage"), "0");
+        assert_eq!(
+            sqlite3(
+                &db,
+                "SELECT value FROM checkpoint_meta WHERE name = 'usage_reread'"
+            ),
+            "1 of them, fixtures/hand-built.jsonl (not found (No such file or directory (os \
+             error 2)))"
+        );
+        let out = bin()
+            .args(["usage", "daily", "--db"])
+            .arg(&db)
+            .output()
+            .unwrap();
+        let uerr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{uerr}");
+        assert!(
+            uerr.starts_with(&format!(
+                "warning: {} has no usage rows for files it read before ",
+                db.display()
+            )) && uerr.ends_with(
+                " (its migration to schema 7) that could not be read again: 1 of them, \
+                 fixtures/hand-built.jsonl (not found (No such file or directory (os error \
+                 2)))\n"
+            ),
+            "{uerr}"
+        );
+        // Not tried again.
+        let out = go();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{err}");
+        assert!(!err.contains("read again"), "{err}");
+        assert_eq!(sqlite3(&db, "SELECT count(*) FROM usage"), "0");
+        fs::remove_dir_all(d).unwrap();
+    }
+}
+
+/// A store of version 6 (this release's store of three agents' generated
+/// archives with its usage table taken away and its version set back: the
+/// same tables and rows a version 6 release wrote) is migrated by a run
+/// killed at growing delays while it reads its files again for their
+/// usage: after every kill the store is consistent, with either no usage
+/// row and the re-read still to do or every row; the run that finishes
+/// leaves each row once, equal key by key (tokens, time and cost) to the
+/// rows the store had, and `stats`' total by agent.
+#[test]
+fn killed_while_reading_again_for_usage_each_row_once() {
+    let d = tmpdir("usage-reread-kill");
+    let mut paths = Vec::new();
+    for agent in ["pi", "claude", "codex"] {
+        let a = d.join(agent);
+        let g = gen_corpus::GenCorpus::new()
+            .args(["--format", agent, "--archive"])
+            .arg(&a)
+            .args(["--total-mb", "12", "--seed", "6"])
+            .output()
+            .unwrap();
+        assert!(g.status.success(), "{}", String::from_utf8_lossy(&g.stderr));
+        paths.push(a);
+    }
+    let paths: Vec<&Path> = paths.iter().map(PathBuf::as_path).collect();
+    let clean = d.join("clean.db");
+    assert!(backfill_db(&clean, &paths).status.success());
+    let rows = "SELECT count(*), group_concat(key || '=' || total_tokens || '=' || \
+                coalesce(timestamp, '-') || '=' || coalesce(cost, '-'), ',') \
+                FROM (SELECT * FROM usage ORDER BY key)";
+    let want = sqlite3(&clean, rows);
+    let old = d.join("old.db");
+    sqlite3(&clean, &format!("VACUUM INTO '{}'", old.display()));
+    sqlite3(
+        &old,
+        "DROP TABLE usage; DELETE FROM checkpoint_meta WHERE name LIKE 'usage%'; \
+         PRAGMA user_version = 6;",
+    );
+    let records = sqlite3(&old, "SELECT count(*) FROM records");
+    let db = d.join("s.db");
+    fs::copy(&old, &db).unwrap();
+    let pending = "SELECT count(*) FROM checkpoint_meta WHERE name = 'usage_reread'";
+    let (mut kills, mut pendings) = (0, 0);
+    let mut delay_ms = 20u64;
+    let started = Instant::now();
+    loop {
+        let child = bin()
+            .args(["backfill", "--jobs", "2", "--db"])
+            .arg(&db)
+            .args(&paths)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut child = child;
+        let deadline = Instant::now() + Duration::from_millis(delay_ms);
+        let mut done = None;
+        while Instant::now() < deadline {
+            if let Some(st) = child.try_wait().unwrap() {
+                done = Some(st);
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        if let Some(st) = done {
+            let out = child.wait_with_output().unwrap();
+            assert!(st.success(), "{}", String::from_utf8_lossy(&out.stderr));
+            break;
+        }
+        child.kill().unwrap(); // SIGKILL
+        child.wait().unwrap();
+        kills += 1;
+        assert_eq!(sqlite3(&db, "PRAGMA integrity_check"), "ok");
+        // Once the version is 7, the rows are all there or none is.
+        if sqlite3(&db, "PRAGMA user_version") == "7" {
+            if sqlite3(&db, pending) == "1" {
+                pendings += 1;
+                assert_eq!(sqlite3(&db, "SELECT count(*) FROM usage"), "0");
+            } else {
+                assert_eq!(sqlite3(&db, rows), want, "after {kills} kills");
+            }
+        }
+        delay_ms = delay_ms * 3 / 2 + 10;
+        assert!(
+            started.elapsed() < Duration::from_secs(300),
+            "did not finish"
+        );
+    }
+    assert!(
+        kills >= 3 && pendings >= 1,
+        "{kills} kills, {pendings} pending"
+    );
+    assert_eq!(sqlite3(&db, rows), want, "after {kills} kills");
+    assert_eq!(sqlite3(&db, pending), "0");
+    assert_eq!(sqlite3(&db, "SELECT count(*) FROM records"), records);
+    let args: Vec<&dyn AsRef<std::ffi::OsStr>> = paths
+        .iter()
+        .map(|p| p as &dyn AsRef<std::ffi::OsStr>)
+        .collect();
+    let s = stats(&args);
+    for (agent, st) in s["by_source"].as_object().unwrap() {
+        assert_eq!(
+            sqlite3(
+                &db,
+                &format!("SELECT sum(total_tokens) FROM usage WHERE agent = '{agent}'")
+            ),
+            st["usage"]["total_tokens"].to_string(),
+            "{agent}"
+        );
+    }
+    fs::remove_dir_all(d).unwrap();
 }
 
 /// A real Codex rollout in the repository (26 lines, 10 records; MIT,
@@ -1231,7 +1461,12 @@ const MSG_01C_AGAIN: &str = r#"{"parentUuid":"c7","isSidechain":false,"cwd":"/tm
 /// saved when links were always followed) moves them to one row each,
 /// drops the value, and sets version 2; a copy of the session
 /// adds nothing; a later copy of one response with more usage rewrites
-/// that response's row alone.
+/// that response's row alone. The same run writes the usage rows of the
+/// three responses the store read before (version 7), read again from the
+/// file its checkpoint names (`tests/data/claude-usage.jsonl`, from the
+/// crate's folder): keyed by their index in its table, with the times of
+/// their lines, summing to `stats` of the file; the later copy rewrites
+/// its response's row, and the sums are `stats`' of the file grown.
 #[test]
 fn a_version_1_store_moves_its_responses_to_rows() {
     let d = tmpdir("responses-v1");
@@ -1260,9 +1495,33 @@ fn a_version_1_store_moves_its_responses_to_rows() {
     let before = rows();
     let seqs: Vec<&str> = before.lines().map(|l| &l[..l.find('|').unwrap()]).collect();
     assert_eq!(seqs, ["0", "1", "2"]);
+    let usage = "SELECT key, timestamp, input, output, cache_read, cache_write, total_tokens, \
+                 cost FROM usage ORDER BY key";
+    assert_eq!(
+        sqlite3(&db, usage),
+        "claude#0|1772442003000|10|25|100|50|185|0.0006225\n\
+         claude#1|1772442062000|20|8|0|0|28|0.00018\n\
+         claude#2|1772442067000|5|3|0|0|8|0.25"
+    );
+    let sums = "SELECT sum(total_tokens), round(sum(cost), 10) FROM usage";
+    let of = |p: &Path| {
+        let st = stats(&[&"--agent", &"claude", &p]);
+        format!("{}|{}", st["usage"]["total_tokens"], st["usage"]["cost"])
+    };
+    assert_eq!(sqlite3(&db, sums), "221|0.2508025");
+    assert_eq!(of(&claude_usage()), "221|0.2508025");
     append(&s, MSG_01C_AGAIN);
     assert!(backfill_db_following(&db, &[&s]).status.success());
     assert_eq!(count(&db), 8);
+    assert_eq!(
+        sqlite3(
+            &db,
+            "SELECT key, timestamp, total_tokens FROM usage WHERE key = 'claude#2'"
+        ),
+        "claude#2|1772442068000|14"
+    );
+    assert_eq!(sqlite3(&db, sums), "227|0.2508025");
+    assert_eq!(of(&s), "227|0.2508025");
     let after = rows();
     let (b, a): (Vec<&str>, Vec<&str>) = (before.lines().collect(), after.lines().collect());
     assert_eq!(a.len(), 3);

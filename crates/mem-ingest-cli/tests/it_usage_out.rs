@@ -324,6 +324,115 @@ fn claude_streamed_responses_sum_to_stats_across_runs() {
     fs::remove_dir_all(d).unwrap();
 }
 
+/// A Claude Code line of session `fx-side`, `uuid` `u`, of `kind` (`user`,
+/// or `assistant` with message `msg_S`, request `req_S` and `output`
+/// tokens), a sidechain's or not.
+fn side_line(u: &str, kind: &str, sidechain: bool, output: u64, at: &str) -> String {
+    let message = if kind == "assistant" {
+        format!(
+            r#"{{"id":"msg_S","type":"message","role":"assistant","model":"claude-sonnet-4-5-20250929","content":[{{"type":"text","text":"part {u}"}}],"stop_reason":null,"usage":{{"input_tokens":10,"output_tokens":{output}}}}},"requestId":"req_S""#
+        )
+    } else {
+        format!(r#"{{"role":"user","content":"line {u}"}}"#)
+    };
+    format!(
+        r#"{{"parentUuid":null,"isSidechain":{sidechain},"cwd":"/tmp/side","sessionId":"fx-side","type":"{kind}","uuid":"{u}","timestamp":"2026-03-02T10:00:{at}.000Z","message":{message}}}"#
+    ) + "\n"
+}
+
+/// Why a Claude Code response's row is not held until its response is
+/// final in its file (docs/usage.md, "Why Claude Code's rows are
+/// corrected, not held"): a response is counted once across the archive,
+/// and a copy that is final in its own file (a later line follows it:
+/// here a subagent's sidechain copy of the response's first streamed
+/// line) is replaced by a larger copy in another file that a later run
+/// reads (the main session's, with the final usage). A row held until
+/// final would be the same first row; the correction row after it keeps
+/// the sums. After each run of a series the NDJSON rows and the store's
+/// sum to a fresh `stats`', and response by response to a fresh run's.
+#[test]
+fn a_response_final_in_its_file_is_corrected_by_a_larger_copy_in_another() {
+    let d = tmpdir("claude-cross-file");
+    let arch = d.join("arch");
+    fs::create_dir_all(&arch).unwrap();
+    let side = arch.join("agent-a1.jsonl");
+    let main = arch.join("main.jsonl");
+    fs::write(
+        &side,
+        side_line("s1", "assistant", true, 1, "01") + &side_line("s2", "user", true, 0, "02"),
+    )
+    .unwrap();
+    let (o, u, st) = (d.join("o.ndjson"), d.join("u.ndjson"), d.join("st"));
+    let db = d.join("s.db");
+    let paths = [side.clone(), main.clone()];
+    let run = |n: usize| {
+        let out = backfill(&[&o, &u, &st], &[], &paths[..n]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let out = common::cli()
+            .args(["backfill", "-q", "--db"])
+            .arg(&db)
+            .args(&paths[..n])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        stats(&paths[..n])["usage"]["total_tokens"]
+            .as_i64()
+            .unwrap()
+    };
+    let got = || {
+        rows(&u)
+            .iter()
+            .map(|m| {
+                (
+                    m["response"].as_i64().unwrap(),
+                    m["total_tokens"].as_i64().unwrap(),
+                    m["correction"].as_bool().unwrap(),
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    let db_sum = || {
+        let c = rusqlite::Connection::open(&db).unwrap();
+        c.query_row(
+            "SELECT count(*) || '|' || sum(total_tokens) FROM usage",
+            [],
+            |r| r.get::<_, String>(0),
+        )
+        .unwrap()
+    };
+    // The sidechain's copy: final in its file (a line follows it).
+    assert_eq!(run(1), 11);
+    assert_eq!(got(), [(0, 11, false)]);
+    assert_eq!(db_sum(), "1|11");
+    // The main session's copy, larger, in a file the next run reads.
+    fs::write(
+        &main,
+        side_line("m1", "user", false, 0, "00")
+            + &side_line("m2", "assistant", false, 40, "03")
+            + &side_line("m3", "user", false, 0, "04"),
+    )
+    .unwrap();
+    assert_eq!(run(2), 50);
+    assert_eq!(got(), [(0, 11, false), (0, 39, true)]);
+    assert_eq!(db_sum(), "1|50");
+    // Unchanged: nothing more.
+    assert_eq!(run(2), 50);
+    assert_eq!(got().len(), 2);
+    let (fo, fu) = (d.join("fo.ndjson"), d.join("fu.ndjson"));
+    assert!(backfill(&[&fo, &fu], &[], &paths).status.success());
+    assert_eq!(rows(&fu).len(), 1);
+    assert_eq!(by_response(&fu), by_response(&u));
+    fs::remove_dir_all(d).unwrap();
+}
+
 /// The state, -o and the usage file are one set: a usage file added to a
 /// state that had none is paired from then on (its rows from then); a run
 /// without it is refused, as is one with another, or a usage file holding

@@ -134,10 +134,9 @@ pub struct SourceOptions {
     /// Whether reports keep a row per usage counted
     /// ([`Report::usage_rows`]).
     pub usage_rows: bool,
-    /// Whether the file goes on after the input (a region read up to a
-    /// checkpoint's end in a file that grew since): see
-    /// [`SourceOptions::more_follows`].
-    pub more_follows: bool,
+    /// Whether what is held back until final is final at the input's end
+    /// (see [`SourceOptions::end_final`]).
+    pub end_final: Option<bool>,
     /// The input's bytes, read again by offset: a line longer than the
     /// buffer is then looked at without being held (set per file by the
     /// engine and by [`PiSessionSource::open_with`]).
@@ -159,7 +158,7 @@ impl Default for SourceOptions {
             line_hash: LineHash::default(),
             raw_text: false,
             usage_rows: false,
-            more_follows: false,
+            end_final: None,
             again: None,
             checkpointed: true,
         }
@@ -251,14 +250,14 @@ impl SourceOptions {
         self
     }
 
-    /// Whether the file has bytes after the input (default false): what a
-    /// format holds back until a later line follows (Gemini CLI's message
-    /// written last) stays held at the input's end, even in a file that is
-    /// still: a later line does follow, beyond what is read. For a read of
-    /// a file up to where a checkpoint stopped, as the run that saved it
-    /// read it then.
-    pub fn more_follows(mut self, on: bool) -> Self {
-        self.more_follows = on;
+    /// Whether what a format holds back until a later line follows
+    /// (Gemini CLI's message written last) is final at the input's end:
+    /// None (the default) when the file has been still a few seconds;
+    /// Some as given. For a read of a file up to where a checkpoint
+    /// stopped, decided as the run that saved it decided then (what it held
+    /// stays held, whatever the file has become).
+    pub fn end_final(mut self, end_final: Option<bool>) -> Self {
+        self.end_final = end_final;
         self
     }
 

@@ -56,9 +56,11 @@
 //! `records.redactions`; the rows of before are null, and the checkpoint's
 //! options (without `redact`) say they were written unredacted until
 //! `mem-ingest redact --db` rewrites them ([`redact_store`]). Version 7
-//! adds `usage`, a row per response counted, from what the store reads
-//! after the migration on (`checkpoint_meta`, name `usage_since`, says
-//! when it ran).
+//! adds `usage`, a row per response counted; the migration marks what the
+//! store read before as to be read again for its rows (`checkpoint_meta`,
+//! `usage_reread`; `usage_since` says when it ran), which the next
+//! backfill does before it goes on
+//! ([`CheckpointStore::save_reread_usage`]).
 //!
 //! # Row identity
 //!

@@ -822,11 +822,12 @@ fn backfill(a: BackfillArgs) -> i32 {
 /// without a time.
 fn usage_reread(a: &BackfillArgs, r: &mem_ingest::archive::UsageReread) {
     let db = a.db.as_deref().unwrap_or(Path::new("")).display();
+    let files = |n: usize| format!("{n} file{}", if n == 1 { "" } else { "s" });
     eprintln!(
-        "mem-ingest: {db}: usage rows for what the store read before it kept them: {} files \
-         ({:.1} MB) read again, {} rows written, in {:.1}s",
-        r.files,
-        r.bytes as f64 / 1e6,
+        "mem-ingest: {db}: usage rows for what the store read before it kept them: {} \
+         ({} bytes) read again, {} rows written, in {:.1} s",
+        files(r.files as usize),
+        r.bytes,
         r.written,
         r.seconds
     );
@@ -841,9 +842,9 @@ fn usage_reread(a: &BackfillArgs, r: &mem_ingest::archive::UsageReread) {
     }
     if !r.unread.is_empty() {
         eprintln!(
-            "warning: {db}: {} files the store read before could not be read again: their usage \
-             is not in its usage table (usage --db says so)",
-            r.unread.len()
+            "warning: {db}: {} the store read before could not be read again: their usage is \
+             not in its usage table (usage --db says so)",
+            files(r.unread.len())
         );
     }
     if r.untimed > 0 {

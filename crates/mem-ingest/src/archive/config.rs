@@ -81,8 +81,20 @@ pub(crate) struct Config {
     pub streams: Arc<Streams>,
     /// A usage re-read ([`super::reread`]): the files read, each to where
     /// a checkpoint stopped, instead of the PATHs' listing.
-    pub cover: Option<Arc<super::reread::Cover>>,
+    pub cover: Option<Arc<Cover>>,
 }
 
 /// Pipes opened, each with the bytes already read from it, by path.
 pub(crate) type Streams = std::sync::Mutex<Vec<(PathBuf, std::fs::File, Vec<u8>)>>;
+
+/// The files a usage re-read reads, each to where its checkpoint stopped.
+#[derive(Debug, Default)]
+pub(crate) struct Cover {
+    /// The files, each with its format, its identity's size the bytes
+    /// covered.
+    pub files: Vec<super::plan::FoundFile>,
+    /// Those whose checkpoint held something back at its end, until final
+    /// (Gemini CLI's message written last): held at the end of this read
+    /// too; what it did not hold is final there, whatever the file is now.
+    pub held: std::collections::HashSet<PathBuf>,
+}

@@ -100,3 +100,30 @@ pub(crate) fn cost_of(
     };
     Some(resolve()?.cost(&priced, hour))
 }
+
+/// What a usage re-read found: the rows to write, and what it read.
+#[derive(Debug, Default, Clone)]
+pub struct UsageReread {
+    /// Each response counted in the files' covered bytes (Claude Code's
+    /// aside), in the order read, inside the checkpoint's
+    /// `--since/--until`.
+    pub rows: Vec<CountedUsage>,
+    /// Claude Code's responses, each with its index in the checkpoint's
+    /// table, inside its `--since/--until`.
+    pub responses: Vec<(u32, CountedUsage)>,
+    /// Files read again.
+    pub files: u64,
+    /// Bytes read again.
+    pub bytes: u64,
+    /// Files of the checkpoint not read again, each with why (missing,
+    /// shorter, another header, its agent not read, a read that failed).
+    pub unread: Vec<(String, String)>,
+    /// Of Claude Code's responses, those no file read again had a copy
+    /// of: their rows have no time.
+    pub untimed: u64,
+    /// Rows written (in a run's summary, where [`UsageReread::rows`] and
+    /// [`UsageReread::responses`] are left empty).
+    pub written: u64,
+    /// Seconds the reading took.
+    pub seconds: f64,
+}

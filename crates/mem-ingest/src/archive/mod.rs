@@ -78,7 +78,7 @@ use crate::source::SourceOptions;
 pub use crate::formats::pi::session_of_path;
 pub use config::Progress;
 pub(crate) use config::{Command, Config, Filter};
-pub use counted::CountedUsage;
+pub use counted::{CountedUsage, UsageReread};
 pub use discover::{refuse_streams, Links};
 pub use summary::{FileTotals, SkipAt, Summary};
 // The checkpoint's types, where they were before they had a folder of
@@ -91,7 +91,6 @@ pub use crate::checkpoint::{
     RECORD_FORMAT, STATE_VERSION,
 };
 pub use plan::PART_BYTES;
-pub use reread::UsageReread;
 pub use stats::{
     FailureLine, ModelLine, ProjectLine, Roles, SkipLine, SourceStats, Stats, UsageLine,
 };

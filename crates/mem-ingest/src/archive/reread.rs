@@ -3,16 +3,17 @@
 //! read then. The run that goes on from its checkpoint first reads the
 //! files and bytes the checkpoint covers again, records off, and hands the
 //! store the usage rows a run of this release would have written for them
-//! ([`CheckpointStore::save_reread_usage`]); then the run goes on as ever.
+//! ([`crate::checkpoint::CheckpointStore::save_reread_usage`]); then the run
+//! goes on as ever.
 //!
 //! What is read: each file of the checkpoint from its start to where the
 //! checkpoint stopped (a document whole), found at its path with the
 //! header the checkpoint saved and at least as many bytes; in path order,
 //! deduplicated as a run without a checkpoint is (the checkpoint's own
 //! lineages were made the same way over the same bytes). A message the
-//! checkpoint held back at its end (Gemini CLI's last) stays held when
-//! the file has grown since ([`crate::source::SourceOptions::more_follows`]):
-//! the run writes its row when it is final, as it would have. A file
+//! checkpoint held back at its end (Gemini CLI's last) stays held
+//! ([`crate::source::SourceOptions::end_final`]): the run writes its row
+//! when it is final, as it would have; one it did not hold is final. A file
 //! missing, shorter, or with another header is not read: its rows are
 //! missing, and the report says so, file by file
 //! ([`UsageReread::unread`]). Claude Code's responses are counted once
@@ -21,56 +22,16 @@
 //! time and one-hour cache writes taken from the copy read again (a
 //! response of a file not read has no time).
 
-use std::collections::HashSet;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::config::{Config, Filter};
-use super::counted::CountedUsage;
+use super::config::{Config, Cover, Filter};
+use super::counted::{CountedUsage, UsageReread};
 use super::plan::{self, FoundFile};
 use crate::checkpoint::stamp::{header_digest, Identity};
 use crate::checkpoint::state::State;
-use crate::error::Error;
 use crate::format::Format;
 use crate::usage::{Response, Responses};
-
-/// The files a usage re-read reads, each to where its checkpoint stopped.
-#[derive(Debug, Default)]
-pub(crate) struct Cover {
-    /// The files, each with its format, its identity's size the bytes
-    /// covered.
-    pub files: Vec<FoundFile>,
-    /// Those with bytes after what is covered.
-    pub grown: HashSet<PathBuf>,
-}
-
-/// What a usage re-read found: the rows to write, and what it read.
-#[derive(Debug, Default, Clone)]
-pub struct UsageReread {
-    /// Each response counted in the files' covered bytes (Claude Code's
-    /// aside), in the order read, inside the checkpoint's
-    /// `--since/--until`.
-    pub rows: Vec<CountedUsage>,
-    /// Claude Code's responses, each with its index in the checkpoint's
-    /// table, inside its `--since/--until`.
-    pub responses: Vec<(u32, CountedUsage)>,
-    /// Files read again.
-    pub files: u64,
-    /// Bytes read again.
-    pub bytes: u64,
-    /// Files of the checkpoint not read again, each with why (missing,
-    /// shorter, another header, its agent not read, a read that failed).
-    pub unread: Vec<(String, String)>,
-    /// Of Claude Code's responses, those no file read again had a copy
-    /// of: their rows have no time.
-    pub untimed: u64,
-    /// Rows written (in a run's summary, where [`UsageReread::rows`] and
-    /// [`UsageReread::responses`] are left empty).
-    pub written: u64,
-    /// Seconds the reading took.
-    pub seconds: f64,
-}
 
 /// How a checkpoint's file is read again, or why not.
 fn covered(
@@ -127,9 +88,9 @@ fn covered(
     if !same {
         return Err("another session header than the one the store read".to_owned());
     }
-    let grown = id.size > upto;
+    let held = format.holds_back(&f.context);
     id.size = upto;
-    Ok(Some(((path, id, i), grown)))
+    Ok(Some(((path, id, i), held)))
 }
 
 /// Whether time `t` is inside the bounds of `filter` (none: only when
@@ -141,27 +102,18 @@ fn inside(filter: Filter, t: Option<i64>) -> bool {
     }
 }
 
-/// Reads again the files and bytes `st` covers, for usage alone; `kept`
-/// is its table of Claude Code's responses. None when the run's stop flag
-/// stopped it (nothing is to be written).
-///
-/// # Errors
-/// None of the files' own: a file that fails is in
-/// [`UsageReread::unread`].
-pub(crate) fn reread(
-    cfg: &Config,
-    st: &State,
-    kept: &[Response],
-) -> Result<Option<UsageReread>, Error> {
-    let started = Instant::now();
+/// What a usage re-read reads: the configuration of its pass (the files
+/// `st` covers, records off, no checkpoint), and what it knows before
+/// reading (the files not read, the bytes to read).
+pub(super) fn prepare(cfg: &Config, st: &State) -> (Config, UsageReread) {
     let mut out = UsageReread::default();
     let mut formats = cfg.formats.clone();
     let mut cover = Cover::default();
     for (key, f) in &st.files {
         match covered(cfg, &mut formats, key, f) {
-            Ok(Some((found, grown))) => {
-                if grown {
-                    cover.grown.insert(found.0.clone());
+            Ok(Some((found, held))) => {
+                if held {
+                    cover.held.insert(found.0.clone());
                 }
                 out.bytes += found.1.size;
                 cover.files.push(found);
@@ -172,11 +124,6 @@ pub(crate) fn reread(
     }
     // In path order, as a run lists them.
     cover.files.sort_by(|a, b| a.0.cmp(&b.0));
-    let filter = Filter {
-        since: st.options.since,
-        until: st.options.until,
-        max_text: None,
-    };
     let mut c = cfg.clone();
     c.formats = formats;
     c.state = None;
@@ -187,10 +134,24 @@ pub(crate) fn reread(
     c.filter = Filter::default();
     c.opts = c.opts.clone().usage_rows(true);
     c.cover = Some(Arc::new(cover));
-    let summary = super::run::reread_pass(&c)?;
-    if cfg.stop.load(std::sync::atomic::Ordering::SeqCst) {
-        return Ok(None);
-    }
+    (c, out)
+}
+
+/// The rows of a usage re-read's pass (`summary`) over what `st` covers,
+/// `kept` its table of Claude Code's responses, added to `out` (from
+/// [`prepare`]).
+pub(super) fn rows(
+    mut out: UsageReread,
+    summary: super::Summary,
+    st: &State,
+    kept: &[Response],
+    started: Instant,
+) -> UsageReread {
+    let filter = Filter {
+        since: st.options.since,
+        until: st.options.until,
+        max_text: None,
+    };
     out.files = summary.files.saturating_sub(summary.failures.len() as u64);
     for (path, why) in &summary.failures {
         out.unread.push((path.clone(), why.clone()));
@@ -218,5 +179,5 @@ pub(crate) fn reread(
         }
     }
     out.seconds = started.elapsed().as_secs_f64();
-    Ok(Some(out))
+    out
 }

@@ -304,13 +304,20 @@ fn reread_usage<S: Sink>(
         return Ok(None);
     }
     let done = match ctx.state.as_ref().filter(|_| !fresh) {
-        Some(st) => super::reread::reread(ctx.cfg, st, ctx.responses.kept())?,
+        Some(st) => {
+            let started = Instant::now();
+            let (cfg, out) = super::reread::prepare(ctx.cfg, st);
+            let summary = reread_pass(&cfg)?;
+            if ctx.cfg.stop.load(Ordering::SeqCst) {
+                // Stopped: the next run reads again.
+                return Ok(None);
+            }
+            super::reread::rows(out, summary, st, ctx.responses.kept(), started)
+        }
         // Nothing read before: nothing to read again.
-        None => Some(super::UsageReread::default()),
+        None => super::UsageReread::default(),
     };
-    let Some(mut done) = done else {
-        return Ok(None);
-    };
+    let mut done = done;
     if let Some(store) = ctx.sink.checkpoints() {
         store.save_reread_usage(&done)?;
     }

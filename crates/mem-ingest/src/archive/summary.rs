@@ -271,8 +271,8 @@ pub struct Summary {
     pub added_agents: Vec<&'static str>,
     /// Usage rows written for what a store read before it kept them
     /// (schema 6 and earlier), read again by this run before it went on
-    /// ([`super::UsageReread`], its rows taken out).
-    pub usage_reread: Option<super::UsageReread>,
+    /// ([`super::counted::UsageReread`], its rows taken out).
+    pub usage_reread: Option<super::counted::UsageReread>,
     /// A usage re-read's pass: Claude Code's responses as kept, with their
     /// times.
     pub(super) kept_responses: Vec<crate::usage::Response>,

@@ -335,8 +335,9 @@ pub(super) fn read_task<E: Encoder>(
         // memory by its size (which says nothing).
         let again = FileAt::of(Arc::clone(&handle));
         let stream = again.is_none();
-        let grown = cfg.cover.as_ref().is_some_and(|c| c.grown.contains(path));
-        let opts = &opts.clone().read_again(again).more_follows(grown);
+        // A usage re-read ends what its checkpoint ended, holds what it held.
+        let end_final = cfg.cover.as_ref().map(|c| !c.held.contains(path));
+        let opts = &opts.clone().read_again(again).end_final(end_final);
         // A part after the first, or a file resumed from a checkpoint
         // that saved no context: the format finds it from the lines
         // before (pi has none). A part after another of its region looks

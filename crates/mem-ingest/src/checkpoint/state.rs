@@ -870,7 +870,10 @@ pub trait CheckpointStore {
     ///
     /// # Errors
     /// Writing failed: the run stops.
-    fn save_reread_usage(&mut self, reread: &crate::archive::UsageReread) -> Result<(), Error> {
+    fn save_reread_usage(
+        &mut self,
+        reread: &crate::archive::counted::UsageReread,
+    ) -> Result<(), Error> {
         let _ = reread;
         Ok(())
     }

@@ -885,9 +885,10 @@ struct GeminiSource<'d> {
     /// again.
     again: Option<Arc<dyn ReadAt>>,
     max_line: usize,
-    /// The file goes on after the input ([`SourceOptions::more_follows`]):
-    /// the held messages stay held at its end.
-    more_follows: bool,
+    /// Whether the held messages are final at the input's end, when the
+    /// engine says ([`SourceOptions::end_final`]; else by the file's
+    /// stillness).
+    end_final: Option<bool>,
 }
 
 impl<'d> GeminiSource<'d> {
@@ -900,7 +901,7 @@ impl<'d> GeminiSource<'d> {
             ended: false,
             again: opts.again.clone(),
             max_line: opts.max_line_len(),
-            more_follows: opts.more_follows,
+            end_final: opts.end_final,
         }
     }
 
@@ -980,12 +981,13 @@ impl<'d> GeminiSource<'d> {
             return;
         }
         self.ended = true;
-        let still = !self.more_follows
-            && std::fs::metadata(&self.driver.path)
+        let still = self.end_final.unwrap_or_else(|| {
+            std::fs::metadata(&self.driver.path)
                 .and_then(|m| m.modified())
                 .ok()
                 .and_then(|t| t.elapsed().ok())
-                .is_none_or(|age| age >= STILL);
+                .is_none_or(|age| age >= STILL)
+        });
         if let Some(ctx) = self.driver.ctx.as_ref() {
             if still && self.driver.report.pending == 0 {
                 ctx.running.borrow_mut().finalize_except(None);
