@@ -14,18 +14,23 @@
 # and the re-read's own time, as the run prints it.
 #
 #   scripts/usage-reread.sh [TOTAL_MB] [ROUNDS]   (default 545 3)
+#   (WORK=DIR keeps the archive and stores for another sitting)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 TOTAL_MB=${1:-545}
 ROUNDS=${2:-3}
 TARGET=${CARGO_TARGET_DIR:-target}
 export CARGO_TARGET_DIR=$TARGET
-cargo build -q --release --bin mem-ingest --bin gen-corpus
-BIN=$TARGET/release/mem-ingest
+# BIN and GEN name builds made before (then nothing is built).
+if [ -z "${BIN:-}" ]; then
+    cargo build -q --release --bin mem-ingest --bin gen-corpus
+fi
+BIN=${BIN:-$TARGET/release/mem-ingest}
+GEN=${GEN:-$TARGET/release/gen-corpus}
 WORK=${WORK:-$(mktemp -d)}
 ARCH=$WORK/archive
 if [ ! -d "$ARCH" ]; then
-    "$TARGET/release/gen-corpus" --archive "$ARCH" --total-mb "$TOTAL_MB" --seed 1 >/dev/null
+    "$GEN" --archive "$ARCH" --total-mb "$TOTAL_MB" --seed 1 >/dev/null
 fi
 if [ ! -f "$WORK/v7.db" ]; then
     "$BIN" backfill -q --db "$WORK/v7.db" "$ARCH"
