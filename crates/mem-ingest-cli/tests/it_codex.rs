@@ -1121,8 +1121,10 @@ fn state_line_hash(state: &Path) -> (u32, u32) {
 /// then every line a copy its lineage holds: no record, 26 deduplicated,
 /// because the run hashes as the state did, and still does once the state
 /// is saved in the new layout (with `-L`: it was saved when links were
-/// always followed). A new state records the wide hash, and deduplicates
-/// a copy the same way.
+/// always followed). A state of the releases that hashed with three lanes
+/// (`fixtures/state-v13-codex-wide.state`, ba3f0fe's) keeps that hash
+/// (2) likewise. A new state records XXH3 (3), and deduplicates a copy
+/// the same way.
 #[test]
 fn checkpoints_keep_the_line_hash_they_were_made_with() {
     let home = tmpdir("line-hash");
@@ -1154,6 +1156,18 @@ fn checkpoints_keep_the_line_hash_they_were_made_with() {
             (mem_ingest::archive::STATE_VERSION, 1)
         );
     }
+    let wide = home.join("wide.state");
+    std::fs::copy(root.join("fixtures/state-v13-codex-wide.state"), &wide).unwrap();
+    assert_eq!(state_line_hash(&wide), (13, 2));
+    for copy in ["e", "f"] {
+        let (records, err) = run(copy, &wide);
+        assert_eq!(records.len(), 0, "{err}");
+        assert!(err.contains(all_copies), "{err}");
+        assert_eq!(
+            state_line_hash(&wide),
+            (mem_ingest::archive::STATE_VERSION, 2)
+        );
+    }
     let new = home.join("new.state");
     let (records, err) = run("c", &new);
     assert_eq!(records.len(), 10, "{err}");
@@ -1163,7 +1177,7 @@ fn checkpoints_keep_the_line_hash_they_were_made_with() {
     );
     assert_eq!(
         state_line_hash(&new),
-        (mem_ingest::archive::STATE_VERSION, 2)
+        (mem_ingest::archive::STATE_VERSION, 3)
     );
     let (records, err) = run("d", &new);
     assert_eq!(records.len(), 0, "{err}");

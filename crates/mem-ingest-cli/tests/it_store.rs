@@ -1355,8 +1355,11 @@ const REAL_CODEX: &str = "tests/real/codex/codemie-exec-0.77.0/rollout-2026-01-0
 /// `backfill --db` of [`REAL_CODEX`]) holds the serial hash's
 /// fingerprints, and keeps it: migrated to version 3 with hash 1, a copy
 /// of the rollout (a new file to the store) adds nothing, its 26 lines
-/// deduplicated (with `-L`: it was saved when links were always followed). A new store records the wide hash (2) and deduplicates a
-/// copy the same way. (Codex keys are per line, so a copy
+/// deduplicated (with `-L`: it was saved when links were always followed).
+/// A store of the releases that hashed with three lanes
+/// (`fixtures/store-v7-codex-wide.sqlite`, ba3f0fe's) keeps that hash (2)
+/// likewise. A new store records XXH3 (3) and deduplicates a copy the
+/// same way. (Codex keys are per line, so a copy
 /// that deduplicated nothing would upsert the same 10 rows: the run's own
 /// count is what tells.)
 #[test]
@@ -1411,20 +1414,29 @@ fn a_store_keeps_the_line_hash_it_was_made_with() {
     );
     assert_eq!(count(&old), 10);
     assert_eq!(sqlite3(&old, hash), "1|1");
+    let wide = d.join("wide.db");
+    fs::copy(fixtures().join("store-v7-codex-wide.sqlite"), &wide).unwrap();
+    assert_eq!(sqlite3(&wide, hash), "2|2");
+    for dir in ["g", "h"] {
+        let err = backfill(&wide, &copy(dir));
+        assert!(err.contains(all_copies), "{err}");
+        assert_eq!(sqlite3(&wide, hash), "2|2");
+        assert_eq!(count(&wide), 10);
+    }
     let new = d.join("new.db");
     let err = backfill(&new, &copy("c"));
     assert!(
         err.contains("10 records (10 written), 0 deduplicated"),
         "{err}"
     );
-    assert_eq!(sqlite3(&new, hash), "2|2");
+    assert_eq!(sqlite3(&new, hash), "3|3");
     let err = backfill(&new, &copy("d"));
     assert!(err.contains(all_copies), "{err}");
     assert_eq!(count(&new), 10);
     // A hash this release does not know: refused, the store untouched.
     sqlite3(
         &new,
-        "UPDATE checkpoint_meta SET value = '3' WHERE name = 'line_hash'",
+        "UPDATE checkpoint_meta SET value = '4' WHERE name = 'line_hash'",
     );
     let before = sha256(&new);
     let out = bin()
@@ -1436,7 +1448,7 @@ fn a_store_keeps_the_line_hash_it_was_made_with() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(
-        err.contains("holds fingerprints of line hash 3, which this mem-ingest does not know"),
+        err.contains("holds fingerprints of line hash 4, which this mem-ingest does not know"),
         "{err}"
     );
     assert_eq!(sha256(&new), before);

@@ -214,7 +214,7 @@ impl SourceOptions {
     }
 
     /// How a format that knows a line by its bytes (Codex) hashes them
-    /// into the entry's fingerprint (default [`LineHash::Wide`]). An
+    /// into the entry's fingerprint (default [`LineHash::Xxh3`]). An
     /// archive run takes its checkpoint's: the fingerprints a checkpoint
     /// holds compare only with ones made the same way.
     pub fn line_hash(mut self, hash: LineHash) -> Self {

@@ -184,7 +184,7 @@ CREATE TABLE checkpoint_meta (
     value TEXT NOT NULL
 ) WITHOUT ROWID;
 INSERT INTO checkpoint_meta (name, value) VALUES ('indexed_up_to', '0');
-INSERT INTO checkpoint_meta (name, value) VALUES ('line_hash', '2');
+INSERT INTO checkpoint_meta (name, value) VALUES ('line_hash', '3');
 CREATE TABLE checkpoint_files (
     path TEXT PRIMARY KEY,
     state BLOB NOT NULL

@@ -343,15 +343,38 @@ pub mod tests {
         assert_eq!(LineHash::Wide.of(&CODEX_LINE[..48]), 0xa0f5_fff0_b76f_9f63);
         assert_eq!(fingerprint(&[b"a", b"bc"]), 0x2d64_a40a_d432_c549);
         assert_eq!(LineHash::Serial.of(CODEX_LINE), fingerprint(&[CODEX_LINE]));
+        // XXH3-64 as the `xxhash` Python package (the reference C code)
+        // gives it: short, middle and long inputs (the long ones through
+        // the vector loop and its tail).
+        assert_eq!(LineHash::Xxh3.of(b""), 0x2d06_8005_38d3_94c2);
+        assert_eq!(LineHash::Xxh3.of(CODEX_LINE), 0x92f1_35c4_f3f4_1491);
+        assert_eq!(LineHash::Xxh3.of(&CODEX_LINE[..48]), 0x5bec_a2f0_8c0e_f898);
+        let long: Vec<u8> = (0..5000u32).map(|i| (i * 7 + 3) as u8).collect();
+        assert_eq!(LineHash::Xxh3.of(&long), 0x799a_addd_7339_581d);
+        assert_eq!(LineHash::Xxh3.of(&long[..1025]), 0x806c_2072_ed71_3576);
         assert_eq!(
             (
                 LineHash::from_id(1),
                 LineHash::from_id(2),
-                LineHash::from_id(3)
+                LineHash::from_id(3),
+                LineHash::from_id(4)
             ),
-            (Some(LineHash::Serial), Some(LineHash::Wide), None)
+            (
+                Some(LineHash::Serial),
+                Some(LineHash::Wide),
+                Some(LineHash::Xxh3),
+                None
+            )
         );
-        assert_eq!((LineHash::Serial.id(), LineHash::Wide.id()), (1, 2));
+        assert_eq!(
+            (
+                LineHash::Serial.id(),
+                LineHash::Wide.id(),
+                LineHash::Xxh3.id()
+            ),
+            (1, 2, 3)
+        );
+        assert_eq!(LineHash::default(), LineHash::Xxh3);
     }
 
     /// Every byte and the length reach the wide hash: each prefix of a

@@ -141,10 +141,11 @@ pub(crate) fn run<S: Sink>(cfg: &Config, command: Command, sink: &mut S) -> Resu
             Error::new(
                 &ctx.state_path(),
                 ErrorKind::StateDamaged(format!(
-                    "damaged state (line hash {}: this mem-ingest knows {} and {})",
+                    "damaged state (line hash {}: this mem-ingest knows {}, {} and {})",
                     s.options.line_hash,
                     LineHash::Serial.id(),
-                    LineHash::Wide.id()
+                    LineHash::Wide.id(),
+                    LineHash::Xxh3.id()
                 )),
             )
         })?),

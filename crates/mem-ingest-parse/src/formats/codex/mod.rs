@@ -1664,13 +1664,13 @@ fn visible_text<'a>(content: Option<&[Node<'a>]>, arena: &'a Bump) -> &'a str {
 }
 
 /// A message's text and side, the lowest bit saying whether the line is
-/// the event (`event_msg`) or the item; with [`LineHash::Wide`] the text
-/// is hashed by it and folded with the side.
+/// the event (`event_msg`) or the item; with [`LineHash::Wide`] or
+/// [`LineHash::Xxh3`] the text is hashed by it and folded with the side.
 fn twin_fp(hash: LineHash, assistant: bool, text: &str, event: bool) -> u64 {
     let side: &[u8] = if assistant { b"assistant" } else { b"user" };
     let fp = match hash {
         LineHash::Serial => fingerprint(&[b"codex-twin", side, text.as_bytes()]),
-        LineHash::Wide => {
+        LineHash::Wide | LineHash::Xxh3 => {
             let t = hash.of(text.as_bytes()).to_le_bytes();
             fingerprint(&[b"codex-twin", side, &t])
         }
