@@ -175,13 +175,29 @@ impl Redactor {
 
     /// Each rule's windows in `hay` (none: no keyword), joined where they
     /// meet, in order.
+    fn windows(&self, hay: &[u8]) -> Vec<Vec<(usize, usize)>> {
+        let mut windows = self.windows_of(hay, Some);
+        clip(&mut windows, hay.len());
+        windows
+    }
+
+    /// Each rule's windows in a text whose keywords are searched for in
+    /// `hay` (the text itself, or the text as escaped), a hit at `hay`'s
+    /// byte `i` being at the text's byte `at(i)` (None: not a hit in the
+    /// text, a keyword's first byte inside an escape); not cut at the
+    /// text's end ([`clip`]). `at` is asked nothing when there is no hit.
     ///
     /// Every occurrence of every keyword counts, also those that overlap:
     /// the leftmost-first search (fast) finds the first of each run of
     /// overlapping ones, and the overlapping search looks only at the
     /// bytes where others can start, those of the hit (and as many after
     /// as the longest keyword reaches).
-    fn windows(&self, hay: &[u8]) -> Vec<Vec<(usize, usize)>> {
+    #[inline]
+    fn windows_of(
+        &self,
+        hay: &[u8],
+        mut at: impl FnMut(usize) -> Option<usize>,
+    ) -> Vec<Vec<(usize, usize)>> {
         let mut windows: Vec<Vec<(usize, usize)>> = Vec::new();
         for hit in self.any_keyword.find_iter(hay) {
             let (s, e) = (hit.start(), hit.end());
@@ -191,14 +207,19 @@ impl Redactor {
                     // Found by the leftmost-first search, after this hit.
                     continue;
                 }
-                let (ks, ke) = (s + m.start(), s + m.end());
+                let Some(ks) = at(s + m.start()) else {
+                    continue;
+                };
+                // No keyword holds a byte that is escaped: its bytes are
+                // the text's.
+                let ke = ks + m.len();
                 if windows.is_empty() {
                     windows.resize_with(self.rules.len(), Vec::new);
                 }
                 for &r in &self.keyword_rules[m.pattern().as_usize()] {
                     let rule = &self.rules[r];
                     let from = ks.saturating_sub(rule.back);
-                    let to = ke.saturating_add(rule.reach).min(hay.len());
+                    let to = ke.saturating_add(rule.reach);
                     let w = &mut windows[r];
                     match w.last_mut() {
                         Some(last) if from <= last.1 => {
@@ -218,44 +239,53 @@ impl Redactor {
     pub fn find(&self, text: &str, found: &mut Vec<Found>) {
         found.clear();
         let windows = self.windows(text.as_bytes());
+        let whole = [(0, text.as_bytes())];
         for (r, ws) in windows.iter().enumerate() {
-            self.find_rule(r, text, ws, found);
+            // The whole text: it never wants more.
+            self.find_rule(r, &whole, text.len(), ws, found);
         }
-        // In order; of overlapping ones, the first (the longest of those
-        // that start together).
-        found.sort_by_key(|f| (f.start, std::cmp::Reverse(f.end), f.rule));
-        let mut kept = 0;
-        for i in 0..found.len() {
-            if kept > 0 && found[i].start < found[kept - 1].end {
-                continue;
-            }
-            found[kept] = found[i];
-            kept += 1;
-        }
-        found.truncate(kept);
+        settle(found);
     }
 
-    /// Rule `r`'s secrets in its windows `ws` of `text`, pushed to `found`.
-    /// Each window is searched for a match (the regex's fastest engine);
-    /// only a match is searched again for its groups.
-    fn find_rule(&self, r: usize, text: &str, ws: &[(usize, usize)], found: &mut Vec<Found>) {
+    /// Rule `r`'s secrets in its windows `ws` of a text of `len` bytes,
+    /// pushed to `found`; the text's bytes are those of `pieces`, each
+    /// with its first byte's place in the text, in order, each window
+    /// inside one (the whole text, or pieces around the windows that hold
+    /// the bytes a regex looks at beside a window: [`MARGIN`]). Each window
+    /// is searched for a match (the regex's fastest engine); only a match
+    /// is searched again for its groups. False (`found` then incomplete)
+    /// when a match that the window cuts must be searched again up to the
+    /// text's end and the pieces do not reach it.
+    fn find_rule(
+        &self,
+        r: usize,
+        pieces: &[(usize, &[u8])],
+        len: usize,
+        ws: &[(usize, usize)],
+        found: &mut Vec<Found>,
+    ) -> bool {
         if ws.is_empty() {
-            return;
+            return true;
         }
-        let hay = text.as_bytes();
         let re = &self.regexes[r];
         let mut caps = None;
         let mut done = 0;
         for &(from, to) in ws {
+            // The piece that holds the window.
+            let (base, hay) = pieces[pieces.partition_point(|p| p.0 <= from) - 1];
+            debug_assert!(to <= base + hay.len(), "a window outside its piece");
             let mut at = from.max(done);
             while at < to {
-                let Some(m) = re.search(&Input::new(hay).range(at..to)) else {
+                let Some(m) = re.search(&Input::new(hay).range(at - base..to - base)) else {
                     break;
                 };
                 let start = m.start();
                 // Cut by the window: the match as the whole text has it,
                 // from the same start.
-                let end = if m.end() == to && to < hay.len() {
+                let end = if base + m.end() == to && to < len {
+                    if base + hay.len() < len {
+                        return false;
+                    }
                     hay.len()
                 } else {
                     m.end()
@@ -269,30 +299,33 @@ impl Redactor {
                 );
                 let Some(m) = caps.get_match() else { break };
                 let (mut s, mut e) = (m.start(), m.end());
-                let next = if e > s { e } else { s + 1 };
+                let next = base + if e > s { e } else { s + 1 };
                 if !self.rules[r].whole {
                     if let Some(g) = (1..caps.group_len()).find_map(|g| caps.get_group(g)) {
                         (s, e) = (g.start, g.end);
                     }
                 }
                 if e > s && self.is_secret(r, &hay[s..e]) {
-                    // A secret's bytes as whole characters.
-                    while !text.is_char_boundary(s) {
+                    // A secret's bytes as whole characters (a piece's
+                    // margin holds the character a secret starts or ends
+                    // in).
+                    while s > 0 && !starts_char(hay[s]) {
                         s -= 1;
                     }
-                    while !text.is_char_boundary(e) {
+                    while e < hay.len() && !starts_char(hay[e]) {
                         e += 1;
                     }
                     found.push(Found {
                         rule: r,
-                        start: s,
-                        end: e,
+                        start: base + s,
+                        end: base + e,
                     });
                 }
                 at = next;
                 done = next;
             }
         }
+        true
     }
 
     /// For measuring: each rule's id, how many windows `texts` give it, and
@@ -304,9 +337,10 @@ impl Redactor {
         let mut found = Vec::new();
         for t in texts {
             let windows = self.windows(t.as_bytes());
+            let whole = [(0, t.as_bytes())];
             for (r, ws) in windows.iter().enumerate() {
                 let at = std::time::Instant::now();
-                self.find_rule(r, t, ws, &mut found);
+                self.find_rule(r, &whole, t.len(), ws, &mut found);
                 out[r].1 += ws.len();
                 out[r].2 += at.elapsed().as_secs_f64();
             }
@@ -334,22 +368,26 @@ impl Redactor {
     /// or None when it holds none; each secret's rule index is pushed to
     /// `rules`.
     pub fn redact(&self, text: &str, rules: &mut Vec<usize>) -> Option<String> {
-        if !self.may_hold(text.as_bytes()) {
-            return None;
-        }
+        // One keyword search: a text without a keyword gives no window.
         self.redact_held(text, rules)
     }
 
-    /// [`Redactor::redact`] of a text known to hold a keyword.
+    /// [`Redactor::redact`], searching the whole text.
     fn redact_held(&self, text: &str, rules: &mut Vec<usize>) -> Option<String> {
         let mut found = Vec::new();
         self.find(text, &mut found);
+        self.replace(text, &found, rules)
+    }
+
+    /// `text` with the secrets `found` replaced (None when there are
+    /// none); each one's rule pushed to `rules`.
+    fn replace(&self, text: &str, found: &[Found], rules: &mut Vec<usize>) -> Option<String> {
         if found.is_empty() {
             return None;
         }
         let mut out = String::with_capacity(text.len());
         let mut at = 0;
-        for f in &found {
+        for f in found {
             out.push_str(&text[at..f.start]);
             out.push_str("[REDACTED:");
             out.push_str(self.ids[f.rule]);
@@ -362,15 +400,228 @@ impl Redactor {
     }
 
     /// [`Redactor::redact`] of a text built escaped, as a JSON string's
-    /// contents (a raw-text read: `\"`, `\\`, `\n`, `\u00XX`, ...): searched
-    /// as it is for keywords, decoded only where one is; the redacted text
-    /// is returned decoded.
+    /// contents (a raw-text read: `\"`, `\\`, `\n`, `\u00XX`, ...): the
+    /// redacted text is returned decoded.
+    ///
+    /// The text is searched as it is for keywords (no keyword holds a byte
+    /// that is escaped), and only the bytes around their hits are decoded
+    /// for the rules' regexes ([`Redactor::find_escaped`]); the whole text
+    /// is decoded only when it holds a secret, or an escape the NDJSON
+    /// writer never writes (`\u0041`, `\/`: a keyword may hide behind one),
+    /// or a match that its window cuts.
     pub fn redact_escaped(&self, escaped: &str, rules: &mut Vec<usize>) -> Option<String> {
-        if !self.may_hold(escaped.as_bytes()) {
+        let mut found = Vec::new();
+        if !self.find_escaped(escaped.as_bytes(), &mut found) {
+            let decoded = unescape(escaped);
+            return self.redact_held(&decoded, rules);
+        }
+        if found.is_empty() {
             return None;
         }
-        let decoded = unescape(escaped);
-        self.redact_held(&decoded, rules)
+        self.replace(&unescape(escaped), &found, rules)
+    }
+
+    /// The secrets of the text `escaped` decodes to, as [`Redactor::find`]
+    /// finds them in it (places in the decoded text), decoding only the
+    /// rules' windows (and [`MARGIN`] bytes either side); false when it
+    /// cannot tell that way (`found` is then incomplete): an escape that is
+    /// not one of [`crate::json::escape`]'s, or a match that its window
+    /// cuts (searched again to the text's end).
+    #[doc(hidden)]
+    pub fn find_escaped(&self, escaped: &[u8], found: &mut Vec<Found>) -> bool {
+        found.clear();
+        // Where the escapes are, read at the first hit (a text without a
+        // keyword is searched once, and no further).
+        let mut esc: Option<Option<Escapes>> = None;
+        let mut windows = self.windows_of(escaped, |i| {
+            esc.get_or_insert_with(|| Escapes::of(escaped))
+                .as_ref()
+                .and_then(|e| e.decoded(escaped, i))
+        });
+        let esc = match esc {
+            // No keyword: no secret.
+            None => return true,
+            Some(None) => return false,
+            Some(Some(e)) => e,
+        };
+        clip(&mut windows, esc.decoded_len);
+        // Every window, MARGIN bytes wider on each side, the ones that
+        // meet joined: the pieces of the text decoded.
+        let mut spans: Vec<(usize, usize)> = windows
+            .iter()
+            .flatten()
+            .map(|&(f, t)| {
+                (
+                    f.saturating_sub(MARGIN),
+                    t.saturating_add(MARGIN).min(esc.decoded_len),
+                )
+            })
+            .collect();
+        if spans.is_empty() {
+            return true;
+        }
+        spans.sort_unstable();
+        let mut joined: Vec<(usize, usize)> = Vec::with_capacity(spans.len());
+        for (f, t) in spans {
+            match joined.last_mut() {
+                Some(last) if f <= last.1 => last.1 = last.1.max(t),
+                _ => joined.push((f, t)),
+            }
+        }
+        let mut buf = Vec::new();
+        let mut starts = Vec::with_capacity(joined.len());
+        for &(f, t) in &joined {
+            starts.push(buf.len());
+            esc.decode(escaped, f, t, &mut buf);
+            debug_assert_eq!(buf.len() - starts[starts.len() - 1], t - f);
+        }
+        let pieces: Vec<(usize, &[u8])> = joined
+            .iter()
+            .zip(&starts)
+            .map(|(&(f, t), &at)| (f, &buf[at..at + (t - f)]))
+            .collect();
+        for (r, ws) in windows.iter().enumerate() {
+            if !self.find_rule(r, &pieces, esc.decoded_len, ws, found) {
+                return false;
+            }
+        }
+        settle(found);
+        true
+    }
+}
+
+/// How many bytes of a text beside a window a piece decoded for it holds:
+/// a regex looks at one beside its search (a word boundary, a line's
+/// start), a secret widened to whole characters at three.
+const MARGIN: usize = 8;
+
+/// Windows cut at the end of a text of `len` bytes (each starts in it).
+fn clip(windows: &mut [Vec<(usize, usize)>], len: usize) {
+    for w in windows.iter_mut().flatten() {
+        w.1 = w.1.min(len);
+    }
+}
+
+/// Whether `b` starts a character (is no UTF-8 continuation byte).
+#[inline]
+fn starts_char(b: u8) -> bool {
+    (b as i8) >= -0x40
+}
+
+/// Secrets found, sorted and without overlaps: of overlapping ones, the
+/// first (the longest of those that start together).
+fn settle(found: &mut Vec<Found>) {
+    found.sort_by_key(|f| (f.start, std::cmp::Reverse(f.end), f.rule));
+    let mut kept = 0;
+    for i in 0..found.len() {
+        if kept > 0 && found[i].start < found[kept - 1].end {
+            continue;
+        }
+        found[kept] = found[i];
+        kept += 1;
+    }
+    found.truncate(kept);
+}
+
+/// Where the escapes of a text escaped as [`crate::json::escape`] escapes
+/// (quotes, backslashes and control bytes; each escape one byte of the
+/// decoded text) are: each escape's backslash, and the byte it decodes to
+/// in the decoded text.
+struct Escapes {
+    at: Vec<(u32, u32)>,
+    decoded_len: usize,
+}
+
+impl Escapes {
+    /// None when `s` holds an escape that is not one of those (or is 4 GiB
+    /// or longer).
+    fn of(s: &[u8]) -> Option<Escapes> {
+        if u32::try_from(s.len()).is_err() {
+            return None;
+        }
+        let mut at = Vec::new();
+        let mut from = 0;
+        let mut shrunk = 0;
+        while let Some(i) = memchr::memchr(b'\\', &s[from..]) {
+            let i = from + i;
+            let len = escape_len(s, i)?;
+            at.push((i as u32, (i - shrunk) as u32));
+            shrunk += len - 1;
+            from = i + len;
+        }
+        Some(Escapes {
+            at,
+            decoded_len: s.len() - shrunk,
+        })
+    }
+
+    /// The decoded text's byte of `s`'s byte `i`; None when `i` is inside
+    /// an escape (after its backslash).
+    fn decoded(&self, s: &[u8], i: usize) -> Option<usize> {
+        let k = self.at.partition_point(|&(e, _)| (e as usize) < i);
+        let Some(&(e, d)) = k.checked_sub(1).map(|k| &self.at[k]) else {
+            return Some(i);
+        };
+        let (e, d) = (e as usize, d as usize);
+        // The escapes were read: their lengths are known.
+        let end = e + escape_len(s, e).unwrap_or(2);
+        (i >= end).then(|| d + 1 + (i - end))
+    }
+
+    /// The byte of `s` where the decoded text's byte `j` is written.
+    fn escaped(&self, s: &[u8], j: usize) -> usize {
+        let k = self.at.partition_point(|&(_, d)| (d as usize) < j);
+        let Some(&(e, d)) = k.checked_sub(1).map(|k| &self.at[k]) else {
+            return j;
+        };
+        let (e, d) = (e as usize, d as usize);
+        e + escape_len(s, e).unwrap_or(2) + (j - d - 1)
+    }
+
+    /// Appends the decoded text's bytes `from..to` to `out`.
+    fn decode(&self, s: &[u8], from: usize, to: usize, out: &mut Vec<u8>) {
+        let (mut i, end) = (self.escaped(s, from), self.escaped(s, to));
+        while let Some(b) = memchr::memchr(b'\\', &s[i..end]).map(|b| b + i) {
+            out.extend_from_slice(&s[i..b]);
+            let (byte, len) = match s[b + 1] {
+                b'b' => (0x08, 2),
+                b'f' => (0x0c, 2),
+                b'n' => (b'\n', 2),
+                b'r' => (b'\r', 2),
+                b't' => (b'\t', 2),
+                // \u00XX (checked by `of`).
+                b'u' => (hex(s[b + 4]) << 4 | hex(s[b + 5]), 6),
+                c => (c, 2),
+            };
+            out.push(byte);
+            i = b + len;
+        }
+        out.extend_from_slice(&s[i..end]);
+    }
+}
+
+/// The length of the escape at `s`'s byte `i` (a backslash): 2, or 6 for
+/// `\u00XX` below 0x20; None for any other (one that may stand for a
+/// keyword's byte, or decode to more than one byte).
+#[inline]
+fn escape_len(s: &[u8], i: usize) -> Option<usize> {
+    match s.get(i + 1)? {
+        b'"' | b'\\' | b'b' | b'f' | b'n' | b'r' | b't' => Some(2),
+        b'u' => match s.get(i + 2..i + 6)? {
+            [b'0', b'0', h, l] if matches!(h, b'0' | b'1') && l.is_ascii_hexdigit() => Some(6),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// A hex digit's value.
+#[inline]
+fn hex(c: u8) -> u8 {
+    match c {
+        b'0'..=b'9' => c - b'0',
+        b'a'..=b'f' => c - b'a' + 10,
+        _ => c - b'A' + 10,
     }
 }
 

@@ -281,3 +281,137 @@ fn entropy_is_gitleaks_measure() {
     assert_eq!(shannon(b"abab"), 1.0);
     assert_eq!(shannon(b"abcd"), 2.0);
 }
+
+/// `text` as the NDJSON writer escapes it (between the quotes).
+fn escape(text: &str) -> String {
+    let mut out = Vec::new();
+    crate::write_json_string(&mut out, text);
+    String::from_utf8(out[1..out.len() - 1].to_vec()).expect("escaped is UTF-8")
+}
+
+/// The text escaped: found where the decoded text has them, by decoding
+/// only around the keywords (`find_escaped` tells, true), and redacted
+/// the same.
+#[track_caller]
+fn agrees_escaped(text: &str) -> Vec<Found> {
+    let r = Redactor::get();
+    let escaped = escape(text);
+    let (mut want, mut got) = (Vec::new(), Vec::new());
+    r.find(text, &mut want);
+    assert!(r.find_escaped(escaped.as_bytes(), &mut got), "{text:?}");
+    assert_eq!(got, want, "{text:?}");
+    let (mut a, mut b) = (Vec::new(), Vec::new());
+    assert_eq!(
+        r.redact_escaped(&escaped, &mut a),
+        r.redact(text, &mut b),
+        "{text:?}"
+    );
+    assert_eq!(a, b);
+    want
+}
+
+#[test]
+fn escaped_text_is_searched_where_its_keywords_are() {
+    let r = Redactor::get();
+    let rule = |f: &[Found]| -> Vec<&str> { f.iter().map(|f| r.rule_ids()[f.rule]).collect() };
+    // A window at the text's start and at its end, the secret touching
+    // the text's first and last byte.
+    let f = agrees_escaped(&format!("{AWS_ID}\n\"q\"\t{GHP}"));
+    assert_eq!(rule(&f), ["aws-access-token", "github-pat"]);
+    assert_eq!((f[0].start, f[0].end), (0, 20));
+    assert_eq!((f[1].start, f[1].end), (25, 65));
+    // A keyword right after an escape, and a secret ending at one (the
+    // regex's `\s` after it is the decoded newline).
+    let f = agrees_escaped(&format!("\"\n{STRIPE}\n{SLACK}\r\n"));
+    assert_eq!(rule(&f), ["stripe-access-token", "slack-bot-token"]);
+    assert_eq!((f[0].start, f[0].end), (2, 2 + STRIPE.len()));
+    // Escapes all through a PEM block and an .env dump, characters of
+    // several bytes before the keywords.
+    let f = agrees_escaped(&format!(
+        "é😀{PEM}\r\nexport DB_PASSWORD=\"hunter2-but-longer\"\n\u{1}é{JWT}\n\u{1f}"
+    ));
+    assert_eq!(rule(&f), ["private-key", "env-secret", "jwt"]);
+    // Look-alikes and no secret: nothing found, nothing decoded whole.
+    assert!(agrees_escaped("a \"sk-ant-YOUR-KEY-HERE\"\n://example.com\n").is_empty());
+    assert!(agrees_escaped("").is_empty());
+    // Many windows far apart, each decoded alone.
+    let long = format!("{AWS_ID}\n{}", "\"x\"\tlorem ipsum://\n".repeat(500)).repeat(3);
+    assert_eq!(agrees_escaped(&long).len(), 3);
+}
+
+#[test]
+fn a_keyword_made_by_an_escapes_letter_is_no_hit() {
+    let r = Redactor::get();
+    // `\npm_...`: the escaped text holds `npm_`, the text a newline and
+    // `pm_`: no npm token (as the decoded text is searched).
+    let token = "npm_k3J9x2Qm7Lw0Rt5Yv8Nb1Hc4Pz6Sd2Fg9Aq7";
+    let text = format!("x\n{}", &token[1..]);
+    assert!(escape(&text).contains(token));
+    assert!(agrees_escaped(&text).is_empty());
+    // The same in a control byte's `\u00XX` escape: `\u001eyJ...` holds
+    // `eyJ` from the escape's last hex digit, the text `yJ`; after one,
+    // `\u001bxox...`, the `x` is the text's, a real keyword.
+    let text = format!("\u{1e}{}", &JWT[1..]);
+    assert!(escape(&text).starts_with("\\u001eyJhbGci"));
+    assert!(agrees_escaped(&text).is_empty());
+    assert_eq!(agrees_escaped(&format!("\u{1b}{SLACK}")).len(), 1);
+    // A keyword split by an escape is none in either.
+    assert!(agrees_escaped("AK\nIAEZCOJCBEUDBISVFZ xo\"xb-8460277237-8369865801842").is_empty());
+    let mut rules = Vec::new();
+    assert_eq!(
+        r.redact_escaped("a\\\\npm_k3J9x2Qm7Lw0Rt5Yv8Nb1Hc4Pz6Sd2Fg9Aq7 ", &mut rules)
+            .as_deref(),
+        Some("a\\[REDACTED:npm-access-token] ")
+    );
+}
+
+#[test]
+fn escapes_the_writer_never_writes_decode_the_whole_text() {
+    let r = Redactor::get();
+    let mut found = Vec::new();
+    // A key behind \u escapes of its letters, beside another keyword far
+    // away: found (its keyword is in no escaped byte).
+    let escaped = format!(
+        "\\u0041KIAEZCOJCBEUDBISVFZ {} see https://example.com",
+        "word ".repeat(200)
+    );
+    assert!(!r.find_escaped(escaped.as_bytes(), &mut found));
+    let mut rules = Vec::new();
+    let out = r.redact_escaped(&escaped, &mut rules).expect("redacted");
+    assert!(
+        out.starts_with("[REDACTED:aws-access-token] word "),
+        "{out}"
+    );
+    assert_eq!(rules, [r.rule_index("aws-access-token").unwrap()]);
+    // `:\/\/` (an escaped solidus) hides `://`.
+    let escaped = "AKIA postgres:\\/\\/u:s3cr3tPassw0rd@db.example.com/x";
+    assert!(!r.find_escaped(escaped.as_bytes(), &mut found));
+    let mut rules = Vec::new();
+    assert_eq!(
+        r.redact_escaped(escaped, &mut rules).as_deref(),
+        Some("AKIA postgres://u:[REDACTED:url-password]@db.example.com/x")
+    );
+    // A \u escape of a control byte in capitals is read too.
+    assert!(r.find_escaped(b"x\\u001B AKIAEZCOJCBEUDBISVFZ", &mut found));
+    assert_eq!((found[0].start, found[0].end), (3, 23));
+}
+
+#[test]
+fn a_match_its_window_cuts_is_searched_in_the_whole_decoded_text() {
+    // As a_match_longer_than_its_window_is_redacted_whole, escaped: the
+    // pieces do not reach the text's end, the whole text is decoded.
+    let r = Redactor::get();
+    let long = format!(
+        "xoxb-8460277237-8369865801842-{}",
+        "9pZ15SrhhQLekcN2cPBGg5MC".repeat(20)
+    );
+    let text = format!("t={long} end\n\"tail\"");
+    let escaped = escape(&text);
+    let mut found = Vec::new();
+    assert!(!r.find_escaped(escaped.as_bytes(), &mut found));
+    let mut rules = Vec::new();
+    assert_eq!(
+        r.redact_escaped(&escaped, &mut rules).as_deref(),
+        Some("t=[REDACTED:slack-bot-token] end\n\"tail\"")
+    );
+}
