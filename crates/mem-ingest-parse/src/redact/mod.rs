@@ -135,7 +135,7 @@ impl Redactor {
             .expect("the rules' keywords build an automaton");
         let any_keyword = AhoCorasickBuilder::new()
             .match_kind(MatchKind::LeftmostFirst)
-            .build(&patterns)
+            .build(search_order(&patterns, rules::SEARCH_ORDER))
             .expect("the rules' keywords build an automaton");
         let stopwords = AhoCorasick::new(rules::GLOBAL_STOPWORDS).expect("stopwords build");
         Redactor {
@@ -494,6 +494,30 @@ impl Redactor {
 /// a regex looks at one beside its search (a word boundary, a line's
 /// start), a secret widened to whole characters at three.
 const MARGIN: usize = 8;
+
+/// The keywords `patterns` in the any-keyword search's order: `order`
+/// when it holds each of them once and keeps every keyword that starts
+/// another before it (the leftmost-first search then gives the same hits
+/// as in the rules' order), else the rules' order.
+fn search_order<'k>(patterns: &[&'k str], order: &[&'k str]) -> Vec<&'k str> {
+    let mut a = patterns.to_vec();
+    let mut b = order.to_vec();
+    a.sort_unstable();
+    b.sort_unstable();
+    let at = |k: &str, list: &[&str]| list.iter().position(|p| *p == k);
+    let same_ties = patterns.iter().all(|x| {
+        patterns.iter().all(|y| {
+            x == y
+                || !y.starts_with(x)
+                || (at(x, patterns) < at(y, patterns)) == (at(x, order) < at(y, order))
+        })
+    });
+    if a == b && same_ties {
+        order.to_vec()
+    } else {
+        patterns.to_vec()
+    }
+}
 
 /// Windows cut at the end of a text of `len` bytes (each starts in it).
 fn clip(windows: &mut [Vec<(usize, usize)>], len: usize) {

@@ -415,3 +415,28 @@ fn a_match_its_window_cuts_is_searched_in_the_whole_decoded_text() {
         Some("t=[REDACTED:slack-bot-token] end\n\"tail\"")
     );
 }
+
+#[test]
+fn the_search_order_holds_every_keyword_and_keeps_prefixes_first() {
+    let mut keywords: Vec<&str> = Vec::new();
+    for rule in rules::RULES {
+        for k in rule.keywords {
+            if !keywords.contains(k) {
+                keywords.push(k);
+            }
+        }
+    }
+    // The shipped order is taken (not the fallback).
+    assert_eq!(
+        search_order(&keywords, rules::SEARCH_ORDER),
+        rules::SEARCH_ORDER
+    );
+    let at = |k: &str| rules::SEARCH_ORDER.iter().position(|p| *p == k);
+    assert!(at("SECRET_ACCESS_KEY") < at("SECRET"));
+    // An order that misses a keyword, or puts SECRET first: the rules'.
+    assert_eq!(search_order(&keywords, &rules::SEARCH_ORDER[1..]), keywords);
+    let mut swapped = rules::SEARCH_ORDER.to_vec();
+    let (i, j) = (at("SECRET").unwrap(), at("SECRET_ACCESS_KEY").unwrap());
+    swapped.swap(i, j);
+    assert_eq!(search_order(&keywords, &swapped), keywords);
+}
