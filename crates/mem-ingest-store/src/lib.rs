@@ -44,7 +44,8 @@
 //! store moves it to `checkpoint_responses` in the transaction that sets
 //! version 2. Version 3 records how line bytes were hashed into its
 //! fingerprints (`checkpoint_meta`, name `line_hash`: see
-//! [`mem_ingest::LineHash`]), 2 for a store it creates; a store of version 1 or
+//! [`mem_ingest::LineHash`]), 3 (XXH3) for a store it creates (2, the
+//! three-lane hash, in one made by the releases before); a store of version 1 or
 //! 2 hashed them serially and is migrated with 1, which it keeps (and an
 //! older mem-ingest, which knows only the serial hash, refuses version
 //! 3). The row belongs to the store, not to its checkpoint: a checkpoint
