@@ -153,6 +153,58 @@ fn generated_opencode_databases_are_reproducible_and_stats_equals_their_rows() {
     let named = stats("opencode", &d, Some(&data));
     assert_eq!(named["usage"], s["usage"]);
     assert_eq!(named["roles"], s["roles"]);
+    // The store's usage table holds every call's row: an answer's calls
+    // are at its line, told apart by their place (the key's `#n`).
+    let store = d.join("store.db");
+    let out = common::cli()
+        .args(["backfill", "-q", "--agent", "opencode", "--db"])
+        .arg(&store)
+        .env("HOME", &home)
+        .env_remove("XDG_DATA_HOME")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let db = rusqlite::Connection::open(&store).unwrap();
+    let sums: [i64; 6] = db
+        .query_row(
+            "SELECT count(*), sum(input), sum(output), sum(cache_read), sum(cache_write), \
+             sum(total_tokens) FROM usage",
+            [],
+            |r| {
+                Ok([
+                    r.get(0)?,
+                    r.get(1)?,
+                    r.get(2)?,
+                    r.get(3)?,
+                    r.get(4)?,
+                    r.get(5)?,
+                ])
+            },
+        )
+        .unwrap();
+    let usage = |k: &str| s["usage"][k].as_i64().unwrap();
+    assert_eq!(
+        sums[1..],
+        [
+            usage("input"),
+            usage("output"),
+            usage("cache_read"),
+            usage("cache_write"),
+            usage("total_tokens")
+        ]
+    );
+    let later: i64 = db
+        .query_row(
+            "SELECT count(*) FROM usage WHERE key LIKE '%#_%'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert!(later > 0 && later < sums[0], "{later} of {} rows", sums[0]);
     fs::remove_dir_all(d).unwrap();
 }
 
