@@ -655,6 +655,7 @@ impl Db {
         let has_usage = usage.total_tokens > 0;
         if has_usage {
             let at = UsageAt {
+                seq: 0,
                 line,
                 time,
                 reasoning: 0,

@@ -548,6 +548,7 @@ impl Db {
             let s = &self.sessions[&l.session];
             let model = l.model.as_deref().or(s.model.as_deref());
             let at = UsageAt {
+                seq: 0,
                 line: u64::try_from(l.id).unwrap_or(0),
                 time: Some(millis(l.created)),
                 reasoning: 0,
@@ -611,6 +612,7 @@ impl Db {
             }
             let s = &self.sessions[&sid];
             let at = UsageAt {
+                seq: 0,
                 line: 0,
                 time: now.time,
                 reasoning: 0,

@@ -526,10 +526,14 @@ impl Db {
         let mut total: Option<Usage> = None;
         if assistant {
             let mut call = |n: u64, u: Usage, reasoning: u64, report: &mut Report, key: String| {
+                // Every call is at the answer's line: its place tells
+                // them apart (a store's row key); the fallback of no
+                // step-finish part (`u64::MAX`) is the line's one usage.
                 let at = UsageAt {
                     line,
                     time,
                     reasoning,
+                    seq: u32::try_from(n).unwrap_or(0),
                 };
                 report.add_usage_at(provider, model, &u, true, at);
                 total.get_or_insert_with(Usage::default).add(&u);

@@ -369,6 +369,11 @@ pub struct UsageAt {
     /// Reasoning output tokens, where the agent reports them apart
     /// (counted in `output` already).
     pub reasoning: u64,
+    /// Its place among the usages of its entry's line, where a line
+    /// carries several (an OpenCode answer's calls: 0, 1, ...); 0 where
+    /// it carries one. A sink that keys usage rows by line tells them
+    /// apart by it.
+    pub seq: u32,
 }
 
 /// One response's usage, as counted: a row of the `usage` report and of

@@ -271,11 +271,17 @@ fn upsert_usage(conn: &Connection, key: &str, r: &CountedUsage) -> rusqlite::Res
     Ok(())
 }
 
-/// A usage row's key: its file, line and model (a line holds one row per
-/// model at most); Claude Code's, counted once across the archive, its
-/// response's index.
+/// A usage row's key: its file, line and model, and its place on the
+/// line where a line carries several of one model (an OpenCode answer's
+/// calls: `#1`, `#2`, ...; the first keeps the key without it, as the
+/// releases before wrote it); Claude Code's, counted once across the
+/// archive, its response's index.
 fn usage_key(r: &CountedUsage) -> String {
-    format!("{}:{}:{}", r.file, r.line, r.model.as_deref().unwrap_or(""))
+    let model = r.model.as_deref().unwrap_or("");
+    match r.seq {
+        0 => format!("{}:{}:{model}", r.file, r.line),
+        n => format!("{}:{}:{model}#{n}", r.file, r.line),
+    }
 }
 
 /// Tables of our schema in every version: a store without them is someone
@@ -2281,6 +2287,8 @@ pub fn usage_rows(path: &Path) -> Result<(Vec<CountedUsage>, Option<UsageGap>), 
                     project: r.get(2)?,
                     file: r.get(3)?,
                     line: n(r, 4)?,
+                    // Only a row's key holds it (read back: not needed).
+                    seq: 0,
                     time: r.get(5)?,
                     provider: r.get(6)?,
                     model: r.get(7)?,

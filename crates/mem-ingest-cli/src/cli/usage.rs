@@ -587,6 +587,7 @@ mod tests {
             project: String::new(),
             file: "f".to_owned(),
             line: 1,
+            seq: 0,
             time: None,
             provider: None,
             model: None,

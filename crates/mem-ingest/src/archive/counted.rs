@@ -20,6 +20,9 @@ pub struct CountedUsage {
     pub file: String,
     /// The 1-based line of the entry that carries it (0 for Claude Code's).
     pub line: u64,
+    /// Its place among the usages of that line where it carries several
+    /// (an OpenCode answer's calls), else 0 ([`crate::UsageAt::seq`]).
+    pub seq: u32,
     /// The response's time, Unix milliseconds.
     pub time: Option<i64>,
     /// The provider, when named.
@@ -48,6 +51,7 @@ impl CountedUsage {
             project: r.project.clone(),
             file: String::new(),
             line: 0,
+            seq: 0,
             time: r.time,
             provider: Some("anthropic".to_owned()),
             model: r.model.clone(),

@@ -210,6 +210,7 @@ fn usage_rows(
             project: project.clone(),
             file: file.clone(),
             line: r.at.line,
+            seq: r.at.seq,
             time: r.at.time,
             provider: r.provider.as_deref().map(str::to_owned),
             model: r.model.as_deref().map(str::to_owned),

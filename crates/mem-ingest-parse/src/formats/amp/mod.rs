@@ -483,6 +483,7 @@ impl<'a> Thread<'a> {
         // unless the thread has a ledger.
         if let (Some(u), true) = (&usage, usage_counted) {
             let at = UsageAt {
+                seq: 0,
                 line: pos,
                 time: *time,
                 reasoning: 0,
@@ -657,6 +658,7 @@ impl<'a> Thread<'a> {
                 cost: 0.0,
             };
             let at = UsageAt {
+                seq: 0,
                 line: pos,
                 time: f.str("timestamp").and_then(parse_iso_millis),
                 reasoning: 0,

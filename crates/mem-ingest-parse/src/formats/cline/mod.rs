@@ -648,6 +648,7 @@ impl<'a> CFile<'a> {
         };
         if let Some(u) = &usage {
             let at = UsageAt {
+                seq: 0,
                 line: pos,
                 time: *time,
                 reasoning: 0,

@@ -1882,6 +1882,7 @@ impl MapLine for CodexContext {
                     let model = named_model(p, info).or(run.model.as_deref());
                     let provider = run.provider.as_deref().unwrap_or(DEFAULT_PROVIDER);
                     let at = crate::report::UsageAt {
+                        seq: 0,
                         line: pos.line,
                         time: e.timestamp.and_then(crate::time::parse_iso_millis),
                         reasoning: d[3],

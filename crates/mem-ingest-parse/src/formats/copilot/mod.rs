@@ -497,6 +497,7 @@ impl MapLine for CopilotContext {
         };
         let d = Fields::of(data.unwrap_or(&[]));
         let at = crate::report::UsageAt {
+            seq: 0,
             line: pos.line,
             // Parsed for a usage row alone (only shutdown and message
             // events carry usage, and most runs keep no row).

@@ -1030,6 +1030,7 @@ impl<'d> GeminiSource<'d> {
                                 ..Usage::default()
                             };
                             let at = crate::report::UsageAt {
+                                seq: 0,
                                 line: held.line,
                                 time: c.time.or(ctx.header.timestamp),
                                 reasoning: total_tokens.saturating_sub(
@@ -1277,6 +1278,7 @@ fn record_of<'a>(
     };
     if let Some(u) = &usage {
         let at = crate::report::UsageAt {
+            seq: 0,
             line: held.line,
             time: f
                 .str("timestamp")

@@ -277,6 +277,7 @@ fn map_entry<'a>(
         _ => e.usage.and_then(usage_of),
     };
     let at = crate::report::UsageAt {
+        seq: 0,
         line: pos.line,
         // Parsed for a usage row alone (most lines carry no usage, and
         // most runs keep no row).

@@ -471,6 +471,7 @@ impl MapLine for QwenContext {
         };
         if let Some(u) = &usage {
             let at = crate::report::UsageAt {
+                seq: 0,
                 line: pos.line,
                 time: l.timestamp.and_then(parse_iso_millis),
                 reasoning: 0,
