@@ -97,33 +97,7 @@ pub(super) const WIDE_K: [u64; 4] = [
 /// then the zero-padded tail with its length. Not for security: like any
 /// unkeyed 64-bit hash, collisions can be searched for.
 fn wide(bytes: &[u8]) -> u64 {
-    wide_with(bytes, &WIDE_K)
-}
-
-/// XXH3-64 under this process's own random secret (192 bytes drawn once,
-/// from the standard library's per-process hasher seed; XXH3's secret is
-/// what every input word is mixed with): a collision with it cannot be
-/// searched for without the secret. What a line is checked by where
-/// trusting its fingerprint alone would let crafted bytes pass for
-/// another line's (see `codex::memo`). Never saved: a process's own.
-pub fn keyed(bytes: &[u8]) -> u64 {
-    static SECRET: std::sync::OnceLock<[u8; 192]> = std::sync::OnceLock::new();
-    let secret = SECRET.get_or_init(|| {
-        use std::hash::BuildHasher;
-        let seed = std::collections::hash_map::RandomState::new();
-        let mut secret = [0u8; 192];
-        for (i, word) in secret.chunks_exact_mut(8).enumerate() {
-            word.copy_from_slice(&seed.hash_one(i).to_le_bytes());
-        }
-        secret
-    });
-    twox_hash::XxHash3_64::oneshot_with_secret(secret, bytes)
-        .expect("192 bytes: above XXH3's least secret, 136")
-}
-
-#[inline(always)]
-fn wide_with(bytes: &[u8], k: &[u64; 4]) -> u64 {
-    let k = *k;
+    let k = WIDE_K;
     #[inline(always)]
     fn mix(a: u64, b: u64) -> u64 {
         let r = u128::from(a) * u128::from(b);
@@ -155,6 +129,27 @@ fn wide_with(bytes: &[u8], k: &[u64; 4]) -> u64 {
         word(&tail, 8) ^ h ^ rest.len() as u64,
     );
     mix(h ^ k[0], k[3] ^ len)
+}
+
+/// XXH3-64 under this process's own random secret (192 bytes drawn once,
+/// from the standard library's per-process hasher seed; XXH3's secret is
+/// what every input word is mixed with): a collision with it cannot be
+/// searched for without the secret. What a line is checked by where
+/// trusting its fingerprint alone would let crafted bytes pass for
+/// another line's (see `codex::memo`). Never saved: a process's own.
+pub fn keyed(bytes: &[u8]) -> u64 {
+    static SECRET: std::sync::OnceLock<[u8; 192]> = std::sync::OnceLock::new();
+    let secret = SECRET.get_or_init(|| {
+        use std::hash::BuildHasher;
+        let seed = std::collections::hash_map::RandomState::new();
+        let mut secret = [0u8; 192];
+        for (i, word) in secret.chunks_exact_mut(8).enumerate() {
+            word.copy_from_slice(&seed.hash_one(i).to_le_bytes());
+        }
+        secret
+    });
+    twox_hash::XxHash3_64::oneshot_with_secret(secret, bytes)
+        .expect("192 bytes: above XXH3's least secret, 136")
 }
 
 /// The hasher of maps and sets keyed by fingerprints: they are hashes
