@@ -680,39 +680,27 @@ impl Db {
                 return;
             }
         };
-        let mut text = String::new();
-        let mut kinds: Vec<&'static str> = Vec::new();
-        let kind = |k: &'static str, kinds: &mut Vec<&'static str>| {
-            if !kinds.contains(&k) {
-                kinds.push(k);
-            }
-        };
-        let piece = |s: &str, text: &mut String| {
-            if !text.is_empty() {
-                text.push_str("\n\n");
-            }
-            text.push_str(s);
-        };
+        let mut body = crate::Body::default();
         let mut first_call: Option<(String, String)> = None;
         let mut results: Vec<&Value> = Vec::new();
         for c in content {
             match c.get("type").and_then(Value::as_str).unwrap_or("") {
                 "text" => {
                     if let Some(t) = c.get("text").and_then(Value::as_str) {
-                        kind("text", &mut kinds);
-                        piece(t, &mut text);
+                        body.kind("text");
+                        body.piece(t);
                     }
                 }
                 "thinking" | "reasoning" => {
                     let t = c.get("thinking").or_else(|| c.get("text"));
                     if let Some(t) = t.and_then(Value::as_str) {
-                        kind("thinking", &mut kinds);
-                        piece(t, &mut text);
+                        body.kind("thinking");
+                        body.piece(t);
                     }
                 }
-                "redactedThinking" => kind("redactedThinking", &mut kinds),
+                "redactedThinking" => body.kind("redactedThinking"),
                 "toolRequest" | "frontendToolRequest" => {
-                    kind("toolCall", &mut kinds);
+                    body.kind("toolCall");
                     let call = c.pointer("/toolCall/value");
                     let name = call
                         .and_then(|v| v.get("name"))
@@ -723,8 +711,8 @@ impl Db {
                         .map(Value::to_string)
                         .unwrap_or_default();
                     match c.pointer("/toolCall/error").and_then(Value::as_str) {
-                        Some(e) => piece(e, &mut text),
-                        None => piece(&format!("{name} {args}"), &mut text),
+                        Some(e) => body.piece(e),
+                        None => body.piece(&format!("{name} {args}")),
                     }
                     if first_call.is_none() {
                         let cid = c.get("id").and_then(Value::as_str).unwrap_or("");
@@ -732,11 +720,11 @@ impl Db {
                     }
                 }
                 "toolResponse" => results.push(c),
-                "image" => kind("image", &mut kinds),
+                "image" => body.kind("image"),
                 "systemNotification" => {
-                    kind("notification", &mut kinds);
+                    body.kind("notification");
                     if let Some(t) = c.get("msg").and_then(Value::as_str) {
-                        piece(t, &mut text);
+                        body.piece(t);
                     }
                 }
                 _ => {}
@@ -745,13 +733,13 @@ impl Db {
         let fp = fingerprint(&[b"goose", session.as_bytes(), id.as_bytes()]);
         // A user message of tool results alone is no human turn: its
         // results are its records.
-        if !(role == Role::User && kinds.is_empty() && !results.is_empty()) {
+        if !(role == Role::User && body.kinds.is_empty() && !results.is_empty()) {
             let rec = report.count_record(role, filter).then(|| {
-                let kinds: &'a [&'a str] = arena.alloc_slice_copy(&kinds);
+                let kinds: &'a [&'a str] = arena.alloc_slice_copy(&body.kinds);
                 let key = arena.alloc_str(&format!("{}:{mid}", m.session));
                 let mut r = record(
                     role,
-                    arena.alloc_str(&text),
+                    arena.alloc_str(&body.text),
                     kinds,
                     project,
                     session,
@@ -790,15 +778,15 @@ impl Db {
             let items = value
                 .and_then(|v| v.get("content").or(Some(v)))
                 .and_then(Value::as_array);
-            let mut out = String::new();
+            let mut out = crate::Body::default();
             for it in items.into_iter().flatten() {
                 if let Some(t) = it.get("text").and_then(Value::as_str) {
-                    piece(t, &mut out);
+                    out.piece(t);
                 }
             }
             if failed {
                 if let Some(e) = res.and_then(|r| r.get("error")).and_then(Value::as_str) {
-                    piece(e, &mut out);
+                    out.piece(e);
                 }
             }
             let is_error = failed
@@ -811,7 +799,7 @@ impl Db {
                 let key = arena.alloc_str(&format!("{}:{mid}:{cid}", m.session));
                 let mut r = record(
                     Role::ToolResult,
-                    arena.alloc_str(&out),
+                    arena.alloc_str(&out.text),
                     kinds,
                     project,
                     session,

@@ -23,6 +23,31 @@ pub use cursor::CursorIde;
 pub use goose::Goose;
 pub use opencode::OpenCode;
 
+/// A record's text and kinds, built a piece at a time: pieces joined by
+/// a blank line, each kind named once, in the order first met.
+#[derive(Default)]
+struct Body {
+    text: String,
+    kinds: Vec<&'static str>,
+}
+
+impl Body {
+    /// Names kind `k` (once).
+    fn kind(&mut self, k: &'static str) {
+        if !self.kinds.contains(&k) {
+            self.kinds.push(k);
+        }
+    }
+
+    /// Adds `s` to the text, after a blank line when text is there.
+    fn piece(&mut self, s: &str) {
+        if !self.text.is_empty() {
+            self.text.push_str("\n\n");
+        }
+        self.text.push_str(s);
+    }
+}
+
 /// The database agents' formats, in the registry's order.
 pub fn formats() -> Vec<Arc<dyn Format>> {
     vec![Arc::new(OpenCode), Arc::new(Goose), Arc::new(CursorIde)]

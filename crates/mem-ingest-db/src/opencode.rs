@@ -604,85 +604,73 @@ impl Db {
         let rec = report.count_record(role, filter).then(|| {
             let (session, source, project) = shared_of(arena);
             // The message's record.
-            let mut text = String::new();
-            let mut kinds: Vec<&'static str> = Vec::new();
-            let kind = |k: &'static str, kinds: &mut Vec<&'static str>| {
-                if !kinds.contains(&k) {
-                    kinds.push(k);
-                }
-            };
-            let piece = |s: &str, text: &mut String| {
-                if !text.is_empty() {
-                    text.push_str("\n\n");
-                }
-                text.push_str(s);
-            };
+            let mut body = crate::Body::default();
             let mut first_call: Option<(&str, &str)> = None;
             for p in parts {
                 match p.kind().unwrap_or("") {
                     "text" => {
                         if let Some(t) = p.text.get().filter(|t| !t.is_empty()) {
-                            kind("text", &mut kinds);
-                            piece(t, &mut text);
+                            body.kind("text");
+                            body.piece(t);
                         }
                     }
                     "reasoning" => {
                         if let Some(t) = p.text.get().filter(|t| !t.is_empty()) {
-                            kind("thinking", &mut kinds);
-                            piece(t, &mut text);
+                            body.kind("thinking");
+                            body.piece(t);
                         }
                     }
                     "tool" => {
                         let name = p.tool.get().unwrap_or("");
-                        kind("toolCall", &mut kinds);
+                        body.kind("toolCall");
                         let input = p
                             .state()
                             .and_then(|s| s.input.as_ref())
                             .map(Value::to_string)
                             .unwrap_or_default();
-                        piece(&format!("{name} {input}"), &mut text);
+                        body.piece(&format!("{name} {input}"));
                         if first_call.is_none() {
                             first_call = Some((name, p.call.get().unwrap_or("")));
                         }
                     }
                     "file" => {
-                        kind("file", &mut kinds);
+                        body.kind("file");
                         let name = p
                             .filename
                             .get()
                             .or_else(|| p.source.obj().and_then(|s| s.0.get()));
                         if let Some(n) = name {
-                            piece(&format!("[file {n}]"), &mut text);
+                            body.piece(&format!("[file {n}]"));
                         }
                     }
-                    "compaction" => kind("compaction", &mut kinds),
+                    "compaction" => body.kind("compaction"),
                     "subtask" => {
-                        kind("subtask", &mut kinds);
+                        body.kind("subtask");
                         if let Some(t) = p.prompt.get() {
-                            piece(t, &mut text);
+                            body.piece(t);
                         }
                     }
                     _ => {}
                 }
             }
             if data.summary == Any::True {
-                kind("summary", &mut kinds);
+                body.kind("summary");
             }
             if let Some(e) = error {
-                kind("error", &mut kinds);
+                body.kind("error");
                 let e = e.obj();
                 let name = e.and_then(|e| e.name.get()).unwrap_or("error");
                 let msg = e.and_then(|e| e.data.obj()).and_then(|d| d.0.get());
                 match msg {
-                    Some(msg) => piece(&format!("{name}: {msg}"), &mut text),
-                    None => piece(name, &mut text),
+                    Some(msg) => body.piece(&format!("{name}: {msg}")),
+                    None => body.piece(name),
                 }
             }
             let key: &'a str = arena.alloc_str(&format!("{}:{}", m.session, m.id));
-            let kinds: &'a [&'a str] = arena.alloc_slice_copy(&kinds);
+            let kinds: &'a [&'a str] = arena.alloc_slice_copy(&body.kinds);
             let mut r = record(
                 role,
-                arena.alloc_str(&text),
+                arena.alloc_str(&body.text),
                 kinds,
                 project,
                 session,
