@@ -1234,6 +1234,96 @@ fn a_store_whose_files_are_gone_says_what_its_usage_lacks_and_goes_on() {
     }
 }
 
+/// A store the release before migrated to version 7 (stop 55's: its
+/// migration left `usage_since` and no `usage_reread`, and its runs wrote
+/// usage rows keyed as this release keys them), where that release read a
+/// Codex fork before its parent: the fork alone first (the replay's counts
+/// its own but for the leading run ccusage leaves to the absent parent),
+/// the parent in a later run (its copies then count only that leading
+/// run). This release reads such a store again, from the start, in path
+/// order with a fresh dedupe: the parent first, the replay the parent's.
+/// The rows that release wrote for the files read again are dropped in the
+/// transaction that writes the re-read's, so the replay is counted once:
+/// the sums equal `stats` and a fresh store's rows key by key.
+#[test]
+fn a_store_the_release_before_migrated_counts_a_forks_replay_once() {
+    let d = tmpdir("usage-reread-fork-first");
+    let day = d.join("codex/sessions/2026/01/01");
+    fs::create_dir_all(&day).unwrap();
+    let (parent_text, _) = common::codex::same_second_family();
+    let parent = day.join("rollout-2026-01-01T10-00-00-p1.jsonl");
+    let fork = day.join("rollout-2026-01-01T11-00-00-f1.jsonl");
+    let archive = d.join("codex");
+    fs::write(&fork, common::codex::fork_of_parent()).unwrap();
+    let db = d.join("s.db");
+    let sums = "SELECT count(*), sum(total_tokens) FROM usage";
+    let rows = "SELECT group_concat(key || '=' || total_tokens || '=' || \
+                coalesce(timestamp, '-') || '=' || coalesce(cost, '-'), ',') \
+                FROM (SELECT * FROM usage ORDER BY key)";
+    let o = backfill_db(&db, &[&archive]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(sqlite3(&db, sums), "3|3320");
+    fs::write(&parent, &parent_text).unwrap();
+    let o = backfill_db(&db, &[&archive]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    // The fork's replay its own, the parent's leading count the parent's.
+    let f = fork.display().to_string();
+    let p = parent.display().to_string();
+    assert_eq!(
+        sqlite3(
+            &db,
+            "SELECT file, line, total_tokens FROM usage ORDER BY file, line"
+        ),
+        format!("{p}|9|1050\n{f}|14|2070\n{f}|17|1030\n{f}|19|220")
+    );
+    let total = stats(&[&archive])["usage"]["total_tokens"].as_u64();
+    assert_eq!(total, Some(4150 + 220));
+    assert_eq!(sqlite3(&db, sums), "4|4370");
+    // As the release before left it: migrated (when, Unix ms), not read
+    // again.
+    sqlite3(
+        &db,
+        "INSERT INTO checkpoint_meta (name, value) VALUES ('usage_since', '1796000000000')",
+    );
+    let o = bin()
+        .arg("backfill")
+        .arg("--db")
+        .arg(&db)
+        .arg(&archive)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert_eq!(
+        err.matches(&format!(
+            "mem-ingest: {}: usage rows for what the store read before it kept them: 2 files \
+             ({} bytes) read again, 4 rows written, in ",
+            db.display(),
+            parent_text.len() + common::codex::fork_of_parent().len()
+        ))
+        .count(),
+        1,
+        "{err}"
+    );
+    let fresh = d.join("fresh.db");
+    assert!(backfill_db(&fresh, &[&archive]).status.success());
+    assert_eq!(sqlite3(&fresh, sums), "4|4370");
+    assert_eq!(sqlite3(&db, sums), "4|4370");
+    assert_eq!(sqlite3(&db, rows), sqlite3(&fresh, rows));
+    assert_eq!(
+        sqlite3(
+            &db,
+            "SELECT count(*) FROM checkpoint_meta WHERE name IN ('usage_since', 'usage_reread')"
+        ),
+        "0"
+    );
+    // Read again once only.
+    let o = backfill_db(&db, &[&archive]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(sqlite3(&db, rows), sqlite3(&fresh, rows));
+    fs::remove_dir_all(d).unwrap();
+}
+
 /// A store of version 6 (this release's store of three agents' generated
 /// archives with its usage table taken away and its version set back: the
 /// same tables and rows a version 6 release wrote) is migrated by a run

@@ -141,6 +141,33 @@ pub fn same_second_family() -> (String, String) {
     (parent, child)
 }
 
+/// A fork `f1` of the parent rollout `p1` of [`same_second_family`]
+/// (`session_meta.forked_from_id`): its own `session_meta`, the parent's
+/// 16 lines as they are, then a prompt and a count of its own (220 tokens
+/// of `gpt-5-codex`). Alone, it counts the parent's 4150 but for the
+/// leading run of counts a second apart (1050, ccusage's rule for a copy
+/// whose parent is absent): 3100 + 220; with its parent, the parent's 4150
+/// are the parent's and its own 220 its own.
+pub fn fork_of_parent() -> String {
+    let (parent, _) = same_second_family();
+    let mut fork = meta("2026-01-01T11:00:00.000Z", "f1", r#""cli""#);
+    fork = fork.replace(
+        r#""source":"cli""#,
+        &format!(r#""source":"cli","forked_from_id":"{PARENT}""#),
+    );
+    fork.push('\n');
+    fork.push_str(&parent);
+    fork.push_str(&message("2026-01-01T11:00:01.000Z", "user", "forked question"));
+    fork.push('\n');
+    fork.push_str(&count(
+        "2026-01-01T11:00:02.000Z",
+        [4200, 1500, 170, 20, 4370],
+        Some([200, 0, 20, 0, 220]),
+    ));
+    fork.push('\n');
+    fork
+}
+
 /// Where the parent's file is, beside the child's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ParentFile {
