@@ -1613,6 +1613,32 @@ impl CheckpointStore for SqliteStore {
         let conn = &self.conn;
         let saved = (|| -> rusqlite::Result<()> {
             let tx = conn.unchecked_transaction()?;
+            // The rows of the files read again that a run wrote before
+            // (a store the release before migrated, which did not read
+            // again, has them): the re-read's replace them, not add to
+            // them (where that run read a Codex fork's replay before its
+            // parent, the replay is the fork's there and the parent's
+            // here). Claude Code's are keyed by response: rewritten below.
+            if !reread.read.is_empty() {
+                let read: std::collections::HashSet<&str> =
+                    reread.read.iter().map(String::as_str).collect();
+                let mut gone = Vec::new();
+                {
+                    let mut st =
+                        tx.prepare("SELECT key, file FROM usage WHERE key NOT LIKE 'claude#%'")?;
+                    let mut rows = st.query([])?;
+                    while let Some(r) = rows.next()? {
+                        let file: Option<String> = r.get(1)?;
+                        if file.is_some_and(|f| read.contains(f.as_str())) {
+                            gone.push(r.get::<_, String>(0)?);
+                        }
+                    }
+                }
+                let mut del = tx.prepare("DELETE FROM usage WHERE key = ?1")?;
+                for k in &gone {
+                    del.execute([k])?;
+                }
+            }
             for r in &reread.rows {
                 upsert_usage(&tx, &usage_key(r), r)?;
             }

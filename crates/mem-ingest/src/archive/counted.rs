@@ -117,6 +117,12 @@ pub struct UsageReread {
     pub responses: Vec<(u32, CountedUsage)>,
     /// Files read again.
     pub files: u64,
+    /// The files read again, as their rows name them
+    /// ([`CountedUsage::file`]): rows a store holds for them from before
+    /// (a store the release before migrated wrote some, keyed by the file
+    /// that run read a copy in) are the re-read's to replace, not to add
+    /// to (Claude Code's aside, keyed by response).
+    pub read: Vec<String>,
     /// Bytes read again.
     pub bytes: u64,
     /// Files of the checkpoint not read again, each with why (missing,

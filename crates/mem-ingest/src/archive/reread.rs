@@ -10,7 +10,12 @@
 //! checkpoint stopped (a document whole), found at its path with the
 //! header the checkpoint saved and at least as many bytes; in path order,
 //! deduplicated as a run without a checkpoint is (the checkpoint's own
-//! lineages were made the same way over the same bytes). A message the
+//! lineages were made the same way over the same bytes). The rows a store
+//! holds for the files read again are replaced by the re-read's, not added
+//! to: a store the release before migrated (which did not read again) has
+//! rows of its runs since, keyed by the file each run read a response in,
+//! and where it read a copy (a Codex fork's replay of its parent) before
+//! the file this pass keeps it in, keeping them would count it twice. A message the
 //! checkpoint held back at its end (Gemini CLI's last) stays held
 //! ([`crate::source::SourceOptions::end_final`]): the run writes its row
 //! when it is final, as it would have; one it did not hold is final. A file
@@ -124,6 +129,11 @@ pub(super) fn prepare(cfg: &Config, st: &State) -> (Config, UsageReread) {
     }
     // In path order, as a run lists them.
     cover.files.sort_by(|a, b| a.0.cmp(&b.0));
+    out.read = cover
+        .files
+        .iter()
+        .map(|f| f.0.display().to_string())
+        .collect();
     let mut c = cfg.clone();
     c.formats = formats;
     c.state = None;
@@ -155,6 +165,12 @@ pub(super) fn rows(
     out.files = summary.files.saturating_sub(summary.failures.len() as u64);
     for (path, why) in &summary.failures {
         out.unread.push((path.clone(), why.clone()));
+    }
+    // A file whose read failed keeps the rows it has.
+    if !summary.failures.is_empty() {
+        let failed: std::collections::HashSet<&str> =
+            summary.failures.iter().map(|(p, _)| p.as_str()).collect();
+        out.read.retain(|p| !failed.contains(p.as_str()));
     }
     out.rows = summary
         .usage

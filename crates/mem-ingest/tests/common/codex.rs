@@ -157,7 +157,11 @@ pub fn fork_of_parent() -> String {
     );
     fork.push('\n');
     fork.push_str(&parent);
-    fork.push_str(&message("2026-01-01T11:00:01.000Z", "user", "forked question"));
+    fork.push_str(&message(
+        "2026-01-01T11:00:01.000Z",
+        "user",
+        "forked question",
+    ));
     fork.push('\n');
     fork.push_str(&count(
         "2026-01-01T11:00:02.000Z",
