@@ -1331,7 +1331,11 @@ fn a_store_the_release_before_migrated_counts_a_forks_replay_once() {
 /// usage: after every kill the store is consistent, with either no usage
 /// row and the re-read still to do or every row; the run that finishes
 /// leaves each row once, equal key by key (tokens, time and cost) to the
-/// rows the store had, and `stats`' total by agent.
+/// rows the store had, and `stats`' total by agent. Then the same store as
+/// the release before left it after migrating (every row, and its mark
+/// `usage_since`): killed while it reads again, it has every row, the
+/// same, after every kill (the rows of the files read again are dropped
+/// and written anew in one transaction), and the mark gone at the end.
 #[test]
 fn killed_while_reading_again_for_usage_each_row_once() {
     let d = tmpdir("usage-reread-kill");
@@ -1365,52 +1369,18 @@ fn killed_while_reading_again_for_usage_each_row_once() {
     let db = d.join("s.db");
     fs::copy(&old, &db).unwrap();
     let pending = "SELECT count(*) FROM checkpoint_meta WHERE name = 'usage_reread'";
-    let (mut kills, mut pendings) = (0, 0);
-    let mut delay_ms = 20u64;
-    let started = Instant::now();
-    loop {
-        let child = bin()
-            .args(["backfill", "--jobs", "2", "--db"])
-            .arg(&db)
-            .args(&paths)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut child = child;
-        let deadline = Instant::now() + Duration::from_millis(delay_ms);
-        let mut done = None;
-        while Instant::now() < deadline {
-            if let Some(st) = child.try_wait().unwrap() {
-                done = Some(st);
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(1));
-        }
-        if let Some(st) = done {
-            let out = child.wait_with_output().unwrap();
-            assert!(st.success(), "{}", String::from_utf8_lossy(&out.stderr));
-            break;
-        }
-        child.kill().unwrap(); // SIGKILL
-        child.wait().unwrap();
-        kills += 1;
-        assert_eq!(sqlite3(&db, "PRAGMA integrity_check"), "ok");
+    let (kills, pendings) = kill_until_done(&db, &paths, |kills| {
         // Once the version is 7, the rows are all there or none is.
-        if sqlite3(&db, "PRAGMA user_version") == "7" {
-            if sqlite3(&db, pending) == "1" {
-                pendings += 1;
-                assert_eq!(sqlite3(&db, "SELECT count(*) FROM usage"), "0");
-            } else {
-                assert_eq!(sqlite3(&db, rows), want, "after {kills} kills");
-            }
+        if sqlite3(&db, "PRAGMA user_version") != "7" {
+            return false;
         }
-        delay_ms = delay_ms * 3 / 2 + 10;
-        assert!(
-            started.elapsed() < Duration::from_secs(300),
-            "did not finish"
-        );
-    }
+        if sqlite3(&db, pending) == "1" {
+            assert_eq!(sqlite3(&db, "SELECT count(*) FROM usage"), "0");
+            return true;
+        }
+        assert_eq!(sqlite3(&db, rows), want, "after {kills} kills");
+        false
+    });
     assert!(
         kills >= 3 && pendings >= 1,
         "{kills} kills, {pendings} pending"
@@ -1433,7 +1403,75 @@ fn killed_while_reading_again_for_usage_each_row_once() {
             "{agent}"
         );
     }
+    // A store the release before migrated (its mark, `usage_since`, no
+    // `usage_reread`; its rows those of this release): read again with
+    // its rows of the files read again dropped and written anew in one
+    // transaction, so after every kill the rows are all there, the same.
+    let db = d.join("before.db");
+    sqlite3(&clean, &format!("VACUUM INTO '{}'", db.display()));
+    sqlite3(
+        &db,
+        "INSERT INTO checkpoint_meta (name, value) VALUES ('usage_since', '1796000000000')",
+    );
+    let marked = "SELECT count(*) FROM checkpoint_meta WHERE name = 'usage_since'";
+    let (kills, pendings) = kill_until_done(&db, &paths, |kills| {
+        assert_eq!(sqlite3(&db, rows), want, "after {kills} kills");
+        sqlite3(&db, marked) == "1"
+    });
+    assert!(
+        kills >= 3 && pendings >= 1,
+        "{kills} kills, {pendings} pending"
+    );
+    assert_eq!(sqlite3(&db, rows), want, "after {kills} kills");
+    assert_eq!(sqlite3(&db, marked), "0");
     fs::remove_dir_all(d).unwrap();
+}
+
+/// Runs `backfill --jobs 2 --db DB PATHS...`, killed (SIGKILL) at growing
+/// delays until a run finishes; after each kill the store is checked
+/// (`PRAGMA integrity_check`) and handed to `after` (with the number of
+/// kills so far), which says whether the re-read was still to do. The
+/// kills, and how many of them left it to do.
+fn kill_until_done(db: &Path, paths: &[&Path], mut after: impl FnMut(u32) -> bool) -> (u32, u32) {
+    let (mut kills, mut pendings) = (0, 0);
+    let mut delay_ms = 20u64;
+    let started = Instant::now();
+    loop {
+        let mut child = bin()
+            .args(["backfill", "--jobs", "2", "--db"])
+            .arg(db)
+            .args(paths)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_millis(delay_ms);
+        let mut done = None;
+        while Instant::now() < deadline {
+            if let Some(st) = child.try_wait().unwrap() {
+                done = Some(st);
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        if let Some(st) = done {
+            let out = child.wait_with_output().unwrap();
+            assert!(st.success(), "{}", String::from_utf8_lossy(&out.stderr));
+            return (kills, pendings);
+        }
+        child.kill().unwrap(); // SIGKILL
+        child.wait().unwrap();
+        kills += 1;
+        assert_eq!(sqlite3(db, "PRAGMA integrity_check"), "ok");
+        if after(kills) {
+            pendings += 1;
+        }
+        delay_ms = delay_ms * 3 / 2 + 10;
+        assert!(
+            started.elapsed() < Duration::from_secs(300),
+            "did not finish"
+        );
+    }
 }
 
 /// A real Codex rollout in the repository (26 lines, 10 records; MIT,
