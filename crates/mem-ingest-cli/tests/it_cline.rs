@@ -682,3 +682,70 @@ fn a_forks_copies_of_its_parents_messages_count_once() {
     assert_eq!(ids, ["f1", "f2", "m1", "m2", "m3", "m4", "m5"]);
     fs::remove_dir_all(home).unwrap();
 }
+
+/// A rewind (Cline's "restore": the transcript rewritten without its last
+/// messages), then a new message in the place of one dropped: the store's
+/// usage rows of the transcript are what the transcript holds now, as
+/// `stats` counts it (each message's metrics once), neither the dropped
+/// message's row kept beside them nor a row taken over by the message now
+/// at its place.
+#[test]
+fn a_rewound_documents_usage_rows_are_what_it_holds_now() {
+    let home = tmpdir("rewound-usage");
+    let data = home.join(".cline").join("data");
+    data_folder(&data);
+    let db = home.join("m.db");
+    let transcript = data
+        .join("sessions")
+        .join(SID)
+        .join(format!("{SID}.messages.json"));
+    let backfill = || {
+        let o = bin(&home)
+            .args(["backfill", "-q", "--agent", "cline", "--db"])
+            .arg(&db)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    };
+    // (line, input, output, total) of the transcript's rows.
+    let rows = || -> Vec<(i64, i64, i64, i64)> {
+        let c = rusqlite::Connection::open(&db).unwrap();
+        let mut q = c
+            .prepare(
+                "SELECT line, input, output, total_tokens FROM usage WHERE file = ?1 ORDER BY line",
+            )
+            .unwrap();
+        q.query_map([transcript.to_str().unwrap()], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+        })
+        .unwrap()
+        .map(Result::unwrap)
+        .collect()
+    };
+    backfill();
+    // m2 (21 in of which 3 read and 1 written, 8 out) and m5 (40 in of
+    // which 20 read, 12 out): input the tokens not read or written.
+    assert_eq!(rows(), [(2, 17, 8, 29), (5, 20, 12, 52)]);
+    // Rewound to m3, then a new answer m6 at position 4.
+    let mut s = session();
+    let msgs = s["messages"].as_array_mut().unwrap();
+    msgs.truncate(3);
+    msgs.push(
+        json!({"id": "m6", "role": "assistant", "ts": 1_784_094_129_000_i64,
+        "modelInfo": {"id": "claude-sonnet-4-6", "provider": "anthropic"},
+        "metrics": metrics(7, 3, 0, 0),
+        "content": [{"type": "text", "text": "Again, shorter."}]}),
+    );
+    write(&transcript, &s);
+    backfill();
+    assert_eq!(rows(), [(2, 17, 8, 29), (4, 7, 3, 10)]);
+    // `stats` of the transcript counts the same.
+    let o = bin(&home)
+        .args(["stats", "--json", "-q"])
+        .arg(&transcript)
+        .output()
+        .unwrap();
+    let stats: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(stats["usage"]["total_tokens"], 39);
+    fs::remove_dir_all(home).unwrap();
+}
