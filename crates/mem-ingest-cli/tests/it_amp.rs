@@ -14,6 +14,7 @@ use serde_json::{json, Value};
 
 #[path = "../../mem-ingest/tests/common/mod.rs"]
 mod common;
+mod usage_sums;
 
 fn tmpdir(name: &str) -> PathBuf {
     common::tmpdir("amp", name)
@@ -526,4 +527,95 @@ fn deja_vu_sample() {
     );
     assert_eq!(recs[0].timestamp, Some(1_767_337_445_000));
     assert_eq!((report.records, report.usage.total_tokens), (2, 0));
+}
+
+/// A thread rewound (the answer with usage naming no model dropped, the
+/// messages after it too) then answered again, then read unchanged: after
+/// every run, `--usage-out`'s rows, the dataset's and the store's sum to
+/// `stats`; the store holds the thread's rows as it is now.
+#[test]
+fn a_rewound_threads_usage_sums_to_stats_in_every_sink() {
+    let home = tmpdir("rewound-usage");
+    let data = home.join("data");
+    let mut t = thread();
+    let path = write_thread(&data, &t);
+    let (state, out, usage) = (
+        home.join("state"),
+        home.join("out.ndjson"),
+        home.join("usage.ndjson"),
+    );
+    let (ds, pstate, db) = (home.join("ds"), home.join("pstate"), home.join("m.db"));
+    let cmd = |args: &[&dyn AsRef<std::ffi::OsStr>]| {
+        let mut c = bin(&home);
+        c.env("AMP_DATA_DIR", &data);
+        for a in args {
+            c.arg(a);
+        }
+        let o = c.output().unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        o.stdout
+    };
+    let b = ["backfill", "-q", "--agent", "amp"];
+    let check = |total: i64, corrections: usize, lines: &[i64]| {
+        cmd(&[
+            &b[0],
+            &b[1],
+            &b[2],
+            &b[3],
+            &"--state",
+            &state,
+            &"-o",
+            &out,
+            &"--usage-out",
+            &usage,
+        ]);
+        cmd(&[
+            &b[0],
+            &b[1],
+            &b[2],
+            &b[3],
+            &"--parquet",
+            &ds,
+            &"--state",
+            &pstate,
+        ]);
+        cmd(&[&b[0], &b[1], &b[2], &b[3], &"--db", &db]);
+        let stats: Value =
+            serde_json::from_slice(&cmd(&[&"stats", &"--json", &"-q", &"--agent", &"amp"]))
+                .unwrap();
+        let s = usage_sums::of_stats(&stats);
+        assert_eq!(s[4], total);
+        assert_eq!(usage_sums::of_ndjson(&usage), (s, corrections));
+        assert_eq!(usage_sums::of_dataset(&ds), s);
+        assert_eq!(usage_sums::of_store(&db), s);
+        let c = rusqlite::Connection::open(&db).unwrap();
+        let mut q = c
+            .prepare("SELECT line FROM usage WHERE file = ?1 ORDER BY line")
+            .unwrap();
+        let got: Vec<i64> = q
+            .query_map([path.to_str().unwrap()], |r| r.get(0))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        assert_eq!(got, lines);
+    };
+    // Message 2: 10 + 178 + 986 + 11,372; message 4 (no model): 5 + 42 +
+    // 12,000.
+    check(12_546 + 12_047, 0, &[2, 4]);
+    // Rewound to message 3, then an answer at position 4 (another model).
+    let msgs = t["messages"].as_array_mut().unwrap();
+    msgs.truncate(3);
+    msgs.push(json!({"role": "assistant", "messageId": 10,
+        "content": [{"type": "text", "text": "Again."}],
+        "state": {"type": "complete", "stopReason": "end_turn"},
+        "usage": {"model": "claude-sonnet-4-5-20250929", "inputTokens": 7,
+                  "outputTokens": 3, "cacheCreationInputTokens": 0,
+                  "cacheReadInputTokens": 0, "timestamp": "2026-01-08T10:05:00.000Z"}}));
+    write_thread(&data, &t);
+    // The new answer's row, and a correction taking message 4's out.
+    check(12_546 + 10, 1, &[2, 4]);
+    let before = fs::read(&usage).unwrap();
+    check(12_546 + 10, 1, &[2, 4]);
+    assert_eq!(fs::read(&usage).unwrap(), before);
+    fs::remove_dir_all(home).unwrap();
 }

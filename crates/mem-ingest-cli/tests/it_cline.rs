@@ -13,6 +13,7 @@ use serde_json::{json, Value};
 
 #[path = "../../mem-ingest/tests/common/mod.rs"]
 mod common;
+mod usage_sums;
 
 fn tmpdir(name: &str) -> PathBuf {
     common::tmpdir("cline", name)
@@ -747,5 +748,100 @@ fn a_rewound_documents_usage_rows_are_what_it_holds_now() {
         .unwrap();
     let stats: Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(stats["usage"]["total_tokens"], 39);
+    fs::remove_dir_all(home).unwrap();
+}
+
+/// A series of rewrites of one transcript (a rewind and a new answer, an
+/// edit of an answer's metrics, an unchanged re-run, a rewind of every
+/// answer), each run with a state writing `--usage-out`, one with
+/// `--parquet` and one with `--db`: after every run each sink's usage
+/// rows sum to `stats`. The store holds the transcript's rows as it is
+/// now; NDJSON and the dataset, which never rewrite a row, add the new
+/// messages' rows and a correction row per model for the rest.
+#[test]
+fn every_sinks_usage_sums_to_stats_across_rewinds_and_edits() {
+    let home = tmpdir("rewind-sinks");
+    let data = home.join(".cline").join("data");
+    data_folder(&data);
+    let transcript = data
+        .join("sessions")
+        .join(SID)
+        .join(format!("{SID}.messages.json"));
+    let (state, out, usage) = (
+        home.join("state"),
+        home.join("out.ndjson"),
+        home.join("usage.ndjson"),
+    );
+    let (ds, pstate, db) = (home.join("ds"), home.join("pstate"), home.join("m.db"));
+    let run = |extra: &[&dyn AsRef<std::ffi::OsStr>]| {
+        let mut c = bin(&home);
+        c.args(["backfill", "-q", "--agent", "cline"]);
+        for a in extra {
+            c.arg(a);
+        }
+        let o = c.output().unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    };
+    let stats = || -> [i64; 5] {
+        let o = bin(&home)
+            .args(["stats", "--json", "-q", "--agent", "cline"])
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        usage_sums::of_stats(&serde_json::from_slice(&o.stdout).unwrap())
+    };
+    let rows_of_transcript = || -> Vec<(i64, i64)> {
+        let c = rusqlite::Connection::open(&db).unwrap();
+        let mut q = c
+            .prepare("SELECT line, total_tokens FROM usage WHERE file = ?1 ORDER BY line")
+            .unwrap();
+        q.query_map([transcript.to_str().unwrap()], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })
+        .unwrap()
+        .map(Result::unwrap)
+        .collect()
+    };
+    // After each run: (stats' total, corrections in --usage-out so far,
+    // the store's rows of the transcript).
+    let check = |total: i64, corrections: usize, rows: &[(i64, i64)]| {
+        run(&[&"--state", &state, &"-o", &out, &"--usage-out", &usage]);
+        run(&[&"--parquet", &ds, &"--state", &pstate]);
+        run(&[&"--db", &db]);
+        let s = stats();
+        assert_eq!(s[4], total);
+        let (n, c) = usage_sums::of_ndjson(&usage);
+        assert_eq!((n, c), (s, corrections));
+        assert_eq!(usage_sums::of_dataset(&ds), s);
+        assert_eq!(usage_sums::of_store(&db), s);
+        assert_eq!(rows_of_transcript(), rows);
+    };
+    // m2 29, m5 52; the subagent 10, the legacy task 1,050.
+    check(1_141, 0, &[(2, 29), (5, 52)]);
+    // Rewound to m3, then a new answer m6 at position 4: m6's row, and a
+    // correction taking m5's 52 out.
+    let mut s = session();
+    let msgs = s["messages"].as_array_mut().unwrap();
+    msgs.truncate(3);
+    msgs.push(
+        json!({"id": "m6", "role": "assistant", "ts": 1_784_094_129_000_i64,
+        "modelInfo": {"id": "claude-sonnet-4-6", "provider": "anthropic"},
+        "metrics": metrics(7, 3, 0, 0),
+        "content": [{"type": "text", "text": "Again, shorter."}]}),
+    );
+    write(&transcript, &s);
+    check(1_099, 1, &[(2, 29), (4, 10)]);
+    // m2 edited (a revision): its metrics grow by 11 tokens.
+    s["messages"][1]["metrics"] = metrics(30, 10, 3, 1);
+    write(&transcript, &s);
+    check(1_110, 2, &[(2, 40), (4, 10)]);
+    // Unchanged: nothing written anywhere.
+    let before = fs::read(&usage).unwrap();
+    check(1_110, 2, &[(2, 40), (4, 10)]);
+    assert_eq!(fs::read(&usage).unwrap(), before);
+    // Rewound to the first message: no answer left, no row of it.
+    s["messages"].as_array_mut().unwrap().truncate(1);
+    write(&transcript, &s);
+    check(1_060, 3, &[]);
     fs::remove_dir_all(home).unwrap();
 }

@@ -12,6 +12,7 @@ use serde_json::{json, Value};
 
 #[path = "../../mem-ingest/tests/common/mod.rs"]
 mod common;
+mod usage_sums;
 
 fn tmpdir(name: &str) -> PathBuf {
     common::tmpdir("gemini-legacy", name)
@@ -332,5 +333,65 @@ fn ccusage_counts_a_migrated_session_twice() {
     let v: Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["totals"]["totalTokens"], 4 * 115, "{v}");
     assert_eq!(stats(&home)["usage"]["total_tokens"], 2 * 115);
+    fs::remove_dir_all(home).unwrap();
+}
+
+/// A legacy session grown, rewound (Gemini CLI truncates the file), its
+/// answer's tokens edited, then read unchanged: after every run,
+/// `--usage-out`'s rows, the dataset's and the store's sum to `stats`;
+/// the store holds the session's rows as the file is now.
+#[test]
+fn a_rewound_sessions_usage_sums_to_stats_in_every_sink() {
+    let home = tmpdir("rewound-usage");
+    let c = chats(&home);
+    let path = c.join("session-2026-06-05T04-59-dcbe78d3.json");
+    let (state, out, usage) = (
+        home.join("state"),
+        home.join("out.ndjson"),
+        home.join("usage.ndjson"),
+    );
+    let (ds, pstate, db) = (home.join("ds"), home.join("pstate"), home.join("m.db"));
+    let run = |extra: &[&dyn AsRef<std::ffi::OsStr>]| {
+        let mut c = bin(&home);
+        c.args(["backfill", "-q", "--agent", "gemini"]);
+        for a in extra {
+            c.arg(a);
+        }
+        let o = c.output().unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    };
+    let check = |v: &Value, total: i64, corrections: usize, lines: &[i64]| {
+        fs::write(&path, serde_json::to_string_pretty(v).unwrap()).unwrap();
+        run(&[&"--state", &state, &"-o", &out, &"--usage-out", &usage]);
+        run(&[&"--parquet", &ds, &"--state", &pstate]);
+        run(&[&"--db", &db]);
+        let s = usage_sums::of_stats(&stats(&home));
+        assert_eq!(s[4], total);
+        assert_eq!(usage_sums::of_ndjson(&usage), (s, corrections));
+        assert_eq!(usage_sums::of_dataset(&ds), s);
+        assert_eq!(usage_sums::of_store(&db), s);
+        let c = rusqlite::Connection::open(&db).unwrap();
+        let mut q = c
+            .prepare("SELECT line FROM usage WHERE file = ?1 ORDER BY line")
+            .unwrap();
+        let got: Vec<i64> = q
+            .query_map([path.to_str().unwrap()], |r| r.get(0))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        assert_eq!(got, lines);
+    };
+    // Answers g1 and g3 (115 each), then g5 too.
+    check(&legacy(4), 230, 0, &[2, 4]);
+    check(&legacy(6), 345, 0, &[2, 4, 6]);
+    // Rewound to g1: a correction takes g3's and g5's 230 out.
+    check(&legacy(2), 115, 1, &[2]);
+    // g1's tokens edited (a revision): a correction adds the 900 more.
+    let mut v = legacy(2);
+    v["messages"][1]["tokens"] = tokens(1_000, 10, 1_015);
+    check(&v, 1_015, 2, &[2]);
+    let before = fs::read(&usage).unwrap();
+    check(&v, 1_015, 2, &[2]);
+    assert_eq!(fs::read(&usage).unwrap(), before);
     fs::remove_dir_all(home).unwrap();
 }

@@ -262,31 +262,33 @@ impl UsageRow {
         let before = r.written.as_ref().map(UsageRow::of);
         let mut row = match (now, before) {
             (Some(now), None) => now,
-            (now, Some(before)) => {
-                // The difference, dated and named by the copy now (or the
-                // one before, when the response left the run's bounds).
-                let mut d = now.clone().unwrap_or_else(|| before.clone());
-                let zero = [0; 7];
-                let n = now.as_ref().map_or(&zero, |n| &n.counts);
-                for (k, c) in d.counts.iter_mut().enumerate() {
-                    *c = n[k].saturating_sub(before.counts[k]);
-                }
-                d.cost = match (now.as_ref().map_or(Some(0.0), |n| n.cost), before.cost) {
-                    (Some(a), Some(b)) => Some(a - b),
-                    _ => None,
-                };
-                d.correction = true;
-                if d.counts == zero && d.cost == Some(0.0) {
-                    // Replaced by a copy that counts the same (a
-                    // sidechain's by its session's): nothing to correct.
-                    return None;
-                }
-                d
-            }
+            // Replaced by a copy that counts the same (a sidechain's by
+            // its session's): nothing to correct.
+            (now, Some(before)) => before.difference(now)?,
             (None, None) => return None,
         };
         row.response = Some(i64::from(r.index));
         Some(row)
+    }
+
+    /// The correction row from this row written before to `now` (None:
+    /// it left the run's bounds): dated and named by `now` (by this one
+    /// when none), its counts and cost less this one's; None when that is
+    /// nothing.
+    fn difference(self, now: Option<UsageRow>) -> Option<UsageRow> {
+        let before = self;
+        let mut d = now.clone().unwrap_or_else(|| before.clone());
+        let zero = [0; 7];
+        let n = now.as_ref().map_or(&zero, |n| &n.counts);
+        for (k, c) in d.counts.iter_mut().enumerate() {
+            *c = n[k].saturating_sub(before.counts[k]);
+        }
+        d.cost = match (now.as_ref().map_or(Some(0.0), |n| n.cost), before.cost) {
+            (Some(a), Some(b)) => Some(a - b),
+            _ => None,
+        };
+        d.correction = true;
+        (d.counts != zero || d.cost != Some(0.0)).then_some(d)
     }
 }
 
@@ -1250,6 +1252,23 @@ impl Sink for ParquetDataset {
     fn write_usage(&mut self, rows: &[mem_ingest::archive::CountedUsage]) -> Result<(), Error> {
         for r in rows {
             self.push_usage(r.agent, UsageRow::of(r))?;
+        }
+        Ok(())
+    }
+
+    /// A document's fresh rows, and a correction row for what its rows
+    /// written before no longer hold (a part is never rewritten).
+    fn write_document_usage(
+        &mut self,
+        doc: &mem_ingest::sink::DocumentUsage<'_>,
+    ) -> Result<(), Error> {
+        for r in doc.fresh {
+            self.push_usage(r.agent, UsageRow::of(r))?;
+        }
+        for c in doc.corrections {
+            if let Some(d) = UsageRow::of(&c.before).difference(Some(UsageRow::of(&c.now))) {
+                self.push_usage(c.now.agent, d)?;
+            }
         }
         Ok(())
     }

@@ -271,6 +271,16 @@ fn upsert_usage(conn: &Connection, key: &str, r: &CountedUsage) -> rusqlite::Res
     Ok(())
 }
 
+/// Deletes every usage row of `file`: by their keys, which start with
+/// `<file>:` ([`usage_key`]; `;` is the character after `:`), so that the
+/// key's index finds them.
+fn delete_usage_of(conn: &Connection, file: &str) -> rusqlite::Result<usize> {
+    conn.prepare_cached(
+        "DELETE FROM usage WHERE key >= ?1 || ':' AND key < ?1 || ';' AND file = ?1",
+    )?
+    .execute([file])
+}
+
 /// A usage row's key: its file, line and model, and its place on the
 /// line where a line carries several of one model (an OpenCode answer's
 /// calls: `#1`, `#2`, ...; the first keeps the key without it, as the
@@ -1542,6 +1552,22 @@ impl Sink for SqliteStore {
     fn write_usage(&mut self, rows: &[CountedUsage]) -> Result<(), Error> {
         self.begin()?;
         for r in rows {
+            upsert_usage(&self.conn, &usage_key(r), r).map_err(|e| self.err(e))?;
+        }
+        Ok(())
+    }
+
+    /// The document's rows replaced by those it holds now, in the
+    /// transaction of its records and of the checkpoint that moves past
+    /// them: a row of a message a rewind or an edit dropped goes, and no
+    /// row of the message now in its place is taken over.
+    fn write_document_usage(
+        &mut self,
+        doc: &mem_ingest::sink::DocumentUsage<'_>,
+    ) -> Result<(), Error> {
+        self.begin()?;
+        delete_usage_of(&self.conn, doc.file).map_err(|e| self.err(e))?;
+        for r in doc.rows {
             upsert_usage(&self.conn, &usage_key(r), r).map_err(|e| self.err(e))?;
         }
         Ok(())

@@ -18,8 +18,9 @@ use crate::counts::Removal;
 use crate::error::{Error, ErrorKind};
 use crate::format::{open_at, At, BoxedSource, Format, Input, ParentCopies};
 use crate::line::Header;
+use crate::record::Usage;
 use crate::report::Report;
-use crate::sink::{Encoder, Sink};
+use crate::sink::{DocumentUsage, Encoder, Sink, UsageCorrection};
 use crate::source::SourceOptions;
 
 /// Delivers one task's result, in task order: deduplication, the sink,
@@ -135,7 +136,14 @@ pub(super) fn deliver<S: Sink>(
                         going = false;
                     }
                 }
-                if going && ctx.sink.wants_usage() && !res.report.usage_rows.is_empty() {
+                let document =
+                    going && ctx.sink.wants_usage() && format_of(ctx, f).is_document(&f.path);
+                if document {
+                    // Also when it has no rows now (a rewind of them all,
+                    // a version that does not parse): they replace those
+                    // handed over before.
+                    document_usage(ctx, f, a.header.as_ref(), &mut res)?;
+                } else if going && ctx.sink.wants_usage() && !res.report.usage_rows.is_empty() {
                     let rows = usage_rows(
                         f,
                         format_of(ctx, f),
@@ -181,6 +189,132 @@ pub(super) fn deliver<S: Sink>(
 
 fn format_of<'c, S: Sink>(ctx: &Ctx<'c, S>, f: &PlannedFile) -> &'c dyn Format {
     &*ctx.cfg.formats[f.format]
+}
+
+/// A document's usage rows, read whole (see [`Sink::write_document_usage`]):
+/// all of them now; the fresh ones (the entries this read emitted, or
+/// every row at a first read); and, where the checkpoint saved the
+/// document's counts of its read before, per provider and model, what
+/// the rows handed over so far need to sum to its counts now.
+fn document_usage<S: Sink>(
+    ctx: &mut Ctx<'_, S>,
+    f: &PlannedFile,
+    header: Option<&Header>,
+    res: &mut PartResult<<S::Encoder as Encoder>::Batch>,
+) -> Result<(), Error> {
+    let format = format_of(ctx, f);
+    let filter = ctx.cfg.filter;
+    let rows = usage_rows(f, format, header, &mut res.report, filter);
+    let before = f.reread.as_deref().map(|p| &p.report);
+    let (fresh, corrections) = match before {
+        None => (rows.clone(), Vec::new()),
+        Some(before) => {
+            let fresh: Vec<super::CountedUsage> = rows
+                .iter()
+                .filter(|r| res.fresh_lines.binary_search(&r.line).is_ok())
+                .cloned()
+                .collect();
+            let corrections = if filter.since.is_none() && filter.until.is_none() {
+                corrections(&rows, &fresh, &res.report, before, format, header, f)
+            } else {
+                Vec::new()
+            };
+            (fresh, corrections)
+        }
+    };
+    let file = f.path.display().to_string();
+    ctx.sink.write_document_usage(&DocumentUsage {
+        file: &file,
+        rows: &rows,
+        fresh: &fresh,
+        corrections: &corrections,
+    })
+}
+
+/// Per provider and model (and one for usage naming neither), the
+/// document's usage now (`now`, its report) against what its rows handed
+/// over sum to: its report before (the rows written before sum to it) and
+/// the fresh rows. Only those that differ.
+fn corrections(
+    rows: &[super::CountedUsage],
+    fresh: &[super::CountedUsage],
+    now: &Report,
+    before: &Report,
+    format: &dyn Format,
+    header: Option<&Header>,
+    f: &PlannedFile,
+) -> Vec<UsageCorrection> {
+    type Key = Option<(String, String)>;
+    // (now, before) per key, in the order first met.
+    let mut sums: Vec<(Key, Usage, Usage)> = Vec::new();
+    let mut add = |k: Key, is_now: bool, u: &Usage| {
+        let i = match sums.iter().position(|s| s.0 == k) {
+            Some(i) => i,
+            None => {
+                sums.push((k, Usage::default(), Usage::default()));
+                sums.len() - 1
+            }
+        };
+        if is_now {
+            sums[i].1.add(u);
+        } else {
+            sums[i].2.add(u);
+        }
+    };
+    for (report, is_now) in [(now, true), (before, false)] {
+        // What no model takes: the rest of the report's total.
+        let mut rest = report.usage;
+        for m in &report.by_model {
+            rest.sub(&m.usage);
+            add(
+                Some((m.provider.clone(), m.model.clone())),
+                is_now,
+                &m.usage,
+            );
+        }
+        add(None, is_now, &rest);
+    }
+    for r in fresh {
+        let k = match (&r.provider, &r.model) {
+            (Some(p), Some(m)) => Some((p.clone(), m.clone())),
+            _ => None,
+        };
+        add(k, false, &r.usage);
+    }
+    let (session, project) = header.map_or((String::new(), String::new()), |h| {
+        (h.id.clone(), h.cwd.clone())
+    });
+    let time = rows.iter().filter_map(|r| r.time).max();
+    let file = f.path.display().to_string();
+    let recorded = format.records_cost();
+    let row = |k: &Key, usage: Usage| super::CountedUsage {
+        agent: format.name(),
+        session: session.clone(),
+        project: project.clone(),
+        file: file.clone(),
+        line: 0,
+        seq: 0,
+        time,
+        provider: k.as_ref().map(|(p, _)| p.clone()),
+        model: k.as_ref().map(|(_, m)| m.clone()),
+        usage,
+        reasoning: 0,
+        cache_write_1h: 0,
+        recorded,
+    };
+    let same = |a: &Usage, b: &Usage| {
+        (a.input, a.output, a.cache_read, a.cache_write, a.total_tokens)
+            == (b.input, b.output, b.cache_read, b.cache_write, b.total_tokens)
+            // (Recorded costs summed in another order.)
+            && (a.cost - b.cost).abs() <= 1e-9 * a.cost.abs().max(1.0)
+    };
+    sums.iter()
+        .filter(|(_, n, b)| !same(n, b))
+        .map(|(k, n, b)| UsageCorrection {
+            now: row(k, *n),
+            before: row(k, *b),
+        })
+        .collect()
 }
 
 /// A part's usage rows (taken out of its report), as the sink takes them:

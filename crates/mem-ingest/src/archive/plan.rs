@@ -90,6 +90,9 @@ pub struct PlannedFile {
     pub mode: Mode,
     /// What earlier runs consumed, when the file is resumed or unchanged.
     pub prior: Option<Arc<FileState>>,
+    /// A document read again: what the checkpoint saved of its read
+    /// before (its report: what its usage rows handed over sum to).
+    pub reread: Option<Arc<FileState>>,
 }
 
 impl PlannedFile {
@@ -407,6 +410,10 @@ pub fn plan(
             Mode::Unchanged | Mode::Resumed => entry.cloned(),
             Mode::New | Mode::Reread => None,
         };
+        let reread = match r.mode {
+            Mode::Reread if r.document.is_some() => entry.cloned(),
+            _ => None,
+        };
         let mut f = PlannedFile {
             path,
             format,
@@ -414,6 +421,7 @@ pub fn plan(
             tasks: 0,
             mode: r.mode,
             prior,
+            reread,
         };
         if r.mode != Mode::Unchanged {
             // One region read to the end is one part from its start.

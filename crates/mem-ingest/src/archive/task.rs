@@ -102,6 +102,10 @@ pub(super) struct PartResult<B> {
     /// A part of a task's read handed over before its end ([`Handing`]):
     /// no position, and its file is not done with it.
     pub(super) partial: bool,
+    /// A document's entries emitted by this read that are not revisions
+    /// (ascending lines), when usage rows are kept: their rows are the
+    /// fresh ones ([`crate::sink::DocumentUsage::fresh`]).
+    pub(super) fresh_lines: Vec<u64>,
 }
 
 impl<B> Default for PartResult<B> {
@@ -120,6 +124,7 @@ impl<B> Default for PartResult<B> {
             notes: Vec::new(),
             copies: ParentCopies::default(),
             partial: false,
+            fresh_lines: Vec::new(),
         }
     }
 }
@@ -552,6 +557,8 @@ pub(super) fn drain<E: Encoder>(
     let parent = src.header().and_then(|h| format.parent(h));
     // The source keeps each entry's counts: no re-read, no context needed.
     let mut counted = false;
+    // A document's fresh lines, for its usage rows.
+    let fresh = src.report().keep_usage_rows && format.is_document(Path::new(file));
     let r = loop {
         // What a re-read of this entry's line alone would need.
         let context = if needs_context && !counted {
@@ -565,6 +572,9 @@ pub(super) fn drain<E: Encoder>(
             Err(e) => break Err(e.cause()),
         };
         let (fingerprint, line, byte) = (entry.fingerprint, entry.line, entry.byte);
+        if fresh && !entry.revision {
+            res.fresh_lines.push(line);
+        }
         let revision = entry.revision && entry.record.is_some();
         res.revised += u64::from(revision);
         let mut record = None;

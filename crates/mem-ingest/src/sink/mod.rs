@@ -28,4 +28,4 @@ mod seam;
 pub use crate::checkpoint::Mark;
 pub use ndjson::{NdjsonBatch, NdjsonEncoder, NdjsonFile, NdjsonStdout};
 pub use owned::{Discard, DiscardEncoder, ForEach, OwnedEncoder};
-pub use seam::{Encoder, Place, ResponseUsage, Sink};
+pub use seam::{DocumentUsage, Encoder, Place, ResponseUsage, Sink, UsageCorrection};

@@ -556,6 +556,26 @@ impl Sink for NdjsonFile {
         u.write_lines(&lines)
     }
 
+    fn write_document_usage(&mut self, doc: &super::seam::DocumentUsage<'_>) -> Result<(), Error> {
+        let Some(u) = self.usage.as_deref_mut() else {
+            return Ok(());
+        };
+        let mut lines = Vec::new();
+        for r in doc.fresh {
+            usage_line(&mut lines, &UsageLine::of(r, None));
+        }
+        for c in doc.corrections {
+            let d = UsageLine::of(&c.before, None).difference(Some(UsageLine::of(&c.now, None)));
+            if let Some(d) = d {
+                usage_line(&mut lines, &d);
+            }
+        }
+        if lines.is_empty() {
+            return Ok(());
+        }
+        u.write_lines(&lines)
+    }
+
     fn write_response_usage(&mut self, rows: &[super::seam::ResponseUsage]) -> Result<(), Error> {
         let Some(u) = self.usage.as_deref_mut() else {
             return Ok(());
@@ -670,41 +690,48 @@ impl<'a> UsageLine<'a> {
         let before = r.written.as_ref().map(|u| UsageLine::of(u, Some(r.index)));
         match (now, before) {
             (Some(now), None) => Some(now),
-            (now, Some(b)) => {
-                let mut d = now.clone().unwrap_or_else(|| b.clone());
-                let get = |l: &UsageLine<'_>| {
-                    [
-                        l.input,
-                        l.output,
-                        l.cache_read,
-                        l.cache_write,
-                        l.cache_write_1h,
-                        l.reasoning,
-                        l.total_tokens,
-                    ]
-                };
-                let n = now.as_ref().map_or([0; 7], get);
-                let o = get(&b);
-                let diff: Vec<i64> = (0..7).map(|k| n[k].saturating_sub(o[k])).collect();
-                [
-                    d.input,
-                    d.output,
-                    d.cache_read,
-                    d.cache_write,
-                    d.cache_write_1h,
-                    d.reasoning,
-                    d.total_tokens,
-                ] = diff.try_into().expect("seven");
-                d.cost = match (now.as_ref().map_or(Some(0.0), |n| n.cost), b.cost) {
-                    (Some(x), Some(y)) => Some(x - y),
-                    _ => None,
-                };
-                d.correction = true;
-                let same = get(&d) == [0; 7] && d.cost == Some(0.0);
-                (!same).then_some(d)
-            }
+            (now, Some(b)) => b.difference(now),
             (None, None) => None,
         }
+    }
+
+    /// The correction row from this row written before to `now` (None:
+    /// the response left the run's bounds): `now`'s names and time (this
+    /// one's when none), its counts and cost less this one's; None when
+    /// that is nothing.
+    fn difference(self, now: Option<UsageLine<'a>>) -> Option<UsageLine<'a>> {
+        let b = self;
+        let mut d = now.clone().unwrap_or_else(|| b.clone());
+        let get = |l: &UsageLine<'_>| {
+            [
+                l.input,
+                l.output,
+                l.cache_read,
+                l.cache_write,
+                l.cache_write_1h,
+                l.reasoning,
+                l.total_tokens,
+            ]
+        };
+        let n = now.as_ref().map_or([0; 7], get);
+        let o = get(&b);
+        let diff: Vec<i64> = (0..7).map(|k| n[k].saturating_sub(o[k])).collect();
+        [
+            d.input,
+            d.output,
+            d.cache_read,
+            d.cache_write,
+            d.cache_write_1h,
+            d.reasoning,
+            d.total_tokens,
+        ] = diff.try_into().expect("seven");
+        d.cost = match (now.as_ref().map_or(Some(0.0), |n| n.cost), b.cost) {
+            (Some(x), Some(y)) => Some(x - y),
+            _ => None,
+        };
+        d.correction = true;
+        let same = get(&d) == [0; 7] && d.cost == Some(0.0);
+        (!same).then_some(d)
     }
 }
 

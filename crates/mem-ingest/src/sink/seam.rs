@@ -201,6 +201,64 @@ pub trait Sink {
         let _ = rows;
         Ok(())
     }
+
+    /// The usage rows of a document read whole (an Amp thread, a Cline
+    /// transcript, a Gemini CLI legacy session: see
+    /// [`crate::document`]), in place of [`Sink::write_usage`], also when
+    /// it has none: what it holds now replaces what was handed over of it
+    /// before, which a rewind or an edit may have dropped or changed. A
+    /// sink that rewrites rows (a store) keeps exactly
+    /// [`DocumentUsage::rows`] for the file; one that never rewrites
+    /// writes [`DocumentUsage::fresh`] and the
+    /// [`DocumentUsage::corrections`], so that its sums are `stats'`.
+    /// Default: [`Sink::write_usage`] of the fresh rows.
+    ///
+    /// # Errors
+    /// The destination failed: the run stops with this error.
+    fn write_document_usage(&mut self, doc: &DocumentUsage<'_>) -> Result<(), Error> {
+        if doc.fresh.is_empty() {
+            return Ok(());
+        }
+        self.write_usage(doc.fresh)
+    }
+}
+
+/// A document's usage rows, for [`Sink::write_document_usage`].
+#[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
+pub struct DocumentUsage<'a> {
+    /// The document (its rows' `file`).
+    pub file: &'a str,
+    /// Every usage row of the document now, in the run's
+    /// `--since/--until`: what a sink that rewrites rows keeps of the
+    /// file, every other row of it dropped.
+    pub rows: &'a [crate::archive::counted::CountedUsage],
+    /// Of those, the rows not handed over before: the messages emitted by
+    /// this read (every row at a document's first read).
+    pub fresh: &'a [crate::archive::counted::CountedUsage],
+    /// For a sink that never rewrites a row: per provider and model, the
+    /// document's usage now against what was handed over of it before and
+    /// `fresh` (a rewound message's usage, an edited message's change):
+    /// the sink writes the difference, `correction` true. Empty at a
+    /// document's first read, and in a run with `--since/--until` (the
+    /// checkpoint keeps a document's counts, not which of its rows were in
+    /// bounds).
+    pub corrections: &'a [UsageCorrection],
+}
+
+/// What the rows of one provider and model of a document written before
+/// need to sum to what the document holds now: the sink writes `now`
+/// less `before` (field by field, possibly negative; nothing when all
+/// are 0).
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct UsageCorrection {
+    /// The document's usage of this provider and model now (`line` 0; the
+    /// time of its latest row now, if any).
+    pub now: crate::archive::counted::CountedUsage,
+    /// What was handed over of it: the rows written before and the fresh
+    /// ones.
+    pub before: crate::archive::counted::CountedUsage,
 }
 
 /// A Claude Code response's usage, for [`Sink::write_response_usage`].
