@@ -240,6 +240,38 @@ fn generated_goose_databases_are_reproducible_and_stats_equals_their_rows() {
     let s = stats("goose", &a, None);
     assert_stats_equal(&s, w, &roles);
     assert_eq!(s["files"], 2);
+    // The usage rows written (`--usage-out`) are the same usage: a copied
+    // message, at the row id a ledger row of that database has for its
+    // id, takes none of the ledger's rows out with it.
+    let (o, u) = (d.join("goose.ndjson"), d.join("goose.usage"));
+    let out = common::cli()
+        .args(["backfill", "-q", "--agent", "goose", "-o"])
+        .arg(&o)
+        .arg("--usage-out")
+        .arg(&u)
+        .env("HOME", &a)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut sums = [0u64; 5];
+    let keys = [
+        "input",
+        "output",
+        "cache_read",
+        "cache_write",
+        "total_tokens",
+    ];
+    for l in fs::read_to_string(&u).unwrap().lines() {
+        let r: Value = serde_json::from_str(l).unwrap();
+        for (i, k) in keys.iter().enumerate() {
+            sums[i] += r[*k].as_u64().unwrap();
+        }
+    }
+    assert_eq!(sums, keys.map(|k| s["usage"][k].as_u64().unwrap()));
     // The current store alone: its own rows.
     let only = d.join("only");
     fs::create_dir_all(only.join(".local/share/goose/sessions")).unwrap();
