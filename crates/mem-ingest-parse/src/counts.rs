@@ -56,6 +56,17 @@ pub struct LineCounts {
     entry: u32,
     /// Everything else (no allocation for a line without usage).
     more: Vec<Change>,
+    /// The usage rows ([`Report::usage_rows`]) the line added.
+    usage_rows: u32,
+}
+
+impl LineCounts {
+    /// Whether the line added usage rows: a copy that added none takes
+    /// none out (a database's rows may share a line number: Goose's
+    /// ledger ids and message row ids).
+    pub fn adds_usage_rows(&self) -> bool {
+        self.usage_rows > 0
+    }
 }
 
 /// Follows a source's report line by line: the counters as they were after
@@ -70,6 +81,8 @@ pub struct Tracker {
     models: Vec<(u64, Usage)>,
     /// The type counters' moves seen ([`EntryCounts::moves`]).
     moves: u64,
+    /// The usage rows the report held after the last line.
+    rows: usize,
     last: LineCounts,
 }
 
@@ -240,6 +253,9 @@ impl Tracker {
                 self.models.push((m.messages, m.usage));
             }
         }
+        let rows = report.usage_rows.len();
+        c.usage_rows = u32::try_from(rows.saturating_sub(self.rows)).unwrap_or(u32::MAX);
+        self.rows = rows;
         if entry {
             self.last = c;
         }

@@ -581,7 +581,9 @@ pub(super) fn decide_copies<B>(
             res.revised_kept -= usize::from(note.revision);
             dropped.push(i);
         }
-        if res.report.keep_usage_rows {
+        if res.report.keep_usage_rows && note.counts.as_ref().is_none_or(|c| c.adds_usage_rows()) {
+            // Its usage rows go (by line: a copy that added none, as its
+            // counts say, takes out none of another entry's at its line).
             copy_lines.push(note.line);
         }
         if let Some(c) = &note.counts {
