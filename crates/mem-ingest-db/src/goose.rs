@@ -31,6 +31,7 @@ use mem_ingest_parse::{Error, Header, Report, Role, RoleFilter, SkipReason, Sour
 use rusqlite::{Connection, OptionalExtension};
 use serde_json::Value;
 
+use crate::lineage::Lineages;
 use crate::opencode::record;
 use crate::sqlite::{fail, has_table, in_read, open_read_only, text_of};
 
@@ -136,6 +137,13 @@ impl Format for Goose {
         true
     }
 
+    /// Its sessions are lineages of their own (a root session and its
+    /// subagents' sessions): a database is read by every shard, each
+    /// taking its lineages' rows.
+    fn shards_rows(&self) -> bool {
+        true
+    }
+
     /// A database of this agent's tables under any name (a backup copy
     /// named as a PATH).
     fn detect_file(&self, path: &Path, prefix: &[u8]) -> bool {
@@ -217,6 +225,7 @@ impl MapRows for Goose {
             usage_read: false,
             sessions: HashMap::new(),
             bytes: 0,
+            lineage: Lineages::new(LINEAGE),
         };
         Ok((header, Box::new(db)))
     }
@@ -270,6 +279,8 @@ struct Db {
     /// The bytes of the messages read so far (the rows' places, by which
     /// the engine hands a long read over in parts).
     bytes: u64,
+    /// Its sessions' lineages (parents, the shard read).
+    lineage: Lineages,
 }
 
 /// A `messages` row.
@@ -489,6 +500,25 @@ impl Db {
         self.sessions.extend(got);
         Ok(())
     }
+
+    /// Reads the sessions' parents when `ids` names one new to this read
+    /// and they are needed (records built, `records`, or a shard read):
+    /// whether they are.
+    fn lineages_for<'m>(
+        &mut self,
+        ids: impl Iterator<Item = &'m str> + Clone,
+        records: bool,
+    ) -> Result<bool, Error> {
+        if !self.lineage.needed(records) {
+            return Ok(false);
+        }
+        if !self.lineage.knows(ids.clone()) {
+            let found = in_read(&self.conn, Lineages::goose)
+                .map_err(|e| fail(&self.path, "cannot read its sessions", &e))?;
+            self.lineage.learn(found, ids);
+        }
+        Ok(true)
+    }
 }
 
 /// The keys of a session's accumulated columns in the cursor's guards.
@@ -532,12 +562,14 @@ impl Db {
             .map_err(|e| fail(&self.path, "cannot read its usage", &e))?;
         let named = ledger.iter().map(|l| l.session.as_str());
         let named: Vec<&str> = named.chain(acc.iter().map(|a| a.0.as_str())).collect();
-        self.sessions_for(named.into_iter())
+        self.sessions_for(named.iter().copied())
             .map_err(|e| fail(&self.path, "cannot read its sessions", &e))?;
+        let sharded = self.lineages_for(named.iter().copied(), false)?;
         for l in &ledger {
             cursor.marks.insert("usage_ledger".into(), l.id);
             let key = format!("ledger:{}", l.id);
-            if cursor.was_emitted(&key) {
+            if cursor.was_emitted(&key) || (sharded && !self.lineage.in_shard(&l.session)) {
+                // Counted, or another shard's lineage.
                 continue;
             }
             // The difference carried into the ledger for a session whose
@@ -568,7 +600,7 @@ impl Db {
             usage_row(report, rows, arena, key, fp, at.line, 0);
         }
         for (sid, now, has_ledger) in acc {
-            if has_ledger {
+            if has_ledger || (sharded && !self.lineage.in_shard(&sid)) {
                 continue;
             }
             let keys = acc_keys(&sid);
@@ -853,6 +885,8 @@ impl Database for Db {
             .map_err(|e| fail(&self.path, "cannot read its messages", &e))?;
         self.sessions_for(msgs.iter().map(|m| m.session.as_str()))
             .map_err(|e| fail(&self.path, "cannot read its sessions", &e))?;
+        let records = !filter.builds_none();
+        let lineages = self.lineages_for(msgs.iter().map(|m| m.session.as_str()), records)?;
         let full = msgs.len() as i64 == BATCH;
         for m in &msgs {
             // Keyed by (session, message_id): a conversation inserted
@@ -860,7 +894,8 @@ impl Database for Db {
             let key = message_key(&m.session, m.message_id.as_deref(), m.id);
             cursor.marks.insert("messages".into(), m.id);
             cursor.guards.insert("messages".into(), guard_of(&key));
-            if cursor.was_emitted(&key) {
+            if cursor.was_emitted(&key) || (lineages && !self.lineage.in_shard(&m.session)) {
+                // Emitted, or another shard's lineage: passed over.
                 continue;
             }
             let content = match (&m.role, &m.content) {
@@ -893,8 +928,18 @@ impl Database for Db {
                 }
             };
             self.bytes += m.content.as_ref().map_or(0, String::len) as u64;
+            let parent = self
+                .lineage
+                .parent_session(&m.session)
+                .filter(|_| records)
+                .map(|p| &*arena.alloc_str(&p));
+            rows.set_parent_session(parent);
             self.message(m, &key, &content, arena, filter, report, rows);
         }
         Ok(full)
+    }
+
+    fn only_shard(&mut self, k: u32, n: u32) {
+        self.lineage.only_shard(k, n);
     }
 }

@@ -16,6 +16,7 @@ use mem_ingest_parse::format::Format;
 pub mod cursor;
 pub mod goose;
 mod lenient;
+mod lineage;
 pub mod opencode;
 pub mod sqlite;
 

@@ -35,6 +35,7 @@ use rusqlite::{Connection, OptionalExtension};
 use serde_json::Value;
 
 use crate::lenient::{parse, Any, Node, Num};
+use crate::lineage::Lineages;
 use crate::sqlite::{fail, has_table, in_read, open_read_only, text_of};
 
 /// The OpenCode format.
@@ -136,6 +137,13 @@ impl Format for OpenCode {
         true
     }
 
+    /// Its sessions are lineages of their own (a root session and its
+    /// children and forks): a database is read by every shard, each
+    /// taking its lineages' rows.
+    fn shards_rows(&self) -> bool {
+        true
+    }
+
     /// A database of this agent's tables under any name (a backup copy
     /// named as a PATH).
     fn detect_file(&self, path: &Path, prefix: &[u8]) -> bool {
@@ -192,6 +200,7 @@ impl MapRows for OpenCode {
             pending_read: false,
             sessions: HashMap::new(),
             bytes: 0,
+            lineage: Lineages::new(LINEAGE),
         };
         Ok((header, Box::new(db)))
     }
@@ -228,6 +237,8 @@ struct Db {
     pending_read: bool,
     sessions: HashMap<String, Session>,
     bytes: u64,
+    /// Its sessions' lineages (parents, the shard read).
+    lineage: Lineages,
 }
 
 /// A batch's messages, and the sessions they name not known before.
@@ -803,13 +814,31 @@ impl Database for Db {
             }
         };
         self.sessions.extend(sessions);
+        // The sessions' lineages: each record's parent session, and the
+        // shard's sessions under `--shard` (read when a session of the
+        // batch is new to this read).
+        let records = !filter.builds_none();
+        let lineages = self.lineage.needed(records);
+        let named = || msgs.iter().map(|m| m.session.as_str());
+        if lineages && !self.lineage.knows(named()) {
+            match in_read(&self.conn, Lineages::opencode) {
+                Ok(found) => self.lineage.learn(found, named()),
+                Err(e) => {
+                    if let Some(p) = pending {
+                        cursor.pending.extend(p);
+                    }
+                    return Err(fail(&self.path, "cannot read its sessions", &e));
+                }
+            }
+        }
         let full = pending.is_none() && msgs.len() as i64 == BATCH;
         for m in &msgs {
             if pending.is_none() {
                 cursor.marks.insert("message".into(), m.rowid);
                 cursor.guards.insert("message".into(), guard_of(&m.id));
             }
-            if cursor.was_emitted(&m.id) {
+            if cursor.was_emitted(&m.id) || (lineages && !self.lineage.in_shard(&m.session)) {
+                // Emitted, or another shard's lineage: passed over.
                 continue;
             }
             let data = match &m.data {
@@ -870,9 +899,19 @@ impl Database for Db {
                     SkipReason::Malformed(why),
                 );
             }
+            let parent = self
+                .lineage
+                .parent_session(&m.session)
+                .filter(|_| records)
+                .map(|p| &*arena.alloc_str(&p));
+            rows.set_parent_session(parent);
             self.emit(m, &data, &parts, arena, filter, report, rows);
         }
         Ok(pending.is_some() || full)
+    }
+
+    fn only_shard(&mut self, k: u32, n: u32) {
+        self.lineage.only_shard(k, n);
     }
 }
 

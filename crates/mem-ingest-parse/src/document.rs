@@ -540,6 +540,7 @@ pub fn open<'d>(
                     byte: item.byte,
                     record: item.record,
                     revision: false,
+                    parent_session: None,
                 },
                 counts,
             })
@@ -568,6 +569,7 @@ pub fn open<'d>(
             byte: item.byte,
             record: item.record,
             revision,
+            parent_session: None,
         };
         match emitted.get(&kh) {
             Some(v) if *v == item.version => {}

@@ -344,6 +344,16 @@ pub trait Format: Send + Sync {
         false
     }
 
+    /// Whether this format's databases ([`Format::is_rows`]) hold many
+    /// lineages (a root session and its descendants) and are read by
+    /// lineage under `--shard K/N`: such a database is read by every
+    /// shard, each taking only its lineages' rows
+    /// ([`crate::rows::Database::only_shard`]). Default: no (a database
+    /// is its header's lineage, read whole by that lineage's shard).
+    fn shards_rows(&self) -> bool {
+        false
+    }
+
     /// Whether the agent may rewrite a document keeping its size and
     /// modification time (Amp does not move a thread's mtime): a document
     /// whose identity, size and time are unchanged is then hashed when the

@@ -91,6 +91,11 @@ pub struct Entry<'a> {
     /// updates its row by key; NDJSON and Parquet count it (the run's
     /// `updated`) and write nothing. False for every entry of lines.
     pub revision: bool,
+    /// The session its session was forked from or started by (a lineage
+    /// id, as [`crate::format::Format::parent`] says for a file), when
+    /// it differs entry by entry: a database holds many sessions
+    /// ([`crate::rows`]). `None`: the file's parent, if any.
+    pub parent_session: Option<&'a str>,
 }
 
 /// A format's mapping of parsed lines, with what the records of one file
@@ -247,6 +252,7 @@ impl LineParser {
                 self.json.forget();
                 return Some(Entry {
                     record: None,
+                    parent_session: None,
                     ..entry
                 });
             }

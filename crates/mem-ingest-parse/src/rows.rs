@@ -62,8 +62,9 @@ pub struct Row<'a> {
 /// The rows a [`Database`] reads in one batch, each pushed after the
 /// format counted it in the report.
 pub struct Rows<'a> {
-    list: Vec<(Row<'a>, LineCounts)>,
+    list: Vec<(Row<'a>, LineCounts, Option<&'a str>)>,
     tracker: Tracker,
+    parent: Option<&'a str>,
 }
 
 impl<'a> Rows<'a> {
@@ -75,7 +76,16 @@ impl<'a> Rows<'a> {
     pub fn push(&mut self, report: &mut Report, row: Row<'a>) {
         report.lines += 1;
         self.tracker.after_line(report, true);
-        self.list.push((row, self.tracker.last().clone()));
+        self.list
+            .push((row, self.tracker.last().clone(), self.parent));
+    }
+
+    /// The session the rows pushed from now on belong to was forked from
+    /// or started by (its parent's lineage id, `opencode:<id>`), or none:
+    /// a database holds many sessions, each its own lineage or a
+    /// descendant's ([`crate::line::Entry::parent_session`]).
+    pub fn set_parent_session(&mut self, parent: Option<&'a str>) {
+        self.parent = parent;
     }
 
     /// Rows pushed so far.
@@ -236,6 +246,34 @@ pub trait Database: Send {
         report: &mut Report,
         rows: &mut Rows<'a>,
     ) -> Result<bool, Error>;
+
+    /// Reads only the rows of shard `k` of `n` (`--shard K/N`): those of
+    /// sessions whose lineage root's id is that shard's ([`shard_of`]);
+    /// the others are passed over (the marks move past them, nothing is
+    /// counted or emitted). Called once, before the first batch, by a
+    /// format that says [`crate::format::Format::shards_rows`]; the
+    /// default reads every row.
+    fn only_shard(&mut self, k: u32, n: u32) {
+        let _ = (k, n);
+    }
+}
+
+/// FNV-1a, 64 bits, of `s`'s UTF-8 bytes: offset basis
+/// 0xcbf29ce484222325, prime 0x100000001b3.
+pub fn fnv1a(s: &str) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in s.bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h
+}
+
+/// The shard, of `n`, of a lineage root: [`fnv1a`] of its lineage id
+/// modulo `n` (the engine's `--shard K/N`, for files and database rows
+/// alike).
+pub fn shard_of(root: &str, n: u32) -> u32 {
+    (fnv1a(root) % u64::from(n.max(1))) as u32
 }
 
 /// A format's reading of its databases.
@@ -253,7 +291,7 @@ pub trait MapRows: Send + Sync {
 /// The source over a database: batches read one at a time.
 struct RowsSource {
     // Declared first, dropped first: the rows borrow the arena.
-    ready: std::vec::IntoIter<(Row<'static>, LineCounts)>,
+    ready: std::vec::IntoIter<(Row<'static>, LineCounts, Option<&'static str>)>,
     db: Option<Box<dyn Database>>,
     last_counts: Option<LineCounts>,
     header: Option<Header>,
@@ -290,7 +328,10 @@ pub fn open<'d>(
         arena: Box::new(Bump::new()),
     };
     match map.open(path, &mut cursor) {
-        Ok((h, db)) => {
+        Ok((h, mut db)) => {
+            if let Some((k, n)) = opts.shard {
+                db.only_shard(k, n);
+            }
             src.header = Some(h);
             src.db = Some(db);
         }
@@ -325,6 +366,7 @@ impl RowsSource {
             let mut rows = Rows {
                 list: Vec::new(),
                 tracker: Tracker::new(&self.report),
+                parent: None,
             };
             let more = db.next_batch(
                 &mut self.cursor,
@@ -343,7 +385,7 @@ impl RowsSource {
 
     /// The next row to hand out: a row not emitted before (its key is
     /// then emitted).
-    fn take(&mut self) -> Result<Option<Row<'static>>, Error> {
+    fn take(&mut self) -> Result<Option<(Row<'static>, Option<&'static str>)>, Error> {
         if let Some(e) = self.error.take() {
             self.db = None;
             return Err(e);
@@ -379,7 +421,7 @@ impl RowsSource {
                     return Err(e);
                 }
             }
-            let (row, counts) = self.ready.next().expect("filled");
+            let (row, counts, parent) = self.ready.next().expect("filled");
             if !self.cursor.emitted.insert(key_hash(row.key)) {
                 // Emitted before (a format that pushed it anyway): not
                 // handed out again.
@@ -388,14 +430,14 @@ impl RowsSource {
             self.cursor.pending.remove(row.key);
             self.last_counts = Some(counts);
             self.handed += 1;
-            return Ok(Some(row));
+            return Ok(Some((row, parent)));
         }
     }
 }
 
 impl RecordSource for RowsSource {
     fn next_record(&mut self) -> Result<Option<Record<'_>>, Error> {
-        while let Some(row) = self.take()? {
+        while let Some((row, _)) = self.take()? {
             if row.record.is_some() {
                 return Ok(row.record);
             }
@@ -412,12 +454,13 @@ impl RecordSource for RowsSource {
     }
 
     fn next_entry(&mut self) -> Result<Option<Entry<'_>>, Error> {
-        Ok(self.take()?.map(|row| Entry {
+        Ok(self.take()?.map(|(row, parent)| Entry {
             fingerprint: row.fingerprint,
             line: row.line,
             byte: row.byte,
             record: row.record,
             revision: false,
+            parent_session: parent,
         }))
     }
 

@@ -144,6 +144,11 @@ pub struct SourceOptions {
     /// Whether what a source reads is checkpointed
     /// ([`SourceOptions::checkpointed`]).
     pub checkpointed: bool,
+    /// `--shard K/N` as `(K, N)`, for a database that holds many
+    /// lineages and reads only its shard's rows
+    /// ([`crate::rows::Database::only_shard`]); files are chosen by the
+    /// engine instead. `None`: every row.
+    pub shard: Option<(u32, u32)>,
 }
 
 impl Default for SourceOptions {
@@ -161,6 +166,7 @@ impl Default for SourceOptions {
             end_final: None,
             again: None,
             checkpointed: true,
+            shard: None,
         }
     }
 }

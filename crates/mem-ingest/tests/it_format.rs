@@ -204,6 +204,7 @@ impl RecordSource for NotesSource<'_> {
                     byte: at,
                     record: None,
                     revision: false,
+                    parent_session: None,
                 }));
             }
             let text = v.get("text").and_then(|t| t.as_str()).unwrap_or("");
@@ -221,6 +222,7 @@ impl RecordSource for NotesSource<'_> {
                 byte: at,
                 record: Some(rec),
                 revision: false,
+                parent_session: None,
             }));
         }
     }

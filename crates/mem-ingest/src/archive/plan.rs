@@ -513,7 +513,18 @@ pub(crate) fn select_shard(
     if shard.n <= 1 {
         return (files, BTreeMap::new());
     }
-    let header = |(path, id, format): &FoundFile| {
+    // A database whose rows are many lineages is every shard's: its
+    // reader takes its shard's rows (`SourceOptions::shard`); its header
+    // is not read here.
+    let every = |(path, _, format): &FoundFile| {
+        let f = &*formats[*format];
+        f.shards_rows() && f.is_rows(path)
+    };
+    let header = |file: &FoundFile| {
+        if every(file) {
+            return None;
+        }
+        let (path, id, format) = file;
         let key = crate::path_text::spell(path);
         match prior.get(&*key) {
             Some(p) if p.identity == *id => Some(p.header.clone()),
@@ -560,9 +571,10 @@ pub(crate) fn select_shard(
     let files = files
         .into_iter()
         .zip(&lineage)
-        .filter(|(_, l)| {
+        .filter(|(f, l)| {
             let k = match l {
                 Some(id) => shard_of(&root[id.as_str()], shard.n),
+                None if every(f) => return true,
                 None => 0,
             };
             k == shard.k

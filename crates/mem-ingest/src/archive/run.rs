@@ -519,6 +519,8 @@ fn pass<S: Sink>(ctx: &mut Ctx<'_, S>) -> Result<Summary, Error> {
     // Sources that can keep each entry's counts do, so that a copy's
     // counts are taken out without reading its line again.
     let mut opts = ctx.cfg.opts.clone().count_entries(ctx.cfg.dedupe);
+    // A database holding many lineages reads its shard's rows itself.
+    opts.shard = ctx.cfg.shard.map(|s| (s.k, s.n));
     if ctx.state.is_some() {
         opts = opts.hold_partial_tail(true);
     } else {

@@ -614,7 +614,7 @@ pub(super) fn drain<E: Encoder>(
                     text_bytes: cut.as_ref().map(|c| c.1),
                     fingerprint: entry.fingerprint,
                     format: format.name(),
-                    parent_session: parent.as_deref(),
+                    parent_session: entry.parent_session.or(parent.as_deref()),
                     // A cut or redacted text is not the line's string.
                     line: if cut.is_some() || redacted.is_some() {
                         None

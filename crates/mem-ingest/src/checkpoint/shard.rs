@@ -72,22 +72,9 @@ impl std::fmt::Display for Shard {
     }
 }
 
-/// FNV-1a, 64 bits, of `s`'s UTF-8 bytes: offset basis
-/// 0xcbf29ce484222325, prime 0x100000001b3.
-pub fn fnv1a(s: &str) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in s.bytes() {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    h
-}
-
-/// The shard, of `n`, of a lineage root: [`fnv1a`] of its lineage id
-/// modulo `n`.
-pub fn shard_of(root: &str, n: u32) -> u32 {
-    (fnv1a(root) % u64::from(n.max(1))) as u32
-}
+// The parsing crate's, so that a database's reader shards its rows as
+// the engine shards files.
+pub use mem_ingest_parse::rows::{fnv1a, shard_of};
 
 /// The root of lineage `id`, given each id's parent, the ids that have a
 /// file and the roots recorded at earlier runs: a recorded root as it is,

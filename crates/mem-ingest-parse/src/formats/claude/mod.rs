@@ -736,6 +736,7 @@ impl MapLine for ClaudeContext {
                 byte: pos.byte,
                 record,
                 revision: false,
+                parent_session: None,
             })
         };
         let Some(shape) = shape(ty, &l, &m) else {

@@ -1736,6 +1736,7 @@ impl CodexContext {
             byte: pos.byte,
             record: None,
             revision: false,
+            parent_session: None,
         })
     }
 }
@@ -1793,6 +1794,7 @@ impl MapLine for CodexContext {
             byte: pos.byte,
             record: None,
             revision: false,
+            parent_session: None,
         })
     }
 
@@ -1856,6 +1858,7 @@ impl MapLine for CodexContext {
                 byte: pos.byte,
                 record,
                 revision: false,
+                parent_session: None,
             })
         };
         let p = e.payload;

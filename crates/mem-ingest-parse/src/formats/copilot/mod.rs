@@ -493,6 +493,7 @@ impl MapLine for CopilotContext {
                 byte: pos.byte,
                 record,
                 revision: false,
+                parent_session: None,
             })
         };
         let d = Fields::of(data.unwrap_or(&[]));

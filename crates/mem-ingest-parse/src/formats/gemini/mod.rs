@@ -842,6 +842,7 @@ impl MapLine for GeminiContext {
             byte: pos.byte,
             record: None,
             revision: false,
+            parent_session: None,
         })
     }
 }
@@ -1064,6 +1065,7 @@ impl<'d> GeminiSource<'d> {
             byte,
             record,
             revision: held.revision,
+            parent_session: None,
         }
     }
 

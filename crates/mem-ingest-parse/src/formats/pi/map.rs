@@ -262,6 +262,7 @@ fn map_entry<'a>(
             byte: pos.byte,
             record,
             revision: false,
+            parent_session: None,
         })
     };
     let m = match (ty, e.message) {

@@ -454,6 +454,7 @@ impl MapLine for QwenContext {
                 byte: pos.byte,
                 record,
                 revision: false,
+                parent_session: None,
             })
         };
         let role = if TYPES.contains(&ty) {
