@@ -164,6 +164,76 @@ fn a_database_locked_longer_than_the_retry_exits_1_naming_it_and_the_next_run_re
     fs::remove_dir_all(home).unwrap();
 }
 
+/// `OPENCODE_DB` names the database OpenCode writes instead of
+/// `opencode.db`: with no PATH, one outside the data folder is read beside
+/// the folder's databases (a message in both once), a relative name is in
+/// the data folder (found there under any name), `:memory:` and a file
+/// that is not there add nothing.
+#[test]
+fn opencode_db_names_a_database_read_with_no_path() {
+    let home = tmpdir("opencode-db");
+    let (db, c) = database(&home, "WAL");
+    drop(c);
+    // Elsewhere under another name: a copy with a message of its own.
+    let other = home.join("elsewhere/custom.sqlite");
+    fs::create_dir_all(other.parent().unwrap()).unwrap();
+    fs::copy(&db, &other).unwrap();
+    let c = Connection::open(&other).unwrap();
+    user_row(&c, "msg_9", "only here");
+    drop(c);
+    let run = |env: Option<&dyn AsRef<std::ffi::OsStr>>| -> Vec<String> {
+        let mut c = bin(&home);
+        c.args(["backfill", "-q", "--agent", "opencode"]);
+        if let Some(v) = env {
+            c.env("OPENCODE_DB", v);
+        }
+        let o = c.output().unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        ndjson(&o.stdout)
+            .iter()
+            .map(|r| {
+                format!(
+                    "{} {}",
+                    r["key"].as_str().unwrap(),
+                    r["file"].as_str().unwrap()
+                )
+            })
+            .collect()
+    };
+    let (db_s, other_s) = (db.display().to_string(), other.display().to_string());
+    let folder = vec![format!("ses_1:msg_1 {db_s}"), format!("ses_1:msg_2 {db_s}")];
+    assert_eq!(run(None), folder);
+    let mut both = folder.clone();
+    both.push(format!("ses_1:msg_9 {other_s}"));
+    assert_eq!(run(Some(&other)), both);
+    assert_eq!(run(Some(&":memory:")), folder);
+    assert_eq!(run(Some(&home.join("elsewhere/none.db"))), folder);
+    // A name relative to the data folder, found in it under that name.
+    let inside = db.parent().unwrap().join("custom.sqlite");
+    fs::rename(&other, &inside).unwrap();
+    let got = run(Some(&"custom.sqlite"));
+    assert_eq!(got.len(), 3, "{got:?}");
+    assert!(
+        got.contains(&format!("ses_1:msg_9 {}", inside.display())),
+        "{got:?}"
+    );
+    // Without the variable, a database of another name in the folder is
+    // not opened.
+    assert_eq!(run(None), folder);
+    // The variable's database alone (the folder's moved away).
+    fs::rename(&db, home.join("elsewhere/old.db")).unwrap();
+    let got = run(Some(&"custom.sqlite"));
+    assert_eq!(
+        got,
+        [
+            format!("ses_1:msg_1 {}", inside.display()),
+            format!("ses_1:msg_2 {}", inside.display()),
+            format!("ses_1:msg_9 {}", inside.display())
+        ]
+    );
+    fs::remove_dir_all(home).unwrap();
+}
+
 fn user_row(c: &Connection, id: &str, text: &str) {
     c.execute(
         "INSERT INTO message VALUES (?1, 'ses_1', 1, 1, ?2)",

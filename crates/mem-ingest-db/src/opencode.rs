@@ -62,6 +62,20 @@ pub fn data_dir() -> Option<PathBuf> {
     Some(base.join("opencode"))
 }
 
+/// The database `OPENCODE_DB` names (OpenCode then writes there instead
+/// of `opencode.db`): an absolute path as it is, a relative one in the
+/// data folder; none when unset, empty or `:memory:` (a database that
+/// never reaches the disk).
+pub fn env_database() -> Option<PathBuf> {
+    let v = std::env::var_os("OPENCODE_DB").filter(|v| !v.is_empty() && v != ":memory:")?;
+    let p = PathBuf::from(v);
+    if p.is_absolute() {
+        Some(p)
+    } else {
+        Some(data_dir()?.join(p))
+    }
+}
+
 /// Whether `name` is an OpenCode database's: `opencode.db` or a channel's
 /// `opencode-<channel>.db`.
 pub fn is_database_name(name: &str) -> bool {
@@ -81,30 +95,59 @@ impl Format for OpenCode {
         true
     }
 
-    /// Its databases by name only: a folder walked never opens another
-    /// database (nor the store) as OpenCode's.
+    /// Its databases by name only, and the one `OPENCODE_DB` names: a
+    /// folder walked never opens another database (nor the store) as
+    /// OpenCode's.
     fn is_session_file(&self, path: &Path) -> bool {
         path.file_name()
             .and_then(|n| n.to_str())
             .is_some_and(is_database_name)
+            || env_database().is_some_and(|d| d == path)
     }
 
     fn default_archive(&self) -> Result<PathBuf, String> {
-        let Some(dir) = data_dir() else {
-            return Err("no OpenCode archive: neither XDG_DATA_HOME nor HOME is set".into());
-        };
-        let has_db = std::fs::read_dir(&dir).is_ok_and(|rd| {
-            rd.flatten()
-                .any(|e| e.file_name().to_str().is_some_and(is_database_name))
-        });
-        if has_db {
-            Ok(dir)
-        } else {
-            Err(format!(
-                "no OpenCode archive: no opencode.db (or opencode-<channel>.db) in {}",
-                dir.display()
-            ))
+        self.default_archives()
+            .map(|v| v.into_iter().next().expect("one at least"))
+    }
+
+    /// The data folder when it holds a database, and the database
+    /// `OPENCODE_DB` names when it is a file outside it (one inside is
+    /// found in the folder): both read, their messages deduplicated by id.
+    fn default_archives(&self) -> Result<Vec<PathBuf>, String> {
+        let dir = data_dir();
+        let env = env_database();
+        let mut found = Vec::new();
+        let mut tried = Vec::new();
+        match &dir {
+            Some(d) => {
+                let has_db = std::fs::read_dir(d).is_ok_and(|rd| {
+                    rd.flatten().any(|e| {
+                        e.file_type().is_ok_and(|t| t.is_file()) && self.is_session_file(&e.path())
+                    })
+                });
+                if has_db {
+                    found.push(d.clone());
+                } else {
+                    tried.push(format!(
+                        "no opencode.db (or opencode-<channel>.db) in {}",
+                        d.display()
+                    ));
+                }
+            }
+            None => tried.push("neither XDG_DATA_HOME nor HOME is set".to_owned()),
         }
+        if let Some(db) = env {
+            let in_dir = !found.is_empty() && db.parent() == dir.as_deref();
+            if !db.is_file() {
+                tried.push(format!("no {} (OPENCODE_DB)", db.display()));
+            } else if !in_dir {
+                found.push(db);
+            }
+        }
+        if found.is_empty() {
+            return Err(format!("no OpenCode archive: {}", tried.join("; ")));
+        }
+        Ok(found)
     }
 
     fn open<'d>(

@@ -38,6 +38,7 @@ pub fn cli() -> Command {
     c.env_remove("CLINE_DATA_DIR");
     c.env_remove("CLINE_SESSION_DATA_DIR");
     c.env_remove("GOOSE_PATH_ROOT");
+    c.env_remove("OPENCODE_DB");
     let none = no_home();
     for var in [
         "HOME",
