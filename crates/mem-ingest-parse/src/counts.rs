@@ -61,9 +61,11 @@ pub struct LineCounts {
 }
 
 impl LineCounts {
-    /// Whether the line added usage rows: a copy that added none takes
-    /// none out (a database's rows may share a line number: Goose's
-    /// ledger ids and message row ids).
+    /// Whether the line added usage rows (exact for a database's rows,
+    /// each counted whole when it is pushed: a copy that added none takes
+    /// none out, though a database's rows may share a line number, Goose's
+    /// ledger ids and message row ids; a line format may count a held
+    /// entry's usage at a later line).
     pub fn adds_usage_rows(&self) -> bool {
         self.usage_rows > 0
     }

@@ -533,6 +533,7 @@ pub(super) fn decide_copies<B>(
     let mut dropped = Vec::new();
     // The lines of the copies: their usage rows go with their counts.
     let mut copy_lines = Vec::new();
+    let rows = format.is_rows(path);
     // Opened once for the part, at its first duplicate.
     let file: std::cell::OnceCell<File> = std::cell::OnceCell::new();
     // A run of duplicates that are consecutive entries (a fork's or a
@@ -581,9 +582,13 @@ pub(super) fn decide_copies<B>(
             res.revised_kept -= usize::from(note.revision);
             dropped.push(i);
         }
-        if res.report.keep_usage_rows && note.counts.as_ref().is_none_or(|c| c.adds_usage_rows()) {
-            // Its usage rows go (by line: a copy that added none, as its
-            // counts say, takes out none of another entry's at its line).
+        if res.report.keep_usage_rows
+            && (!rows || note.counts.as_ref().is_none_or(|c| c.adds_usage_rows()))
+        {
+            // Its usage rows go, by line. A database's rows share line
+            // numbers (Goose's ledger ids and message row ids) and each
+            // row's counts are complete when it is pushed: a copy that
+            // added no usage rows there takes out none of another's.
             copy_lines.push(note.line);
         }
         if let Some(c) = &note.counts {
