@@ -1324,6 +1324,71 @@ fn a_store_the_release_before_migrated_counts_a_forks_replay_once() {
     fs::remove_dir_all(d).unwrap();
 }
 
+/// A store the release before migrated (rows, `usage_since`), which read
+/// a Codex parent and its fork in one run (the replay the parent's rows,
+/// the fork's own 220 tokens its row), the parent's file gone since: the
+/// fork, read again alone, would count the replay as a fork alone does
+/// (3,100 tokens more) beside the parent's rows. A file of a lineage with
+/// a file not read again is not read again either: its rows are kept as
+/// they are, and it is named with why, counted with the files not read.
+#[test]
+fn a_store_the_release_before_migrated_keeps_a_gone_parents_fork_as_it_is() {
+    let d = tmpdir("usage-reread-parent-gone");
+    let day = d.join("codex/sessions/2026/01/01");
+    fs::create_dir_all(&day).unwrap();
+    let (parent_text, _) = common::codex::same_second_family();
+    let parent = day.join("rollout-2026-01-01T10-00-00-p1.jsonl");
+    let fork = day.join("rollout-2026-01-01T11-00-00-f1.jsonl");
+    let archive = d.join("codex");
+    fs::write(&parent, &parent_text).unwrap();
+    fs::write(&fork, common::codex::fork_of_parent()).unwrap();
+    let db = d.join("s.db");
+    let rows = "SELECT group_concat(key || '=' || total_tokens, ',') \
+                FROM (SELECT * FROM usage ORDER BY key)";
+    assert!(backfill_db(&db, &[&archive]).status.success());
+    let before = sqlite3(&db, rows);
+    assert_eq!(
+        sqlite3(&db, "SELECT count(*), sum(total_tokens) FROM usage"),
+        "4|4370"
+    );
+    sqlite3(
+        &db,
+        "INSERT INTO checkpoint_meta (name, value) VALUES ('usage_since', '1796000000000')",
+    );
+    fs::remove_file(&parent).unwrap();
+    let o = bin()
+        .arg("backfill")
+        .arg("--db")
+        .arg(&db)
+        .arg(&archive)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    let said = [
+        format!(
+            "mem-ingest: {}: usage rows for what the store read before it kept them: 0 files \
+             (0 bytes) read again, 0 rows written, in ",
+            db.display()
+        ),
+        format!(
+            "warning: {}: not read again for its usage rows: of a lineage with a file not read \
+             again (its rows are kept as they are)\n",
+            fork.display()
+        ),
+        format!(
+            "warning: {}: 2 files the store read before could not be read again: their usage \
+             is not in its usage table (usage --db says so)\n",
+            db.display()
+        ),
+    ];
+    for line in &said {
+        assert_eq!(err.matches(line.as_str()).count(), 1, "{line}\n{err}");
+    }
+    assert_eq!(sqlite3(&db, rows), before);
+    fs::remove_dir_all(d).unwrap();
+}
+
 /// A store of version 6 (this release's store of three agents' generated
 /// archives with its usage table taken away and its version set back: the
 /// same tables and rows a version 6 release wrote) is migrated by a run
