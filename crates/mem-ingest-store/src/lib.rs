@@ -1621,6 +1621,22 @@ impl CheckpointStore for SqliteStore {
         })
     }
 
+    /// A store the release before migrated: `usage_since` without
+    /// `usage_reread`.
+    fn usage_rows_before_reread(&mut self) -> Result<bool, Error> {
+        let v: Option<(Option<String>, Option<String>)> = self
+            .conn
+            .query_row(
+                "SELECT (SELECT value FROM checkpoint_meta WHERE name = 'usage_since'),
+                        (SELECT value FROM checkpoint_meta WHERE name = 'usage_reread')",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .optional()
+            .map_err(|e| self.err(e))?;
+        Ok(matches!(v, Some((Some(_), None))))
+    }
+
     /// One transaction: the rows, keyed as a run keys them (a row a run
     /// writes later for the same response rewrites it), and the record
     /// that they are written: `usage_reread` gone, or, when files could

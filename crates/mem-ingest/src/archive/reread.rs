@@ -21,7 +21,9 @@
 //! when it is final, as it would have; one it did not hold is final. A file
 //! missing, shorter, or with another header is not read: its rows are
 //! missing, and the report says so, file by file
-//! ([`UsageReread::unread`]). Claude Code's responses are counted once
+//! ([`UsageReread::unread`]); in a store that holds rows written before
+//! (the release before's), so are the files of a lineage with such a
+//! file, whose rows are kept as they are. Claude Code's responses are counted once
 //! across the archive by the checkpoint's own table: every response in it
 //! gets its row (its index the key a later, larger copy rewrites), its
 //! time and one-hour cache writes taken from the copy read again (a
@@ -32,7 +34,9 @@ use std::time::Instant;
 
 use super::config::{Config, Cover, Filter};
 use super::counted::{CountedUsage, UsageReread};
+use super::dedupe::Lineages;
 use super::plan::{self, FoundFile};
+use crate::checkpoint::model::FileState;
 use crate::checkpoint::stamp::{header_digest, Identity};
 use crate::checkpoint::state::State;
 use crate::format::Format;
@@ -110,22 +114,58 @@ fn inside(filter: Filter, t: Option<i64>) -> bool {
 /// What a usage re-read reads: the configuration of its pass (the files
 /// `st` covers, records off, no checkpoint), and what it knows before
 /// reading (the files not read, the bytes to read).
-pub(super) fn prepare(cfg: &Config, st: &State) -> (Config, UsageReread) {
+///
+/// `kept`: the lineages of `st`, when the store holds rows written before
+/// (a store the release before migrated): a file of a lineage with a file
+/// not read again is not read again either, its rows kept as they are
+/// (read alone, a Codex fork whose parent is gone would count the replay
+/// its parent's rows hold).
+pub(super) fn prepare(
+    cfg: &Config,
+    st: &State,
+    mut kept: Option<&mut Lineages>,
+) -> (Config, UsageReread) {
     let mut out = UsageReread::default();
     let mut formats = cfg.formats.clone();
     let mut cover = Cover::default();
+    let mut found = Vec::new();
     for (key, f) in &st.files {
         match covered(cfg, &mut formats, key, f) {
-            Ok(Some((found, held))) => {
-                if held {
-                    cover.held.insert(found.0.clone());
-                }
-                out.bytes += found.1.size;
-                cover.files.push(found);
-            }
+            Ok(Some(file)) => found.push((key, f, file)),
             Ok(None) => {}
             Err(why) => out.unread.push((key.clone(), why)),
         }
+    }
+    let lineage_of = |f: &FileState| match crate::formats::by_name(&f.format) {
+        Some(x) => x.lineage(&f.header.id),
+        None => format!("{}:{}", f.format, f.header.id),
+    };
+    let gone: Vec<String> = match kept {
+        Some(_) => out
+            .unread
+            .iter()
+            .filter_map(|(k, _)| st.files.get(k))
+            .map(|f| lineage_of(f))
+            .collect(),
+        None => Vec::new(),
+    };
+    for (key, f, (file, held)) in found {
+        if let Some(l) = kept.as_deref_mut().filter(|_| !gone.is_empty()) {
+            let mine = lineage_of(f);
+            if gone.iter().any(|g| l.same(&mine, g)) {
+                out.unread.push((
+                    key.clone(),
+                    "of a lineage with a file not read again (its rows are kept as they are)"
+                        .to_owned(),
+                ));
+                continue;
+            }
+        }
+        if held {
+            cover.held.insert(file.0.clone());
+        }
+        out.bytes += file.1.size;
+        cover.files.push(file);
     }
     // In path order, as a run lists them.
     cover.files.sort_by(|a, b| a.0.cmp(&b.0));

@@ -304,10 +304,24 @@ fn reread_usage<S: Sink>(
     if !pending || !ctx.sink.wants_usage() {
         return Ok(None);
     }
+    let kept_rows = match ctx.sink.checkpoints() {
+        Some(store) => store.usage_rows_before_reread()?,
+        None => false,
+    };
+    let kept = match (kept_rows, fresh) {
+        (true, false) => {
+            let state_path = ctx.state_path();
+            Some(
+                super::ctx::lineages(&mut ctx.lineages, ctx.state.as_ref())
+                    .map_err(|e| Error::new(&state_path, ErrorKind::StateDamaged(e)))?,
+            )
+        }
+        _ => None,
+    };
     let done = match ctx.state.as_ref().filter(|_| !fresh) {
         Some(st) => {
             let started = Instant::now();
-            let (cfg, out) = super::reread::prepare(ctx.cfg, st);
+            let (cfg, out) = super::reread::prepare(ctx.cfg, st, kept);
             let summary = reread_pass(&cfg)?;
             if ctx.cfg.stop.load(Ordering::SeqCst) {
                 // Stopped: the next run reads again.

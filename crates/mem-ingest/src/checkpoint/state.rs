@@ -863,6 +863,18 @@ pub trait CheckpointStore {
         Ok(false)
     }
 
+    /// Whether the store holds usage rows written before its pending
+    /// re-read (a store the release before migrated, which did not read
+    /// again, wrote rows from its migration on): the re-read then leaves
+    /// the files of a lineage with a file it cannot read as they are.
+    /// Default false.
+    ///
+    /// # Errors
+    /// The store cannot be read.
+    fn usage_rows_before_reread(&mut self) -> Result<bool, Error> {
+        Ok(false)
+    }
+
     /// Writes the usage rows of what the checkpoint covers, read again,
     /// and records that they are written, in one transaction: a run killed
     /// before it commits leaves the re-read to the next run, and a row is
