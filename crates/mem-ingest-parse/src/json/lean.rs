@@ -928,54 +928,59 @@ fn escape_chars_bytes(block: &[u8; 64]) -> (u64, u64) {
 
 // The AVX2 functions use macros, not closures, for their repeated steps:
 // each intrinsic is then compiled inside the function that enables AVX2.
+
+/// 32 bytes' quotes, backslashes and control bytes (below 0x20), each a
+/// byte mask (0xff where it is one): what [`masks_avx2`] takes of each half
+/// of a block and [`head_avx2`] of a string's head.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+#[allow(unsafe_code)]
+#[inline]
+fn classes_avx2(v: std::arch::x86_64::__m256i) -> [std::arch::x86_64::__m256i; 3] {
+    use std::arch::x86_64::{_mm256_cmpeq_epi8, _mm256_min_epu8, _mm256_set1_epi8};
+    [
+        _mm256_cmpeq_epi8(v, _mm256_set1_epi8(b'"' as i8)),
+        _mm256_cmpeq_epi8(v, _mm256_set1_epi8(b'\\' as i8)),
+        // min(v, 0x1f) == v: v <= 0x1f, unsigned.
+        _mm256_cmpeq_epi8(_mm256_min_epu8(v, _mm256_set1_epi8(0x1f)), v),
+    ]
+}
+
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 #[allow(unsafe_code)]
 #[inline]
 unsafe fn masks_avx2(block: &[u8; 64]) -> Masks {
-    use std::arch::x86_64::{
-        __m256i, _mm256_cmpeq_epi8, _mm256_loadu_si256, _mm256_min_epu8, _mm256_movemask_epi8,
-        _mm256_set1_epi8,
-    };
+    use std::arch::x86_64::{__m256i, _mm256_loadu_si256, _mm256_movemask_epi8};
     let p = block.as_ptr().cast::<__m256i>();
     // SAFETY: both loads' 32 bytes are in the 64-byte block.
     let (lo, hi) = unsafe { (_mm256_loadu_si256(p), _mm256_loadu_si256(p.add(1))) };
+    let (lo, hi) = (classes_avx2(lo), classes_avx2(hi));
     macro_rules! both {
-        (|$v:ident| $e:expr) => {{
-            let $v = lo;
-            let low = _mm256_movemask_epi8($e) as u32;
-            let $v = hi;
-            u64::from(low) | u64::from(_mm256_movemask_epi8($e) as u32) << 32
-        }};
+        ($k:literal) => {
+            u64::from(_mm256_movemask_epi8(lo[$k]) as u32)
+                | u64::from(_mm256_movemask_epi8(hi[$k]) as u32) << 32
+        };
     }
-    let (quote, backslash) = (_mm256_set1_epi8(b'"' as i8), _mm256_set1_epi8(b'\\' as i8));
-    let below = _mm256_set1_epi8(0x1f);
     Masks {
-        quote: both!(|v| _mm256_cmpeq_epi8(v, quote)),
-        backslash: both!(|v| _mm256_cmpeq_epi8(v, backslash)),
-        // min(v, 0x1f) == v: v <= 0x1f, unsigned.
-        control: both!(|v| _mm256_cmpeq_epi8(_mm256_min_epu8(v, below), v)),
+        quote: both!(0),
+        backslash: both!(1),
+        control: both!(2),
     }
 }
 
 /// A string's first 32 bytes' quotes, and its backslashes and control
-/// bytes (below 0x20) together, one bit per byte ([`masks_avx2`] of half
-/// a block, two of its masks joined).
+/// bytes (below 0x20) together, one bit per byte ([`classes_avx2`], two of
+/// its masks joined).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 #[allow(unsafe_code)]
 #[inline]
 unsafe fn head_avx2(head: &[u8; 32]) -> (u32, u32) {
-    use std::arch::x86_64::{
-        __m256i, _mm256_cmpeq_epi8, _mm256_loadu_si256, _mm256_min_epu8, _mm256_movemask_epi8,
-        _mm256_or_si256, _mm256_set1_epi8,
-    };
+    use std::arch::x86_64::{__m256i, _mm256_loadu_si256, _mm256_movemask_epi8, _mm256_or_si256};
     // SAFETY: the load's 32 bytes are the head's.
     let v = unsafe { _mm256_loadu_si256(head.as_ptr().cast::<__m256i>()) };
-    let quote = _mm256_cmpeq_epi8(v, _mm256_set1_epi8(b'"' as i8));
-    let backslash = _mm256_cmpeq_epi8(v, _mm256_set1_epi8(b'\\' as i8));
-    // min(v, 0x1f) == v: v <= 0x1f, unsigned.
-    let control = _mm256_cmpeq_epi8(_mm256_min_epu8(v, _mm256_set1_epi8(0x1f)), v);
+    let [quote, backslash, control] = classes_avx2(v);
     (
         _mm256_movemask_epi8(quote) as u32,
         _mm256_movemask_epi8(_mm256_or_si256(backslash, control)) as u32,
