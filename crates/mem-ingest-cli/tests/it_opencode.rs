@@ -265,7 +265,10 @@ fn keys_once(out: &Path) -> std::collections::BTreeSet<String> {
 
 /// `backfill --follow` beside a writer process that inserts messages and
 /// fills in an assistant message it inserted empty: every final message
-/// exactly once, and the writer (no busy wait at all) never fails.
+/// exactly once, and the writer (no busy wait at all) never fails. The
+/// writer makes each change in a copy of the database too, which nothing
+/// reads: once both are checkpointed, the read database's bytes are the
+/// copy's (the reader wrote nothing of its own into it).
 #[test]
 fn follow_beside_a_writer_gives_every_final_message_once_and_never_fails_it() {
     use std::process::Stdio;
@@ -273,6 +276,10 @@ fn follow_beside_a_writer_gives_every_final_message_once_and_never_fails_it() {
     let home = tmpdir("follow");
     let (db, c) = database(&home, "WAL");
     drop(c);
+    // The copy, outside the folders the reader walks.
+    let copy = home.join("copy.db");
+    fs::copy(&db, &copy).unwrap();
+    let (db2, copy2) = (db.clone(), copy.clone());
     let (state, out) = (home.join("state"), home.join("out.ndjson"));
     let mut child = bin(&home)
         .args([
@@ -286,33 +293,47 @@ fn follow_beside_a_writer_gives_every_final_message_once_and_never_fails_it() {
         .unwrap();
     let n = 300;
     let writer = std::thread::spawn(move || {
-        let c = Connection::open(&db).unwrap();
-        c.busy_timeout(Duration::ZERO).unwrap();
-        c.execute_batch("BEGIN IMMEDIATE").unwrap();
-        c.execute(
-            "INSERT INTO message VALUES ('msg_late', 'ses_1', 1, 1, ?1)",
-            [json!({"role": "assistant", "time": {"created": 1}}).to_string()],
-        )
-        .unwrap();
-        c.execute_batch("COMMIT").unwrap();
+        let both = [
+            Connection::open(&db2).unwrap(),
+            Connection::open(&copy2).unwrap(),
+        ];
+        for c in &both {
+            c.busy_timeout(Duration::ZERO).unwrap();
+        }
+        // One transaction, made the same in the database and its copy.
+        let each = |change: &dyn Fn(&Connection)| {
+            for c in &both {
+                c.execute_batch("BEGIN IMMEDIATE").unwrap();
+                change(c);
+                c.execute_batch("COMMIT").unwrap();
+            }
+        };
+        each(&|c| {
+            c.execute(
+                "INSERT INTO message VALUES ('msg_late', 'ses_1', 1, 1, ?1)",
+                [json!({"role": "assistant", "time": {"created": 1}}).to_string()],
+            )
+            .unwrap();
+        });
         for i in 0..n {
-            c.execute_batch("BEGIN IMMEDIATE").unwrap();
-            user_row(&c, &format!("msg_w{i:04}"), &format!("written {i}"));
-            c.execute_batch("COMMIT").unwrap();
+            each(&|c| user_row(c, &format!("msg_w{i:04}"), &format!("written {i}")));
             std::thread::sleep(Duration::from_millis(5));
         }
-        c.execute_batch("BEGIN IMMEDIATE").unwrap();
-        c.execute(
-            "UPDATE message SET data = ?1 WHERE id = 'msg_late'",
-            [json!({"role": "assistant", "time": {"created": 1, "completed": 2}}).to_string()],
-        )
-        .unwrap();
-        c.execute(
-            "INSERT INTO part VALUES ('prt_late', 'msg_late', 'ses_1', 1, 1, ?1)",
-            [json!({"type": "text", "text": "filled in"}).to_string()],
-        )
-        .unwrap();
-        c.execute_batch("COMMIT").unwrap();
+        each(&|c| {
+            c.execute(
+                "UPDATE message SET data = ?1 WHERE id = 'msg_late'",
+                [
+                    json!({"role": "assistant", "time": {"created": 1, "completed": 2}})
+                        .to_string(),
+                ],
+            )
+            .unwrap();
+            c.execute(
+                "INSERT INTO part VALUES ('prt_late', 'msg_late', 'ses_1', 1, 1, ?1)",
+                [json!({"type": "text", "text": "filled in"}).to_string()],
+            )
+            .unwrap();
+        });
     });
     let want = n + 3;
     let t = Instant::now();
@@ -330,6 +351,19 @@ fn follow_beside_a_writer_gives_every_final_message_once_and_never_fails_it() {
     let keys = keys_once(&out);
     assert_eq!(keys.len(), want);
     assert!(keys.contains("ses_1:msg_late"));
+    // Both checkpointed by a connection of the test's own (the reader is
+    // gone, and being read-only it could not have): the same bytes.
+    for f in [&db, &copy] {
+        let c = Connection::open(f).unwrap();
+        c.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| {
+            assert_eq!(r.get::<_, i64>(0)?, 0, "{} busy", f.display());
+            Ok(())
+        })
+        .unwrap();
+    }
+    let (read, copied) = (fs::read(&db).unwrap(), fs::read(&copy).unwrap());
+    assert_eq!(read.len(), copied.len());
+    assert!(read == copied, "the database read differs from its copy");
     fs::remove_dir_all(home).unwrap();
 }
 
