@@ -479,3 +479,56 @@ fn a_rewrite_of_the_row_at_the_mark_reads_on_after_it() {
     assert_eq!(mark_after_open(&cursor), None);
     fs::remove_dir_all(d).unwrap();
 }
+
+/// A composer of the older shape whose inline `conversation` holds a
+/// bubble id twice (a rewrite left both): the bubble is one record, and
+/// `stats`' counts (records, roles, usage) are those of the records
+/// written, the repeat counted nowhere.
+#[test]
+fn an_inline_bubble_repeated_is_one_record_counted_once() {
+    let d = tmpdir("inline-repeat");
+    let (g, _w, c) = user_folder(&d);
+    let answer = |text: &str| {
+        json!({"bubbleId": "b2", "type": 2, "text": text,
+               "tokenCount": {"inputTokens": 10, "outputTokens": 2}})
+    };
+    put(
+        &c,
+        "cursorDiskKV",
+        "composerData:c1",
+        &json!({"composerId": "c1", "status": "completed", "generatingBubbleIds": [],
+        "conversation": [
+            {"bubbleId": "b1", "type": 1, "text": "hello"},
+            answer("hi"),
+            answer("hi again"),
+        ]}),
+    );
+    let mut got = Vec::new();
+    let s = Archive::builder()
+        .path(g.parent().unwrap())
+        .formats(vec![Arc::new(CursorIde) as Arc<dyn Format>])
+        .build()
+        .backfill(&mut ForEach(|r: mem_ingest::OwnedRecord| {
+            got.push((r.key, r.text))
+        }))
+        .unwrap();
+    assert!(s.failures.is_empty(), "{:?}", s.failures);
+    assert_eq!(
+        got,
+        [
+            ("c1:b1".to_owned(), "hello".to_owned()),
+            ("c1:b2".to_owned(), "hi".to_owned())
+        ]
+    );
+    assert_eq!((s.written, s.report.records), (2, 2));
+    assert_eq!(
+        (
+            s.report.roles[Role::User.index()],
+            s.report.roles[Role::Assistant.index()]
+        ),
+        (1, 1)
+    );
+    let u = &s.report.usage;
+    assert_eq!((u.input, u.output, u.total_tokens), (10, 2, 12));
+    fs::remove_dir_all(d).unwrap();
+}
