@@ -855,13 +855,20 @@ impl Database for Db {
                             }
                         }),
                 )],
-                // A composer of the older shape: its bubbles inline.
-                None => comp
-                    .inline
-                    .iter()
-                    .flatten()
-                    .filter_map(|b| Some((b.get("bubbleId")?.as_str()?.to_owned(), Ok(b.clone()))))
-                    .collect(),
+                // A composer of the older shape: its bubbles inline, each
+                // id once (the first; the driver would drop a repeat's
+                // row, but not the counts it made in the report).
+                None => {
+                    let mut seen = std::collections::HashSet::new();
+                    comp.inline
+                        .iter()
+                        .flatten()
+                        .filter_map(|b| {
+                            let bid = b.get("bubbleId")?.as_str()?;
+                            seen.insert(bid).then(|| (bid.to_owned(), Ok(b.clone())))
+                        })
+                        .collect()
+                }
             };
             for (bid, b) in bubbles {
                 let key = format!("{}:{bid}", it.composer_id);
