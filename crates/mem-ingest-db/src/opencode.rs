@@ -16,10 +16,11 @@
 //! it has no `step-finish` part; each call a row of its own, identified by
 //! its content, so that the calls a fork copied count once.
 //!
-//! Not read (said in `docs/opencode.md`): the pre-1.2 `storage/` JSON
-//! tree, and 2.x's `session_message` table.
+//! 2.x's `session_message` table is read after the 1.x tables ([`v2`]):
+//! its rows written there alone. Not read (said in `docs/opencode.md`):
+//! the pre-1.2 `storage/` JSON tree.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 
 use bumpalo::Bump;
@@ -37,6 +38,8 @@ use serde_json::Value;
 use crate::lenient::{parse, Any, Node, Num};
 use crate::lineage::Lineages;
 use crate::sqlite::{fail, has_table, in_read, open_read_only, text_of};
+
+mod v2;
 
 /// The OpenCode format.
 #[derive(Debug, Clone, Copy, Default)]
@@ -198,8 +201,10 @@ impl MapRows for OpenCode {
     fn open(&self, path: &Path, cursor: &mut Cursor) -> Result<(Header, Box<dyn Database>), Error> {
         let conn = open_read_only(path)?;
         let mark = cursor.marks.get("message").copied();
-        let (tables, at_mark) = in_read(&conn, |c| {
+        let v2_mark = cursor.marks.get(v2::TABLE).copied();
+        let (tables, at_mark, v2) = in_read(&conn, |c| {
             let tables = has_table(c, "message")? && has_table(c, "part")?;
+            let v2 = v2::probe(c, v2_mark)?;
             let at_mark = match (tables, mark) {
                 (true, Some(m)) => c
                     .query_row("SELECT id FROM message WHERE rowid = ?1", [m], |r| {
@@ -208,7 +213,7 @@ impl MapRows for OpenCode {
                     .optional()?,
                 _ => None,
             };
-            Ok((tables, at_mark))
+            Ok((tables, at_mark, v2))
         })
         .map_err(|e| fail(path, "cannot read the database's schema", &e))?;
         if !tables {
@@ -220,8 +225,12 @@ impl MapRows for OpenCode {
                 ),
             ));
         }
-        if mark.is_some()
-            && at_mark.map(|id| guard_of(&id)) != cursor.guards.get("message").copied()
+        let v2_moved = v2_mark.is_some()
+            && v2.as_ref().and_then(|(_, at)| at.as_deref()).map(guard_of)
+                != cursor.guards.get(v2::TABLE).copied();
+        if v2_moved
+            || mark.is_some()
+                && at_mark.map(|id| guard_of(&id)) != cursor.guards.get("message").copied()
         {
             // Another row at the mark (a deleted row's rowid taken by a
             // new one), or none (a restored backup, a VACUUM that
@@ -244,6 +253,9 @@ impl MapRows for OpenCode {
             sessions: HashMap::new(),
             bytes: 0,
             lineage: Lineages::new(LINEAGE),
+            v2: v2.is_some(),
+            in_v2: false,
+            v2_pending_read: false,
         };
         Ok((header, Box::new(db)))
     }
@@ -282,6 +294,11 @@ struct Db {
     bytes: u64,
     /// Its sessions' lineages (parents, the shard read).
     lineage: Lineages,
+    /// Whether it has 2.x's `session_message` table, read after the 1.x
+    /// tables ([`v2`]), and whether the read is there.
+    v2: bool,
+    in_v2: bool,
+    v2_pending_read: bool,
 }
 
 /// A batch's messages, and the sessions they name not known before.
@@ -463,6 +480,33 @@ fn usage_of(tokens: &Node<data::Tokens>, cost: f64) -> (Usage, u64) {
     (usage, reasoning)
 }
 
+/// An LLM call's identity: the answer's time, the call's place in it
+/// (`u64::MAX`: the message's own tokens), its tokens, cost, provider and
+/// model; a fork's copy of the call has the same.
+fn call_fingerprint(
+    time: Option<i64>,
+    n: u64,
+    u: &Usage,
+    reasoning: u64,
+    provider: Option<&str>,
+    model: Option<&str>,
+) -> u64 {
+    fingerprint(&[
+        b"opencode-call",
+        &time.unwrap_or(i64::MIN).to_le_bytes(),
+        &n.to_le_bytes(),
+        &u.input.to_le_bytes(),
+        &u.output.to_le_bytes(),
+        &reasoning.to_le_bytes(),
+        &u.cache_read.to_le_bytes(),
+        &u.cache_write.to_le_bytes(),
+        &u.total_tokens.to_le_bytes(),
+        &u.cost.to_bits().to_le_bytes(),
+        provider.unwrap_or("").as_bytes(),
+        model.unwrap_or("").as_bytes(),
+    ])
+}
+
 fn is_zero(u: &Usage) -> bool {
     u.total_tokens == 0 && u.cost == 0.0
 }
@@ -591,20 +635,7 @@ impl Db {
                 };
                 report.add_usage_at(provider, model, &u, true, at);
                 total.get_or_insert_with(Usage::default).add(&u);
-                let fp = fingerprint(&[
-                    b"opencode-call",
-                    &time.unwrap_or(i64::MIN).to_le_bytes(),
-                    &n.to_le_bytes(),
-                    &u.input.to_le_bytes(),
-                    &u.output.to_le_bytes(),
-                    &reasoning.to_le_bytes(),
-                    &u.cache_read.to_le_bytes(),
-                    &u.cache_write.to_le_bytes(),
-                    &u.total_tokens.to_le_bytes(),
-                    &u.cost.to_bits().to_le_bytes(),
-                    provider.unwrap_or("").as_bytes(),
-                    model.unwrap_or("").as_bytes(),
-                ]);
+                let fp = call_fingerprint(time, n, &u, reasoning, provider, model);
                 rows.push(
                     report,
                     Row {
@@ -841,9 +872,17 @@ impl Database for Db {
         report: &mut Report,
         rows: &mut Rows<'a>,
     ) -> Result<bool, Error> {
+        if self.in_v2 {
+            return v2::next_batch(self, cursor, arena, filter, report, rows);
+        }
         let pending: Option<Vec<String>> = (!self.pending_read).then(|| {
             self.pending_read = true;
-            std::mem::take(&mut cursor.pending).into_iter().collect()
+            // The 1.x messages' (2.x's are read by `v2`).
+            let (v2, v1): (BTreeSet<String>, _) = std::mem::take(&mut cursor.pending)
+                .into_iter()
+                .partition(|p| p.starts_with(v2::PENDING));
+            cursor.pending = v2;
+            v1.into_iter().collect()
         });
         let mark = cursor.marks.get("message").copied().unwrap_or(0);
         let (msgs, sessions) = match self.read(pending.as_deref(), mark) {
@@ -950,7 +989,13 @@ impl Database for Db {
             rows.set_parent_session(parent);
             self.emit(m, &data, &parts, arena, filter, report, rows);
         }
-        Ok(pending.is_some() || full)
+        let more = pending.is_some() || full;
+        if !more && self.v2 {
+            // The 1.x tables read: 2.x's rows next.
+            self.in_v2 = true;
+            return Ok(true);
+        }
+        Ok(more)
     }
 
     fn only_shard(&mut self, k: u32, n: u32) {
