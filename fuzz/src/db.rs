@@ -327,6 +327,10 @@ CREATE INDEX `session_parent_idx` ON `session` (`parent_id`);
 CREATE INDEX `message_session_time_created_id_idx` ON `message` (`session_id`,`time_created`,`id`);
 CREATE INDEX `part_message_id_id_idx` ON `part` (`message_id`,`id`);
 CREATE INDEX `part_session_idx` ON `part` (`session_id`);
+CREATE TABLE `session_message` (`id` text PRIMARY KEY, `session_id` text NOT NULL, `type` text NOT NULL,
+  `seq` integer NOT NULL, `time_created` integer NOT NULL, `time_updated` integer NOT NULL,
+  `data` text NOT NULL);
+CREATE UNIQUE INDEX `session_message_session_seq_idx` ON `session_message` (`session_id`,`seq`);
 INSERT INTO project VALUES ('p1', '/fuzz/worktree', 'git', NULL, NULL, NULL, 1, 1, NULL, '[]', NULL);
 INSERT INTO session (id, project_id, slug, directory, title, version, time_created, time_updated)
   VALUES ('ses_1', 'p1', 's', '/fuzz/one', 't', '1.2.0', 1, 1),
@@ -342,10 +346,19 @@ struct OcMsg {
     parts: Vec<Col>,
 }
 
-fn oc_version(v: &[u8]) -> Vec<OcMsg> {
+/// A 2.x `session_message` row of the input: its `type` and `data`.
+type OcV2 = (Col, Col);
+
+fn oc_version(v: &[u8]) -> (Vec<OcMsg>, Vec<OcV2>) {
     let mut msgs: Vec<OcMsg> = Vec::new();
+    let mut v2 = Vec::new();
     for (tag, v) in lines(v) {
         match tag {
+            b'v' => {
+                let mut f = fields(v).into_iter();
+                let kind = f.next().unwrap_or(Col::Text(Vec::new()));
+                v2.push((kind, f.next().unwrap_or(Col::Text(Vec::new()))));
+            }
             b'm' | b'n' => msgs.push(OcMsg {
                 session: if tag == b'm' { 1 } else { 2 },
                 data: col(v),
@@ -359,7 +372,33 @@ fn oc_version(v: &[u8]) -> Vec<OcMsg> {
             _ => {}
         }
     }
-    msgs
+    (msgs, v2)
+}
+
+/// Writes 2.x's rows `new` over `old` as OpenCode does: the row at the
+/// same place upserted (its rowid kept) where it changed, one gone
+/// deleted, a new one inserted. The i-th row's id is the i-th 1.x
+/// message's (`msg_<i>`, as 2.x's migration copies them): a row over a
+/// 1.x message is its copy, the others written there alone.
+fn oc_write_v2(c: &Connection, old: &[OcV2], new: &[OcV2]) {
+    for i in 0..old.len().max(new.len()) {
+        let id = format!("msg_{i:03}");
+        match (old.get(i), new.get(i)) {
+            (Some(o), Some(n)) if o == n => {}
+            (_, Some((kind, data))) => {
+                let _ = c.execute(
+                    "INSERT INTO session_message VALUES (?1, 'ses_1', ?2, ?3, ?3, ?3, ?4) \
+                     ON CONFLICT(id) DO UPDATE SET type = excluded.type, data = excluded.data",
+                    params![id, kind, i as i64, data],
+                );
+            }
+            (Some(_), None) => {
+                c.execute("DELETE FROM session_message WHERE id = ?1", [id])
+                    .unwrap();
+            }
+            (None, None) => {}
+        }
+    }
 }
 
 /// Writes `new` over `old` (the rows of the version before, `ids` their
@@ -441,12 +480,14 @@ fn oc_write(c: &Connection, old: &[OcMsg], ids: &mut Vec<String>, new: &[OcMsg],
 /// (`opencode.db`, the schema of 1.2), one version or two. Lines: `m` a
 /// message of session `ses_1` (directory `/fuzz/one`) and its `data`, `n`
 /// one of `ses_2` (no directory: the message's `path.cwd`), `p` a part's
-/// `data` of the message before. The checks of the module's docs; in the
+/// `data` of the message before, `v` a 2.x `session_message` row of
+/// `ses_1`, its `type` and `data` (a tab between), the i-th under the
+/// i-th message's id. The checks of the module's docs; in the
 /// first run, every message whose `data` is not JSON text is a skip at its
 /// rowid.
 pub fn check_opencode(data: &[u8]) {
     let (a, b) = versions(data);
-    let (old, new) = (oc_version(a), b.map(oc_version));
+    let ((old, old_v2), new) = (oc_version(a), b.map(oc_version));
     let dir = scratch("opencode");
     let home = dir.join("opencode");
     fs::create_dir_all(&home).unwrap();
@@ -455,6 +496,7 @@ pub fn check_opencode(data: &[u8]) {
     c.execute_batch(OPENCODE_DDL).unwrap();
     let mut ids = Vec::new();
     oc_write(&c, &[], &mut ids, &old, 0);
+    oc_write_v2(&c, &[], &old_v2);
     let bad = |c: &Connection| -> BTreeSet<u64> {
         let mut st = c
             .prepare("SELECT rowid, typeof(data), data FROM message")
@@ -484,11 +526,14 @@ pub fn check_opencode(data: &[u8]) {
             "unreadable messages at rowids {bad1:?}, skips at {lines:?}"
         );
     };
-    let change = new.map(|new| {
+    let change = new.map(|(new, new_v2)| {
         let c = &c;
         let ids = &mut ids;
-        let old = &old;
-        move || oc_write(c, old, ids, &new, 1)
+        let (old, old_v2) = (&old, &old_v2);
+        move || {
+            oc_write(c, old, ids, &new, 1);
+            oc_write_v2(c, old_v2, &new_v2);
+        }
     });
     reading.all(first, change);
     drop(c);

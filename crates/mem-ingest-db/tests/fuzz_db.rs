@@ -49,8 +49,10 @@ fn every_saved_input_replays() {
 
 /// OpenCode's rows as its fixture holds them (`../shared/samples/opencode/
 /// make_fixture.py`): a user message, an assistant message still running
-/// a tool, a message of the other session; the second version finishes
-/// the tool and the message, and adds one.
+/// a tool, a message of the other session; 2.x `session_message` rows
+/// (a copy of the first message, a user message and an answer written
+/// there alone); the second version finishes the tool and the message,
+/// and the 2.x answer, and adds one of each.
 const OPENCODE: &str = r#"m{"role":"user","time":{"created":1000},"agent":"build","model":{"providerID":"anthropic","modelID":"claude-sonnet-4-5"}}
 p{"type":"text","text":"Why do bursts of 20 requests get 429s?"}
 m{"role":"assistant","time":{"created":2000},"parentID":"msg_000","modelID":"claude-sonnet-4-5","providerID":"anthropic","mode":"build","agent":"build","path":{"cwd":"/fuzz/one","root":"/fuzz/one"},"cost":0,"tokens":{"input":0,"output":0,"reasoning":0,"cache":{"read":0,"write":0}}}
@@ -60,6 +62,9 @@ p{"type":"tool","callID":"toolu_01","tool":"bash","state":{"status":"running","i
 n{"role":"user","time":{"created":3000},"agent":"build","model":{"providerID":"anthropic","modelID":"claude-sonnet-4-5"},"summary":{"diffs":[]}}
 p{"type":"text","text":"fork: make it configurable","synthetic":false}
 p{"type":"file","mime":"text/plain","filename":"limiter.ts","url":"file:///fuzz/one/src/limiter.ts"}
+vuser	{"text":"Why do bursts of 20 requests get 429s?","files":[],"agents":[],"references":[],"time":{"created":1000}}
+vuser	{"text":"only in 2.x","files":[{"filename":"limiter.ts"}],"time":{"created":5000}}
+vassistant	{"agent":"build","model":{"id":"claude-sonnet-4-5","providerID":"anthropic"},"content":[{"type":"tool","id":"toolu_02","name":"bash","state":{"status":"running","input":{"command":"ls"},"content":[],"structured":{}},"time":{"created":6001}}],"time":{"created":6000}}
 --
 m{"role":"user","time":{"created":1000},"agent":"build","model":{"providerID":"anthropic","modelID":"claude-sonnet-4-5"}}
 p{"type":"text","text":"Why do bursts of 20 requests get 429s?"}
@@ -72,7 +77,11 @@ n{"role":"user","time":{"created":3000},"agent":"build","model":{"providerID":"a
 p{"type":"text","text":"fork: make it configurable","synthetic":false}
 p{"type":"file","mime":"text/plain","filename":"limiter.ts","url":"file:///fuzz/one/src/limiter.ts"}
 m{"role":"assistant","time":{"created":4000},"error":{"name":"MessageAbortedError","data":{"message":"aborted"}},"modelID":"claude-sonnet-4-5","providerID":"anthropic","tokens":{"input":5,"output":0,"reasoning":0,"cache":{"read":0,"write":0}},"cost":0}
-p{"type":"compaction","auto":true}"#;
+p{"type":"compaction","auto":true}
+vuser	{"text":"Why do bursts of 20 requests get 429s?","files":[],"agents":[],"references":[],"time":{"created":1000}}
+vuser	{"text":"only in 2.x","files":[{"filename":"limiter.ts"}],"time":{"created":5000}}
+vassistant	{"agent":"build","model":{"id":"claude-sonnet-4-5","providerID":"anthropic"},"content":[{"type":"reasoning","id":"r1","text":"list it"},{"type":"tool","id":"toolu_02","name":"bash","state":{"status":"completed","input":{"command":"ls"},"content":[{"type":"text","text":"src"}],"structured":{}},"time":{"created":6001,"completed":6002}},{"type":"text","id":"t1","text":"one folder"}],"cost":0.01,"tokens":{"input":30,"output":4,"reasoning":0,"cache":{"read":0,"write":0}},"finish":"stop","time":{"created":6000,"completed":6010}}
+vidle	{}"#;
 
 /// Goose's rows as its fixture holds them (`../shared/samples/goose/
 /// make_fixture.py`): a tool call and its result, thinking, a ledger row;
