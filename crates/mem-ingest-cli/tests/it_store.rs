@@ -1189,7 +1189,8 @@ fn a_store_whose_files_are_gone_says_what_its_usage_lacks_and_goes_on() {
                 .to_owned(),
             format!(
                 "warning: {}: 1 file the store read before could not be read again: their usage \
-                 is not in its usage table (usage --db says so)\n",
+                 of what it read before its migration to schema 7 is not in its usage table (usage \
+                 --db says so)\n",
                 db.display()
             ),
         ];
@@ -1378,7 +1379,8 @@ fn a_store_the_release_before_migrated_keeps_a_gone_parents_fork_as_it_is() {
         ),
         format!(
             "warning: {}: 2 files the store read before could not be read again: their usage \
-             is not in its usage table (usage --db says so)\n",
+             of what it read before its migration to schema 7 is not in its usage table (usage \
+             --db says so)\n",
             db.display()
         ),
     ];

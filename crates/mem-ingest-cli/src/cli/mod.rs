@@ -842,8 +842,9 @@ fn usage_reread(a: &BackfillArgs, r: &mem_ingest::archive::UsageReread) {
     }
     if !r.unread.is_empty() {
         eprintln!(
-            "warning: {db}: {} the store read before could not be read again: their usage is \
-             not in its usage table (usage --db says so)",
+            "warning: {db}: {} the store read before could not be read again: their usage of \
+             what it read before its migration to schema 7 is not in its usage table (usage --db \
+             says so)",
             files(r.unread.len())
         );
     }
