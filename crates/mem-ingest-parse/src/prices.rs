@@ -16,6 +16,7 @@
 //! Code's and Copilot CLI's Claude names. A model neither table knows has
 //! no cost (`None`): never a false 0.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::OnceLock;
 
@@ -355,8 +356,18 @@ impl Prices {
 /// author (models.dev's `owners`, in its order) that has one.
 #[derive(Debug, Default)]
 struct DevTable {
-    models: HashMap<String, DevPrice>,
+    /// Each model's price as written (its `cost`), parsed when it is first
+    /// found: a run prices a few models of the table's thousands.
+    models: HashMap<Cow<'static, str>, DevSlot>,
     owners: Vec<String>,
+}
+
+/// A model of the models.dev table: its `cost` object as written, and it
+/// parsed, once found.
+#[derive(Debug)]
+struct DevSlot {
+    cost: &'static serde_json::value::RawValue,
+    price: OnceLock<DevPrice>,
 }
 
 /// Per million tokens of each kind.
@@ -394,37 +405,49 @@ struct DevPrice {
     tiers: Vec<DevTier>,
 }
 
+/// A model's entry, its `cost` kept as written.
 #[derive(Deserialize)]
-struct DevEntry {
-    cost: DevPrice,
+struct DevEntry<'a> {
+    #[serde(borrow)]
+    cost: &'a serde_json::value::RawValue,
     #[serde(default, rename = "exactOnly")]
     exact_only: bool,
 }
 
 #[derive(Deserialize)]
-struct DevFile {
+struct DevFile<'a> {
     owners: Vec<String>,
-    models: HashMap<String, DevEntry>,
+    #[serde(borrow)]
+    models: HashMap<Cow<'a, str>, DevEntry<'a>>,
 }
 
+/// The models.dev table as shipped.
+static DEV_TABLE: &[u8] = include_bytes!("../data/prices-models-dev.json");
+
 impl DevTable {
-    /// The shipped table (parsed once).
+    /// The shipped table (its names and owners read once; a model's price
+    /// parsed when it is first found).
     fn shipped() -> &'static DevTable {
         static SHIPPED: OnceLock<DevTable> = OnceLock::new();
         SHIPPED.get_or_init(|| {
-            let f: DevFile =
-                serde_json::from_slice(include_bytes!("../data/prices-models-dev.json"))
-                    .expect("the shipped models.dev table parses (tested)");
-            let mut owned = HashMap::new();
+            let f: DevFile<'static> = serde_json::from_slice(DEV_TABLE)
+                .expect("the shipped models.dev table parses (tested)");
+            let mut owned = HashMap::with_capacity(f.models.len());
             for (name, e) in f.models {
                 // `exactOnly`: found by its full id alone, never as an
                 // owner's (the only way the lookup below differs).
                 let key = if e.exact_only {
-                    format!("={name}")
+                    Cow::Owned(format!("={name}"))
                 } else {
                     name
                 };
-                owned.insert(key, e.cost);
+                owned.insert(
+                    key,
+                    DevSlot {
+                        cost: e.cost,
+                        price: OnceLock::new(),
+                    },
+                );
             }
             DevTable {
                 models: owned,
@@ -439,16 +462,21 @@ impl DevTable {
         if model.is_empty() {
             return None;
         }
-        if let Some(p) = self
+        let slot = match self
             .models
             .get(model)
-            .or_else(|| self.models.get(&format!("={model}")))
+            .or_else(|| self.models.get(format!("={model}").as_str()))
         {
-            return Some(p);
-        }
-        self.owners
-            .iter()
-            .find_map(|o| self.models.get(&format!("{o}/{model}")))
+            Some(s) => s,
+            None => self
+                .owners
+                .iter()
+                .find_map(|o| self.models.get(format!("{o}/{model}").as_str()))?,
+        };
+        Some(slot.price.get_or_init(|| {
+            serde_json::from_str(slot.cost.get())
+                .expect("every price of the shipped models.dev table parses (tested)")
+        }))
     }
 }
 
@@ -586,6 +614,17 @@ mod tests {
     /// ccusage 20.0.24 prices them (each figure checked against it: a
     /// generated Gemini CLI home, a Gemini response of 300,000 tokens of
     /// context, Qwen Code responses with and without cache reads).
+    /// Every price of the models.dev table parses (each is parsed only
+    /// when its model is first found).
+    #[test]
+    fn every_models_dev_price_parses() {
+        let t = DevTable::shipped();
+        assert_eq!(t.models.len(), 2828);
+        for slot in t.models.values() {
+            let _: DevPrice = serde_json::from_str(slot.cost.get()).unwrap();
+        }
+    }
+
     #[test]
     fn models_dev_prices_what_litellm_does_not_name() {
         let t = Prices::shipped();
