@@ -18,6 +18,8 @@
 //! (`<file>.tmp.<ms>.<rand>.json`): files are picked by name. Each message
 //! is an item keyed by its `id` (its position `#<n>` without one).
 
+mod manifest;
+
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -323,19 +325,10 @@ struct Manifest {
     root: Option<String>,
 }
 
-/// The manifest `<id>.json` in the session folder `dir`, parsed.
-fn manifest_value(dir: &Path, id: &std::ffi::OsStr) -> Option<serde_json::Value> {
-    let mut m = dir.join(id);
-    m.as_mut_os_string().push(".json");
-    serde_json::from_slice(&std::fs::read(&m).ok()?).ok()
-}
-
 /// The session a manifest's fork names, if any.
-fn forked_from(v: &serde_json::Value) -> Option<&str> {
-    v.get("metadata")?
-        .get("fork")?
-        .get("forkedFromSessionId")?
-        .as_str()
+fn forked_from(m: &manifest::ManifestDoc) -> Option<&str> {
+    m.forked_from
+        .as_deref()
         .filter(|s| !s.is_empty() && !s.contains(['/', '\\']) && *s != "." && *s != "..")
 }
 
@@ -350,13 +343,17 @@ fn manifest(path: &Path) -> Manifest {
     let Some(name) = dir.file_name() else {
         return Manifest::default();
     };
-    let Some(v) = manifest_value(dir, name) else {
+    let Some(v) = manifest::read(dir, name) else {
         return Manifest::default();
     };
-    let s = |k: &str| v.get(k).and_then(|x| x.as_str()).filter(|x| !x.is_empty());
-    let cwd = s("cwd").or_else(|| s("workspace_root")).map(str::to_owned);
-    let start = s("started_at")
-        .or_else(|| s("created_at"))
+    fn s(x: &Option<String>) -> Option<&str> {
+        x.as_deref().filter(|x| !x.is_empty())
+    }
+    let cwd = s(&v.cwd)
+        .or_else(|| s(&v.workspace_root))
+        .map(str::to_owned);
+    let start = s(&v.started_at)
+        .or_else(|| s(&v.created_at))
         .and_then(parse_iso_millis);
     let parent = forked_from(&v).map(str::to_owned);
     let mut root = None;
@@ -367,7 +364,7 @@ fn manifest(path: &Path) -> Manifest {
             break;
         };
         next = sessions
-            .and_then(|d| manifest_value(&d.join(&id), std::ffi::OsStr::new(&id)))
+            .and_then(|d| manifest::read(&d.join(&id), std::ffi::OsStr::new(&id)))
             .and_then(|p| forked_from(&p).map(str::to_owned));
         if next.as_deref() == Some(id.as_str()) {
             next = None;
@@ -584,8 +581,19 @@ impl<'a> CFile<'a> {
         filter: RoleFilter,
         report: &mut Report,
     ) -> Item<'a> {
-        let f = Fields::of(m);
-        let id = f.str("id").filter(|s| !s.is_empty());
+        // The fields read, found in one pass (the first of each name).
+        let [id, ts, role, content, metadata, model_info, metrics] =
+            Fields::of(m).first_of::<7>(|k| match k {
+                "id" => Some(0),
+                "ts" => Some(1),
+                "role" => Some(2),
+                "content" => Some(3),
+                "metadata" => Some(4),
+                "modelInfo" => Some(5),
+                "metrics" => Some(6),
+                _ => None,
+            });
+        let id = id.and_then(as_str).filter(|s| !s.is_empty());
         let key = id.unwrap_or_else(|| arena.alloc_str(&format!("#{pos}")));
         let mut item = Item {
             key,
@@ -604,24 +612,19 @@ impl<'a> CFile<'a> {
             return item;
         }
         report.entries.add("message", 1);
-        if let Some(ts) = f.get("ts").and_then(as_i64) {
+        if let Some(ts) = ts.and_then(as_i64) {
             *time = Some(ts);
         }
-        let written = f.str("role").unwrap_or("");
-        let content = f.get("content");
-        let compaction = f
-            .get("metadata")
-            .map(Fields::of)
-            .and_then(|x| x.str("kind"))
-            == Some("compaction");
-        let blocks: Vec<&[Node<'a>]> = content.into_iter().flat_map(elements).collect();
+        let written = role.and_then(as_str).unwrap_or("");
+        let compaction = metadata.map(Fields::of).and_then(|x| x.str("kind")) == Some("compaction");
+        // (Walked again where needed: collected, they would cost an
+        // allocation a message.)
+        let blocks = || content.into_iter().flat_map(elements);
         let role = match written {
             _ if compaction => Role::System,
             "user"
-                if !blocks.is_empty()
-                    && blocks
-                        .iter()
-                        .all(|b| Fields::of(b).str("type") == Some("tool_result")) =>
+                if blocks().next().is_some()
+                    && blocks().all(|b| Fields::of(b).str("type") == Some("tool_result")) =>
             {
                 Role::ToolResult
             }
@@ -634,7 +637,7 @@ impl<'a> CFile<'a> {
             }
         };
         let assistant = role == Role::Assistant;
-        let info = f.get("modelInfo").map(Fields::of);
+        let info = model_info.map(Fields::of);
         let model = info
             .and_then(|i| i.str("id").or_else(|| i.str("modelId")))
             .filter(|_| assistant);
@@ -642,7 +645,7 @@ impl<'a> CFile<'a> {
             .and_then(|i| i.str("provider").or_else(|| i.str("providerId")))
             .filter(|_| assistant);
         let usage = if assistant {
-            f.get("metrics").and_then(usage_of)
+            metrics.and_then(usage_of)
         } else {
             None
         };
@@ -686,7 +689,7 @@ impl<'a> CFile<'a> {
         if let Some(s) = content.and_then(as_str) {
             plain(&mut text, s, &mut call);
         }
-        for b in &blocks {
+        for b in blocks() {
             let b = Fields::of(b);
             match b.str("type").unwrap_or("") {
                 "text" => {
