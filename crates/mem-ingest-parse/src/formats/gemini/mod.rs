@@ -407,21 +407,57 @@ fn project_in_home(id_dir: &Path, project_hash: Option<&str>) -> Option<String> 
     if let Some(m) = trusted.as_ref().and_then(serde_json::Value::as_object) {
         candidates.extend(m.keys());
     }
+    // A path's hash is its SHA-256 as 64 lower-case hex digits: compared
+    // as the 32 bytes those digits spell (a name that is not such digits
+    // is no path's hash).
+    let wanted: Vec<[u8; 32]> = [Some(id), project_hash]
+        .into_iter()
+        .flatten()
+        .filter_map(hex32)
+        .collect();
+    if wanted.is_empty() {
+        return None;
+    }
     candidates
         .into_iter()
         .find(|p| {
-            let h = sha256_hex(p);
-            h == id || project_hash == Some(h.as_str())
+            use sha2::Digest;
+            let d = sha2::Sha256::digest(p.as_bytes());
+            wanted.iter().any(|w| d[..] == w[..])
         })
         .cloned()
+}
+
+/// The 32 bytes that 64 lower-case hex digits spell.
+fn hex32(s: &str) -> Option<[u8; 32]> {
+    let b = s.as_bytes();
+    if b.len() != 64 {
+        return None;
+    }
+    let digit = |c: u8| match c {
+        b'0'..=b'9' => Some(c - b'0'),
+        b'a'..=b'f' => Some(c - b'a' + 10),
+        _ => None,
+    };
+    let mut out = [0u8; 32];
+    for (o, pair) in out.iter_mut().zip(b.chunks_exact(2)) {
+        *o = (digit(pair[0])? << 4) | digit(pair[1])?;
+    }
+    Some(out)
 }
 
 /// SHA-256 of a path as 64 lower-case hex digits (Gemini CLI's
 /// `getProjectHash`).
 pub fn sha256_hex(s: &str) -> String {
     use sha2::Digest;
+    const HEX: &[u8; 16] = b"0123456789abcdef";
     let d = sha2::Sha256::digest(s.as_bytes());
-    d.iter().map(|b| format!("{b:02x}")).collect()
+    let mut out = String::with_capacity(64);
+    for b in d {
+        out.push(char::from(HEX[usize::from(b >> 4)]));
+        out.push(char::from(HEX[usize::from(b & 15)]));
+    }
+    out
 }
 
 // ---------------------------------------------------------------------------
@@ -1385,6 +1421,24 @@ fn record_of<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A project hash is SHA-256's lower-case hex digits: those digits
+    /// read back as the digest's bytes; upper-case or other names are no
+    /// hash.
+    #[test]
+    fn project_hashes_as_digits_and_bytes() {
+        use sha2::Digest;
+        let h = sha256_hex("abc");
+        assert_eq!(
+            h,
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+        let d = sha2::Sha256::digest(b"abc");
+        assert_eq!(hex32(&h).map(|b| b.to_vec()), Some(d.to_vec()));
+        assert_eq!(hex32(&h.to_uppercase()), None);
+        assert_eq!(hex32(&h[..62]), None);
+        assert_eq!(hex32(&format!("{}g", &h[..63])), None);
+    }
 
     fn held(id: &str, json: &[u8], line: u64, byte: u64) -> Held {
         Held {
