@@ -737,3 +737,56 @@ fn a_row_of_the_wrong_type_is_a_counted_skip_not_a_wall() {
     assert_eq!((s.written, s.report.skipped), (0, 3));
     fs::remove_dir_all(d).unwrap();
 }
+
+/// Two different answers in two sessions (not a fork: no parent), without
+/// `time.created`, whose first calls are equal in every field (tokens,
+/// cost, place, provider, model): the second answer's equal call is taken
+/// for a copy (deduplication by content), and only that call: the usage
+/// rows (the `usage` report, the store's) sum to the stats, the second
+/// answer's other call kept (it was taken out with the copy, every row at
+/// the answer's line).
+#[test]
+fn a_call_taken_for_a_copy_takes_out_its_own_usage_row_only() {
+    let d = tmpdir("copy-row");
+    let a = d.join("data");
+    fs::create_dir_all(&a).unwrap();
+    let (_, c) = new_db(&a, true);
+    c.execute(
+        "INSERT INTO session VALUES ('ses_2', 'p', NULL, '/other', 't', 1, 1)",
+        [],
+    )
+    .unwrap();
+    let answer = |id: &str, session: &str, calls: &[(u64, u64)]| {
+        let data = json!({"role": "assistant", "time": {"completed": 9}, "modelID": "m1",
+            "providerID": "p1", "tokens": tokens(0, 0), "cost": 0});
+        c.execute(
+            "INSERT INTO message VALUES (?1, ?2, 1, 1, ?3)",
+            rusqlite::params![id, session, data.to_string()],
+        )
+        .unwrap();
+        for (n, &(i, o)) in calls.iter().enumerate() {
+            let part = json!({"type": "step-finish", "reason": "stop", "cost": 0.5,
+                "tokens": tokens(i, o)});
+            c.execute(
+                "INSERT INTO part VALUES (?1, ?2, ?3, ?4, ?4, ?5)",
+                rusqlite::params![format!("prt_{id}_{n}"), id, session, n, part.to_string()],
+            )
+            .unwrap();
+        }
+    };
+    answer("msg_1", "ses_1", &[(100, 20), (300, 40)]);
+    answer("msg_2", "ses_2", &[(100, 20), (500, 50)]);
+    let s = archive(&a, None).stats().unwrap();
+    // The equal call counted once: 100 + 300 + 500.
+    assert_eq!((s.report.usage.input, s.report.usage.output), (900, 110));
+    let u = archive(&a, None).usage().unwrap();
+    assert!(u.failures.is_empty(), "{:?}", u.failures);
+    let rows: Vec<(u64, u32, u64)> = u
+        .usage
+        .iter()
+        .map(|r| (r.line, r.seq, r.usage.input))
+        .collect();
+    assert_eq!(rows, [(1, 0, 100), (1, 1, 300), (2, 1, 500)]);
+    assert_eq!(u.usage.iter().map(|r| r.usage.input).sum::<u64>(), 900);
+    fs::remove_dir_all(d).unwrap();
+}
