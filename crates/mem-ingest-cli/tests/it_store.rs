@@ -626,6 +626,81 @@ fn usage_rows_sum_to_the_stats_of_every_agent() {
     fs::remove_dir_all(d).unwrap();
 }
 
+/// Goose sessions without ledger rows: their usage is the growth of the
+/// accumulated columns, counted at each run. A series of runs with growth
+/// between them (two sessions of one model, each grown) leaves in the
+/// store's usage table every growth, summing to what `stats` counts over
+/// the database (each growth was one row at line 0, keyed by file, line
+/// and model: the later replaced the earlier).
+#[test]
+fn goose_accumulated_growth_over_runs_keeps_a_row_each() {
+    let d = tmpdir("goose-growth");
+    let s = d.join("sessions");
+    fs::create_dir_all(&s).unwrap();
+    let goose = s.join("sessions.db");
+    let c = rusqlite::Connection::open(&goose).unwrap();
+    c.execute_batch(
+        "PRAGMA journal_mode = WAL;
+         CREATE TABLE sessions (id TEXT PRIMARY KEY, working_dir TEXT NOT NULL,
+           accumulated_input_tokens INTEGER, accumulated_output_tokens INTEGER,
+           accumulated_total_tokens INTEGER, provider_name TEXT, model_config_json TEXT,
+           updated_at TEXT);
+         CREATE TABLE messages (id INTEGER PRIMARY KEY AUTOINCREMENT, message_id TEXT,
+           session_id TEXT NOT NULL, role TEXT NOT NULL, content_json TEXT NOT NULL,
+           created_timestamp INTEGER NOT NULL, metadata_json TEXT);
+         INSERT INTO sessions VALUES ('s1', '/w', 100, 10, 110, 'p',
+           '{\"model_name\":\"m\"}', '2026-01-01 00:00:00');
+         INSERT INTO sessions VALUES ('s2', '/w', 1000, 100, 1100, 'p',
+           '{\"model_name\":\"m\"}', '2026-01-01 00:00:00');",
+    )
+    .unwrap();
+    let store = d.join("store.db");
+    let run = || {
+        let out = bin()
+            .args(["backfill", "-q", "--agent", "goose", "--db"])
+            .arg(&store)
+            .arg(&goose)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    run();
+    c.execute_batch(
+        "UPDATE sessions SET accumulated_input_tokens = 250, accumulated_output_tokens = 30,
+           accumulated_total_tokens = 280 WHERE id = 's1';",
+    )
+    .unwrap();
+    run();
+    c.execute_batch(
+        "UPDATE sessions SET accumulated_input_tokens = 400, accumulated_output_tokens = 50,
+           accumulated_total_tokens = 450 WHERE id = 's1';
+         UPDATE sessions SET accumulated_input_tokens = 3000, accumulated_output_tokens = 300,
+           accumulated_total_tokens = 3300 WHERE id = 's2';",
+    )
+    .unwrap();
+    run();
+    // A run with nothing grown adds no row.
+    run();
+    let st = stats(&[&"--agent", &"goose", &goose]);
+    assert_eq!(
+        (&st["usage"]["input"], &st["usage"]["output"]),
+        (&Value::from(3400), &Value::from(350))
+    );
+    // Five growths: s1 and s2 at first, s1 twice more, s2 once more.
+    assert_eq!(
+        sqlite3(
+            &store,
+            "SELECT count(*), sum(input), sum(output), sum(total_tokens) FROM usage"
+        ),
+        "5|3400|350|3750"
+    );
+    fs::remove_dir_all(d).unwrap();
+}
+
 #[test]
 fn readers_while_follow_writes_and_a_second_writer_refused() {
     let d = tmpdir("follow");
