@@ -42,6 +42,9 @@ enum Change {
     Usage(Usage),
     /// A model's messages and usage.
     Model(u32, u64, Usage),
+    /// A usage row the line added ([`Report::usage_rows`]): its line and
+    /// its place on it (`UsageAt::line`, `UsageAt::seq`).
+    Row(u64, u32),
 }
 
 /// What one entry's line added to the report of the source that read it
@@ -257,10 +260,26 @@ impl Tracker {
         }
         let rows = report.usage_rows.len();
         c.usage_rows = u32::try_from(rows.saturating_sub(self.rows)).unwrap_or(u32::MAX);
+        // Each row the line added, by its line and place on it (none
+        // when the report was taken so far: its rows start again).
+        for r in report.usage_rows.get(self.rows..).unwrap_or_default() {
+            c.more.push(Change::Row(r.at.line, r.at.seq));
+        }
         self.rows = rows;
         if entry {
             self.last = c;
         }
+    }
+}
+
+impl LineCounts {
+    /// The usage rows the line added, by their line and place on it
+    /// (`UsageAt::line`, `UsageAt::seq`), when the report kept rows.
+    pub fn usage_rows(&self) -> impl Iterator<Item = (u64, u32)> + '_ {
+        self.more.iter().filter_map(|c| match c {
+            Change::Row(line, seq) => Some((*line, *seq)),
+            _ => None,
+        })
     }
 }
 
@@ -305,6 +324,8 @@ impl Removal {
                     m.0 += n;
                     m.1.add(&u);
                 }
+                // Taken out by the engine, by line and place.
+                Change::Row(..) => {}
             }
         }
     }

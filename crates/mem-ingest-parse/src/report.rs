@@ -496,14 +496,20 @@ impl Report {
         }
     }
 
-    /// Takes out the rows of entries at `lines` (ascending): copies that
-    /// deduplication took out.
-    pub fn remove_usage_rows_at(&mut self, lines: &[u64]) {
-        if lines.is_empty() || self.usage_rows.is_empty() {
+    /// Takes out the rows of copies that deduplication took out: every
+    /// row at each line of `lines`, and each row of `rows` by its line and
+    /// its place on it (`UsageAt::seq`: one call of an OpenCode answer,
+    /// not the answer's other calls). Both in any order.
+    pub fn remove_usage_rows_at(&mut self, lines: &mut [u64], rows: &mut [(u64, u32)]) {
+        if (lines.is_empty() && rows.is_empty()) || self.usage_rows.is_empty() {
             return;
         }
-        self.usage_rows
-            .retain(|r| lines.binary_search(&r.at.line).is_err());
+        lines.sort_unstable();
+        rows.sort_unstable();
+        self.usage_rows.retain(|r| {
+            lines.binary_search(&r.at.line).is_err()
+                && rows.binary_search(&(r.at.line, r.at.seq)).is_err()
+        });
     }
 
     /// Adds usages of one model, one by one: the sums are those of as many

@@ -531,8 +531,10 @@ pub(super) fn decide_copies<B>(
         res.report.remove_duplicate(&h);
     }
     let mut dropped = Vec::new();
-    // The lines of the copies: their usage rows go with their counts.
-    let mut copy_lines = Vec::new();
+    // The copies' usage rows, which go with their counts: a database's
+    // rows by line and place (see below), else every row at the copy's
+    // line.
+    let (mut copy_lines, mut copy_rows) = (Vec::new(), Vec::new());
     let rows = format.is_rows(path);
     // Opened once for the part, at its first duplicate.
     let file: std::cell::OnceCell<File> = std::cell::OnceCell::new();
@@ -582,14 +584,18 @@ pub(super) fn decide_copies<B>(
             res.revised_kept -= usize::from(note.revision);
             dropped.push(i);
         }
-        if res.report.keep_usage_rows
-            && (!rows || note.counts.as_ref().is_none_or(|c| c.adds_usage_rows()))
-        {
-            // Its usage rows go, by line. A database's rows share line
-            // numbers (Goose's ledger ids and message row ids) and each
-            // row's counts are complete when it is pushed: a copy that
-            // added no usage rows there takes out none of another's.
-            copy_lines.push(note.line);
+        if res.report.keep_usage_rows {
+            match (&note.counts, rows) {
+                // A database's row: its counts are complete when it is
+                // pushed, and name the usage rows it added, by line and
+                // place: those go, and none of another's at its line (an
+                // OpenCode call is one of its answer's line's rows;
+                // Goose's ledger ids and message row ids share numbers).
+                (Some(c), true) => copy_rows.extend(c.usage_rows()),
+                // A line format may count a held entry's usage at a later
+                // line: every row at the copy's line.
+                _ => copy_lines.push(note.line),
+            }
         }
         if let Some(c) = &note.counts {
             flush(&mut run, &mut res.report);
@@ -618,7 +624,8 @@ pub(super) fn decide_copies<B>(
     }
     flush(&mut run, &mut res.report);
     removal.apply(&mut res.report);
-    res.report.remove_usage_rows_at(&copy_lines);
+    res.report
+        .remove_usage_rows_at(&mut copy_lines, &mut copy_rows);
     Ok(dropped)
 }
 
