@@ -521,6 +521,11 @@ impl Db {
     }
 }
 
+/// The growths of accumulated columns counted so far in the database, in
+/// the cursor's guards (an `acc:` key: kept by a rescan; no session's
+/// keys, which end in a column's name).
+const ACC_SEQ: &str = "acc:#growths";
+
 /// The keys of a session's accumulated columns in the cursor's guards.
 fn acc_keys(session: &str) -> [String; 6] {
     ["i", "o", "cr", "cw", "t", "cost"].map(|k| format!("acc:{session}:{k}"))
@@ -643,8 +648,15 @@ impl Db {
                 continue;
             }
             let s = &self.sessions[&sid];
+            // No row carries a growth: each is at line 0, told apart by a
+            // place of its own among the database's growths (counted in
+            // the cursor, which a rescan keeps), from 1, so that the
+            // store keeps a row per growth (`file:0:model#n`) and none
+            // replaces another, or a row a release before wrote (`#0`).
+            let n = cursor.guards.get(ACC_SEQ).copied().unwrap_or(0) + 1;
+            cursor.guards.insert(ACC_SEQ.to_owned(), n);
             let at = UsageAt {
-                seq: 0,
+                seq: u32::try_from(n).unwrap_or(u32::MAX),
                 line: 0,
                 time: now.time,
                 reasoning: 0,
