@@ -769,7 +769,13 @@ fn a_call_taken_for_a_copy_takes_out_its_own_usage_row_only() {
                 "tokens": tokens(i, o)});
             c.execute(
                 "INSERT INTO part VALUES (?1, ?2, ?3, ?4, ?4, ?5)",
-                rusqlite::params![format!("prt_{id}_{n}"), id, session, n, part.to_string()],
+                rusqlite::params![
+                    format!("prt_{id}_{n}"),
+                    id,
+                    session,
+                    n as i64,
+                    part.to_string()
+                ],
             )
             .unwrap();
         }
