@@ -373,6 +373,286 @@ pub(crate) fn parse<'de, T: Fields<'de>>(text: &'de str) -> serde_json::Result<N
     serde_json::from_str(text)
 }
 
+/// What a strict scan of an object's JSON text saw of two of its fields:
+/// `key`'s value when a string (`None`: another type, or absent), and,
+/// when `obj` is an object, its `inner` string (the text's last `obj`
+/// and its last `inner` win, as for a `Value`'s map).
+#[derive(Debug, Default, Clone)]
+pub(crate) struct Glance<'a> {
+    /// `key`'s value, when a string.
+    pub key: Option<&'a str>,
+    /// `obj`: absent, null, another value, or an object and its `inner`
+    /// string (when a string).
+    pub obj: Node<Option<&'a str>>,
+}
+
+/// Nesting deeper than this is left to the full parse (serde_json's limit
+/// is 128).
+const GLANCE_DEPTH: u32 = 64;
+
+/// A look at `text`, an object's JSON, without parsing it: its `key`
+/// string, whether `obj` is an object, and that object's `inner` string
+/// (see [`Glance`]). `Some` only where the text is sure to be one that
+/// `serde_json::from_str::<Value>` accepts, with those fields what a full
+/// parse reads; `None` for anything the scan is not sure of (no error of
+/// its own: a number with an exponent or of many digits, a `\u` escape,
+/// an escaped key, deep nesting, a string field holding an escape, and
+/// every text not valid JSON), which the caller parses in full, so that
+/// the text refused and its error stay the parse's.
+///
+/// Strings are crossed eight bytes at a time (a word's quote, backslash
+/// or control character found at once), nothing decoded, where a parse
+/// decodes every string.
+pub(crate) fn glance<'a>(text: &'a str, key: &str, obj: &str, inner: &str) -> Option<Glance<'a>> {
+    let mut s = Scan {
+        b: text.as_bytes(),
+        t: text,
+        i: 0,
+    };
+    s.ws();
+    let mut g = Glance::default();
+    s.object(0, |s, k| {
+        if k == key.as_bytes() {
+            g.key = s.string_value()?;
+        } else if k == obj.as_bytes() {
+            g.obj = match s.peek()? {
+                b'{' => {
+                    let mut found = None;
+                    s.object(1, |s, k| {
+                        if k == inner.as_bytes() {
+                            found = s.string_value()?;
+                        } else {
+                            s.value(2)?;
+                        }
+                        Some(())
+                    })?;
+                    Node::Obj(found)
+                }
+                b'n' => {
+                    s.value(1)?;
+                    Node::Null
+                }
+                _ => {
+                    s.value(1)?;
+                    Node::Other
+                }
+            };
+        } else {
+            s.value(1)?;
+        }
+        Some(())
+    })?;
+    s.ws();
+    (s.i == s.b.len()).then_some(g)
+}
+
+/// The strict scanner of [`glance`]: every method `None` where it is not
+/// sure.
+struct Scan<'a> {
+    b: &'a [u8],
+    t: &'a str,
+    i: usize,
+}
+
+impl<'a> Scan<'a> {
+    fn ws(&mut self) {
+        while let Some(b' ' | b'\t' | b'\n' | b'\r') = self.b.get(self.i) {
+            self.i += 1;
+        }
+    }
+
+    fn peek(&self) -> Option<u8> {
+        self.b.get(self.i).copied()
+    }
+
+    fn eat(&mut self, c: u8) -> Option<()> {
+        (self.peek()? == c).then(|| self.i += 1)
+    }
+
+    /// An object at `depth` (the scan at its `{`), each key handed to
+    /// `field` with the scan at its value (after the colon and spaces).
+    fn object(
+        &mut self,
+        depth: u32,
+        mut field: impl FnMut(&mut Self, &'a [u8]) -> Option<()>,
+    ) -> Option<()> {
+        if depth >= GLANCE_DEPTH {
+            return None;
+        }
+        self.eat(b'{')?;
+        self.ws();
+        if self.eat(b'}').is_some() {
+            return Some(());
+        }
+        loop {
+            let (k, escaped) = self.string()?;
+            if escaped {
+                return None;
+            }
+            self.ws();
+            self.eat(b':')?;
+            self.ws();
+            field(self, k)?;
+            self.ws();
+            match self.peek()? {
+                b',' => {
+                    self.i += 1;
+                    self.ws();
+                }
+                b'}' => {
+                    self.i += 1;
+                    return Some(());
+                }
+                _ => return None,
+            }
+        }
+    }
+
+    /// A string value without escapes: `Some(Some(s))`; another value:
+    /// `Some(None)`; a string with an escape, or not sure: `None`.
+    fn string_value(&mut self) -> Option<Option<&'a str>> {
+        if self.peek()? != b'"' {
+            self.value(1)?;
+            return Some(None);
+        }
+        let start = self.i + 1;
+        let (s, escaped) = self.string()?;
+        if escaped {
+            return None;
+        }
+        // Whole characters: the quotes around are ASCII.
+        Some(Some(&self.t[start..start + s.len()]))
+    }
+
+    /// A string (the scan at its quote): its bytes between the quotes,
+    /// and whether it holds an escape (one of the eight short ones; any
+    /// other, `\u` included, is left to the parse). Eight bytes at a
+    /// time while none is a quote, a backslash or a control character.
+    fn string(&mut self) -> Option<(&'a [u8], bool)> {
+        self.eat(b'"')?;
+        let b = self.b;
+        let start = self.i;
+        let mut i = start;
+        let mut escaped = false;
+        loop {
+            // Sixteen bytes a step, two words; the tail byte by byte.
+            for w in b[i..].chunks_exact(16) {
+                let lo = special(u64::from_le_bytes(w[..8].try_into().expect("8 bytes")));
+                let hi = special(u64::from_le_bytes(w[8..].try_into().expect("8 bytes")));
+                if lo | hi != 0 {
+                    // The lowest flagged byte is exact.
+                    i += if lo != 0 {
+                        lo.trailing_zeros() / 8
+                    } else {
+                        8 + hi.trailing_zeros() / 8
+                    } as usize;
+                    break;
+                }
+                i += 16;
+            }
+            match *b.get(i)? {
+                b'"' => {
+                    self.i = i + 1;
+                    return Some((&b[start..i], escaped));
+                }
+                b'\\' => match b.get(i + 1)? {
+                    b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => {
+                        i += 2;
+                        escaped = true;
+                    }
+                    _ => return None,
+                },
+                c if c < 0x20 => return None,
+                _ => i += 1,
+            }
+        }
+    }
+
+    /// Any value at `depth`.
+    fn value(&mut self, depth: u32) -> Option<()> {
+        match self.peek()? {
+            b'"' => self.string().map(|_| ()),
+            b'{' => self.object(depth, |s, _| s.value(depth + 1)),
+            b'[' => {
+                if depth >= GLANCE_DEPTH {
+                    return None;
+                }
+                self.i += 1;
+                self.ws();
+                if self.eat(b']').is_some() {
+                    return Some(());
+                }
+                loop {
+                    self.value(depth + 1)?;
+                    self.ws();
+                    match self.peek()? {
+                        b',' => {
+                            self.i += 1;
+                            self.ws();
+                        }
+                        b']' => {
+                            self.i += 1;
+                            return Some(());
+                        }
+                        _ => return None,
+                    }
+                }
+            }
+            b't' => self.word(b"true"),
+            b'f' => self.word(b"false"),
+            b'n' => self.word(b"null"),
+            b'-' | b'0'..=b'9' => self.number(),
+            _ => None,
+        }
+    }
+
+    fn word(&mut self, w: &[u8]) -> Option<()> {
+        self.b[self.i..].starts_with(w).then(|| self.i += w.len())
+    }
+
+    /// A number of at most 15 integer digits and 30 fraction digits, no
+    /// exponent (surely in range: anything else is left to the parse).
+    fn number(&mut self) -> Option<()> {
+        let _ = self.eat(b'-');
+        let digits = |s: &mut Self| {
+            let from = s.i;
+            while let Some(b'0'..=b'9') = s.b.get(s.i) {
+                s.i += 1;
+            }
+            s.i - from
+        };
+        let lead = self.peek()?;
+        let n = digits(self);
+        if n == 0 || n > 15 || (lead == b'0' && n > 1) {
+            return None;
+        }
+        if self.eat(b'.').is_some() {
+            let f = digits(self);
+            if f == 0 || f > 30 {
+                return None;
+            }
+        }
+        match self.peek() {
+            Some(b'e' | b'E') => None,
+            _ => Some(()),
+        }
+    }
+}
+
+/// The bytes of `w` (eight, little-endian) that end a string's plain run:
+/// a quote, a backslash or a control character (below 0x20), each with
+/// its high bit set; the lowest set is exact (a byte above a flagged one
+/// may be flagged wrongly: the borrow), which is all the scan uses.
+fn special(w: u64) -> u64 {
+    const ONES: u64 = u64::MAX / 255;
+    let ctrl = w.wrapping_sub(ONES * 0x20) & !w;
+    let q = w ^ (ONES * u64::from(b'"'));
+    let quote = q.wrapping_sub(ONES) & !q;
+    let bs = w ^ (ONES * u64::from(b'\\'));
+    let backslash = bs.wrapping_sub(ONES) & !bs;
+    (ctrl | quote | backslash) & (ONES << 7)
+}
+
 #[cfg(test)]
 mod tests {
     use serde::de::MapAccess;
@@ -466,6 +746,135 @@ mod tests {
                 }
                 (Err(v), Err(t)) => assert_eq!(v.to_string(), t.to_string(), "{c}"),
                 _ => panic!("{c}: Value {v:?}, typed {t:?}"),
+            }
+        }
+    }
+
+    /// `glance` is `Some` only for a text the full parse accepts, and its
+    /// fields are the parse's; on every text it is unsure of, `None`.
+    #[test]
+    fn a_glance_sees_what_the_parse_reads_or_nothing() {
+        #[derive(Debug, Default)]
+        struct St<'a> {
+            status: Str<'a>,
+        }
+        impl<'de> Fields<'de> for St<'de> {
+            fn field<A: MapAccess<'de>>(&mut self, key: &str, m: &mut A) -> Result<(), A::Error> {
+                match key {
+                    "status" => self.status = m.next_value()?,
+                    _ => skip(m)?,
+                }
+                Ok(())
+            }
+        }
+        #[derive(Debug, Default)]
+        struct P<'a> {
+            kind: Str<'a>,
+            state: Node<St<'a>>,
+        }
+        impl<'de> Fields<'de> for P<'de> {
+            fn field<A: MapAccess<'de>>(&mut self, key: &str, m: &mut A) -> Result<(), A::Error> {
+                match key {
+                    "type" => self.kind = m.next_value()?,
+                    "state" => self.state = m.next_value()?,
+                    _ => skip(m)?,
+                }
+                Ok(())
+            }
+        }
+        let deep = format!("{{\"x\":{}{}}}", "[".repeat(50), "]".repeat(50));
+        let deeper = format!("{{\"x\":{}{}}}", "[".repeat(100), "]".repeat(100));
+        let long = format!(
+            "{{\"type\":\"text\",\"text\":\"{}\"}}",
+            "ab\\n\\\"".repeat(5000)
+        );
+        // (text, whether the glance is sure of it)
+        let cases: &[(&str, bool)] = &[
+            (
+                r#"{"type":"text","text":"a\nb \"q\" \\ \/ \b\f\r\t"}"#,
+                true,
+            ),
+            (
+                r#"{"type": "tool", "state": {"status": "completed", "input": {"a": [1, -2.5, true, false, null, {}]}, "output": "x"}}"#,
+                true,
+            ),
+            (r#" {"state":{"status":"running"},"type":"tool"} "#, true),
+            (
+                r#"{"type":"tool","state":{"status":"pending"},"state":"done"}"#,
+                true,
+            ),
+            (r#"{"type":"tool","state":null}"#, true),
+            (r#"{"type":"tool","state":[1]}"#, true),
+            (r#"{"type":"tool","state":{"status":7}}"#, true),
+            (
+                r#"{"type":"tool","state":{"status":"a","status":"completed"}}"#,
+                true,
+            ),
+            (r#"{"type":5}"#, true),
+            (r#"{"type":"a","type":"step-finish"}"#, true),
+            (r#"{"type":"step-finish","type":["x"]}"#, true),
+            (r#"{}"#, true),
+            (r#"{"x":0,"y":-0.5,"z":123456789012345}"#, true),
+            (&deep, true),
+            (&long, true),
+            ("{\"type\":\"t\u{e9}xt\",\"text\":\"\u{1f600}\"}", true),
+            (
+                r#"{"x":"aaaaaaaaaaaaaaa\"aaaaaaa\\aaaaaaaaa","y":"\n\n\n\n\n\n\n\n\n"}"#,
+                true,
+            ),
+            ("{\"x\":\"aaaaaaaaaaaaaaaa\u{1}\"}", false),
+            ("{\"x\":\"aaaaaaaaaaaaaaaa\u{1f}aaaaaaaaa\"}", false),
+            ("{\"x\":\"\u{ff}\u{80}\u{9f}\u{a0}aaaaaaaaaaaaaa\"}", true),
+            // Not sure: left to the parse.
+            (&deeper, false),
+            (r#"{"type":"te\u0078t"}"#, false),
+            (r#"{"type":"te\nxt"}"#, false),
+            (r#"{"ty\u0070e":"text"}"#, false),
+            (r#"{"x":"\ud800"}"#, false),
+            (r#"{"x":1e400}"#, false),
+            (r#"{"x":1e5}"#, false),
+            (r#"{"x":1234567890123456789012}"#, false),
+            (
+                r#"{"type":"tool","state":{"status":"compl\u0065ted"}}"#,
+                false,
+            ),
+            // Refused by the parse.
+            (r#"{"x":01}"#, false),
+            (r#"{"x":-}"#, false),
+            (r#"{"x":1.}"#, false),
+            (r#"{"x":.5}"#, false),
+            (r#"{"x":[1,2,]}"#, false),
+            (r#"{"x":1,}"#, false),
+            (r#"{"x" 1}"#, false),
+            (r#"{"x":tru}"#, false),
+            (r#"{"x":truex}"#, false),
+            (r#"{"x":"a"} x"#, false),
+            (r#"{"x":"a""#, false),
+            ("{\"x\":\"tab\tin\"}", false),
+            ("{\"x\":\"nul\u{0}\"}", false),
+            (r#"{"x":"\q"}"#, false),
+            (r#"{"x":"\"#, false),
+            (r#"[1,2]"#, false),
+            (r#""s""#, false),
+            (r#""#, false),
+            (r#"{"#, false),
+            (r#"{"x":1}{"#, false),
+            ("\u{feff}{}", false),
+        ];
+        for &(text, sure) in cases {
+            let g = glance(text, "type", "state", "status");
+            assert_eq!(g.is_some(), sure, "{text}");
+            let full = parse::<P<'_>>(text);
+            let Some(g) = g else { continue };
+            let p = full.unwrap_or_else(|e| panic!("{text}: glanced, but the parse refuses: {e}"));
+            let p = p.obj().unwrap_or_else(|| panic!("{text}: not an object"));
+            assert_eq!(g.key, p.kind.get(), "{text}");
+            match (&g.obj, &p.state) {
+                (Node::Absent, Node::Absent)
+                | (Node::Null, Node::Null)
+                | (Node::Other, Node::Other) => {}
+                (Node::Obj(s), Node::Obj(t)) => assert_eq!(*s, t.status.get(), "{text}"),
+                (a, b) => panic!("{text}: glanced {a:?}, parsed {b:?}"),
             }
         }
     }

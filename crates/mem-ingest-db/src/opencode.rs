@@ -35,7 +35,7 @@ use rusqlite::types::Value as SqlValue;
 use rusqlite::{Connection, OptionalExtension};
 use serde_json::Value;
 
-use crate::lenient::{parse, Any, Node, Num};
+use crate::lenient::{glance, parse, Any, Node, Num};
 use crate::lineage::Lineages;
 use crate::sqlite::{fail, has_table, in_read, open_read_only, text_of};
 
@@ -199,6 +199,15 @@ impl Format for OpenCode {
 
 impl MapRows for OpenCode {
     fn open(&self, path: &Path, cursor: &mut Cursor) -> Result<(Header, Box<dyn Database>), Error> {
+        self.open_with(path, cursor, &SourceOptions::default())
+    }
+
+    fn open_with(
+        &self,
+        path: &Path,
+        cursor: &mut Cursor,
+        opts: &SourceOptions,
+    ) -> Result<(Header, Box<dyn Database>), Error> {
         let conn = open_read_only(path)?;
         let mark = cursor.marks.get("message").copied();
         let v2_mark = cursor.marks.get(v2::TABLE).copied();
@@ -248,6 +257,8 @@ impl MapRows for OpenCode {
         };
         let db = Db {
             conn,
+            ahead: None,
+            read_ahead: opts.jobs > 1,
             path: path.to_path_buf(),
             pending_read: false,
             sessions: HashMap::new(),
@@ -288,6 +299,10 @@ struct Msg {
 /// An OpenCode database opened for one read.
 struct Db {
     conn: Connection,
+    /// The batches after the marks, read ahead on a thread of its own.
+    ahead: Option<Ahead>,
+    /// Whether batches are read ahead (the run has several jobs).
+    read_ahead: bool,
     path: PathBuf,
     pending_read: bool,
     sessions: HashMap<String, Session>,
@@ -316,11 +331,83 @@ fn msg_of(r: &rusqlite::Row<'_>) -> rusqlite::Result<Msg> {
     })
 }
 
-impl Db {
-    /// The messages of one batch with their parts, and the sessions they
-    /// name not known yet, in one read transaction.
-    fn read(&self, pending: Option<&[String]>, mark: i64) -> rusqlite::Result<Batch> {
-        in_read(&self.conn, |c| {
+/// Reads the batches after a mark on a thread of its own, each in a read
+/// transaction of its own on a read-only connection of its own (the
+/// read's own serves the pending ids and the sessions' lineages), one
+/// batch ahead of
+/// the caller at most (a channel of one): while the caller counts a batch,
+/// SQLite reads the next. The caller takes them in order, each starting
+/// at the mark where the one before ended, as it would have read them; the
+/// thread ends after the last (a batch not full) or a failure, and when
+/// the caller goes (its end of the channel dropped), and is waited for
+/// when the database is closed: no handle outlives the read.
+struct Ahead {
+    rx: Option<std::sync::mpsc::Receiver<Result<Batch, Error>>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Ahead {
+    fn start(path: PathBuf, mut mark: i64) -> Ahead {
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        let thread = std::thread::spawn(move || {
+            let conn = match open_read_only(&path) {
+                Ok(c) => c,
+                Err(e) => {
+                    let _ = tx.send(Err(e));
+                    return;
+                }
+            };
+            let mut known = std::collections::HashSet::new();
+            loop {
+                let batch = read(&conn, &|s| known.contains(s), None, mark)
+                    .map_err(|e| fail(&path, "cannot read its messages", &e));
+                let end = match &batch {
+                    Ok((msgs, sessions)) => {
+                        known.extend(sessions.iter().map(|(s, _)| s.clone()));
+                        mark = msgs.last().map_or(mark, |m| m.rowid);
+                        msgs.len() as i64 != BATCH
+                    }
+                    Err(_) => true,
+                };
+                if tx.send(batch).is_err() || end {
+                    return;
+                }
+            }
+        });
+        Ahead {
+            rx: Some(rx),
+            thread: Some(thread),
+        }
+    }
+
+    /// The next batch: `None` when the thread ended before it (it ends
+    /// after the last batch, which the caller does not ask past).
+    fn next(&self) -> Option<Result<Batch, Error>> {
+        self.rx.as_ref()?.recv().ok()
+    }
+}
+
+impl Drop for Ahead {
+    fn drop(&mut self) {
+        // The thread, blocked sending a batch, sees the caller gone.
+        self.rx = None;
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// The messages of one batch with their parts, and the sessions they name
+/// that `known` does not, in one read transaction: the `pending` ids, or
+/// the batch after `mark`.
+fn read(
+    conn: &Connection,
+    known: &dyn Fn(&str) -> bool,
+    pending: Option<&[String]>,
+    mark: i64,
+) -> rusqlite::Result<Batch> {
+    {
+        in_read(conn, |c| {
             let mut msgs = Vec::new();
             match pending {
                 Some(ids) => {
@@ -347,14 +434,11 @@ impl Db {
                     // rowid range, in this transaction), each message's
                     // put in OpenCode's order, `time_created` then `id`,
                     // as SQLite orders them.
+                    // Each part found by its message's rowid (the batch's
+                    // messages are in rowid order).
                     let (lo, hi) = (first.rowid, last.rowid);
-                    let at: HashMap<&str, usize> = msgs
-                        .iter()
-                        .enumerate()
-                        .map(|(i, m)| (m.id.as_str(), i))
-                        .collect();
                     let mut st = c.prepare_cached(
-                        "SELECT p.message_id, p.id, p.time_created, p.data \
+                        "SELECT m.rowid, p.id, p.time_created, p.data \
                          FROM message m JOIN part p ON p.message_id = m.id \
                          WHERE m.rowid >= ?1 AND m.rowid <= ?2",
                     )?;
@@ -362,17 +446,13 @@ impl Db {
                         msgs.iter().map(|_| Vec::new()).collect();
                     let mut rows = st.query(rusqlite::params![lo, hi])?;
                     while let Some(r) = rows.next()? {
-                        let id = match r.get_ref(0)? {
-                            rusqlite::types::ValueRef::Text(t) => std::str::from_utf8(t).ok(),
-                            _ => None,
-                        };
-                        let Some(&i) = id.and_then(|id| at.get(id)) else {
+                        let rowid: i64 = r.get(0)?;
+                        let Ok(i) = msgs.binary_search_by_key(&rowid, |m| m.rowid) else {
                             continue;
                         };
                         found[i].push((r.get(2)?, r.get(1)?, text_of(r, 3)?));
                     }
                     drop(rows);
-                    drop(at);
                     for (m, mut ps) in msgs.iter_mut().zip(found) {
                         ps.sort_by(|a, b| sql_order(&a.0, &b.0).then_with(|| a.1.cmp(&b.1)));
                         m.parts = ps.into_iter().map(|(_, id, d)| (id, d)).collect();
@@ -393,9 +473,7 @@ impl Db {
             let mut sessions = Vec::new();
             let mut st = c.prepare_cached("SELECT directory FROM session WHERE id = ?1")?;
             for m in &msgs {
-                if self.sessions.contains_key(&m.session)
-                    || sessions.iter().any(|(s, _)| *s == m.session)
-                {
+                if known(&m.session) || sessions.iter().any(|(s, _)| *s == m.session) {
                     continue;
                 }
                 let directory: Option<String> =
@@ -885,14 +963,40 @@ impl Database for Db {
             v1.into_iter().collect()
         });
         let mark = cursor.marks.get("message").copied().unwrap_or(0);
-        let (msgs, sessions) = match self.read(pending.as_deref(), mark) {
+        let got = match &pending {
+            // Read ahead after the pending ids (several jobs), starting at
+            // the mark, where the batches read here would have started.
+            None if self.read_ahead => {
+                let path = &self.path;
+                self.ahead
+                    .get_or_insert_with(|| Ahead::start(path.clone(), mark))
+                    .next()
+            }
+            _ => {
+                let known = |s: &str| self.sessions.contains_key(s);
+                Some(
+                    read(&self.conn, &known, pending.as_deref(), mark)
+                        .map_err(|e| fail(&self.path, "cannot read its messages", &e)),
+                )
+            }
+        };
+        let got = got.unwrap_or_else(|| {
+            Err(Error::io(
+                &self.path,
+                std::io::Error::other(
+                    "cannot read its messages: the thread reading ahead ended before the \
+                     last batch",
+                ),
+            ))
+        });
+        let (msgs, sessions) = match got {
             Ok(r) => r,
             Err(e) => {
                 if let Some(p) = pending {
                     // Not read: still pending.
                     cursor.pending.extend(p);
                 }
-                return Err(fail(&self.path, "cannot read its messages", &e));
+                return Err(e);
             }
         };
         self.sessions.extend(sessions);
@@ -951,12 +1055,35 @@ impl Database for Db {
                 }
             };
             let mut bad = Vec::new();
+            // A part whose fields no record takes (the role filter keeps
+            // neither the message's record nor, for a tool part, its
+            // result: `stats`) is only glanced at, for its type and its
+            // tool state's status; a step-finish part is always read (its
+            // usage), and every text the glance is not sure of is parsed
+            // (its error, when refused, the parse's).
+            let keeps = |r: &str| match r {
+                "user" => filter.allows(Role::User),
+                "assistant" => filter.allows(Role::Assistant),
+                _ => false,
+            };
+            let glance_parts = !data.role.get().is_some_and(keeps);
+            let keeps_tool = filter.allows(Role::ToolResult);
             let parts: Vec<data::Part<'_>> = m
                 .parts
                 .iter()
                 .map(|(id, d)| {
                     let d = match d {
-                        Ok(d) => parse::<data::Part<'_>>(d).map_err(|e| e.to_string()),
+                        Ok(d) => match glance_parts
+                            .then(|| glance(d, "type", "state", "status"))
+                            .flatten()
+                            .filter(|g| match g.key {
+                                Some("step-finish") => false,
+                                Some("tool") => !keeps_tool,
+                                _ => true,
+                            }) {
+                            Some(g) => Ok(Node::Obj(data::Part::glanced(&g))),
+                            None => parse::<data::Part<'_>>(d).map_err(|e| e.to_string()),
+                        },
                         Err(why) => Err(format!("data is {why}")),
                     };
                     match d {
@@ -1010,7 +1137,7 @@ mod data {
     use serde::de::MapAccess;
     use serde_json::Value;
 
-    use crate::lenient::{skip, Any, Fields, Node, Num, Str};
+    use crate::lenient::{skip, Any, Fields, Glance, Node, Num, Str};
 
     /// `time`: `created`, `completed` (set or not); a tool state's `end`.
     #[derive(Debug, Default)]
@@ -1233,7 +1360,27 @@ mod data {
         }
     }
 
-    impl Part<'_> {
+    impl<'a> Part<'a> {
+        /// A part as [`glance`](crate::lenient::glance) saw it: its type,
+        /// and its state's status (the fields a reader that builds no
+        /// record of it takes).
+        pub fn glanced(g: &Glance<'a>) -> Part<'a> {
+            let borrowed = |s: Option<&'a str>| Str(s.map(std::borrow::Cow::Borrowed));
+            Part {
+                kind: borrowed(g.key),
+                state: match g.obj {
+                    Node::Absent => Node::Absent,
+                    Node::Null => Node::Null,
+                    Node::Other => Node::Other,
+                    Node::Obj(status) => Node::Obj(State {
+                        status: borrowed(status),
+                        ..State::default()
+                    }),
+                },
+                ..Part::default()
+            }
+        }
+
         /// `type`.
         pub fn kind(&self) -> Option<&str> {
             self.kind.get()

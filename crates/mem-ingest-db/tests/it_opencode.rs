@@ -796,3 +796,107 @@ fn a_call_taken_for_a_copy_takes_out_its_own_usage_row_only() {
     assert_eq!(u.usage.iter().map(|r| r.usage.input).sum::<u64>(), 900);
     fs::remove_dir_all(d).unwrap();
 }
+
+/// With several jobs the batches after the marks are read ahead on a
+/// thread of their own: the records, stats, usage rows and checkpoint are
+/// those of one job, over several batches (700 messages, 256 a batch),
+/// answers still streaming (pending, then final at a second run), tool
+/// parts, and a stats run (no record built: parts glanced at) equal to
+/// the backfill's counts.
+#[test]
+fn reading_ahead_with_several_jobs_gives_what_one_job_gives() {
+    let d = tmpdir("ahead");
+    let a = d.join("data");
+    fs::create_dir_all(&a).unwrap();
+    let (_, c) = new_db(&a, true);
+    c.execute_batch("BEGIN").unwrap();
+    for i in 0..350_i64 {
+        user(
+            &c,
+            &format!("msg_{i:04}_u"),
+            i * 10,
+            &format!("question {i}"),
+        );
+        let id = format!("msg_{i:04}_a");
+        // Every 50th answer still streaming at the first run.
+        assistant(
+            &c,
+            &id,
+            i * 10 + 1,
+            &format!("answer {i}"),
+            i % 50 != 7,
+            (i as u64, 1),
+        );
+        if i % 3 == 0 {
+            put_part(
+                &c,
+                &format!("prt_{id}_tool"),
+                &id,
+                i * 10 + 3,
+                &json!({"type": "tool", "callID": format!("c{i}"), "tool": "bash",
+                    "state": {"status": "completed", "input": {"command": "ls"},
+                    "output": "a\nb \"c\"", "metadata": {"exit": 0}}}),
+            );
+        }
+    }
+    c.execute_batch("COMMIT").unwrap();
+    let run = |jobs: usize, state: &Path, stats: bool| {
+        let b = Archive::builder()
+            .path(&a)
+            .formats(vec![Arc::new(OpenCode) as Arc<dyn Format>])
+            .jobs(jobs)
+            .state(state)
+            .build();
+        if stats {
+            let s = b.usage().unwrap();
+            assert!(s.failures.is_empty(), "{:?}", s.failures);
+            let rows: Vec<(u64, u32, u64)> = s
+                .usage
+                .iter()
+                .map(|r| (r.line, r.seq, r.usage.input))
+                .collect();
+            return (
+                Vec::new(),
+                format!(
+                    "{:?} {:?} {:?}",
+                    s.report.roles, s.report.usage, s.report.skipped
+                ),
+                rows,
+            );
+        }
+        let mut got = Vec::new();
+        let s = b.backfill(&mut ForEach(|r| got.push(r))).unwrap();
+        (
+            keys_texts(&got),
+            format!(
+                "{:?} {:?} {:?}",
+                s.report.roles, s.report.usage, s.report.skipped
+            ),
+            Vec::new(),
+        )
+    };
+    let finish = |c: &Connection| {
+        for i in (7..350_i64).step_by(50) {
+            assistant(
+                c,
+                &format!("msg_{i:04}_a"),
+                i * 10 + 1,
+                &format!("answer {i}"),
+                true,
+                (i as u64, 1),
+            );
+        }
+    };
+    let one = (d.join("one.state"), d.join("one-stats.state"));
+    let two = (d.join("two.state"), d.join("two-stats.state"));
+    let first = (run(1, &one.0, false), run(1, &one.1, true));
+    // Two of the seven answers streaming have a tool part (57, 207).
+    assert_eq!(first.0 .0.len(), 350 + 343 + 115, "{}", first.0 .1);
+    assert_eq!((run(2, &two.0, false), run(2, &two.1, true)), first);
+    finish(&c);
+    let second = (run(1, &one.0, false), run(1, &one.1, true));
+    assert_eq!(second.0 .0.len(), 7 + 2);
+    assert_eq!((run(3, &two.0, false), run(3, &two.1, true)), second);
+    assert_eq!(fs::read(&one.0).unwrap(), fs::read(&two.0).unwrap());
+    fs::remove_dir_all(d).unwrap();
+}

@@ -286,6 +286,22 @@ pub trait MapRows: Send + Sync {
     /// # Errors
     /// It cannot be opened, or is not this format's database.
     fn open(&self, path: &Path, cursor: &mut Cursor) -> Result<(Header, Box<dyn Database>), Error>;
+
+    /// [`MapRows::open`] for a read with `opts` (a format that reads on a
+    /// thread of its own when the run has several jobs looks at
+    /// [`SourceOptions::jobs`]); by default `open`.
+    ///
+    /// # Errors
+    /// As [`MapRows::open`].
+    fn open_with(
+        &self,
+        path: &Path,
+        cursor: &mut Cursor,
+        opts: &SourceOptions,
+    ) -> Result<(Header, Box<dyn Database>), Error> {
+        let _ = opts;
+        self.open(path, cursor)
+    }
 }
 
 /// The source over a database: batches read one at a time.
@@ -327,7 +343,7 @@ pub fn open<'d>(
         handed: 0,
         arena: Box::new(Bump::new()),
     };
-    match map.open(path, &mut cursor) {
+    match map.open_with(path, &mut cursor, opts) {
         Ok((h, mut db)) => {
             if let Some((k, n)) = opts.shard {
                 db.only_shard(k, n);

@@ -149,6 +149,8 @@ pub struct SourceOptions {
     /// ([`crate::rows::Database::only_shard`]); files are chosen by the
     /// engine instead. `None`: every row.
     pub shard: Option<(u32, u32)>,
+    /// The run's jobs ([`SourceOptions::jobs`]).
+    pub jobs: usize,
 }
 
 impl Default for SourceOptions {
@@ -167,6 +169,7 @@ impl Default for SourceOptions {
             again: None,
             checkpointed: true,
             shard: None,
+            jobs: 1,
         }
     }
 }
@@ -300,6 +303,15 @@ impl SourceOptions {
     /// checkpoint's next read compares them.
     pub fn checkpointed(mut self, on: bool) -> Self {
         self.checkpointed = on;
+        self
+    }
+
+    /// The run's jobs (`--jobs`; default 1): a source may read on a
+    /// thread of its own beside the caller's when more than one (a
+    /// database's next batch read ahead while the caller takes the one
+    /// before).
+    pub fn jobs(mut self, jobs: usize) -> Self {
+        self.jobs = jobs.max(1);
         self
     }
 

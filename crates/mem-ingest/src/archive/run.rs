@@ -532,7 +532,12 @@ fn pass<S: Sink>(ctx: &mut Ctx<'_, S>) -> Result<Summary, Error> {
     let files = detect_formats(ctx.cfg, prior, files);
     // Sources that can keep each entry's counts do, so that a copy's
     // counts are taken out without reading its line again.
-    let mut opts = ctx.cfg.opts.clone().count_entries(ctx.cfg.dedupe);
+    let mut opts = ctx
+        .cfg
+        .opts
+        .clone()
+        .count_entries(ctx.cfg.dedupe)
+        .jobs(ctx.cfg.jobs);
     // A database holding many lineages reads its shard's rows itself.
     opts.shard = ctx.cfg.shard.map(|s| (s.k, s.n));
     if ctx.state.is_some() {
