@@ -54,8 +54,8 @@ fi
 cat $(find "$PI" "$REAL" -name '*.jsonl') > /dev/null # warm the page cache
 
 # Medians of $RUNS alternating runs of two commands, `OUT A... -- B...`
-# (A then B, the file OUT removed before each run, untimed): prints "A B"
-# in seconds.
+# (A then B, the file OUT removed before each run, untimed; OUT "": none,
+# for commands that write no file): prints "A B" in seconds.
 alternate() {
     local out=$1; shift
     local a=() b=()
@@ -65,14 +65,14 @@ alternate() {
     local ta=() tb=()
     for _ in $(seq "$RUNS"); do
         local t0 t1
-        rm -f "$out"
+        [ -z "$out" ] || rm -f -- "$out"
         t0=$EPOCHREALTIME; "${a[@]}" > /dev/null 2>&1; t1=$EPOCHREALTIME
         ta+=("$t0 $t1")
-        rm -f "$out"
+        [ -z "$out" ] || rm -f -- "$out"
         t0=$EPOCHREALTIME; "${b[@]}" > /dev/null 2>&1; t1=$EPOCHREALTIME
         tb+=("$t0 $t1")
     done
-    rm -f "$out"
+    [ -z "$out" ] || rm -f -- "$out"
     python3 - "${ta[@]}" -- "${tb[@]}" <<'PY'
 import statistics, sys
 args = sys.argv[1:]
@@ -84,7 +84,8 @@ PY
 
 report() { # NAME ARCHIVE EXTRA...
     local name=$1 arch=$2; shift 2
-    local out=$WORK/out.ndjson
+    # This run's own output file: WORK may be shared with other scripts.
+    local out=$WORK/redact-ratios.$$.ndjson
     read -r red raw < <(alternate "$out" \
         "$BIN" backfill -q --jobs "$JOBS" "$@" -o "$out" "$arch" -- \
         "$BIN" backfill -q --jobs "$JOBS" "$@" --no-redact -o "$out" "$arch")
@@ -103,7 +104,8 @@ echo "== real sessions ($SHARED/real) replicated: $(find "$REAL" -name '*.jsonl'
 report "generated pi, backfill -o" "$PI"
 report "real x N, backfill -o" "$REAL" --no-dedupe
 # stats builds no text: it is the same run either way (no --no-redact
-# flag); its median for scale.
-read -r s1 s2 < <(alternate "$WORK/none" "$BIN" stats -q --json --jobs "$JOBS" "$PI" -- \
+# flag) and never compiles the rules; its median for scale (the same
+# command twice: the noise).
+read -r s1 s2 < <(alternate "" "$BIN" stats -q --json --jobs "$JOBS" "$PI" -- \
     "$BIN" stats -q --json --jobs "$JOBS" "$PI")
 printf '%-28s %8.3f s / %8.3f s (the same command twice: the noise)\n' "generated pi, stats" "$s1" "$s2"
