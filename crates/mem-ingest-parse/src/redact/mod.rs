@@ -4,25 +4,30 @@
 //! The rules are gitleaks' published ones, as data ([`rules`], which names
 //! their licence and version), plus three of mem-ingest's own where
 //! gitleaks has only its `generic-api-key`. A text is searched once for
-//! every rule's keywords (one Aho-Corasick automaton, case-sensitive, each
-//! keyword written in the case its regex needs); a rule's regex runs only
-//! in a window around its keywords' hits (from `back` bytes before a hit
-//! to `reach` bytes after it, the windows of nearby hits joined), never
-//! over a text none of its keywords is in (whether a text holds any is one
-//! leftmost-first search, which runs on the automaton's SIMD prefilter; the
-//! windows of a text that does come from a second, overlapping one). A match's secret (the first
-//! group that took part, else the whole match) is kept when its Shannon
-//! entropy is below the rule's, or an allowlist regex of the rule's or
-//! gitleaks' global ones matches it, or it holds a global stopword.
-//! Matches that overlap keep the one that starts first (the longer when
-//! they start together).
+//! every rule's keywords (case-sensitive, each keyword written in the case
+//! its regex needs); a rule's regex runs only in a window around its
+//! keywords' hits (from `back` bytes before a hit to `reach` bytes after
+//! it, the windows of nearby hits joined), never over a text none of its
+//! keywords is in (whether a text holds any is one leftmost-first search
+//! by SIMD, Teddy, [`AnyKeyword`]; the windows of a text that does come
+//! from a second, overlapping one, an Aho-Corasick automaton). A match's
+//! secret (the first group that took part, else the whole match) is kept
+//! when its Shannon entropy is below the rule's, or an allowlist regex of
+//! the rule's or gitleaks' global ones matches it, or it holds a global
+//! stopword. Matches that overlap keep the one that starts first (the
+//! longer when they start together).
+//!
+//! A rule's regex and allowlist are compiled when a text first needs them
+//! (a keyword of the rule hit, a match to check), once per process: most
+//! runs hit a few rules' keywords, and compiling all of them cost more than
+//! searching a small archive.
 
 mod rules;
 
 use std::sync::OnceLock;
 
-use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
-use regex_automata::meta::Regex;
+use aho_corasick::{packed, AhoCorasick, AhoCorasickBuilder, MatchKind};
+use regex_automata::meta::{self, Regex};
 use regex_automata::util::syntax;
 use regex_automata::Input;
 
@@ -65,22 +70,68 @@ pub struct Found {
 pub struct Redactor {
     rules: &'static [Rule],
     ids: Vec<&'static str>,
-    /// The keywords, for whether a text holds any: leftmost-first, which
-    /// lets the automaton search with its SIMD prefilter (Teddy) at
-    /// gigabytes a second (standard matching cannot: a quarter of that).
-    any_keyword: AhoCorasick,
-    /// The keywords, every occurrence (overlapping): a text's windows.
-    keywords: AhoCorasick,
+    /// The keywords, for whether a text holds any (leftmost-first).
+    any_keyword: AnyKeyword,
+    /// The keywords, every occurrence (overlapping): a text's windows
+    /// (built at the first hit).
+    keywords: OnceLock<AhoCorasick>,
+    /// The keywords, in the rules' order (the patterns of `keywords`).
+    patterns: Vec<&'static str>,
     /// The rules of each keyword (distinct), by the keyword's pattern
     /// index.
     keyword_rules: Vec<Vec<usize>>,
     /// The longest keyword's length.
     longest: usize,
-    regexes: Vec<Regex>,
-    /// Each rule's allowlist as one regex, if it has one.
-    allow: Vec<Option<Regex>>,
-    global_allow: Regex,
-    stopwords: AhoCorasick,
+    /// Each rule's regex, compiled at its first window.
+    regexes: Vec<OnceLock<Regex>>,
+    /// Each rule's allowlist as one regex, if it has one (compiled at the
+    /// rule's first match).
+    allow: Vec<OnceLock<Option<Regex>>>,
+    global_allow: OnceLock<Regex>,
+    stopwords: OnceLock<AhoCorasick>,
+}
+
+/// The leftmost-first search for the keywords: Teddy (aho-corasick's
+/// packed searcher), slim (8 buckets, 32 bytes a step with AVX2: twice
+/// the bytes of fat Teddy's step, which aho-corasick picks for more than
+/// 32 patterns) in [`rules::SEARCH_ORDER`], which puts look-alikes in a
+/// bucket; the automaton where the packed searcher cannot be built.
+enum AnyKeyword {
+    Teddy(packed::Searcher),
+    Automaton(AhoCorasick),
+}
+
+impl AnyKeyword {
+    fn new(order: &[&'static str]) -> AnyKeyword {
+        let mut c = packed::Config::new();
+        c.match_kind(packed::MatchKind::LeftmostFirst)
+            .only_teddy_fat(Some(false));
+        match c.builder().extend(order).build() {
+            Some(s) => AnyKeyword::Teddy(s),
+            None => AnyKeyword::Automaton(
+                AhoCorasickBuilder::new()
+                    .match_kind(MatchKind::LeftmostFirst)
+                    .build(order)
+                    .expect("the rules' keywords build an automaton"),
+            ),
+        }
+    }
+
+    /// Each hit's start and end, in order, not overlapping.
+    #[inline]
+    fn each(&self, hay: &[u8], mut f: impl FnMut(usize, usize)) {
+        match self {
+            AnyKeyword::Teddy(s) => s.find_iter(hay).for_each(|m| f(m.start(), m.end())),
+            AnyKeyword::Automaton(a) => a.find_iter(hay).for_each(|m| f(m.start(), m.end())),
+        }
+    }
+
+    fn is_match(&self, hay: &[u8]) -> bool {
+        match self {
+            AnyKeyword::Teddy(s) => s.find(hay).is_some(),
+            AnyKeyword::Automaton(a) => a.is_match(hay),
+        }
+    }
 }
 
 impl std::fmt::Debug for Redactor {
@@ -100,9 +151,19 @@ fn compile(pattern: &str) -> Regex {
         .unwrap_or_else(|e| panic!("redaction rule regex {pattern:?}: {e}"))
 }
 
+/// An allowlist: asked only whether a secret (a few hundred bytes at
+/// most) matches, which the PikeVM answers at once; without the engines
+/// that search long texts fast (lazy DFA, one-pass DFA, backtracker), the
+/// regex compiles in half the time.
 fn compile_many(patterns: &[&str]) -> Regex {
     Regex::builder()
         .syntax(syntax::Config::new().unicode(false).utf8(false))
+        .configure(
+            meta::Config::new()
+                .hybrid(false)
+                .onepass(false)
+                .backtrack(false),
+        )
         .build_many(patterns)
         .unwrap_or_else(|e| panic!("redaction allowlist regexes {patterns:?}: {e}"))
 }
@@ -129,30 +190,68 @@ impl Redactor {
             }
         }
         let longest = patterns.iter().map(|p| p.len()).max().unwrap_or(0);
-        let keywords = AhoCorasickBuilder::new()
-            .match_kind(MatchKind::Standard)
-            .build(&patterns)
-            .expect("the rules' keywords build an automaton");
-        let any_keyword = AhoCorasickBuilder::new()
-            .match_kind(MatchKind::LeftmostFirst)
-            .build(search_order(&patterns, rules::SEARCH_ORDER))
-            .expect("the rules' keywords build an automaton");
-        let stopwords = AhoCorasick::new(rules::GLOBAL_STOPWORDS).expect("stopwords build");
+        let any_keyword = AnyKeyword::new(&search_order(&patterns, rules::SEARCH_ORDER));
         Redactor {
             rules,
             ids: rules.iter().map(|r| r.id).collect(),
             any_keyword,
-            keywords,
+            keywords: OnceLock::new(),
+            patterns,
             keyword_rules,
             longest,
-            regexes: rules.iter().map(|r| compile(r.regex)).collect(),
-            allow: rules
-                .iter()
-                .map(|r| (!r.allow.is_empty()).then(|| compile_many(r.allow)))
-                .collect(),
-            global_allow: compile_many(rules::GLOBAL_ALLOW),
-            stopwords,
+            regexes: rules.iter().map(|_| OnceLock::new()).collect(),
+            allow: rules.iter().map(|_| OnceLock::new()).collect(),
+            global_allow: OnceLock::new(),
+            stopwords: OnceLock::new(),
         }
+    }
+
+    /// The overlapping search for the keywords.
+    fn keywords(&self) -> &AhoCorasick {
+        self.keywords.get_or_init(|| {
+            AhoCorasickBuilder::new()
+                .match_kind(MatchKind::Standard)
+                .build(&self.patterns)
+                .expect("the rules' keywords build an automaton")
+        })
+    }
+
+    /// Rule `r`'s regex.
+    fn regex(&self, r: usize) -> &Regex {
+        self.regexes[r].get_or_init(|| compile(self.rules[r].regex))
+    }
+
+    /// Rule `r`'s allowlist, if it has one.
+    fn allow(&self, r: usize) -> Option<&Regex> {
+        self.allow[r]
+            .get_or_init(|| {
+                let allow = self.rules[r].allow;
+                (!allow.is_empty()).then(|| compile_many(allow))
+            })
+            .as_ref()
+    }
+
+    /// Every rule's regex and allowlist, the global allowlist and the
+    /// stopwords compiled now (a test that they all compile).
+    #[doc(hidden)]
+    pub fn compile_all(&self) {
+        for r in 0..self.rules.len() {
+            self.regex(r);
+            self.allow(r);
+        }
+        self.global_allow();
+        self.stopwords();
+        self.keywords();
+    }
+
+    fn global_allow(&self) -> &Regex {
+        self.global_allow
+            .get_or_init(|| compile_many(rules::GLOBAL_ALLOW))
+    }
+
+    fn stopwords(&self) -> &AhoCorasick {
+        self.stopwords
+            .get_or_init(|| AhoCorasick::new(rules::GLOBAL_STOPWORDS).expect("stopwords build"))
     }
 
     /// The rules' ids, in the order of [`Found::rule`].
@@ -199,10 +298,9 @@ impl Redactor {
         mut at: impl FnMut(usize) -> Option<usize>,
     ) -> Vec<Vec<(usize, usize)>> {
         let mut windows: Vec<Vec<(usize, usize)>> = Vec::new();
-        for hit in self.any_keyword.find_iter(hay) {
-            let (s, e) = (hit.start(), hit.end());
+        self.any_keyword.each(hay, |s, e| {
             let end = (e + self.longest).min(hay.len());
-            for m in self.keywords.find_overlapping_iter(&hay[s..end]) {
+            for m in self.keywords().find_overlapping_iter(&hay[s..end]) {
                 if m.start() >= e - s {
                     // Found by the leftmost-first search, after this hit.
                     continue;
@@ -230,7 +328,7 @@ impl Redactor {
                     }
                 }
             }
-        }
+        });
         windows
     }
 
@@ -267,7 +365,7 @@ impl Redactor {
         if ws.is_empty() {
             return true;
         }
-        let re = &self.regexes[r];
+        let re = self.regex(r);
         let mut caps = None;
         let mut done = 0;
         for &(from, to) in ws {
@@ -355,13 +453,10 @@ impl Redactor {
             return false;
         }
         let input = Input::new(secret);
-        if self.allow[r]
-            .as_ref()
-            .is_some_and(|a| a.is_match(input.clone()))
-        {
+        if self.allow(r).is_some_and(|a| a.is_match(input.clone())) {
             return false;
         }
-        !(self.global_allow.is_match(input) || self.stopwords.is_match(secret))
+        !(self.global_allow().is_match(input) || self.stopwords().is_match(secret))
     }
 
     /// `text` with each of its secrets replaced by `[REDACTED:<rule id>]`,

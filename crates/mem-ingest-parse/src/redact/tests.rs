@@ -263,6 +263,9 @@ fn unescape_decodes_json_escapes() {
 #[test]
 fn rules_compile_and_have_keywords() {
     let r = Redactor::get();
+    // Each rule's regex and allowlist compile (they are compiled at their
+    // first use otherwise).
+    r.compile_all();
     assert_eq!(r.rule_ids().len(), rules::RULES.len());
     for rule in rules::RULES {
         assert!(!rule.keywords.is_empty(), "{}", rule.id);
