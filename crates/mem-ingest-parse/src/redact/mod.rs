@@ -23,6 +23,7 @@
 //! searching a small archive.
 
 mod rules;
+mod wide;
 
 use std::sync::OnceLock;
 
@@ -95,14 +96,19 @@ pub struct Redactor {
 /// packed searcher), slim (8 buckets, 32 bytes a step with AVX2: twice
 /// the bytes of fat Teddy's step, which aho-corasick picks for more than
 /// 32 patterns) in [`rules::SEARCH_ORDER`], which puts look-alikes in a
-/// bucket; the automaton where the packed searcher cannot be built.
+/// bucket; the same 64 bytes a step where the processor has AVX-512
+/// ([`wide`]); the automaton where the packed searcher cannot be built.
 enum AnyKeyword {
+    Wide(wide::Wide),
     Teddy(packed::Searcher),
     Automaton(AhoCorasick),
 }
 
 impl AnyKeyword {
     fn new(order: &[&'static str]) -> AnyKeyword {
+        if let Some(w) = wide::Wide::new(order) {
+            return AnyKeyword::Wide(w);
+        }
         let mut c = packed::Config::new();
         c.match_kind(packed::MatchKind::LeftmostFirst)
             .only_teddy_fat(Some(false));
@@ -121,6 +127,7 @@ impl AnyKeyword {
     #[inline]
     fn each(&self, hay: &[u8], mut f: impl FnMut(usize, usize)) {
         match self {
+            AnyKeyword::Wide(w) => w.each(hay, &mut f),
             AnyKeyword::Teddy(s) => s.find_iter(hay).for_each(|m| f(m.start(), m.end())),
             AnyKeyword::Automaton(a) => a.find_iter(hay).for_each(|m| f(m.start(), m.end())),
         }
@@ -128,6 +135,11 @@ impl AnyKeyword {
 
     fn is_match(&self, hay: &[u8]) -> bool {
         match self {
+            AnyKeyword::Wide(w) => {
+                let mut any = false;
+                w.each(hay, &mut |_, _| any = true);
+                any
+            }
             AnyKeyword::Teddy(s) => s.find(hay).is_some(),
             AnyKeyword::Automaton(a) => a.is_match(hay),
         }
@@ -270,6 +282,30 @@ impl Redactor {
     /// or control byte).
     pub fn may_hold(&self, text: &[u8]) -> bool {
         self.any_keyword.is_match(text)
+    }
+
+    /// Whether the keyword search gives `hay` the hits that aho-corasick's
+    /// packed searcher (leftmost-first, the same order) gives it: the
+    /// search is that searcher, or the same 64 bytes a step ([`wide`]).
+    /// For the `redact` fuzz target.
+    #[doc(hidden)]
+    pub fn keyword_search_agrees(&self, hay: &[u8]) -> bool {
+        static PACKED: OnceLock<packed::Searcher> = OnceLock::new();
+        let packed = PACKED.get_or_init(|| {
+            let mut c = packed::Config::new();
+            c.match_kind(packed::MatchKind::LeftmostFirst);
+            c.builder()
+                .extend(search_order(&self.patterns, rules::SEARCH_ORDER))
+                .build()
+                .expect("the packed searcher builds")
+        });
+        let want: Vec<(usize, usize)> = packed
+            .find_iter(hay)
+            .map(|m| (m.start(), m.end()))
+            .collect();
+        let mut got = Vec::new();
+        self.any_keyword.each(hay, |s, e| got.push((s, e)));
+        got == want
     }
 
     /// Each rule's windows in `hay` (none: no keyword), joined where they
