@@ -24,7 +24,7 @@ pub(super) struct Wide {
 
 impl Wide {
     /// The search of `order` (leftmost-first, in that order), when the
-    /// processor has AVX-512 (BW) and every keyword has three bytes.
+    /// processor has AVX-512 (F and BW) and every keyword has three bytes.
     pub(super) fn new(order: &[&'static str]) -> Option<Wide> {
         if !Wide::available() || order.iter().any(|k| k.len() < 3) {
             return None;
@@ -34,7 +34,8 @@ impl Wide {
 
     #[cfg(target_arch = "x86_64")]
     fn available() -> bool {
-        std::arch::is_x86_feature_detected!("avx512bw")
+        std::arch::is_x86_feature_detected!("avx512f")
+            && std::arch::is_x86_feature_detected!("avx512bw")
     }
 
     #[cfg(not(target_arch = "x86_64"))]
