@@ -281,3 +281,119 @@ fn generated_goose_databases_are_reproducible_and_stats_equals_their_rows() {
     assert_eq!(s["usage"], stats("goose", &d, Some(&main))["usage"]);
     fs::remove_dir_all(d).unwrap();
 }
+
+/// Sums of `input`, `output`, `cache_read`, `cache_write` and
+/// `total_tokens` over a `--usage-out` file's rows, and their number.
+fn usage_out_sums(path: &Path) -> ([u64; 5], usize) {
+    let mut sums = [0u64; 5];
+    let mut n = 0;
+    for l in fs::read_to_string(path).unwrap().lines() {
+        let r: Value = serde_json::from_str(l).unwrap();
+        for (i, k) in USAGE_KEYS.iter().enumerate() {
+            sums[i] += r[*k].as_u64().unwrap();
+        }
+        n += 1;
+    }
+    (sums, n)
+}
+
+const USAGE_KEYS: [&str; 5] = [
+    "input",
+    "output",
+    "cache_read",
+    "cache_write",
+    "total_tokens",
+];
+
+/// `usage daily --json`'s totals, in `USAGE_KEYS`' order.
+fn usage_daily_totals(args: &[&dyn AsRef<std::ffi::OsStr>], home: &Path) -> [u64; 5] {
+    let mut c = common::cli();
+    c.args(["usage", "daily", "--json", "-q", "--agent", "opencode"])
+        .env("HOME", home)
+        .env("TZ", "UTC")
+        .env_remove("XDG_DATA_HOME");
+    for a in args {
+        c.arg(a);
+    }
+    let out = c.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    [
+        "inputTokens",
+        "outputTokens",
+        "cacheReadTokens",
+        "cacheCreationTokens",
+        "totalTokens",
+    ]
+    .map(|k| v["totals"][k].as_u64().unwrap())
+}
+
+/// A database whose rows run past a part (8 MiB of rows, here about 17 MB
+/// of database) is handed over in parts as it is read: every sink's and
+/// report's usage rows are those of every part, and sum to `stats`' usage
+/// and the script's count exactly. (The rows of the batches read after
+/// the first part's end were lost: 51,115,048 input tokens in the rows
+/// where `stats` said 55,548,596.)
+#[test]
+fn a_database_read_in_parts_has_every_usage_row_in_every_sink() {
+    let d = common::tmpdir("gen-db", "parts");
+    let a = d.join("a");
+    gen_db(&[&"opencode", &a, &"--mb", &"17", &"--forks"]);
+    let db = a.join("opencode.db");
+    let want = count("opencode", &a);
+    let s = stats("opencode", &d, Some(&db));
+    assert_stats_equal(&s, &want["ours"], &["user", "assistant", "tool_result"]);
+    assert_eq!(s["usage"]["input"], 55_548_596);
+    let want = USAGE_KEYS.map(|k| s["usage"][k].as_u64().unwrap());
+    let backfill = |args: &[&dyn AsRef<std::ffi::OsStr>]| {
+        let mut c = common::cli();
+        c.args(["backfill", "-q", "--agent", "opencode"])
+            .env("HOME", &d)
+            .env_remove("XDG_DATA_HOME");
+        for a in args {
+            c.arg(a);
+        }
+        let out = c.arg(&db).output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    // --usage-out: one row per counted call.
+    let (o, u) = (d.join("out.ndjson"), d.join("usage.ndjson"));
+    backfill(&[&"-o", &o, &"--usage-out", &u]);
+    let (sums, rows) = usage_out_sums(&u);
+    assert_eq!(sums, want, "--usage-out's rows");
+    // The store's usage table: the same rows.
+    let store = d.join("store.db");
+    backfill(&[&"--db", &store]);
+    let conn = rusqlite::Connection::open(&store).unwrap();
+    let (n, sums): (i64, [i64; 5]) = conn
+        .query_row(
+            "SELECT count(*), sum(input), sum(output), sum(cache_read), sum(cache_write), \
+             sum(total_tokens) FROM usage",
+            [],
+            |r| {
+                Ok((
+                    r.get(0)?,
+                    [r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?],
+                ))
+            },
+        )
+        .unwrap();
+    assert_eq!(n as usize, rows);
+    assert_eq!(sums.map(|v| v as u64), want, "the store's usage table");
+    // `usage daily --json`, from the database and from the store.
+    assert_eq!(usage_daily_totals(&[&db], &d), want, "usage daily");
+    assert_eq!(
+        usage_daily_totals(&[&"--db", &store], &d),
+        want,
+        "usage daily --db"
+    );
+    fs::remove_dir_all(d).unwrap();
+}

@@ -19,12 +19,13 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
 
-use mem_ingest::archive::Archive;
+use mem_ingest::archive::{Archive, PART_BYTES};
 use mem_ingest::format::{BoxedSource, Format, Input};
 use mem_ingest::rows::{self, Bump, Cursor, Database, MapRows, Row, Rows};
 use mem_ingest::sink::{ForEach, NdjsonFile};
 use mem_ingest::{
     Header, OwnedRecord, Record, Report, Role, RoleFilter, SourceError, SourceOptions, Usage,
+    UsageAt,
 };
 use serde_json::Value;
 
@@ -119,7 +120,13 @@ impl ToyDb {
             ..Usage::default()
         });
         if let Some(u) = &usage {
-            report.add_usage(Some("toy"), Some("toy-1"), u, true);
+            let at = UsageAt {
+                line: t.rowid as u64,
+                time: None,
+                reasoning: 0,
+                seq: 0,
+            };
+            report.add_usage_at(Some("toy"), Some("toy-1"), u, true, at);
         }
         let key: &'a str = arena.alloc_str(&key);
         let record = report.count_record(role, filter).then(|| Record {
@@ -157,7 +164,9 @@ impl ToyDb {
             report,
             Row {
                 key,
-                fingerprint: fnv(&[b"row", key.as_bytes()]),
+                // A message's identity is its role and text: one copied
+                // under another id (a fork's copy) is a duplicate.
+                fingerprint: fnv(&[b"row", t.role.as_bytes(), t.text.as_bytes()]),
                 line: t.rowid as u64,
                 byte: self.bytes,
                 record,
@@ -544,6 +553,66 @@ fn a_read_that_fails_after_rows_were_handed_out_ends_there_and_the_next_run_goes
         .backfill(&mut ForEach(|r| panic!("{r:?}")))
         .unwrap();
     assert_eq!(third.failures.len(), 1);
+    fs::remove_dir_all(d).unwrap();
+}
+
+/// A read of more than [`PART_BYTES`] of rows is handed over in parts as
+/// it goes (as a 20 MB OpenCode database's is): each part's usage rows
+/// are those of the rows it hands out, so the usage rows of every sink and
+/// report sum to `stats`' usage, the rows after the first part's end
+/// included, and a copy dropped just after a part's end takes its own row
+/// out with it.
+#[test]
+fn a_read_handed_over_in_parts_keeps_the_usage_rows_of_every_part() {
+    let d = tmpdir("parts");
+    let a = d.join("a");
+    fs::create_dir_all(&a).unwrap();
+    // A part ends at the row that takes the read past PART_BYTES (row 2),
+    // in the middle of the first batch of three; the answer after it is a
+    // copy of the first (its text and role), dropped; two batches follow.
+    let big = "x".repeat(PART_BYTES as usize);
+    let rows = [
+        (1, "m1", "assistant", true, "an answer"),
+        (2, "m2", "user", true, big.as_str()),
+        (3, "m3", "assistant", true, "an answer"),
+        (4, "m4", "assistant", true, "four"),
+        (5, "m5", "user", true, "five"),
+        (6, "m6", "assistant", true, "six"),
+        (7, "m7", "assistant", true, "seven"),
+    ];
+    write_in_place(&a.join("one.rows"), &table("s", &rows));
+    let toy = || {
+        Archive::builder()
+            .path(&a)
+            .formats(vec![Arc::new(Toy) as Arc<dyn Format>])
+    };
+    // Answers 1, 4, 6 and 7: 10 tokens each.
+    let stats = toy().build().stats().unwrap();
+    assert_eq!((stats.report.records, stats.report.usage.output), (6, 40));
+    let usage = toy().build().usage().unwrap();
+    assert_eq!(usage.report.usage.output, 40);
+    let lines: Vec<(u64, u64)> = usage
+        .usage
+        .iter()
+        .map(|u| (u.line, u.usage.output))
+        .collect();
+    assert_eq!(lines, [(1, 10), (4, 10), (6, 10), (7, 10)]);
+    // `--usage-out`: the same rows, beside the six records.
+    let (out, rows_out) = (d.join("out.ndjson"), d.join("usage.ndjson"));
+    let written = toy()
+        .build()
+        .backfill(&mut NdjsonFile::create(&out).usage_out(&rows_out))
+        .unwrap();
+    assert_eq!(written.written, 6);
+    let rows_written: Vec<(u64, u64)> = fs::read_to_string(&rows_out)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let v: Value = serde_json::from_str(l).unwrap();
+            (v["line"].as_u64().unwrap(), v["output"].as_u64().unwrap())
+        })
+        .collect();
+    assert_eq!(rows_written, [(1, 10), (4, 10), (6, 10), (7, 10)]);
     fs::remove_dir_all(d).unwrap();
 }
 
