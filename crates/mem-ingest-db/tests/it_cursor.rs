@@ -532,3 +532,79 @@ fn an_inline_bubble_repeated_is_one_record_counted_once() {
     assert_eq!((u.input, u.output, u.total_tokens), (10, 2, 12));
     fs::remove_dir_all(d).unwrap();
 }
+
+/// A store whose bubbles run past a part (8 MiB of values) is handed over
+/// in parts as it is read: the usage rows (`usage`'s, `--usage-out`'s)
+/// are those of every part and sum to the stats' usage. (The rows of the
+/// batches read after the first part's end were lost, as OpenCode's.)
+#[test]
+fn a_store_read_in_parts_keeps_the_usage_rows_of_every_part() {
+    let d = tmpdir("parts");
+    let (g, _w, c) = user_folder(&d);
+    put(
+        &c,
+        "cursorDiskKV",
+        "composerData:c1",
+        &json!({"composerId": "c1", "status": "completed", "generatingBubbleIds": [],
+                "modelConfig": {"modelName": "m1"}}),
+    );
+    put(
+        &c,
+        "cursorDiskKV",
+        "bubbleId:c1:a",
+        &json!({"type": 1, "text": "hello"}),
+    );
+    // The part ends at this bubble, in the first batch.
+    let big = "x".repeat(mem_ingest::archive::PART_BYTES as usize);
+    put(
+        &c,
+        "cursorDiskKV",
+        "bubbleId:c1:b",
+        &json!({"type": 1, "text": big}),
+    );
+    // Answers over three batches more: 1 + 2 + ... + 600 input tokens.
+    c.execute_batch("BEGIN").unwrap();
+    for i in 1..=600u64 {
+        put(
+            &c,
+            "cursorDiskKV",
+            &format!("bubbleId:c1:r{i:03}"),
+            &json!({"type": 2, "text": format!("answer {i}"),
+                    "tokenCount": {"inputTokens": i, "outputTokens": 1}}),
+        );
+    }
+    c.execute_batch("COMMIT").unwrap();
+    let dir = g.parent().unwrap();
+    let archive = || {
+        Archive::builder()
+            .path(dir)
+            .formats(vec![Arc::new(CursorIde) as Arc<dyn Format>])
+            .build()
+    };
+    let stats = archive().stats().unwrap();
+    assert!(stats.failures.is_empty(), "{:?}", stats.failures);
+    assert_eq!(
+        (stats.report.usage.input, stats.report.usage.output),
+        (180_300, 600)
+    );
+    let usage = archive().usage().unwrap();
+    let rows = &usage.usage;
+    let input: u64 = rows.iter().map(|u| u.usage.input).sum();
+    assert_eq!((rows.len(), input), (600, 180_300));
+    let (out, u) = (d.join("out.ndjson"), d.join("usage.ndjson"));
+    let s = archive()
+        .backfill(&mut NdjsonFile::create(&out).usage_out(&u))
+        .unwrap();
+    assert_eq!(s.written, 602);
+    let text = fs::read_to_string(&u).unwrap();
+    let input: Vec<u64> = text
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<serde_json::Value>(l).unwrap()["input"]
+                .as_u64()
+                .unwrap()
+        })
+        .collect();
+    assert_eq!((input.len(), input.iter().sum::<u64>()), (600, 180_300));
+    fs::remove_dir_all(d).unwrap();
+}
