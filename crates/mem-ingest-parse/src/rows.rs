@@ -499,10 +499,24 @@ impl RecordSource for RowsSource {
     }
 
     fn take_report(&mut self) -> Report {
-        std::mem::take(&mut self.report)
+        // The report after it counts as this one did: its usage rows kept
+        // (or not) and its skips bounded alike.
+        let fresh = Report {
+            max_skips: self.report.max_skips,
+            keep_usage_rows: self.report.keep_usage_rows,
+            ..Report::default()
+        };
+        std::mem::replace(&mut self.report, fresh)
     }
 
     fn take_report_so_far(&mut self) -> Option<Report> {
+        // A batch is counted when it is read, before its rows are handed
+        // out: the report covers exactly the rows handed out only once
+        // the batch's last one was (the next batch is read at the next
+        // entry asked for, into the report left here).
+        if self.ready.len() > 0 {
+            return None;
+        }
         Some(self.take_report())
     }
 }

@@ -101,8 +101,11 @@ pub trait RecordSource {
 
     /// The report so far, leaving a fresh one that counts what is read
     /// after it: a long read is handed over in parts, each with its own
-    /// report. `None` when the source cannot (the default: its read is
-    /// handed over whole, at its end).
+    /// report, which must count exactly the entries handed out before it
+    /// (deduplication takes a copy's counts and usage rows out of the
+    /// report of the part that holds the copy). `None` when the source
+    /// cannot here: the engine asks again after the next entry. The
+    /// default never can: its read is handed over whole, at its end.
     fn take_report_so_far(&mut self) -> Option<Report> {
         None
     }

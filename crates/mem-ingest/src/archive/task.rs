@@ -652,8 +652,9 @@ pub(super) fn drain<E: Encoder>(
             // (A source whose places go back is not cut short: saturated.)
             if byte.saturating_sub(from) >= plan::PART_BYTES {
                 let Some(report) = src.take_report_so_far() else {
-                    // A source that cannot: its read is handed over whole.
-                    handing = None;
+                    // Not here (a database's batch not all handed out),
+                    // or never (a source that cannot: its read is handed
+                    // over whole): asked again after the next entry.
                     continue;
                 };
                 let mut part = PartResult {
