@@ -567,3 +567,157 @@ fn cursors_store_and_clines_tasks_in_its_folder_are_each_read_once() {
     );
     fs::remove_dir_all(home).unwrap();
 }
+
+/// A 1.x answer (`message`) and a 2.x one written in `session_message`
+/// alone, at the same rowid and of the same model, are two usage rows in
+/// every sink; and a 2.x fork copy dropped at the rowid of another 1.x
+/// answer takes only its own row out, not that answer's. (A 2.x row was
+/// at seq 0 of its rowid, the place of a 1.x answer's first call: the
+/// store kept one row of the first two, and the copy took the 1.x
+/// answer's row out of every sink.)
+#[test]
+fn usage_rows_of_2x_messages_never_meet_the_1x_rows_at_their_rowid() {
+    let d = tmpdir("v2-rows");
+    let dir = d.join(".local/share/opencode");
+    fs::create_dir_all(&dir).unwrap();
+    let db = dir.join("opencode.db");
+    let c = Connection::open(&db).unwrap();
+    c.execute_batch(
+        "CREATE TABLE session (id TEXT PRIMARY KEY, project_id TEXT NOT NULL, parent_id TEXT,
+           directory TEXT NOT NULL, title TEXT NOT NULL, time_created INTEGER NOT NULL,
+           time_updated INTEGER NOT NULL);
+         CREATE TABLE message (id TEXT PRIMARY KEY, session_id TEXT NOT NULL,
+           time_created INTEGER NOT NULL, time_updated INTEGER NOT NULL, data TEXT NOT NULL);
+         CREATE TABLE part (id TEXT PRIMARY KEY, message_id TEXT NOT NULL,
+           session_id TEXT NOT NULL, time_created INTEGER NOT NULL,
+           time_updated INTEGER NOT NULL, data TEXT NOT NULL);
+         CREATE TABLE session_message (id TEXT PRIMARY KEY, session_id TEXT NOT NULL,
+           type TEXT NOT NULL, seq INTEGER NOT NULL, time_created INTEGER NOT NULL,
+           time_updated INTEGER NOT NULL, data TEXT NOT NULL);
+         INSERT INTO session VALUES ('ses_1', 'p', NULL, '/proj', 't', 1, 1);
+         INSERT INTO session VALUES ('ses_2', 'p', 'ses_1', '/proj', 'fork', 2, 2);",
+    )
+    .unwrap();
+    let tokens = |i: u64, o: u64| json!({"input": i, "output": o, "reasoning": 0, "cache": {"read": 0, "write": 0}});
+    // 1.x: a question (rowid 1), answers of model m1 (rowid 2) and m2
+    // (rowid 3), each of one call.
+    let v1 = |id: &str, t: i64, data: Value, parts: &[Value]| {
+        c.execute(
+            "INSERT INTO message VALUES (?1, 'ses_1', ?2, ?2, ?3)",
+            rusqlite::params![id, t, data.to_string()],
+        )
+        .unwrap();
+        for (n, p) in parts.iter().enumerate() {
+            c.execute(
+                "INSERT INTO part VALUES (?1, ?2, 'ses_1', ?3, ?3, ?4)",
+                rusqlite::params![format!("{id}_p{n}"), id, t, p.to_string()],
+            )
+            .unwrap();
+        }
+    };
+    v1(
+        "msg_1",
+        1000,
+        json!({"role": "user", "time": {"created": 1000}}),
+        &[json!({"type": "text", "text": "hello"})],
+    );
+    for (id, t, model, i) in [("msg_2", 2000, "m1", 100), ("msg_3", 2500, "m2", 50)] {
+        v1(
+            id,
+            t,
+            json!({"role": "assistant", "time": {"created": t, "completed": t + 10},
+                   "modelID": model, "providerID": "p1", "tokens": tokens(i, 1), "cost": 0}),
+            &[
+                json!({"type": "text", "text": format!("answer {id}")}),
+                json!({"type": "step-finish", "cost": 0, "tokens": tokens(i, 1)}),
+            ],
+        );
+    }
+    // 2.x alone: a question (rowid 1), an answer of model m1 (rowid 2,
+    // the rowid of the 1.x answer of m1), and its copy in a fork (rowid
+    // 3, the rowid of the 1.x answer of m2), dropped.
+    let v2 = |id: &str, session: &str, seq: i64, kind: &str, data: &Value| {
+        c.execute(
+            "INSERT INTO session_message VALUES (?1, ?2, ?3, ?4, ?4, ?4, ?5)",
+            rusqlite::params![id, session, kind, seq, data.to_string()],
+        )
+        .unwrap();
+    };
+    v2(
+        "msg_8",
+        "ses_1",
+        3,
+        "user",
+        &json!({"text": "and now?", "files": [], "agents": [], "references": [],
+                "time": {"created": 3000}}),
+    );
+    let answer = json!({"agent": "build", "model": {"id": "m1", "providerID": "p1"},
+        "content": [{"type": "text", "id": "t9", "text": "now this"}], "cost": 0,
+        "tokens": tokens(7, 1), "time": {"created": 3100, "completed": 3110}});
+    v2("msg_9", "ses_1", 4, "assistant", &answer);
+    v2("msg_10", "ses_2", 1, "assistant", &answer);
+    drop(c);
+
+    let ok = |c: &mut Command| {
+        let out = c.output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out.stdout
+    };
+    let s: Value = serde_json::from_slice(&ok(
+        bin(&d).args(["stats", "--json", "-q", "--agent", "opencode"])
+    ))
+    .unwrap();
+    assert_eq!(
+        (&s["usage"]["input"], &s["usage"]["output"]),
+        (&json!(157), &json!(3))
+    );
+    // --usage-out: the three answers' rows.
+    let (o, u) = (d.join("out.ndjson"), d.join("usage.ndjson"));
+    ok(bin(&d)
+        .args(["backfill", "-q", "--agent", "opencode", "-o"])
+        .arg(&o)
+        .arg("--usage-out")
+        .arg(&u));
+    let mut rows: Vec<(u64, String, u64)> = ndjson(&fs::read(&u).unwrap())
+        .iter()
+        .map(|r| {
+            (
+                r["line"].as_u64().unwrap(),
+                r["model"].as_str().unwrap().to_owned(),
+                r["input"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    rows.sort();
+    assert_eq!(
+        rows,
+        [
+            (2, "m1".to_owned(), 7),
+            (2, "m1".to_owned(), 100),
+            (3, "m2".to_owned(), 50)
+        ]
+    );
+    // The store: the same three rows, and `usage --db` the stats' sum.
+    let store = d.join("store.db");
+    ok(bin(&d)
+        .args(["backfill", "-q", "--agent", "opencode", "--db"])
+        .arg(&store));
+    let conn = Connection::open(&store).unwrap();
+    let (n, input): (i64, i64) = conn
+        .query_row("SELECT count(*), sum(input) FROM usage", [], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })
+        .unwrap();
+    assert_eq!((n, input), (3, 157));
+    let daily: Value = serde_json::from_slice(&ok(bin(&d)
+        .env("TZ", "UTC")
+        .args(["usage", "daily", "--json", "-q", "--db"])
+        .arg(&store)))
+    .unwrap();
+    assert_eq!(daily["totals"]["inputTokens"], 157);
+    fs::remove_dir_all(d).unwrap();
+}
