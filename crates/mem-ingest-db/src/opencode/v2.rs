@@ -27,6 +27,14 @@ use super::{call_fingerprint, guard_of, is_zero, record, Db, Session, BATCH};
 use crate::lineage::Lineages;
 use crate::sqlite::{fail, has_table, in_read, text_of};
 
+/// The place of a 2.x message's one usage among the usages of its line
+/// ([`UsageAt::seq`]). Its line is its `session_message` rowid, a number a
+/// 1.x answer's `message` rowid can be too, whose calls are at places 0,
+/// 1, ...: at this place, none of theirs (no answer makes 2^32 - 1 calls),
+/// the two never name one row (a store's usage key, `<file>:<line>:<model>
+/// #4294967295`; the rows a dropped copy takes out with it).
+pub(super) const V2_SEQ: u32 = u32::MAX;
+
 /// The table.
 pub(super) const TABLE: &str = "session_message";
 
@@ -378,7 +386,7 @@ fn emit<'a>(
                 line,
                 time,
                 reasoning,
-                seq: 0,
+                seq: V2_SEQ,
             };
             report.add_usage_at(provider, model, &u, true, at);
             total = Some(u);
