@@ -165,7 +165,9 @@ impl Wide {
 
     /// [`Wide::each`] with AVX-512 steps (the loop of
     /// [`Wide::each_with`], the step [`step_avx512`]; a test compares the
-    /// two).
+    /// two): two steps a round while 130 bytes are left (one test of both
+    /// steps' marks: most rounds mark nothing), then one, and the last
+    /// bytes from a copy padded with zeros.
     ///
     /// # Safety
     /// The processor has AVX-512 (BW).
@@ -186,37 +188,67 @@ impl Wide {
             lanes(&self.hi[2]),
         ];
         let len = hay.len();
+        let p = hay.as_ptr();
+        // Where the next hit may start (after the last one's end).
         let mut next = 0;
         let mut step = 0;
-        let mut tail = [0u8; 130];
-        while step < len {
-            let mut m = if step + 66 <= len {
-                // SAFETY: 66 bytes from `step` are in `hay`.
-                unsafe { step_avx512(&masks, hay.as_ptr().add(step)) }
-            } else {
-                let n = len - step;
-                tail[..n].copy_from_slice(&hay[step..]);
-                tail[n..].fill(0);
-                // SAFETY: `tail` has 130 bytes.
-                let m = unsafe { step_avx512(&masks, tail.as_ptr()) };
-                if n < 64 {
-                    m & ((1 << n) - 1)
-                } else {
-                    m
-                }
+        while step + 130 <= len {
+            // SAFETY: 130 bytes from `step` are in `hay`.
+            let (a, b) = unsafe {
+                (
+                    step_avx512(&masks, p.add(step)),
+                    step_avx512(&masks, p.add(step + 64)),
+                )
             };
-            while m != 0 {
-                let at = step + m.trailing_zeros() as usize;
-                m &= m - 1;
-                if at < next {
-                    continue;
-                }
-                if let Some(end) = self.keyword_at(hay, at) {
-                    f(at, end);
-                    next = end;
-                }
+            if a | b != 0 {
+                self.hits(hay, step, a, &mut next, f);
+                self.hits(hay, step + 64, b, &mut next, f);
             }
+            step += 128;
+        }
+        if step + 66 <= len {
+            // SAFETY: 66 bytes from `step` are in `hay`.
+            let m = unsafe { step_avx512(&masks, p.add(step)) };
+            self.hits(hay, step, m, &mut next, f);
             step += 64;
+        }
+        if step < len {
+            // Fewer than 66 bytes left: a copy, padded with zeros (no
+            // keyword byte is one, so a zero marks nothing where it is one
+            // of the three).
+            let n = len - step;
+            let mut tail = [0u8; 66];
+            tail[..n].copy_from_slice(&hay[step..]);
+            // SAFETY: `tail` has 66 bytes.
+            let m = unsafe { step_avx512(&masks, tail.as_ptr()) };
+            let m = if n < 64 { m & ((1 << n) - 1) } else { m };
+            self.hits(hay, step, m, &mut next, f);
+        }
+    }
+
+    /// The hits among a step's marks `m` (bits of the 64 bytes from
+    /// `step`): each marked byte from `next` on where a keyword starts,
+    /// `next` then moved past it.
+    #[cfg(target_arch = "x86_64")]
+    #[inline]
+    fn hits(
+        &self,
+        hay: &[u8],
+        step: usize,
+        mut m: u64,
+        next: &mut usize,
+        f: &mut dyn FnMut(usize, usize),
+    ) {
+        while m != 0 {
+            let at = step + m.trailing_zeros() as usize;
+            m &= m - 1;
+            if at < *next {
+                continue;
+            }
+            if let Some(end) = self.keyword_at(hay, at) {
+                f(at, end);
+                *next = end;
+            }
         }
     }
 }
