@@ -414,23 +414,36 @@ unsafe fn unescape_bytes(src: &[u8], first: usize, dst: *mut u8) -> usize {
     j
 }
 
-/// The value of four hex digits.
+/// The value of four hex digits: each digit's value from a table, one
+/// test for any byte that is not a digit (every `\u` escape is checked
+/// so: terminal colours in tool output are a `\u001b` each).
 #[inline]
 fn hex4(b: Option<&[u8]>) -> Option<u32> {
-    let b = b?;
-    if b.len() != 4 {
+    let &[a, b, c, d] = b? else { return None };
+    let [a, b, c, d] = [a, b, c, d].map(|x| HEX[usize::from(x)]);
+    if (a | b | c | d) & 0x80 != 0 {
         return None;
     }
-    b.iter().try_fold(0u32, |n, &c| {
-        let d = match c {
-            b'0'..=b'9' => c - b'0',
-            b'a'..=b'f' => c - b'a' + 10,
-            b'A'..=b'F' => c - b'A' + 10,
-            _ => return None,
-        };
-        Some(n << 4 | u32::from(d))
-    })
+    Some(u32::from(a) << 12 | u32::from(b) << 8 | u32::from(c) << 4 | u32::from(d))
 }
+
+/// Each byte's value as a hex digit (`0-9`, `a-f`, `A-F`); 0xff for any
+/// other byte.
+static HEX: [u8; 256] = {
+    let mut t = [0xffu8; 256];
+    let mut i = 0;
+    while i < 10 {
+        t[b'0' as usize + i] = i as u8;
+        i += 1;
+    }
+    let mut i = 0;
+    while i < 6 {
+        t[b'a' as usize + i] = 10 + i as u8;
+        t[b'A' as usize + i] = 10 + i as u8;
+        i += 1;
+    }
+    t
+};
 
 struct Parser<'a, 't, const NOTE: bool> {
     b: &'a [u8],
@@ -1142,6 +1155,30 @@ mod tests {
             })
             .collect();
         Some(nodes.join(" "))
+    }
+
+    /// Four hex digits in any case are their value; any other byte in
+    /// any of the four places, or another length, is none.
+    #[test]
+    fn hex4_takes_hex_digits_only() {
+        assert_eq!(hex4(Some(b"001b")), Some(0x1b));
+        assert_eq!(hex4(Some(b"D83d")), Some(0xd83d));
+        assert_eq!(hex4(Some(b"ffFF")), Some(0xffff));
+        assert_eq!(hex4(Some(b"0000")), Some(0));
+        assert_eq!(hex4(Some(b"123")), None);
+        assert_eq!(hex4(Some(b"12345")), None);
+        assert_eq!(hex4(None), None);
+        for at in 0..4 {
+            for x in 0..=255u8 {
+                let mut digits = *b"7a7A";
+                digits[at] = x;
+                let want = digits.iter().try_fold(0u32, |n, &c| {
+                    let d = char::from(c).to_digit(16).filter(|_| c.is_ascii())?;
+                    Some(n << 4 | d)
+                });
+                assert_eq!(hex4(Some(&digits)), want, "{x:#04x} at {at}");
+            }
+        }
     }
 
     #[test]
