@@ -217,16 +217,44 @@ pub fn value<'a>(s: &'a str) -> &'a str {
     unescape_at(s, first, arena, avx2())
 }
 
-/// The first backslash of `b`: a plain loop for the short strings most
-/// reads are of (a type, a timestamp, an id), where `memchr`'s dispatch
-/// and setup cost more than the bytes; `memchr` for longer ones.
+/// The first backslash of `b`: eight bytes a step for the short strings
+/// most reads are of (a type, a timestamp, an id), where `memchr`'s
+/// dispatch and setup cost more than the bytes (a byte a step cost a
+/// 24-byte timestamp about 90 instructions); `memchr` for longer ones.
 #[inline(always)]
 fn backslash_in(b: &[u8]) -> Option<usize> {
-    if b.len() < 32 {
-        b.iter().position(|&c| c == b'\\')
-    } else {
-        memchr::memchr(b'\\', b)
+    if b.len() >= 32 {
+        return memchr::memchr(b'\\', b);
     }
+    if b.len() < 8 {
+        return b.iter().position(|&c| c == b'\\');
+    }
+    // The words at 0, 8, 16 (those that fit), then the last 8 bytes (over
+    // the one before where the length is not a multiple of 8).
+    let word = |at: usize| u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"));
+    let mut at = 0;
+    loop {
+        if let Some(k) = backslash_in_word(word(at)) {
+            return Some(at + k);
+        }
+        if at + 8 == b.len() {
+            return None;
+        }
+        at = (at + 8).min(b.len() - 8);
+    }
+}
+
+/// The place of the first backslash among a word's eight bytes (in
+/// memory order): the lowest byte of `w ^ 0x5c5c..` that is zero. The
+/// borrow of the subtraction only runs upwards, so the lowest flagged
+/// byte is a true zero (a byte above it may be flagged falsely).
+#[inline(always)]
+fn backslash_in_word(w: u64) -> Option<usize> {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    let x = w ^ (ONES * u64::from(b'\\'));
+    let zero = x.wrapping_sub(ONES) & !x & HIGH;
+    (zero != 0).then(|| zero.trailing_zeros() as usize / 8)
 }
 
 /// The text of a raw JSON string that the lean parse validated (its
@@ -1155,6 +1183,30 @@ mod tests {
             })
             .collect();
         Some(nodes.join(" "))
+    }
+
+    /// The first backslash is found at every place in strings of every
+    /// length below `memchr`'s, beside any other byte (those whose
+    /// difference from a backslash borrows: `[`, `]`, 0x5d..), and none in
+    /// a string without one.
+    #[test]
+    fn backslash_in_finds_the_first_backslash() {
+        for len in 0..40 {
+            for fill in [b'a', b'[', b']', 0x5d, 0xdc, 0x00, 0xff] {
+                let plain = vec![fill; len];
+                assert_eq!(backslash_in(&plain), None, "{len} of {fill:#x}");
+                for at in 0..len {
+                    let mut s = plain.clone();
+                    s[at] = b'\\';
+                    assert_eq!(backslash_in(&s), Some(at), "{len} of {fill:#x}, at {at}");
+                    // A second one after it does not move it.
+                    if at + 1 < len {
+                        s[len - 1] = b'\\';
+                        assert_eq!(backslash_in(&s), Some(at), "{len}, at {at} and the end");
+                    }
+                }
+            }
+        }
     }
 
     /// Four hex digits in any case are their value; any other byte in
