@@ -73,19 +73,25 @@ fn parse_noting<'a, const NOTE: bool>(
     odd: &mut Vec<usize>,
     avx2: bool,
 ) -> bool {
-    let mut p = Parser::<NOTE> {
-        b: line,
-        arena,
-        tape,
-        odd,
-        avx2,
-    };
     #[cfg(target_arch = "x86_64")]
-    if p.avx2 {
+    if avx2 {
+        let mut p = Parser::<NOTE, true> {
+            b: line,
+            arena,
+            tape,
+            odd,
+        };
         #[allow(unsafe_code)]
         // SAFETY: AVX2 is there (`avx2()`).
         return unsafe { p.run_avx2() }.is_some();
     }
+    let _ = avx2;
+    let mut p = Parser::<NOTE, false> {
+        b: line,
+        arena,
+        tape,
+        odd,
+    };
     p.run().is_some()
 }
 
@@ -473,12 +479,15 @@ static HEX: [u8; 256] = {
     t
 };
 
-struct Parser<'a, 't, const NOTE: bool> {
+/// The parse of one line; with `AVX2`, its block scans are AVX2's (a
+/// constant, not a field: the scans of every string of a line, and of each
+/// 64-byte block of a long one, asked a field whether AVX2 is there, and
+/// such a parser is made only where it is).
+struct Parser<'a, 't, const NOTE: bool, const AVX2: bool> {
     b: &'a [u8],
     arena: &'a Bump,
     tape: &'t mut Vec<Node<'a>>,
     odd: &'t mut Vec<usize>,
-    avx2: bool,
 }
 
 #[inline(always)]
@@ -495,7 +504,7 @@ fn ends_scalar(c: Option<&u8>) -> bool {
     matches!(c, Some(b',' | b']' | b'}' | b' ' | b'\t' | b'\r' | b'\n'))
 }
 
-impl<'a, const NOTE: bool> Parser<'a, '_, NOTE> {
+impl<'a, const NOTE: bool, const AVX2: bool> Parser<'a, '_, NOTE, AVX2> {
     /// [`Parser::run`] compiled for AVX2, the block scans inlined in it.
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2")]
@@ -750,11 +759,12 @@ impl<'a, const NOTE: bool> Parser<'a, '_, NOTE> {
         // block scan below costs a 64-byte block's masks and its escape
         // arithmetic; any other string is scanned by it from the start.
         #[cfg(target_arch = "x86_64")]
-        if self.avx2 {
+        if AVX2 {
             if let Some(head) = b.get(i..i + 32) {
                 let head: &[u8; 32] = head.try_into().ok()?;
                 #[allow(unsafe_code)]
-                // SAFETY: AVX2 is there (`self.avx2`).
+                // SAFETY: AVX2 is there (a parser with `AVX2` is made only
+                // where it is).
                 let (quote, special) = unsafe { head_avx2(head) };
                 if quote != 0 {
                     let end = quote.trailing_zeros();
@@ -786,7 +796,7 @@ impl<'a, const NOTE: bool> Parser<'a, '_, NOTE> {
                     &tail
                 }
             };
-            let m = masks(block, self.avx2);
+            let m = masks(block, AVX2);
             let backslash = m.backslash & !carry;
             let follows = backslash << 1 | carry;
             const EVEN: u64 = 0x5555_5555_5555_5555;
@@ -806,12 +816,12 @@ impl<'a, const NOTE: bool> Parser<'a, '_, NOTE> {
             let esc = escaped & before;
             if esc != 0 {
                 escapes = true;
-                let (known, us) = escape_chars(block, self.avx2);
+                let (known, us) = escape_chars(block, AVX2);
                 if esc & !known != 0 {
                     return None;
                 }
                 if NOTE && !odd {
-                    odd = esc & slashes(block, self.avx2) != 0;
+                    odd = esc & slashes(block, AVX2) != 0;
                 }
                 let mut us = esc & us;
                 while us != 0 {
