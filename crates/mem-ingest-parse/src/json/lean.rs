@@ -797,13 +797,16 @@ impl<'a, const NOTE: bool, const AVX2: bool> Parser<'a, '_, NOTE, AVX2> {
                 }
             };
             let m = masks(block, AVX2);
-            let backslash = m.backslash & !carry;
-            let follows = backslash << 1 | carry;
-            const EVEN: u64 = 0x5555_5555_5555_5555;
-            let odd_starts = backslash & !EVEN & !follows;
-            let (runs, over) = odd_starts.overflowing_add(backslash);
-            // The bytes a backslash escapes.
-            let escaped = (EVEN ^ (runs << 1)) & follows;
+            // The bytes a backslash escapes, and whether the block ends in
+            // a run of odd length.
+            let (escaped, over) = if (m.backslash & m.backslash << 1) | carry == 0 {
+                // No backslash follows another (nor the block before's
+                // run): each escapes the byte after it (most blocks of a
+                // text, whose escapes are `\n`, `\"`, `\t`).
+                (m.backslash << 1, m.backslash >> 63 != 0)
+            } else {
+                escaped_by_runs(m.backslash, carry)
+            };
             let quotes = m.quote & !escaped;
             let before = if quotes == 0 {
                 u64::MAX
@@ -861,6 +864,20 @@ impl<'a, const NOTE: bool, const AVX2: bool> Parser<'a, '_, NOTE, AVX2> {
             Some(usize::MAX)
         }
     }
+}
+
+/// The bytes of a block that a backslash escapes (those after a run of
+/// backslashes of odd length), given its backslashes and `carry` (1: the
+/// block before ended inside a run of odd length, so its first byte is
+/// escaped), and whether this block ends inside such a run.
+#[inline(always)]
+fn escaped_by_runs(backslash: u64, carry: u64) -> (u64, bool) {
+    let backslash = backslash & !carry;
+    let follows = backslash << 1 | carry;
+    const EVEN: u64 = 0x5555_5555_5555_5555;
+    let odd_starts = backslash & !EVEN & !follows;
+    let (runs, over) = odd_starts.overflowing_add(backslash);
+    ((EVEN ^ (runs << 1)) & follows, over)
 }
 
 /// Whether the four hex digits of a `\u` escape are ones
@@ -1216,6 +1233,53 @@ mod tests {
                     }
                 }
             }
+        }
+    }
+
+    /// Where no backslash follows another (and none is carried in), the
+    /// shortcut of the block scan (each escapes the byte after it) is
+    /// what the run arithmetic gives; runs of two and more, and a carry,
+    /// go through that arithmetic (checked here against a byte-by-byte
+    /// reading of the runs).
+    #[test]
+    fn lone_backslashes_escape_the_byte_after_them() {
+        let mut x = 0x2545_F491_4F6C_DD1Du64;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let by_bytes = |backslash: u64, carry: u64| {
+            let (mut escaped, mut odd) = (0u64, carry == 1);
+            for k in 0..64 {
+                if odd {
+                    escaped |= 1 << k;
+                    odd = false;
+                } else if backslash >> k & 1 == 1 {
+                    odd = true;
+                }
+            }
+            (escaped, odd)
+        };
+        for round in 0..20_000 {
+            // Sparse and dense backslashes.
+            let mut b = next() & next();
+            if round % 2 == 0 {
+                b &= next();
+            }
+            let carry = u64::from(round % 3 == 0);
+            assert_eq!(
+                escaped_by_runs(b, carry),
+                by_bytes(b, carry),
+                "{b:#x} {carry}"
+            );
+            let lone = b & !(b << 1);
+            assert_eq!(
+                (lone << 1, lone >> 63 != 0),
+                escaped_by_runs(lone, 0),
+                "{lone:#x}"
+            );
         }
     }
 
