@@ -1,0 +1,159 @@
+//! What `-o` (and `--usage-out`) name when it is not a plain file: a
+//! named pipe, a device such as `/dev/null`, a link. A run without a state
+//! writes a plain file's replacement beside it and renames it into place;
+//! renamed over a pipe or a device, that replaced the node itself (as root,
+//! `backfill -o /dev/null` left `/dev/null` a regular file of records). A
+//! node that is not a regular file is written in place instead, a link is
+//! written through (the file it names is replaced, the link stays), and a
+//! state, whose checkpoint counts the output's bytes, is refused one.
+
+#[path = "../../mem-ingest/tests/common/mod.rs"]
+mod common;
+
+use std::fs;
+use std::io::Read;
+use std::os::unix::fs::FileTypeExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn tmpdir(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("mem-ingest-targets-{}-{tag}", std::process::id()));
+    let _ = fs::remove_dir_all(&d);
+    fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn fixture() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/hand-built.jsonl")
+}
+
+fn mkfifo(p: &Path) {
+    let st = Command::new("mkfifo").arg(p).status().unwrap();
+    assert!(st.success(), "mkfifo {}", p.display());
+}
+
+/// Reads the pipe at `p` to its end on a thread of its own.
+fn drain(p: &Path) -> std::thread::JoinHandle<String> {
+    let p = p.to_path_buf();
+    std::thread::spawn(move || {
+        let mut s = String::new();
+        fs::File::open(&p).unwrap().read_to_string(&mut s).unwrap();
+        s
+    })
+}
+
+/// The names in `d`, sorted.
+fn names(d: &Path) -> Vec<String> {
+    let mut v: Vec<String> = fs::read_dir(d)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
+}
+
+/// What the fixture gives on stdout, records and usage rows, for the
+/// comparison.
+fn expected() -> (String, String) {
+    let d = tmpdir("expected");
+    let out = Command::new(common::bin())
+        .args(["backfill", "-q", "-o"])
+        .arg(d.join("r.ndjson"))
+        .arg("--usage-out")
+        .arg(d.join("u.ndjson"))
+        .arg(fixture())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let r = fs::read_to_string(d.join("r.ndjson")).unwrap();
+    let u = fs::read_to_string(d.join("u.ndjson")).unwrap();
+    fs::remove_dir_all(d).unwrap();
+    (r, u)
+}
+
+#[test]
+fn pipes_named_by_o_and_usage_out_are_written_in_place_and_stay_pipes() {
+    let (want_r, want_u) = expected();
+    assert_eq!(want_r.lines().count(), 22);
+    assert_eq!(want_u.lines().count(), 8);
+    let d = tmpdir("fifo");
+    let (r, u) = (d.join("records"), d.join("usage"));
+    mkfifo(&r);
+    mkfifo(&u);
+    let (rr, ur) = (drain(&r), drain(&u));
+    let out = Command::new(common::bin())
+        .args(["backfill", "-q", "-o"])
+        .arg(&r)
+        .arg("--usage-out")
+        .arg(&u)
+        .arg(fixture())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    // Checked before the readers are joined: a pipe renamed over leaves
+    // them waiting for a writer that never comes (the test would hang).
+    assert!(fs::symlink_metadata(&r).unwrap().file_type().is_fifo());
+    assert!(fs::symlink_metadata(&u).unwrap().file_type().is_fifo());
+    assert_eq!(rr.join().unwrap(), want_r);
+    assert_eq!(ur.join().unwrap(), want_u);
+    // No temporary file left beside them.
+    assert_eq!(names(&d), ["records", "usage"]);
+    fs::remove_dir_all(d).unwrap();
+}
+
+#[test]
+fn a_link_named_by_o_stays_a_link_and_the_file_it_names_is_replaced() {
+    let (want_r, _) = expected();
+    let d = tmpdir("link");
+    fs::create_dir(d.join("real")).unwrap();
+    fs::write(d.join("real/out.ndjson"), "old\n").unwrap();
+    std::os::unix::fs::symlink("real/out.ndjson", d.join("out.ndjson")).unwrap();
+    let out = Command::new(common::bin())
+        .args(["backfill", "-q", "-o", "out.ndjson"])
+        .arg(fixture())
+        .current_dir(&d)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(fs::symlink_metadata(d.join("out.ndjson"))
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    assert_eq!(
+        fs::read_link(d.join("out.ndjson")).unwrap(),
+        Path::new("real/out.ndjson")
+    );
+    assert_eq!(fs::read_to_string(d.join("real/out.ndjson")).unwrap(), want_r);
+    assert_eq!(names(&d), ["out.ndjson", "real"]);
+    assert_eq!(names(&d.join("real")), ["out.ndjson"]);
+    fs::remove_dir_all(d).unwrap();
+}
+
+#[test]
+fn a_state_is_refused_an_output_that_is_not_a_regular_file() {
+    let d = tmpdir("state");
+    let r = d.join("records");
+    mkfifo(&r);
+    let out = Command::new(common::bin())
+        .args(["backfill", "-q", "--state"])
+        .arg(d.join("s.state"))
+        .arg("-o")
+        .arg(&r)
+        .arg(fixture())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(
+        err.trim_end(),
+        format!(
+            "error: {}: the output is a named pipe, not a regular file: a state counts the \
+             bytes of the outputs it pairs with, which only a regular file keeps; give a file, \
+             or leave out --state to write through it",
+            r.display()
+        )
+    );
+    assert!(fs::symlink_metadata(&r).unwrap().file_type().is_fifo());
+    assert_eq!(names(&d), ["records"]);
+    fs::remove_dir_all(d).unwrap();
+}
