@@ -91,6 +91,10 @@ pub enum ErrorKind {
     },
     /// The output is one of the input files.
     OutputIsInput,
+    /// A checkpoint was asked to pair with an output that is not a regular
+    /// file (a named pipe, a device): it counts the output's bytes, which
+    /// only a regular file keeps. What it is: `a named pipe`, `a device`.
+    OutputNotAFile(&'static str),
     /// No PATH was given and no default archive exists: what was tried.
     NoArchive(String),
     /// The run could not start (a signal handler, a thread): why.
@@ -145,6 +149,7 @@ impl Error {
                 | ErrorKind::OutputNotCovered { .. }
                 | ErrorKind::OtherOutput { .. }
                 | ErrorKind::OutputIsInput
+                | ErrorKind::OutputNotAFile(_)
                 | ErrorKind::StreamNotResumable
         ) || matches!(&self.kind, ErrorKind::Sink(s) if s.usage)
     }
@@ -199,6 +204,11 @@ impl Error {
                 output.display()
             ),
             ErrorKind::OutputIsInput => "is one of the input files".to_owned(),
+            ErrorKind::OutputNotAFile(what) => format!(
+                "the output is {what}, not a regular file: a state counts the bytes of the \
+                 outputs it pairs with, which only a regular file keeps; give a file, or leave \
+                 out --state to write through it"
+            ),
             ErrorKind::NoArchive(why) | ErrorKind::Setup(why) => why.clone(),
             ErrorKind::StreamNotResumable => "a pipe is read once, as a stream (no parts, no \
                  resume): it cannot be read with a checkpoint (--state, --db, --parquet) or \

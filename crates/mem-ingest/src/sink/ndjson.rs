@@ -259,7 +259,12 @@ struct OpenFile {
     durable: u64,
     /// This run created the file.
     created: bool,
-    tmp: Option<PathBuf>,
+    /// Without a checkpoint: the temporary file written, and the file it
+    /// is renamed over when the run completes.
+    tmp: Option<(PathBuf, PathBuf)>,
+    /// Written in place, not a regular file (a pipe, a device): never
+    /// synced.
+    special: bool,
 }
 
 impl NdjsonFile {
@@ -342,11 +347,31 @@ impl NdjsonFile {
 
     /// Opens the temporary file of a run without a checkpoint. It takes
     /// the place of an output that exists, and takes its permissions too:
-    /// an output keeps its mode, whatever the process would create.
+    /// an output keeps its mode, whatever the process would create. A link
+    /// is written through (the file it names is replaced, the link stays);
+    /// what is not a regular file (a named pipe, `/dev/null`) is written in
+    /// place: renamed over, the node itself would be replaced.
     fn open_temporary(&mut self) -> Result<(), Error> {
-        let tmp = crate::atomic::temporary_beside(&self.path);
+        let real = crate::checkpoint::state::real_path(&self.path);
+        let found = std::fs::metadata(&real).ok();
+        if found.as_ref().is_some_and(|m| !m.is_file() && !m.is_dir()) {
+            let f = OpenOptions::new()
+                .write(true)
+                .open(&real)
+                .map_err(|e| self.io(e))?;
+            self.out = Some(OpenFile {
+                w: BufWriter::with_capacity(BUFFERED, f),
+                len: 0,
+                durable: 0,
+                created: false,
+                tmp: None,
+                special: true,
+            });
+            return Ok(());
+        }
+        let tmp = crate::atomic::temporary_beside(&real);
         let f = File::create(&tmp).map_err(|e| Error::io(&tmp, e))?;
-        if let Some(m) = std::fs::metadata(&self.path).ok().filter(|m| m.is_file()) {
+        if let Some(m) = found.filter(|m| m.is_file()) {
             f.set_permissions(m.permissions())
                 .map_err(|e| Error::io(&tmp, e))?;
         }
@@ -355,7 +380,8 @@ impl NdjsonFile {
             len: 0,
             durable: 0,
             created: true,
-            tmp: Some(tmp),
+            tmp: Some((tmp, real)),
+            special: false,
         });
         Ok(())
     }
@@ -391,6 +417,22 @@ impl NdjsonFile {
                 state_exists: checkpoint_exists,
             },
         ))
+    }
+}
+
+/// What an output that is not a regular file is, for a message (`None`
+/// for a regular file or a folder, which opening names).
+fn not_a_file(m: &std::fs::Metadata) -> Option<&'static str> {
+    use std::os::unix::fs::FileTypeExt;
+    let t = m.file_type();
+    if t.is_fifo() {
+        Some("a named pipe")
+    } else if t.is_char_device() || t.is_block_device() {
+        Some("a device")
+    } else if t.is_socket() {
+        Some("a socket")
+    } else {
+        None
     }
 }
 
@@ -439,7 +481,7 @@ impl Sink for NdjsonFile {
             .flush()
             .map_err(write_err)
             .map_err(|k| Error::new(Path::new(&path), k))?;
-        if out.tmp.is_none() && out.len != out.durable {
+        if out.tmp.is_none() && !out.special && out.len != out.durable {
             out.w
                 .get_ref()
                 .sync_data()
@@ -497,6 +539,12 @@ impl Sink for NdjsonFile {
             }
         };
         let created = std::fs::symlink_metadata(&self.path).is_err();
+        if let Some(what) = std::fs::metadata(&self.path)
+            .ok()
+            .and_then(|m| not_a_file(&m))
+        {
+            return Err(Error::new(&self.path, ErrorKind::OutputNotAFile(what)));
+        }
         let mut f = OpenOptions::new()
             .read(true)
             .write(true)
@@ -525,6 +573,7 @@ impl Sink for NdjsonFile {
             durable: covered,
             created,
             tmp: None,
+            special: false,
         });
         Ok(())
     }
@@ -598,9 +647,9 @@ impl Sink for NdjsonFile {
         out.w
             .flush()
             .map_err(|e| Error::new(&self.path, ErrorKind::Write(e)))?;
-        if let Some(tmp) = out.tmp.take() {
+        if let Some((tmp, real)) = out.tmp.take() {
             // Nothing claims to cover it: not synced (see `sync`).
-            crate::atomic::rename_into_place(&tmp, &self.path, false)
+            crate::atomic::rename_into_place(&tmp, &real, false)
                 .map_err(|e| Error::io(&self.path, e))?;
         }
         Ok(())
@@ -611,7 +660,9 @@ impl Sink for NdjsonFile {
             u.abandon();
         }
         match &self.out {
-            Some(OpenFile { tmp: Some(t), .. }) => {
+            Some(OpenFile {
+                tmp: Some((t, _)), ..
+            }) => {
                 let _ = std::fs::remove_file(t);
             }
             Some(OpenFile {
