@@ -110,6 +110,24 @@ fn pipes_named_by_o_and_usage_out_are_written_in_place_and_stay_pipes() {
 }
 
 #[test]
+fn dev_stdout_on_a_pipe_is_written_in_place() {
+    // `/dev/stdout` is a link `readlink` reads as `pipe:[N]`: the kernel
+    // follows it, a path built from it names nothing.
+    let (want_r, _) = expected("stdout");
+    let out = Command::new(common::bin())
+        .args(["backfill", "-q", "-o", "/dev/stdout"])
+        .arg(fixture())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8(out.stdout).unwrap(), want_r);
+}
+
+#[test]
 fn a_link_named_by_o_stays_a_link_and_the_file_it_names_is_replaced() {
     let (want_r, _) = expected("link");
     let d = tmpdir("link");

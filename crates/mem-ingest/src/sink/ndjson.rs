@@ -352,12 +352,12 @@ impl NdjsonFile {
     /// what is not a regular file (a named pipe, `/dev/null`) is written in
     /// place: renamed over, the node itself would be replaced.
     fn open_temporary(&mut self) -> Result<(), Error> {
-        let real = crate::checkpoint::state::real_path(&self.path);
-        let found = std::fs::metadata(&real).ok();
-        if found.as_ref().is_some_and(|m| !m.is_file() && !m.is_dir()) {
+        // The kernel follows the links itself: `/dev/stdout` or
+        // `/dev/fd/N` read by `readlink` name `pipe:[N]`, no path at all.
+        if std::fs::metadata(&self.path).is_ok_and(|m| !m.is_file() && !m.is_dir()) {
             let f = OpenOptions::new()
                 .write(true)
-                .open(&real)
+                .open(&self.path)
                 .map_err(|e| self.io(e))?;
             self.out = Some(OpenFile {
                 w: BufWriter::with_capacity(BUFFERED, f),
@@ -369,6 +369,8 @@ impl NdjsonFile {
             });
             return Ok(());
         }
+        let real = crate::checkpoint::state::real_path(&self.path);
+        let found = std::fs::metadata(&real).ok();
         let tmp = crate::atomic::temporary_beside(&real);
         let f = File::create(&tmp).map_err(|e| Error::io(&tmp, e))?;
         if let Some(m) = found.filter(|m| m.is_file()) {
