@@ -430,7 +430,9 @@ def count_opencode(out):
                    (n.startswith("opencode-") and n.endswith(".db")))
     ours = {"records": {"user": 0, "assistant": 0, "tool_result": 0},
             "usage": {"input": 0, "output": 0, "cache_read": 0, "cache_write": 0, "total_tokens": 0},
-            "messages": 0, "pending": 0}
+            "messages": 0, "pending": 0,
+            # input tokens by the answer's model, as `stats`' by_model
+            "input_by_model": {}}
     seen = set()
     # ccusage reads opencode.db alone (else the first opencode-*.db)
     ccu_db = "opencode.db" if "opencode.db" in names else (names[0] if names else None)
@@ -482,6 +484,8 @@ def count_opencode(out):
                 for k, v in zip(("input", "output", "cache_read", "cache_write"), vals):
                     ours["usage"][k] += v
                 ours["usage"]["total_tokens"] += max(s, tk.get("total", 0))
+                by_model = ours["input_by_model"]
+                by_model[d["modelID"]] = by_model.get(d["modelID"], 0) + vals[0]
                 if name != ccu_db:
                     diff["channel_only"] += vals[0]
                 elif i < len(fins) - 1:

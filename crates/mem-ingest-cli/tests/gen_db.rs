@@ -348,6 +348,28 @@ fn a_database_read_in_parts_has_every_usage_row_in_every_sink() {
     let s = stats("opencode", &d, Some(&db));
     assert_stats_equal(&s, &want["ours"], &["user", "assistant", "tool_result"]);
     assert_eq!(s["usage"]["input"], 55_548_596);
+    // And each model's share: the answers' calls counted in the part that
+    // read them, under their own model (the split was off before, the
+    // totals right).
+    let by_model: std::collections::BTreeMap<String, u64> = s["by_model"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            (
+                m["model"].as_str().unwrap().to_owned(),
+                m["input"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    let want_by_model: std::collections::BTreeMap<String, u64> = want["ours"]["input_by_model"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(k, v)| (k.clone(), v.as_u64().unwrap()))
+        .collect();
+    assert_eq!(by_model.len(), 4);
+    assert_eq!(by_model, want_by_model, "stats' input by model");
     let want = USAGE_KEYS.map(|k| s["usage"][k].as_u64().unwrap());
     let backfill = |args: &[&dyn AsRef<std::ffi::OsStr>]| {
         let mut c = common::cli();
