@@ -37,7 +37,7 @@ use serde_json::Value;
 
 use crate::lenient::{glance, parse, Any, Node, Num};
 use crate::lineage::Lineages;
-use crate::sqlite::{fail, has_table, in_read, open_read_only, text_of};
+use crate::sqlite::{fail, has_table, in_read, open_read_only};
 
 mod v2;
 
@@ -258,6 +258,7 @@ impl MapRows for OpenCode {
         let db = Db {
             conn,
             ahead: None,
+            like: Sizes::default(),
             read_ahead: opts.jobs > 1,
             path: path.to_path_buf(),
             pending_read: false,
@@ -283,17 +284,155 @@ struct Session {
 }
 
 /// A part's `data`, or what the column holds instead of text.
-type PartData = Result<String, &'static str>;
+type PartData<'b> = Result<&'b str, &'static str>;
 
-/// A message row and its parts, as read in a batch's transaction.
+/// A span of a batch's text ([`Batch::text`]).
+type Span = std::ops::Range<usize>;
+
+/// A message row, as read in a batch's transaction: its texts are spans
+/// of the batch's one text, so that a batch read on one thread and counted
+/// on another is a few allocations, not three per row (every string freed
+/// on the other thread went through the allocator's lock).
 struct Msg {
     rowid: i64,
-    id: String,
-    session: String,
+    id: Span,
+    session: Span,
     /// Its `data`, or what the column holds instead of text.
-    data: Result<String, &'static str>,
+    data: Result<Span, &'static str>,
+    /// Its parts in [`Batch::parts`], by creation time then id.
+    parts: std::ops::Range<usize>,
+}
+
+/// A part row: its id and `data` (or what the column holds instead).
+struct Part {
+    id: Span,
+    data: Result<Span, &'static str>,
+}
+
+/// A message as the batch's text gives it.
+struct MsgRef<'b> {
+    rowid: i64,
+    id: &'b str,
+    session: &'b str,
+    data: Result<&'b str, &'static str>,
     /// `(part id, data)`, by creation time then id.
-    parts: Vec<(String, PartData)>,
+    parts: Vec<(&'b str, PartData<'b>)>,
+}
+
+/// How large a batch was: the next one is given room for as much (a
+/// batch's text grown from nothing was copied over and over).
+#[derive(Default, Clone, Copy)]
+struct Sizes {
+    text: usize,
+    msgs: usize,
+    parts: usize,
+}
+
+/// A batch's messages with their parts, and the sessions they name not
+/// known before.
+#[derive(Default)]
+struct Batch {
+    /// Every id, session id and `data` of the batch, one after another.
+    text: String,
+    msgs: Vec<Msg>,
+    parts: Vec<Part>,
+    sessions: Vec<(String, Session)>,
+}
+
+impl Batch {
+    /// An empty batch with room for one as large as `like` was.
+    fn sized_as(like: &Sizes) -> Batch {
+        Batch {
+            text: String::with_capacity(like.text + like.text / 4),
+            msgs: Vec::with_capacity(like.msgs),
+            parts: Vec::with_capacity(like.parts),
+            sessions: Vec::new(),
+        }
+    }
+
+    fn sizes(&self) -> Sizes {
+        Sizes {
+            text: self.text.len(),
+            msgs: self.msgs.len(),
+            parts: self.parts.len(),
+        }
+    }
+
+    /// Column `i` of a row appended to the batch's text: its span, or
+    /// what the column holds instead of UTF-8 text (as
+    /// [`crate::sqlite::text_of`] says it).
+    fn text_of(
+        &mut self,
+        r: &rusqlite::Row<'_>,
+        i: usize,
+    ) -> rusqlite::Result<Result<Span, &'static str>> {
+        use rusqlite::types::ValueRef;
+        Ok(match r.get_ref(i)? {
+            ValueRef::Text(t) => match simdutf8::basic::from_utf8(t) {
+                Ok(t) => {
+                    let from = self.text.len();
+                    self.text.push_str(t);
+                    Ok(from..self.text.len())
+                }
+                Err(_) => Err("not UTF-8 text"),
+            },
+            ValueRef::Null => Err("NULL"),
+            ValueRef::Blob(_) => Err("a BLOB"),
+            ValueRef::Integer(_) => Err("an integer"),
+            ValueRef::Real(_) => Err("a real"),
+        })
+    }
+
+    /// Column `i` (text, as `String` reads it) appended to the batch's
+    /// text.
+    fn str_of(&mut self, r: &rusqlite::Row<'_>, i: usize) -> rusqlite::Result<Span> {
+        let from = self.text.len();
+        match r.get_ref(i)? {
+            rusqlite::types::ValueRef::Text(t) if simdutf8::basic::from_utf8(t).is_ok() => {
+                self.text
+                    .push_str(simdutf8::basic::from_utf8(t).expect("checked"));
+            }
+            // Not text: the error reading it as a `String` gives.
+            _ => self.text.push_str(&r.get::<_, String>(i)?),
+        }
+        Ok(from..self.text.len())
+    }
+
+    /// A message row (`MSG_COLS`), its parts none yet.
+    fn push_msg(&mut self, r: &rusqlite::Row<'_>) -> rusqlite::Result<()> {
+        let rowid = r.get(0)?;
+        let id = self.str_of(r, 1)?;
+        let session = self.str_of(r, 2)?;
+        let data = self.text_of(r, 3)?;
+        let at = self.parts.len();
+        self.msgs.push(Msg {
+            rowid,
+            id,
+            session,
+            data,
+            parts: at..at,
+        });
+        Ok(())
+    }
+
+    fn str(&self, s: &Span) -> &str {
+        &self.text[s.clone()]
+    }
+
+    /// Message `i` with its texts.
+    fn msg(&self, i: usize) -> MsgRef<'_> {
+        let m = &self.msgs[i];
+        MsgRef {
+            rowid: m.rowid,
+            id: self.str(&m.id),
+            session: self.str(&m.session),
+            data: m.data.clone().map(|d| self.str(&d)),
+            parts: self.parts[m.parts.clone()]
+                .iter()
+                .map(|p| (self.str(&p.id), p.data.clone().map(|d| self.str(&d))))
+                .collect(),
+        }
+    }
 }
 
 /// An OpenCode database opened for one read.
@@ -301,6 +440,8 @@ struct Db {
     conn: Connection,
     /// The batches after the marks, read ahead on a thread of its own.
     ahead: Option<Ahead>,
+    /// The size of the last batch read here.
+    like: Sizes,
     /// Whether batches are read ahead (the run has several jobs).
     read_ahead: bool,
     path: PathBuf,
@@ -316,20 +457,7 @@ struct Db {
     v2_pending_read: bool,
 }
 
-/// A batch's messages, and the sessions they name not known before.
-type Batch = (Vec<Msg>, Vec<(String, Session)>);
-
 const MSG_COLS: &str = "SELECT rowid, id, session_id, data FROM message";
-
-fn msg_of(r: &rusqlite::Row<'_>) -> rusqlite::Result<Msg> {
-    Ok(Msg {
-        rowid: r.get(0)?,
-        id: r.get(1)?,
-        session: r.get(2)?,
-        data: text_of(r, 3)?,
-        parts: Vec::new(),
-    })
-}
 
 /// Reads the batches after a mark on a thread of its own, each in a read
 /// transaction of its own on a read-only connection of its own (the
@@ -358,14 +486,16 @@ impl Ahead {
                 }
             };
             let mut known = std::collections::HashSet::new();
+            let mut like = Sizes::default();
             loop {
-                let batch = read(&conn, &|s| known.contains(s), None, mark)
+                let batch = read(&conn, &|s| known.contains(s), None, mark, &like)
                     .map_err(|e| fail(&path, "cannot read its messages", &e));
                 let end = match &batch {
-                    Ok((msgs, sessions)) => {
-                        known.extend(sessions.iter().map(|(s, _)| s.clone()));
-                        mark = msgs.last().map_or(mark, |m| m.rowid);
-                        msgs.len() as i64 != BATCH
+                    Ok(b) => {
+                        like = b.sizes();
+                        known.extend(b.sessions.iter().map(|(s, _)| s.clone()));
+                        mark = b.msgs.last().map_or(mark, |m| m.rowid);
+                        b.msgs.len() as i64 != BATCH
                     }
                     Err(_) => true,
                 };
@@ -405,89 +535,114 @@ fn read(
     known: &dyn Fn(&str) -> bool,
     pending: Option<&[String]>,
     mark: i64,
+    like: &Sizes,
 ) -> rusqlite::Result<Batch> {
-    {
-        in_read(conn, |c| {
-            let mut msgs = Vec::new();
-            match pending {
-                Some(ids) => {
-                    let mut st = c.prepare_cached(&format!("{MSG_COLS} WHERE id = ?1"))?;
-                    for id in ids {
-                        if let Some(m) = st.query_row([id], msg_of).optional()? {
-                            msgs.push(m);
-                        }
-                    }
-                }
-                None => {
-                    let mut st = c.prepare_cached(&format!(
-                        "{MSG_COLS} WHERE rowid > ?1 ORDER BY rowid LIMIT ?2"
-                    ))?;
-                    let rows = st.query_map(rusqlite::params![mark, BATCH], msg_of)?;
-                    for m in rows {
-                        msgs.push(m?);
+    in_read(conn, |c| {
+        let mut b = Batch::sized_as(like);
+        match pending {
+            Some(ids) => {
+                let mut st = c.prepare_cached(&format!("{MSG_COLS} WHERE id = ?1"))?;
+                for id in ids {
+                    let mut rows = st.query([id])?;
+                    if let Some(r) = rows.next()? {
+                        b.push_msg(r)?;
                     }
                 }
             }
-            match (pending, msgs.first(), msgs.last()) {
-                (None, Some(first), Some(last)) => {
-                    // The batch's parts in one statement (the batch is its
-                    // rowid range, in this transaction), each message's
-                    // put in OpenCode's order, `time_created` then `id`,
-                    // as SQLite orders them.
-                    // Each part found by its message's rowid (the batch's
-                    // messages are in rowid order).
-                    let (lo, hi) = (first.rowid, last.rowid);
-                    let mut st = c.prepare_cached(
-                        "SELECT m.rowid, p.id, p.time_created, p.data \
-                         FROM message m JOIN part p ON p.message_id = m.id \
-                         WHERE m.rowid >= ?1 AND m.rowid <= ?2",
-                    )?;
-                    let mut found: Vec<Vec<(SqlValue, String, PartData)>> =
-                        msgs.iter().map(|_| Vec::new()).collect();
-                    let mut rows = st.query(rusqlite::params![lo, hi])?;
+            None => {
+                let mut st = c.prepare_cached(&format!(
+                    "{MSG_COLS} WHERE rowid > ?1 ORDER BY rowid LIMIT ?2"
+                ))?;
+                let mut rows = st.query(rusqlite::params![mark, BATCH])?;
+                while let Some(r) = rows.next()? {
+                    b.push_msg(r)?;
+                }
+            }
+        }
+        match (pending, b.msgs.first(), b.msgs.last()) {
+            (None, Some(first), Some(last)) => {
+                // The batch's parts in one statement (the batch is its
+                // rowid range, in this transaction), each message's put
+                // in OpenCode's order, `time_created` then `id`, as SQLite
+                // orders them. Each part found by its message's rowid
+                // (the batch's messages are in rowid order).
+                let (lo, hi) = (first.rowid, last.rowid);
+                let mut st = c.prepare_cached(
+                    "SELECT m.rowid, p.id, p.time_created, p.data \
+                     FROM message m JOIN part p ON p.message_id = m.id \
+                     WHERE m.rowid >= ?1 AND m.rowid <= ?2",
+                )?;
+                // (message, time_created, part)
+                let mut found: Vec<(usize, SqlValue, Part)> = Vec::with_capacity(like.parts);
+                let mut rows = st.query(rusqlite::params![lo, hi])?;
+                while let Some(r) = rows.next()? {
+                    let rowid: i64 = r.get(0)?;
+                    let Ok(i) = b.msgs.binary_search_by_key(&rowid, |m| m.rowid) else {
+                        continue;
+                    };
+                    let time: SqlValue = r.get(2)?;
+                    let id = b.str_of(r, 1)?;
+                    let data = b.text_of(r, 3)?;
+                    found.push((i, time, Part { id, data }));
+                }
+                drop(rows);
+                found.sort_by(|x, y| {
+                    x.0.cmp(&y.0)
+                        .then_with(|| sql_order(&x.1, &y.1))
+                        .then_with(|| b.str(&x.2.id).cmp(b.str(&y.2.id)))
+                });
+                b.parts.reserve(found.len());
+                let mut at = 0;
+                for (i, m) in b.msgs.iter_mut().enumerate() {
+                    let from = b.parts.len();
+                    while found.get(at).is_some_and(|f| f.0 == i) {
+                        b.parts.push(std::mem::replace(
+                            &mut found[at].2,
+                            Part {
+                                id: 0..0,
+                                data: Err(""),
+                            },
+                        ));
+                        at += 1;
+                    }
+                    m.parts = from..b.parts.len();
+                }
+            }
+            _ => {
+                let mut st = c.prepare_cached(
+                    "SELECT id, data FROM part WHERE message_id = ?1 ORDER BY time_created, id",
+                )?;
+                for i in 0..b.msgs.len() {
+                    let from = b.parts.len();
+                    let id = b.str(&b.msgs[i].id).to_owned();
+                    let mut rows = st.query([&id])?;
                     while let Some(r) = rows.next()? {
-                        let rowid: i64 = r.get(0)?;
-                        let Ok(i) = msgs.binary_search_by_key(&rowid, |m| m.rowid) else {
-                            continue;
-                        };
-                        found[i].push((r.get(2)?, r.get(1)?, text_of(r, 3)?));
+                        let id = b.str_of(r, 0)?;
+                        let data = b.text_of(r, 1)?;
+                        b.parts.push(Part { id, data });
                     }
-                    drop(rows);
-                    for (m, mut ps) in msgs.iter_mut().zip(found) {
-                        ps.sort_by(|a, b| sql_order(&a.0, &b.0).then_with(|| a.1.cmp(&b.1)));
-                        m.parts = ps.into_iter().map(|(_, id, d)| (id, d)).collect();
-                    }
-                }
-                _ => {
-                    let mut parts = c.prepare_cached(
-                        "SELECT id, data FROM part WHERE message_id = ?1 ORDER BY time_created, id",
-                    )?;
-                    for m in &mut msgs {
-                        let rows = parts.query_map([&m.id], |r| Ok((r.get(0)?, text_of(r, 1)?)))?;
-                        for p in rows {
-                            m.parts.push(p?);
-                        }
-                    }
+                    b.msgs[i].parts = from..b.parts.len();
                 }
             }
-            let mut sessions = Vec::new();
-            let mut st = c.prepare_cached("SELECT directory FROM session WHERE id = ?1")?;
-            for m in &msgs {
-                if known(&m.session) || sessions.iter().any(|(s, _)| *s == m.session) {
-                    continue;
-                }
-                let directory: Option<String> =
-                    st.query_row([&m.session], |r| r.get(0)).optional()?;
-                sessions.push((
-                    m.session.clone(),
-                    Session {
-                        directory: directory.unwrap_or_default(),
-                    },
-                ));
+        }
+        let mut sessions: Vec<(String, Session)> = Vec::new();
+        let mut st = c.prepare_cached("SELECT directory FROM session WHERE id = ?1")?;
+        for m in &b.msgs {
+            let session = b.str(&m.session);
+            if known(session) || sessions.iter().any(|(s, _)| s == session) {
+                continue;
             }
-            Ok((msgs, sessions))
-        })
-    }
+            let directory: Option<String> = st.query_row([session], |r| r.get(0)).optional()?;
+            sessions.push((
+                session.to_owned(),
+                Session {
+                    directory: directory.unwrap_or_default(),
+                },
+            ));
+        }
+        b.sessions = sessions;
+        Ok(b)
+    })
 }
 
 /// SQLite's order of two values (its `ORDER BY` with the BINARY
@@ -658,7 +813,7 @@ impl Db {
     #[allow(clippy::too_many_lines, clippy::too_many_arguments)]
     fn emit<'a>(
         &mut self,
-        m: &Msg,
+        m: &MsgRef<'_>,
         data: &data::Msg<'_>,
         parts: &[data::Part<'_>],
         arena: &'a Bump,
@@ -666,11 +821,11 @@ impl Db {
         report: &mut Report,
         rows: &mut Rows<'a>,
     ) {
-        let len = |d: &Result<String, &str>| d.as_ref().map_or(0, String::len);
+        let len = |d: &PartData<'_>| d.map_or(0, str::len);
         self.bytes += (len(&m.data) + m.parts.iter().map(|p| len(&p.1)).sum::<usize>()) as u64;
         let line = u64::try_from(m.rowid).unwrap_or(0);
         let byte = self.bytes;
-        let id: &'a str = arena.alloc_str(&m.id);
+        let id: &'a str = arena.alloc_str(m.id);
         let time = data.time.obj().and_then(|t| t.created.as_i64());
         let role = match data.role.get() {
             Some("user") => Role::User,
@@ -752,11 +907,11 @@ impl Db {
         let mut shared: Option<(&'a str, &'a str, &'a str)> = None;
         let mut shared_of = |arena: &'a Bump| {
             *shared.get_or_insert_with(|| {
-                let session: &'a str = arena.alloc_str(&m.session);
+                let session: &'a str = arena.alloc_str(m.session);
                 let source: &'a str = arena.alloc_str(&format!("opencode:{}", m.session));
                 let directory = self
                     .sessions
-                    .get(&m.session)
+                    .get(m.session)
                     .map(|s| s.directory.as_str())
                     .filter(|d| !d.is_empty())
                     .or_else(|| data.path.obj().and_then(|p| p.0.get()))
@@ -975,7 +1130,7 @@ impl Database for Db {
             _ => {
                 let known = |s: &str| self.sessions.contains_key(s);
                 Some(
-                    read(&self.conn, &known, pending.as_deref(), mark)
+                    read(&self.conn, &known, pending.as_deref(), mark, &self.like)
                         .map_err(|e| fail(&self.path, "cannot read its messages", &e)),
                 )
             }
@@ -989,8 +1144,11 @@ impl Database for Db {
                 ),
             ))
         });
-        let (msgs, sessions) = match got {
-            Ok(r) => r,
+        let mut batch = match got {
+            Ok(r) => {
+                self.like = r.sizes();
+                r
+            }
             Err(e) => {
                 if let Some(p) = pending {
                     // Not read: still pending.
@@ -999,13 +1157,13 @@ impl Database for Db {
                 return Err(e);
             }
         };
-        self.sessions.extend(sessions);
+        self.sessions.extend(std::mem::take(&mut batch.sessions));
         // The sessions' lineages: each record's parent session, and the
         // shard's sessions under `--shard` (read when a session of the
         // batch is new to this read).
         let records = !filter.builds_none();
         let lineages = self.lineage.needed(records);
-        let named = || msgs.iter().map(|m| m.session.as_str());
+        let named = || batch.msgs.iter().map(|m| batch.str(&m.session));
         if lineages && !self.lineage.knows(named()) {
             match in_read(&self.conn, Lineages::opencode) {
                 Ok(found) => self.lineage.learn(found, named()),
@@ -1017,17 +1175,22 @@ impl Database for Db {
                 }
             }
         }
-        let full = pending.is_none() && msgs.len() as i64 == BATCH;
-        for m in &msgs {
-            if pending.is_none() {
-                cursor.marks.insert("message".into(), m.rowid);
-                cursor.guards.insert("message".into(), guard_of(&m.id));
-            }
-            if cursor.was_emitted(&m.id) || (lineages && !self.lineage.in_shard(&m.session)) {
+        let full = pending.is_none() && batch.msgs.len() as i64 == BATCH;
+        if let (None, Some(last)) = (&pending, batch.msgs.last()) {
+            // The mark at the batch's last message (each message moved it
+            // there in turn before).
+            cursor.marks.insert("message".into(), last.rowid);
+            cursor
+                .guards
+                .insert("message".into(), guard_of(batch.str(&last.id)));
+        }
+        for i in 0..batch.msgs.len() {
+            let m = batch.msg(i);
+            if cursor.was_emitted(m.id) || (lineages && !self.lineage.in_shard(m.session)) {
                 // Emitted, or another shard's lineage: passed over.
                 continue;
             }
-            let data = match &m.data {
+            let data = match m.data {
                 Ok(d) => parse::<data::Msg<'_>>(d).map_err(|e| e.to_string()),
                 Err(why) => Err(format!("data is {why}")),
             };
@@ -1044,7 +1207,7 @@ impl Database for Db {
                     rows.push(
                         report,
                         Row {
-                            key: arena.alloc_str(&m.id),
+                            key: arena.alloc_str(m.id),
                             fingerprint: fingerprint(&[b"opencode", m.id.as_bytes()]),
                             line,
                             byte: self.bytes,
@@ -1071,7 +1234,7 @@ impl Database for Db {
             let parts: Vec<data::Part<'_>> = m
                 .parts
                 .iter()
-                .map(|(id, d)| {
+                .map(|&(id, d)| {
                     let d = match d {
                         Ok(d) => match glance_parts
                             .then(|| glance(d, "type", "state", "status"))
@@ -1096,7 +1259,7 @@ impl Database for Db {
                 })
                 .collect();
             if !is_final(&data, &parts) {
-                cursor.pending.insert(m.id.clone());
+                cursor.pending.insert(m.id.to_owned());
                 continue;
             }
             // A damaged part of a final message: counted and skipped (the
@@ -1110,11 +1273,11 @@ impl Database for Db {
             }
             let parent = self
                 .lineage
-                .parent_session(&m.session)
+                .parent_session(m.session)
                 .filter(|_| records)
                 .map(|p| &*arena.alloc_str(&p));
             rows.set_parent_session(parent);
-            self.emit(m, &data, &parts, arena, filter, report, rows);
+            self.emit(&m, &data, &parts, arena, filter, report, rows);
         }
         let more = pending.is_some() || full;
         if !more && self.v2 {
