@@ -760,6 +760,17 @@ fn is_final(data: &data::Msg<'_>, parts: &[data::Part<'_>]) -> bool {
     }
 }
 
+/// `parts` one after another in the arena (a row's key), where a
+/// `format!` then a copy cost a formatter's run and an allocation.
+fn join<'a>(arena: &'a Bump, parts: &[&str]) -> &'a str {
+    let mut s =
+        bumpalo::collections::String::with_capacity_in(parts.iter().map(|p| p.len()).sum(), arena);
+    for p in parts {
+        s.push_str(p);
+    }
+    s.into_bump_str()
+}
+
 /// A record with the fields every OpenCode record shares.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn record<'a>(
@@ -856,7 +867,7 @@ impl Db {
         // copied calls are the same rows, counted once in the lineage.
         let mut total: Option<Usage> = None;
         if assistant {
-            let mut call = |n: u64, u: Usage, reasoning: u64, report: &mut Report, key: String| {
+            let mut call = |n: u64, u: Usage, reasoning: u64, report: &mut Report, key: &'a str| {
                 // Every call is at the answer's line: its place tells
                 // them apart (a store's row key); the fallback of no
                 // step-finish part (`u64::MAX`) is the line's one usage.
@@ -872,7 +883,7 @@ impl Db {
                 rows.push(
                     report,
                     Row {
-                        key: arena.alloc_str(&key),
+                        key,
                         fingerprint: fp,
                         line,
                         byte,
@@ -887,7 +898,7 @@ impl Db {
                 }
                 let cost = p.cost.as_f64().unwrap_or(0.0);
                 let (u, reasoning) = usage_of(&p.tokens, cost);
-                call(n, u, reasoning, report, format!("{}/{pid}", m.id));
+                call(n, u, reasoning, report, join(arena, &[m.id, "/", *pid]));
                 n += 1;
             }
             if n == 0 {
@@ -896,7 +907,13 @@ impl Db {
                 let cost = data.cost.as_f64().unwrap_or(0.0);
                 let (u, reasoning) = usage_of(&data.tokens, cost);
                 if !is_zero(&u) {
-                    call(u64::MAX, u, reasoning, report, format!("{}/tokens", m.id));
+                    call(
+                        u64::MAX,
+                        u,
+                        reasoning,
+                        report,
+                        join(arena, &[m.id, "/tokens"]),
+                    );
                 }
             }
         }
@@ -1034,7 +1051,7 @@ impl Db {
                 _ => continue,
             };
             let state = p.state();
-            let row_key: &'a str = arena.alloc_str(&format!("{}/{pid}", m.id));
+            let row_key: &'a str = join(arena, &[m.id, "/", *pid]);
             let rec = report.count_record(Role::ToolResult, filter).then(|| {
                 let (session, source, project) = shared_of(arena);
                 let name = p.tool.get().unwrap_or("");
