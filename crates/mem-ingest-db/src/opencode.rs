@@ -35,7 +35,7 @@ use rusqlite::types::Value as SqlValue;
 use rusqlite::{Connection, OptionalExtension};
 use serde_json::Value;
 
-use crate::lenient::{glance, parse, Any, Node, Num};
+use crate::lenient::{glance, parse, Any, Glance, Node, Num};
 use crate::lineage::Lineages;
 use crate::sqlite::{fail, has_table, in_read, open_read_only};
 
@@ -317,6 +317,10 @@ struct MsgRef<'b> {
     data: Result<&'b str, &'static str>,
     /// `(part id, data)`, by creation time then id.
     parts: Vec<(&'b str, PartData<'b>)>,
+    /// Each part's glance, when the thread reading ahead took them (else
+    /// empty: the counting thread glances): `None` where the glance was
+    /// not sure.
+    glances: Vec<Option<Glance<'b>>>,
 }
 
 /// How large a batch was: the next one is given room for as much (a
@@ -328,6 +332,10 @@ struct Sizes {
     parts: usize,
 }
 
+/// A part's glance kept by the thread reading ahead: `type` and the tool
+/// state's `status` ([`Glance`]) as spans of the batch's text.
+type GlanceAt = (Option<Span>, Node<Option<Span>>);
+
 /// A batch's messages with their parts, and the sessions they name not
 /// known before.
 #[derive(Default)]
@@ -336,6 +344,12 @@ struct Batch {
     text: String,
     msgs: Vec<Msg>,
     parts: Vec<Part>,
+    /// The glances (each part's `type` and tool state's `status` as spans
+    /// of the text) of the batch's first parts, taken by the thread
+    /// reading ahead for a read that builds no record: half of the
+    /// counting thread's largest work done on the reading one. Empty
+    /// otherwise.
+    glances: Vec<Option<GlanceAt>>,
     sessions: Vec<(String, Session)>,
 }
 
@@ -346,6 +360,7 @@ impl Batch {
             text: String::with_capacity(like.text + like.text / 4),
             msgs: Vec::with_capacity(like.msgs),
             parts: Vec::with_capacity(like.parts),
+            glances: Vec::new(),
             sessions: Vec::new(),
         }
     }
@@ -415,6 +430,44 @@ impl Batch {
         Ok(())
     }
 
+    /// Glances at the `data` ([`glance`]) of the batch's first parts,
+    /// keeping spans: those of the first half of the parts' bytes (the
+    /// thread reading ahead also waits on SQLite's page reads; the
+    /// counting thread glances at the rest), by whole messages.
+    fn glance_parts(&mut self) {
+        let size = |p: &Part| p.data.as_ref().map_or(0, ExactSizeIterator::len);
+        let half = self.parts.iter().map(size).sum::<usize>() / 2;
+        let mut upto = 0;
+        let mut bytes = 0;
+        for m in &self.msgs {
+            if bytes >= half {
+                break;
+            }
+            bytes += self.parts[m.parts.clone()].iter().map(size).sum::<usize>();
+            upto = m.parts.end;
+        }
+        let text = &self.text;
+        self.glances = self.parts[..upto]
+            .iter()
+            .map(|p| {
+                let d = p.data.as_ref().ok()?;
+                let t = &text[d.clone()];
+                let at = |s: &str| {
+                    let o = d.start + (s.as_ptr() as usize - t.as_ptr() as usize);
+                    o..o + s.len()
+                };
+                let g = glance(t, "type", "state", "status")?;
+                let obj = match g.obj {
+                    Node::Absent => Node::Absent,
+                    Node::Null => Node::Null,
+                    Node::Other => Node::Other,
+                    Node::Obj(s) => Node::Obj(s.map(at)),
+                };
+                Some((g.key.map(at), obj))
+            })
+            .collect();
+    }
+
     fn str(&self, s: &Span) -> &str {
         &self.text[s.clone()]
     }
@@ -430,6 +483,23 @@ impl Batch {
             parts: self.parts[m.parts.clone()]
                 .iter()
                 .map(|p| (self.str(&p.id), p.data.clone().map(|d| self.str(&d))))
+                .collect(),
+            glances: self
+                .glances
+                .get(m.parts.clone())
+                .unwrap_or_default()
+                .iter()
+                .map(|g| {
+                    g.as_ref().map(|(key, obj)| Glance {
+                        key: key.as_ref().map(|k| self.str(k)),
+                        obj: match obj {
+                            Node::Absent => Node::Absent,
+                            Node::Null => Node::Null,
+                            Node::Other => Node::Other,
+                            Node::Obj(s) => Node::Obj(s.as_ref().map(|s| self.str(s))),
+                        },
+                    })
+                })
                 .collect(),
         }
     }
@@ -475,7 +545,7 @@ struct Ahead {
 }
 
 impl Ahead {
-    fn start(path: PathBuf, mut mark: i64) -> Ahead {
+    fn start(path: PathBuf, mut mark: i64, glances: bool) -> Ahead {
         let (tx, rx) = std::sync::mpsc::sync_channel(1);
         let thread = std::thread::spawn(move || {
             let conn = match open_read_only(&path) {
@@ -489,6 +559,12 @@ impl Ahead {
             let mut like = Sizes::default();
             loop {
                 let batch = read(&conn, &|s| known.contains(s), None, mark, &like)
+                    .map(|mut b| {
+                        if glances {
+                            b.glance_parts();
+                        }
+                        b
+                    })
                     .map_err(|e| fail(&path, "cannot read its messages", &e));
                 let end = match &batch {
                     Ok(b) => {
@@ -1141,7 +1217,7 @@ impl Database for Db {
             None if self.read_ahead => {
                 let path = &self.path;
                 self.ahead
-                    .get_or_insert_with(|| Ahead::start(path.clone(), mark))
+                    .get_or_insert_with(|| Ahead::start(path.clone(), mark, filter.builds_none()))
                     .next()
             }
             _ => {
@@ -1251,10 +1327,14 @@ impl Database for Db {
             let parts: Vec<data::Part<'_>> = m
                 .parts
                 .iter()
-                .map(|&(id, d)| {
+                .enumerate()
+                .map(|(j, &(id, d))| {
                     let d = match d {
                         Ok(d) => match glance_parts
-                            .then(|| glance(d, "type", "state", "status"))
+                            .then(|| match m.glances.get(j) {
+                                Some(g) => g.clone(),
+                                None => glance(d, "type", "state", "status"),
+                            })
                             .flatten()
                             .filter(|g| match g.key {
                                 Some("step-finish") => false,
