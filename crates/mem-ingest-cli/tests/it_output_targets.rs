@@ -10,17 +10,32 @@
 #[path = "../../mem-ingest/tests/common/mod.rs"]
 mod common;
 
+use std::ffi::OsStr;
 use std::fs;
 use std::io::Read;
 use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Output};
 
-fn tmpdir(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("mem-ingest-targets-{}-{tag}", std::process::id()));
-    let _ = fs::remove_dir_all(&d);
-    fs::create_dir_all(&d).unwrap();
-    d
+/// `backfill -q ARGS` of the fixture, run in `dir`.
+fn backfill(dir: &Path, args: &[&dyn AsRef<OsStr>]) -> Output {
+    common::cli()
+        .current_dir(dir)
+        .args(["backfill", "-q"])
+        .args(args.iter().map(|a| a.as_ref()))
+        .arg(fixture())
+        .output()
+        .unwrap()
+}
+
+/// `out`, which must have succeeded.
+fn ok(out: Output) -> Output {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
 }
 
 fn fixture() -> PathBuf {
@@ -55,20 +70,11 @@ fn names(d: &Path) -> Vec<String> {
 /// What the fixture gives on stdout, records and usage rows, for the
 /// comparison.
 fn expected(tag: &str) -> (String, String) {
-    let d = tmpdir(&format!("expected-{tag}"));
-    let out = Command::new(common::bin())
-        .args(["backfill", "-q", "-o"])
-        .arg(d.join("r.ndjson"))
-        .arg("--usage-out")
-        .arg(d.join("u.ndjson"))
-        .arg(fixture())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let d = common::tmpdir("targets", &format!("expected-{tag}"));
+    ok(backfill(
+        &d,
+        &[&"-o", &"r.ndjson", &"--usage-out", &"u.ndjson"],
+    ));
     let r = fs::read_to_string(d.join("r.ndjson")).unwrap();
     let u = fs::read_to_string(d.join("u.ndjson")).unwrap();
     fs::remove_dir_all(d).unwrap();
@@ -80,24 +86,12 @@ fn pipes_named_by_o_and_usage_out_are_written_in_place_and_stay_pipes() {
     let (want_r, want_u) = expected("fifo");
     assert_eq!(want_r.lines().count(), 22);
     assert_eq!(want_u.lines().count(), 8);
-    let d = tmpdir("fifo");
+    let d = common::tmpdir("targets", "fifo");
     let (r, u) = (d.join("records"), d.join("usage"));
     mkfifo(&r);
     mkfifo(&u);
     let (rr, ur) = (drain(&r), drain(&u));
-    let out = Command::new(common::bin())
-        .args(["backfill", "-q", "-o"])
-        .arg(&r)
-        .arg("--usage-out")
-        .arg(&u)
-        .arg(fixture())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    ok(backfill(&d, &[&"-o", &r, &"--usage-out", &u]));
     // Checked before the readers are joined: a pipe renamed over leaves
     // them waiting for a writer that never comes (the test would hang).
     assert!(fs::symlink_metadata(&r).unwrap().file_type().is_fifo());
@@ -114,37 +108,18 @@ fn dev_stdout_on_a_pipe_is_written_in_place() {
     // `/dev/stdout` is a link `readlink` reads as `pipe:[N]`: the kernel
     // follows it, a path built from it names nothing.
     let (want_r, _) = expected("stdout");
-    let out = Command::new(common::bin())
-        .args(["backfill", "-q", "-o", "/dev/stdout"])
-        .arg(fixture())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = ok(backfill(Path::new("/"), &[&"-o", &"/dev/stdout"]));
     assert_eq!(String::from_utf8(out.stdout).unwrap(), want_r);
 }
 
 #[test]
 fn a_link_named_by_o_stays_a_link_and_the_file_it_names_is_replaced() {
     let (want_r, _) = expected("link");
-    let d = tmpdir("link");
+    let d = common::tmpdir("targets", "link");
     fs::create_dir(d.join("real")).unwrap();
     fs::write(d.join("real/out.ndjson"), "old\n").unwrap();
     std::os::unix::fs::symlink("real/out.ndjson", d.join("out.ndjson")).unwrap();
-    let out = Command::new(common::bin())
-        .args(["backfill", "-q", "-o", "out.ndjson"])
-        .arg(fixture())
-        .current_dir(&d)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    ok(backfill(&d, &[&"-o", &"out.ndjson"]));
     assert!(fs::symlink_metadata(d.join("out.ndjson"))
         .unwrap()
         .file_type()
@@ -164,17 +139,10 @@ fn a_link_named_by_o_stays_a_link_and_the_file_it_names_is_replaced() {
 
 #[test]
 fn a_state_is_refused_an_output_that_is_not_a_regular_file() {
-    let d = tmpdir("state");
+    let d = common::tmpdir("targets", "state");
     let r = d.join("records");
     mkfifo(&r);
-    let out = Command::new(common::bin())
-        .args(["backfill", "-q", "--state"])
-        .arg(d.join("s.state"))
-        .arg("-o")
-        .arg(&r)
-        .arg(fixture())
-        .output()
-        .unwrap();
+    let out = backfill(&d, &[&"--state", &"s.state", &"-o", &r]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert_eq!(

@@ -354,7 +354,7 @@ impl NdjsonFile {
     fn open_temporary(&mut self) -> Result<(), Error> {
         // The kernel follows the links itself: `/dev/stdout` or
         // `/dev/fd/N` read by `readlink` name `pipe:[N]`, no path at all.
-        if std::fs::metadata(&self.path).is_ok_and(|m| !m.is_file() && !m.is_dir()) {
+        if not_a_file(&self.path).is_some() {
             let f = OpenOptions::new()
                 .write(true)
                 .open(&self.path)
@@ -422,11 +422,12 @@ impl NdjsonFile {
     }
 }
 
-/// What an output that is not a regular file is, for a message (`None`
-/// for a regular file or a folder, which opening names).
-fn not_a_file(m: &std::fs::Metadata) -> Option<&'static str> {
+/// What the output at `path` is when it is there and not a regular file,
+/// for a message (`None` for a regular file, a folder, which opening
+/// names, or nothing there). Links are followed, as the kernel does.
+fn not_a_file(path: &Path) -> Option<&'static str> {
     use std::os::unix::fs::FileTypeExt;
-    let t = m.file_type();
+    let t = std::fs::metadata(path).ok()?.file_type();
     if t.is_fifo() {
         Some("a named pipe")
     } else if t.is_char_device() || t.is_block_device() {
@@ -541,10 +542,7 @@ impl Sink for NdjsonFile {
             }
         };
         let created = std::fs::symlink_metadata(&self.path).is_err();
-        if let Some(what) = std::fs::metadata(&self.path)
-            .ok()
-            .and_then(|m| not_a_file(&m))
-        {
+        if let Some(what) = not_a_file(&self.path) {
             return Err(Error::new(&self.path, ErrorKind::OutputNotAFile(what)));
         }
         let mut f = OpenOptions::new()
