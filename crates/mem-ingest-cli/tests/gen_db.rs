@@ -169,26 +169,10 @@ fn generated_opencode_databases_are_reproducible_and_stats_equals_their_rows() {
         String::from_utf8_lossy(&out.stderr)
     );
     let db = rusqlite::Connection::open(&store).unwrap();
-    let sums: [i64; 6] = db
-        .query_row(
-            "SELECT count(*), sum(input), sum(output), sum(cache_read), sum(cache_write), \
-             sum(total_tokens) FROM usage",
-            [],
-            |r| {
-                Ok([
-                    r.get(0)?,
-                    r.get(1)?,
-                    r.get(2)?,
-                    r.get(3)?,
-                    r.get(4)?,
-                    r.get(5)?,
-                ])
-            },
-        )
-        .unwrap();
+    let (n, sums) = store_usage_sums(&db);
     let usage = |k: &str| s["usage"][k].as_i64().unwrap();
     assert_eq!(
-        sums[1..],
+        sums,
         [
             usage("input"),
             usage("output"),
@@ -204,7 +188,7 @@ fn generated_opencode_databases_are_reproducible_and_stats_equals_their_rows() {
             |r| r.get(0),
         )
         .unwrap();
-    assert!(later > 0 && later < sums[0], "{later} of {} rows", sums[0]);
+    assert!(later > 0 && later < n, "{later} of {n} rows");
     fs::remove_dir_all(d).unwrap();
 }
 
@@ -280,6 +264,23 @@ fn generated_goose_databases_are_reproducible_and_stats_equals_their_rows() {
     assert_stats_equal(&s, &count("goose", &only)["ours"], &roles);
     assert_eq!(s["usage"], stats("goose", &d, Some(&main))["usage"]);
     fs::remove_dir_all(d).unwrap();
+}
+
+/// The number of rows of a store's `usage` table, and the sums of their
+/// `input`, `output`, `cache_read`, `cache_write` and `total_tokens`.
+fn store_usage_sums(db: &rusqlite::Connection) -> (i64, [i64; 5]) {
+    db.query_row(
+        "SELECT count(*), sum(input), sum(output), sum(cache_read), sum(cache_write), \
+         sum(total_tokens) FROM usage",
+        [],
+        |r| {
+            Ok((
+                r.get(0)?,
+                [r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?],
+            ))
+        },
+    )
+    .unwrap()
 }
 
 /// Sums of `input`, `output`, `cache_read`, `cache_write` and
@@ -394,20 +395,7 @@ fn a_database_read_in_parts_has_every_usage_row_in_every_sink() {
     // The store's usage table: the same rows.
     let store = d.join("store.db");
     backfill(&[&"--db", &store]);
-    let conn = rusqlite::Connection::open(&store).unwrap();
-    let (n, sums): (i64, [i64; 5]) = conn
-        .query_row(
-            "SELECT count(*), sum(input), sum(output), sum(cache_read), sum(cache_write), \
-             sum(total_tokens) FROM usage",
-            [],
-            |r| {
-                Ok((
-                    r.get(0)?,
-                    [r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?],
-                ))
-            },
-        )
-        .unwrap();
+    let (n, sums) = store_usage_sums(&rusqlite::Connection::open(&store).unwrap());
     assert_eq!(n as usize, rows);
     assert_eq!(sums.map(|v| v as u64), want, "the store's usage table");
     // `usage daily --json`, from the database and from the store.
