@@ -266,6 +266,16 @@ pub(crate) enum Node<T> {
 }
 
 impl<T> Node<T> {
+    /// The same node, an object's fields made `U` by `f`.
+    pub(crate) fn map<U>(self, f: impl FnOnce(T) -> U) -> Node<U> {
+        match self {
+            Node::Absent => Node::Absent,
+            Node::Null => Node::Null,
+            Node::Other => Node::Other,
+            Node::Obj(t) => Node::Obj(f(t)),
+        }
+    }
+
     /// The object's fields, when it is one.
     pub(crate) fn obj(&self) -> Option<&T> {
         match self {

@@ -402,13 +402,14 @@ impl Batch {
     /// text.
     fn str_of(&mut self, r: &rusqlite::Row<'_>, i: usize) -> rusqlite::Result<Span> {
         let from = self.text.len();
-        match r.get_ref(i)? {
-            rusqlite::types::ValueRef::Text(t) if simdutf8::basic::from_utf8(t).is_ok() => {
-                self.text
-                    .push_str(simdutf8::basic::from_utf8(t).expect("checked"));
-            }
-            // Not text: the error reading it as a `String` gives.
-            _ => self.text.push_str(&r.get::<_, String>(i)?),
+        let utf8 = match r.get_ref(i)? {
+            rusqlite::types::ValueRef::Text(t) => simdutf8::basic::from_utf8(t).ok(),
+            _ => None,
+        };
+        match utf8 {
+            Some(t) => self.text.push_str(t),
+            // Not UTF-8 text: the error reading it as a `String` gives.
+            None => self.text.push_str(&r.get::<_, String>(i)?),
         }
         Ok(from..self.text.len())
     }
@@ -457,13 +458,7 @@ impl Batch {
                     o..o + s.len()
                 };
                 let g = glance(t, "type", "state", "status")?;
-                let obj = match g.obj {
-                    Node::Absent => Node::Absent,
-                    Node::Null => Node::Null,
-                    Node::Other => Node::Other,
-                    Node::Obj(s) => Node::Obj(s.map(at)),
-                };
-                Some((g.key.map(at), obj))
+                Some((g.key.map(at), g.obj.map(|s| s.map(at))))
             })
             .collect();
     }
@@ -492,12 +487,7 @@ impl Batch {
                 .map(|g| {
                     g.as_ref().map(|(key, obj)| Glance {
                         key: key.as_ref().map(|k| self.str(k)),
-                        obj: match obj {
-                            Node::Absent => Node::Absent,
-                            Node::Null => Node::Null,
-                            Node::Other => Node::Other,
-                            Node::Obj(s) => Node::Obj(s.as_ref().map(|s| self.str(s))),
-                        },
+                        obj: obj.clone().map(|s| s.map(|s| self.str(&s))),
                     })
                 })
                 .collect(),
@@ -1628,15 +1618,10 @@ mod data {
             let borrowed = |s: Option<&'a str>| Str(s.map(std::borrow::Cow::Borrowed));
             Part {
                 kind: borrowed(g.key),
-                state: match g.obj {
-                    Node::Absent => Node::Absent,
-                    Node::Null => Node::Null,
-                    Node::Other => Node::Other,
-                    Node::Obj(status) => Node::Obj(State {
-                        status: borrowed(status),
-                        ..State::default()
-                    }),
-                },
+                state: g.obj.clone().map(|status| State {
+                    status: borrowed(status),
+                    ..State::default()
+                }),
                 ..Part::default()
             }
         }
