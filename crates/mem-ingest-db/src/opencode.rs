@@ -17,13 +17,16 @@
 //! its content, so that the calls a fork copied count once.
 //!
 //! 2.x's `session_message` table is read after the 1.x tables ([`v2`]):
-//! its rows written there alone. Not read (said in `docs/opencode.md`):
-//! the pre-1.2 `storage/` JSON tree.
+//! its rows written there alone. The pre-1.2 `storage/` JSON tree beside
+//! the databases is read too ([`tree`]): its message files are documents,
+//! whose messages are those of the database rows of the same ids, each
+//! emitted once.
 
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 
 use bumpalo::Bump;
+use mem_ingest_parse::document;
 use mem_ingest_parse::format::{BoxedSource, Format, Input};
 use mem_ingest_parse::json::fingerprint;
 use mem_ingest_parse::report::UsageAt;
@@ -39,6 +42,7 @@ use crate::lenient::{glance, parse, Any, Glance, Node, Num};
 use crate::lineage::Lineages;
 use crate::sqlite::{fail, has_table, in_read, open_read_only};
 
+mod tree;
 mod v2;
 
 /// The OpenCode format.
@@ -100,12 +104,15 @@ impl Format for OpenCode {
 
     /// Its databases by name only, and the one `OPENCODE_DB` names: a
     /// folder walked never opens another database (nor the store) as
-    /// OpenCode's.
+    /// OpenCode's; and the JSON tree's message files
+    /// (`storage/message/<sessionID>/<messageID>.json`; their parts are
+    /// read with them).
     fn is_session_file(&self, path: &Path) -> bool {
         path.file_name()
             .and_then(|n| n.to_str())
             .is_some_and(is_database_name)
             || env_database().is_some_and(|d| d == path)
+            || tree::is_message_file(path)
     }
 
     fn default_archive(&self) -> Result<PathBuf, String> {
@@ -113,9 +120,10 @@ impl Format for OpenCode {
             .map(|v| v.into_iter().next().expect("one at least"))
     }
 
-    /// The data folder when it holds a database, and the database
-    /// `OPENCODE_DB` names when it is a file outside it (one inside is
-    /// found in the folder): both read, their messages deduplicated by id.
+    /// The data folder when it holds a database or a JSON tree's messages
+    /// (`storage/message/`), and the database `OPENCODE_DB` names when it
+    /// is a file outside it (one inside is found in the folder): all read,
+    /// their messages deduplicated by id.
     fn default_archives(&self) -> Result<Vec<PathBuf>, String> {
         let dir = data_dir();
         let env = env_database();
@@ -128,11 +136,11 @@ impl Format for OpenCode {
                         e.file_type().is_ok_and(|t| t.is_file()) && self.is_session_file(&e.path())
                     })
                 });
-                if has_db {
+                if has_db || tree::has_tree(d) {
                     found.push(d.clone());
                 } else {
                     tried.push(format!(
-                        "no opencode.db (or opencode-<channel>.db) in {}",
+                        "no opencode.db (or opencode-<channel>.db) and no storage/message/ in {}",
                         d.display()
                     ));
                 }
@@ -155,16 +163,26 @@ impl Format for OpenCode {
 
     fn open<'d>(
         &self,
-        _input: Input<'d>,
+        input: Input<'d>,
         path: &Path,
         opts: &SourceOptions,
     ) -> Result<BoxedSource<'d>, Error> {
+        if tree::is_message_file(path) {
+            return Ok(document::open(
+                &tree::Tree,
+                tree::TAG,
+                input,
+                path,
+                None,
+                opts,
+            ));
+        }
         Ok(rows::open(self, path, None, opts))
     }
 
     fn resume<'d>(
         &self,
-        _input: Input<'d>,
+        input: Input<'d>,
         path: &Path,
         header: &Header,
         context: &[u8],
@@ -172,6 +190,16 @@ impl Format for OpenCode {
         _lines_before: u64,
         opts: &SourceOptions,
     ) -> BoxedSource<'d> {
+        if tree::is_message_file(path) {
+            return document::open(
+                &tree::Tree,
+                tree::TAG,
+                input,
+                path,
+                Some((header, context)),
+                opts,
+            );
+        }
         rows::open(self, path, Some((header, context)), opts)
     }
 
@@ -179,8 +207,14 @@ impl Format for OpenCode {
         true
     }
 
-    fn is_rows(&self, _path: &Path) -> bool {
-        true
+    /// A database; not a JSON tree's message file, a document.
+    fn is_rows(&self, path: &Path) -> bool {
+        !tree::is_message_file(path)
+    }
+
+    /// A JSON tree's message file ([`tree`]).
+    fn is_document(&self, path: &Path) -> bool {
+        tree::is_message_file(path)
     }
 
     /// Its sessions are lineages of their own (a root session and its
@@ -885,9 +919,9 @@ pub(crate) fn record<'a>(
 }
 
 impl Db {
-    /// Counts and pushes the rows of one final message. Its record's text
-    /// is built only when the role filter keeps it (`stats` keeps none).
-    #[allow(clippy::too_many_lines, clippy::too_many_arguments)]
+    /// Counts and pushes the rows of one final message ([`Emit::emit`]),
+    /// its project its session's directory.
+    #[allow(clippy::too_many_arguments)]
     fn emit<'a>(
         &mut self,
         m: &MsgRef<'_>,
@@ -898,10 +932,56 @@ impl Db {
         report: &mut Report,
         rows: &mut Rows<'a>,
     ) {
+        Emit {
+            bytes: &mut self.bytes,
+            directory: self.sessions.get(m.session).map(|s| s.directory.as_str()),
+        }
+        .emit(m, data, parts, arena, filter, report, rows);
+    }
+}
+
+/// Where the rows of a message go: a database's batch ([`Rows`]), or the
+/// items of a JSON tree's message file ([`tree`]).
+trait Out<'a> {
+    /// Adds the next row, counted in `report`.
+    fn push(&mut self, report: &mut Report, row: Row<'a>);
+}
+
+impl<'a> Out<'a> for Rows<'a> {
+    fn push(&mut self, report: &mut Report, row: Row<'a>) {
+        Rows::push(self, report, row);
+    }
+}
+
+/// What the rows of one message take from where it was read: the bytes
+/// read before it (grown by its own), and its session's directory.
+struct Emit<'s> {
+    bytes: &'s mut u64,
+    /// The session's `directory` (the project; the message's `path.cwd`
+    /// where none or empty).
+    directory: Option<&'s str>,
+}
+
+impl Emit<'_> {
+    /// Counts and pushes the rows of one final message: its record, each
+    /// LLM call's usage (a row without a record), each finished tool
+    /// part's `tool_result`. Its record's text is built only when the role
+    /// filter keeps it (`stats` keeps none).
+    #[allow(clippy::too_many_lines, clippy::too_many_arguments)]
+    fn emit<'a>(
+        &mut self,
+        m: &MsgRef<'_>,
+        data: &data::Msg<'_>,
+        parts: &[data::Part<'_>],
+        arena: &'a Bump,
+        filter: RoleFilter,
+        report: &mut Report,
+        rows: &mut impl Out<'a>,
+    ) {
         let len = |d: &PartData<'_>| d.map_or(0, str::len);
-        self.bytes += (len(&m.data) + m.parts.iter().map(|p| len(&p.1)).sum::<usize>()) as u64;
+        *self.bytes += (len(&m.data) + m.parts.iter().map(|p| len(&p.1)).sum::<usize>()) as u64;
         let line = u64::try_from(m.rowid).unwrap_or(0);
-        let byte = self.bytes;
+        let byte = *self.bytes;
         let id: &'a str = arena.alloc_str(m.id);
         let time = data.time.obj().and_then(|t| t.created.as_i64());
         let role = match data.role.get() {
@@ -993,9 +1073,7 @@ impl Db {
                 let session: &'a str = arena.alloc_str(m.session);
                 let source: &'a str = arena.alloc_str(&format!("opencode:{}", m.session));
                 let directory = self
-                    .sessions
-                    .get(m.session)
-                    .map(|s| s.directory.as_str())
+                    .directory
                     .filter(|d| !d.is_empty())
                     .or_else(|| data.path.obj().and_then(|p| p.0.get()))
                     .unwrap_or("");
