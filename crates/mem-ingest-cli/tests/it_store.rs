@@ -2212,7 +2212,8 @@ fn missing_folders_stores_and_archives_create_nothing() {
              {h}/Library/Application Support/Cursor/User/globalStorage/saoudrizwan.claude-dev; \
              no Claude Code archive: no projects/ folder in \
              {h}/projects; no Codex archive: no {h}/sessions nor {h}/archived_sessions; \
-             no OpenCode archive: no opencode.db (or opencode-<channel>.db) in {h}/opencode; \
+             no OpenCode archive: no opencode.db (or opencode-<channel>.db) and no storage/message/ \
+             in {h}/opencode; \
              no Goose archive: no {h}/goose/sessions/sessions.db, \
              {h}/.local/share/goose/sessions/sessions.db, \
              {h}/Library/Application Support/Block/goose/sessions/sessions.db, \
