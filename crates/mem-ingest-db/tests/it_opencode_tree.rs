@@ -549,3 +549,106 @@ fn tokscales_message_file_without_parts_is_an_answer_with_its_own_tokens() {
     assert_eq!(got[0].timestamp, Some(1_733_011_200_000));
     assert_eq!(usage(&s), (1000, 500, 200, 100, 1800));
 }
+
+/// Sessions `ses_1` (with the tree's messages) and another root session
+/// of the other shard of two, with a child session (`parentID`) of it,
+/// each a user message in the tree; all migrated to the database.
+#[test]
+fn shards_of_a_tree_and_its_database_write_each_message_once_between_them() {
+    use mem_ingest::checkpoint::Shard;
+    let d = tmpdir("shards");
+    let data = d.join("data");
+    tree(&data);
+    let shard = |s: &str| mem_ingest_parse::rows::shard_of(&format!("opencode:{s}"), 2);
+    let other = (0..100)
+        .map(|i| format!("ses_o{i}"))
+        .find(|s| shard(s) != shard("ses_1"))
+        .unwrap();
+    let s = data.join("storage");
+    let child = "ses_child";
+    for (sid, parent) in [(other.as_str(), None), (child, Some(other.as_str()))] {
+        let mut v = json!({"id": sid, "projectID": "p1", "directory": "/proj"});
+        if let Some(p) = parent {
+            v["parentID"] = json!(p);
+        }
+        put(&s.join(format!("session/p1/{sid}.json")), &v);
+        let mid = format!("msg_{sid}");
+        put(
+            &s.join(format!("message/{sid}/{mid}.json")),
+            &json!({"id": mid, "sessionID": sid, "role": "user", "time": {"created": 9000}}),
+        );
+        put(
+            &s.join(format!("part/{mid}/prt_{sid}.json")),
+            &json!({"type": "text", "text": format!("in {sid}")}),
+        );
+    }
+    let c = migrate(&data);
+    for (sid, parent) in [(other.as_str(), None), (child, Some(other.as_str()))] {
+        c.execute(
+            "INSERT INTO session VALUES (?1, 'p1', ?2, '/proj', 't', 3, 3)",
+            rusqlite::params![sid, parent],
+        )
+        .unwrap();
+        let mid = format!("msg_{sid}");
+        c.execute(
+            "INSERT INTO message VALUES (?1, ?2, 9000, 9000, ?3)",
+            rusqlite::params![
+                mid,
+                sid,
+                json!({"role": "user", "time": {"created": 9000}}).to_string()
+            ],
+        )
+        .unwrap();
+        c.execute(
+            "INSERT INTO part VALUES (?1, ?2, ?3, 99, 99, ?4)",
+            rusqlite::params![
+                format!("prt_{sid}"),
+                mid,
+                sid,
+                json!({"type": "text", "text": format!("in {sid}")}).to_string()
+            ],
+        )
+        .unwrap();
+    }
+    drop(c);
+    let mut want = tree_records();
+    want.push(k(
+        &format!("{other}:msg_{other}"),
+        Role::User,
+        &format!("in {other}"),
+    ));
+    want.push(k(
+        &format!("{child}:msg_{child}"),
+        Role::User,
+        &format!("in {child}"),
+    ));
+    want.sort();
+    let mut all = Vec::new();
+    let mut input = 0;
+    for k in 0..2 {
+        let state = d.join(format!("state-{k}"));
+        let run = || {
+            Archive::builder()
+                .path(&data)
+                .formats(vec![Arc::new(OpenCode) as Arc<dyn Format>])
+                .shard(Shard { k, n: 2 })
+                .state(&state)
+                .build()
+        };
+        let mut got = Vec::new();
+        let s = run().backfill(&mut ForEach(|r| got.push(r))).unwrap();
+        assert!(s.failures.is_empty(), "{:?}", s.failures);
+        assert!(!got.is_empty(), "shard {k} wrote nothing");
+        // A lineage's messages in one shard: the child with its parent.
+        let sessions: std::collections::BTreeSet<&str> =
+            got.iter().map(|r| r.session.as_str()).collect();
+        assert_eq!(sessions.contains(child), sessions.contains(other.as_str()));
+        input += s.report.usage.input;
+        all.extend(got);
+        let s = run().backfill(&mut ForEach(|r| panic!("{r:?}"))).unwrap();
+        assert_eq!(s.written, 0);
+    }
+    assert_eq!(sorted(&all), want);
+    assert_eq!(input, TREE_USAGE.0);
+    fs::remove_dir_all(d).unwrap();
+}
