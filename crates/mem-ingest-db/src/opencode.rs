@@ -169,7 +169,7 @@ impl Format for OpenCode {
     ) -> Result<BoxedSource<'d>, Error> {
         if tree::is_message_file(path) {
             return Ok(document::open(
-                &tree::Tree,
+                &tree::Tree { shard: opts.shard },
                 tree::TAG,
                 input,
                 path,
@@ -192,7 +192,7 @@ impl Format for OpenCode {
     ) -> BoxedSource<'d> {
         if tree::is_message_file(path) {
             return document::open(
-                &tree::Tree,
+                &tree::Tree { shard: opts.shard },
                 tree::TAG,
                 input,
                 path,

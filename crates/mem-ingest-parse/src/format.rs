@@ -348,8 +348,12 @@ pub trait Format: Send + Sync {
     /// lineages (a root session and its descendants) and are read by
     /// lineage under `--shard K/N`: such a database is read by every
     /// shard, each taking only its lineages' rows
-    /// ([`crate::rows::Database::only_shard`]). Default: no (a database
-    /// is its header's lineage, read whole by that lineage's shard).
+    /// ([`crate::rows::Database::only_shard`]). Its documents
+    /// ([`Format::is_document`]: OpenCode's JSON tree beside its
+    /// databases, whose messages the databases hold too) are then every
+    /// shard's as well, each reading those of its shard's lineages
+    /// ([`SourceOptions::shard`]). Default: no (a database is its
+    /// header's lineage, read whole by that lineage's shard).
     fn shards_rows(&self) -> bool {
         false
     }

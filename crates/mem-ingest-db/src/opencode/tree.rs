@@ -21,7 +21,9 @@
 //! once), whichever is read first, in one run or across runs with a
 //! checkpoint. Ids come from the file names (OpenCode's migration trusts
 //! them over the JSON): the message's from its file, the session's from
-//! its folder.
+//! its folder. Under `--shard K/N` every shard reads the tree, each the
+//! messages of its lineages (a session's `parentID`s up to its root), as
+//! each reads a database's rows.
 //!
 //! A part's rewrite does not touch its message's file, which is what the
 //! engine watches (its size and time): an assistant message is read once
@@ -40,7 +42,7 @@ use bumpalo::Bump;
 use mem_ingest_parse::document::{Item, Items, MapDocument};
 use mem_ingest_parse::json::fingerprint;
 use mem_ingest_parse::line_reader::bom_len;
-use mem_ingest_parse::rows::Row;
+use mem_ingest_parse::rows::{shard_of, Row};
 use mem_ingest_parse::{Header, Report, RoleFilter, SkipReason};
 
 use super::{data, Emit, MsgRef, Out, LINEAGE};
@@ -70,7 +72,11 @@ pub(crate) fn has_tree(dir: &Path) -> bool {
 }
 
 /// A message file's reading.
-pub(super) struct Tree;
+pub(super) struct Tree {
+    /// `--shard K/N` as `(K, N)`: only the messages of sessions whose
+    /// lineage's root is shard K's ([`root_of`]), as a database's rows.
+    pub shard: Option<(u32, u32)>,
+}
 
 /// A file's name without `.json`, when UTF-8.
 fn stem(path: &Path) -> Option<&str> {
@@ -108,34 +114,67 @@ fn object_of(path: &Path) -> Option<serde_json::Map<String, serde_json::Value>> 
     }
 }
 
-/// A session's `directory` (`session/<projectID>/<sessionID>.json`), else
-/// its project's `worktree` (`project/<projectID>.json`); `None` when
-/// neither says one (the message's `path.cwd` is taken then).
-fn directory_of(storage: &Path, session: &str, cwd: Option<&str>) -> Option<String> {
+/// A session's file, `session/<projectID>/<sessionID>.json` (its project
+/// folder not known: each is tried), and its project id (`projectID`, else
+/// its folder's name).
+fn session_of(
+    storage: &Path,
+    session: &str,
+) -> Option<(serde_json::Map<String, serde_json::Value>, Option<String>)> {
     let name = format!("{session}.json");
     let rd = std::fs::read_dir(storage.join("session")).ok()?;
-    for e in rd.flatten() {
-        let Some(s) = object_of(&e.path().join(&name)) else {
-            continue;
-        };
-        let dir = s.get("directory").and_then(|d| d.as_str());
-        if let Some(d) = dir.filter(|d| !d.is_empty()) {
-            return Some(d.to_owned());
-        }
-        if cwd.is_some_and(|c| !c.is_empty()) {
-            return None;
-        }
+    rd.flatten().find_map(|e| {
+        let s = object_of(&e.path().join(&name))?;
         let project = s
             .get("projectID")
             .and_then(|p| p.as_str())
             .map(str::to_owned)
-            .or_else(|| e.file_name().to_str().map(str::to_owned))?;
-        return object_of(&storage.join("project").join(format!("{project}.json")))?
-            .get("worktree")
-            .and_then(|w| w.as_str())
-            .map(str::to_owned);
+            .or_else(|| e.file_name().to_str().map(str::to_owned));
+        Some((s, project))
+    })
+}
+
+/// A session's `directory`, else its project's `worktree`
+/// (`project/<projectID>.json`) when the message has no `cwd`; `None`
+/// when neither says one (the message's `path.cwd` is taken then).
+fn directory_of(storage: &Path, session: &str, cwd: Option<&str>) -> Option<String> {
+    let (s, project) = session_of(storage, session)?;
+    let dir = s.get("directory").and_then(|d| d.as_str());
+    if let Some(d) = dir.filter(|d| !d.is_empty()) {
+        return Some(d.to_owned());
     }
-    None
+    if cwd.is_some_and(|c| !c.is_empty()) {
+        return None;
+    }
+    object_of(&storage.join("project").join(format!("{}.json", project?)))?
+        .get("worktree")
+        .and_then(|w| w.as_str())
+        .map(str::to_owned)
+}
+
+/// A session's lineage root, as a database's rows find it
+/// ([`crate::lineage`]): its `parentID`s followed up to a session that
+/// names none or has no file (that id); in a cycle, its smallest id. (A
+/// 1.x fork names no parent; the database finds its source by its copied
+/// first message, the tree does not: see `docs/opencode.md`.)
+fn root_of(storage: &Path, session: &str) -> String {
+    let mut seen = vec![session.to_owned()];
+    loop {
+        let at = seen.last().expect("one at least");
+        let parent = session_of(storage, at).and_then(|(s, _)| {
+            s.get("parentID")
+                .and_then(|p| p.as_str())
+                .filter(|p| !p.is_empty() && p != at)
+                .map(str::to_owned)
+        });
+        let Some(p) = parent else {
+            return at.clone();
+        };
+        if let Some(i) = seen.iter().position(|s| *s == p) {
+            return seen[i..].iter().min().expect("one at least").clone();
+        }
+        seen.push(p);
+    }
 }
 
 /// The items of a message file: each row [`Emit::emit`] pushes, its
@@ -208,6 +247,13 @@ impl MapDocument for Tree {
                     .to_owned(),
             ));
         };
+        if let Some((k, n)) = self.shard {
+            if shard_of(&format!("{LINEAGE}:{}", root_of(storage, session)), n) != k {
+                // Another shard's lineage (its database rows are that
+                // shard's too): nothing of it here.
+                return Ok(header);
+            }
+        }
         let text = std::str::from_utf8(&data[bom_len(data)..])
             .map_err(|e| SkipReason::Malformed(format!("message {id}: not UTF-8 ({e})")))?;
         let msg = match parse::<data::Msg<'_>>(text) {

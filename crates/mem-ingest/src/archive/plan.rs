@@ -515,10 +515,12 @@ pub(crate) fn select_shard(
     }
     // A database whose rows are many lineages is every shard's: its
     // reader takes its shard's rows (`SourceOptions::shard`); its header
-    // is not read here.
+    // is not read here. So is a document of such a format (OpenCode's
+    // JSON tree beside its databases): its reader takes it when its
+    // session's lineage is the shard's.
     let every = |(path, _, format): &FoundFile| {
         let f = &*formats[*format];
-        f.shards_rows() && f.is_rows(path)
+        f.shards_rows() && (f.is_rows(path) || f.is_document(path))
     };
     let header = |file: &FoundFile| {
         if every(file) {
