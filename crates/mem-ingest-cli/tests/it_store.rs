@@ -2183,6 +2183,7 @@ fn missing_folders_stores_and_archives_create_nothing() {
         "CLAUDE_CONFIG_DIR",
         "CODEX_HOME",
         "PI_CODING_AGENT_DIR",
+        "CURSOR_CONFIG_DIR",
     ] {
         c.env(var, &home);
     }
@@ -2221,7 +2222,8 @@ fn missing_folders_stores_and_archives_create_nothing() {
              {h}/.local/share/Block/goose/sessions/sessions.db; \
              no Cursor archive: no {h}/Cursor/User/globalStorage/state.vscdb, \
              {h}/.config/Cursor/User/globalStorage/state.vscdb, \
-             {h}/Library/Application Support/Cursor/User/globalStorage/state.vscdb\n"
+             {h}/Library/Application Support/Cursor/User/globalStorage/state.vscdb, \
+             {h}/projects\n"
         )
     );
     let mut left: Vec<String> = fs::read_dir(&d)

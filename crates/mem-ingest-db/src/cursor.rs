@@ -1,4 +1,4 @@
-//! Cursor (the IDE): chats in the global `state.vscdb` (SQLite, WAL) of
+//! Cursor: the IDE's chats in the global `state.vscdb` (SQLite, WAL) of
 //! its user folder, `cursorDiskKV` rows `composerData:<composer>` (a chat)
 //! and `bubbleId:<composer>:<bubble>` (a message), JSON values
 //! (`../shared/spec/cursor-format.md`; `docs/cursor.md`).
@@ -19,8 +19,14 @@
 //! `(composerId, bubbleId)`; a later rewrite of a final bubble is not
 //! emitted again.
 //!
-//! Not read (said in `docs/cursor.md`): the CLI's transcripts and its
-//! `chats/*/store.db`, and workspace stores' older `aichat` chats.
+//! The CLI's transcripts (`~/.cursor/projects/*/agent-transcripts/`,
+//! lines and older `.txt` documents) are the same agent's: this format
+//! serves them too, read by the parsing crate's
+//! [`mem_ingest_parse::formats::cursor`] (no SQLite in them); a path is a
+//! transcript by its extension (`.jsonl`, `.txt`), else a store.
+//!
+//! Not read (said in `docs/cursor.md`): the CLI's `chats/*/store.db`, and
+//! workspace stores' older `aichat` chats.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -29,6 +35,7 @@ use std::sync::Arc;
 
 use bumpalo::Bump;
 use mem_ingest_parse::format::{BoxedSource, Format, Input};
+use mem_ingest_parse::formats::cursor::{self as cli, CursorCli};
 use mem_ingest_parse::json::fingerprint;
 use mem_ingest_parse::report::UsageAt;
 use mem_ingest_parse::rows::{self, Cursor as RowCursor, Database, MapRows, Row, Rows};
@@ -196,20 +203,29 @@ pub fn global_dirs() -> (Vec<PathBuf>, Vec<String>) {
     )
 }
 
+/// Whether `path` is a CLI transcript's (its lines or its `.txt`
+/// document) rather than a store's: by its extension, the CLI's only
+/// ones (`.jsonl`, `.txt`); every other file is a store, read as rows.
+fn is_cli(path: &Path) -> bool {
+    path.extension().is_some_and(|e| e == "jsonl" || e == "txt")
+}
+
 impl Format for CursorIde {
     fn name(&self) -> &'static str {
         "cursor"
     }
 
-    /// The global store only: `state.vscdb` in a `globalStorage` folder
+    /// The global store: `state.vscdb` in a `globalStorage` folder
     /// (workspace stores are read by it, for the composers' folders; a
-    /// `.backup` copy is never read).
+    /// `.backup` copy is never read); and the CLI's transcripts in an
+    /// `agent-transcripts` folder ([`cli::is_transcript`]).
     fn is_session_file(&self, path: &Path) -> bool {
-        path.file_name().is_some_and(|n| n == "state.vscdb")
+        let store = path.file_name().is_some_and(|n| n == "state.vscdb")
             && path
                 .parent()
                 .and_then(Path::file_name)
-                .is_some_and(|n| n == "globalStorage")
+                .is_some_and(|n| n == "globalStorage");
+        store || cli::is_transcript(path)
     }
 
     fn default_archive(&self) -> Result<PathBuf, String> {
@@ -217,48 +233,82 @@ impl Format for CursorIde {
             .map(|v| v.into_iter().next().expect("one at least"))
     }
 
+    /// The IDE's global stores' folders and the CLI's `projects/` folder,
+    /// each that exists.
     fn default_archives(&self) -> Result<Vec<PathBuf>, String> {
-        let (found, tried) = global_dirs();
+        let (mut found, mut tried) = global_dirs();
+        let (cli_found, cli_tried) = cli::default_archives();
+        found.extend(cli_found);
+        tried.extend(cli_tried);
         if found.is_empty() {
             return Err(format!("no Cursor archive: no {}", tried.join(", ")));
         }
         Ok(found)
     }
 
+    /// A CLI transcript's first line ([`cli::detect`]); a store is found
+    /// by [`Format::detect_file`].
+    fn detect(&self, prefix: &[u8], whole: bool) -> bool {
+        cli::detect(prefix, whole)
+    }
+
     fn open<'d>(
         &self,
-        _input: Input<'d>,
+        input: Input<'d>,
         path: &Path,
         opts: &SourceOptions,
     ) -> Result<BoxedSource<'d>, Error> {
+        if is_cli(path) {
+            return CursorCli.open(input, path, opts);
+        }
         Ok(rows::open(self, path, None, opts))
     }
 
     fn resume<'d>(
         &self,
-        _input: Input<'d>,
+        input: Input<'d>,
         path: &Path,
         header: &Header,
         context: &[u8],
-        _byte: u64,
-        _lines_before: u64,
+        byte: u64,
+        lines_before: u64,
         opts: &SourceOptions,
     ) -> BoxedSource<'d> {
+        if is_cli(path) {
+            return CursorCli.resume(input, path, header, context, byte, lines_before, opts);
+        }
         rows::open(self, path, Some((header, context)), opts)
     }
 
+    /// A store is read in one task; so is a transcript (small, and read
+    /// in order).
     fn needs_running_context(&self) -> bool {
         true
     }
 
-    fn is_rows(&self, _path: &Path) -> bool {
-        true
+    fn is_rows(&self, path: &Path) -> bool {
+        !is_cli(path)
+    }
+
+    /// An older `.txt` transcript.
+    fn is_document(&self, path: &Path) -> bool {
+        is_cli(path) && CursorCli.is_document(path)
+    }
+
+    /// A CLI subagent's chat is its parent chat's lineage.
+    fn parent(&self, header: &Header) -> Option<String> {
+        CursorCli.parent(header)
     }
 
     /// A database of this agent's tables under any name (a backup copy
-    /// named as a PATH).
-    /// (Through the reader's own authorizer, as every read of the store.)
+    /// named as a PATH), through the reader's own authorizer, as every
+    /// read of the store; or a CLI transcript by its place
+    /// ([`cli::layout`]: one whose first line no format's detection
+    /// claims, damaged or cut, or a `.txt`).
     fn detect_file(&self, path: &Path, prefix: &[u8]) -> bool {
+        if is_cli(path) {
+            return CursorCli.detect_file(path, prefix);
+        }
         crate::sqlite::is_database_file(path, prefix)
             && guard(path, Store::Global)
                 .is_ok_and(|(c, _)| crate::sqlite::tables_in(&c, &["cursorDiskKV"]))

@@ -406,7 +406,7 @@ fn a_jsonl_wins_over_the_txt_of_its_stem_and_a_txt_alone_is_read() {
             "text".into(),
             "c5",
             "c5:L8",
-            8,
+            3,
             TXT.len() as u64
         )]
     );
