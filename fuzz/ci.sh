@@ -3,7 +3,7 @@
 #
 # With a nightly toolchain: installs cargo-fuzz if it is missing, seeds the
 # corpus from the fixtures (fuzz/seed.sh), then runs `line`, `reader`,
-# `claude`, `codex`, `qwen`, `copilot`, `redact`, `gemini`, `amp`, `cline` and
+# `claude`, `codex`, `qwen`, `copilot`, `cursor_cli`, `redact`, `gemini`, `amp`, `cline` and
 # `gemini_legacy` for FUZZ_SECONDS each (default 60), and the database
 # targets `opencode`, `goose` and `cursor` for FUZZ_DB_SECONDS each (default
 # 20: each input builds a database and reads it three times through the
@@ -18,7 +18,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(dirname "$here")
 seconds=${FUZZ_SECONDS:-60}
 db_seconds=${FUZZ_DB_SECONDS:-20}
-targets=(line reader claude codex qwen copilot redact gemini amp cline gemini_legacy opencode goose cursor)
+targets=(line reader claude codex qwen copilot cursor_cli redact gemini amp cline gemini_legacy opencode goose cursor)
 
 say() { echo "fuzz/ci.sh: $*"; }
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Fills fuzz/corpus/line/, reader/, claude/, codex/, qwen/, copilot/, gemini/, amp/, cline/, gemini_legacy/,
+# Fills fuzz/corpus/line/, reader/, claude/, codex/, qwen/, copilot/, cursor_cli/, gemini/, amp/, cline/, gemini_legacy/,
 # opencode/, goose/ and cursor/ from the fixtures
 # and the samples beside the project.
 #   line:   every distinct line of fixtures/*.jsonl, fixtures/bad/*.jsonl and fixtures/no-header/*.jsonl
@@ -159,6 +159,29 @@ printf '%s\n' '{"type":"session.start","data":{"sessionId":"s","selectedModel":"
     >"$tmp/copilot/hand"
 by_sha1 "$tmp/copilot" "$copilot_dir"
 
+# Cursor CLI transcripts: the JSONL samples beside the project, and a
+# hand-made transcript of each kind (JSONL: text in <user_query>, thinking,
+# the three tool-call spellings, a tool result, an unknown block, a control
+# line; .txt: markers and indented bodies).
+cursor_cli_dir=$corpus/cursor_cli
+mkdir -p "$cursor_cli_dir" "$tmp/cursor_cli"
+i=0
+if [ -d "$samples" ]; then
+    while IFS= read -r -d '' f; do
+        i=$((i + 1))
+        head -c 12288 "$f" >"$tmp/cursor_cli/$i"
+    done < <(find "$samples/cursor" -name '*.jsonl' -print0 2>/dev/null)
+fi
+printf '%s\n' '{"role":"user","message":{"content":[{"type":"text","text":"<user_query>\nrun ls\n</user_query>"}]}}' \
+    '{"role":"assistant","message":{"content":[{"type":"thinking","thinking":"t"},{"type":"text","text":"ok"},{"type":"tool_use","name":"Shell","input":{"command":"ls"}}]}}' \
+    '{"type":"turn_ended","status":"success"}' \
+    '{"role":"assistant","message":{"content":[{"type":"tool_call","name":"read_file","input":{"path":"a"}},{"type":"tool-call","toolName":"w","args":{}},{"type":"custom_block","text":"x"}]}}' \
+    '{"role":"user","message":{"content":[{"type":"tool-result","name":"read_file","content":[{"type":"text","text":"r"}]}]}}' \
+    >"$tmp/cursor_cli/hand"
+printf 'user:\n<user_query>\nq\n</user_query>\n\nassistant:\n[Thinking]\n  t\nok\n[Tool call] Shell\n  command=ls\n[Tool result]\n  a\nafter\n' \
+    >"$tmp/cursor_cli/txt"
+by_sha1 "$tmp/cursor_cli" "$cursor_cli_dir"
+
 # Gemini CLI chat files: the JSONL samples beside the project, and a
 # hand-made file of its shapes (a message re-appended with its tokens and
 # tool call, a tool output, a late copy, a $set checkpoint with a message
@@ -236,4 +259,4 @@ for t in amp cline gemini_legacy; do by_sha1 "$tmp/$t" "$corpus/$t"; done
 python3 "$here/db_seeds.py" "$samples" "$corpus"
 
 echo "seed.sh: $(ls "$corpus/opencode" | wc -l) in $corpus/opencode, $(ls "$corpus/goose" | wc -l) in $corpus/goose, $(ls "$corpus/cursor" | wc -l) in $corpus/cursor"
-echo "seed.sh: $(ls "$line_dir" | wc -l) inputs in $line_dir, $(ls "$reader_dir" | wc -l) in $reader_dir, $(ls "$claude_dir" | wc -l) in $claude_dir, $(ls "$codex_dir" | wc -l) in $codex_dir, $(ls "$qwen_dir" | wc -l) in $qwen_dir, $(ls "$copilot_dir" | wc -l) in $copilot_dir, $(ls "$gemini_dir" | wc -l) in $gemini_dir, $(ls "$corpus/amp" | wc -l) in $corpus/amp, $(ls "$corpus/cline" | wc -l) in $corpus/cline, $(ls "$corpus/gemini_legacy" | wc -l) in $corpus/gemini_legacy"
+echo "seed.sh: $(ls "$line_dir" | wc -l) inputs in $line_dir, $(ls "$reader_dir" | wc -l) in $reader_dir, $(ls "$claude_dir" | wc -l) in $claude_dir, $(ls "$codex_dir" | wc -l) in $codex_dir, $(ls "$qwen_dir" | wc -l) in $qwen_dir, $(ls "$copilot_dir" | wc -l) in $copilot_dir, $(ls "$cursor_cli_dir" | wc -l) in $cursor_cli_dir, $(ls "$gemini_dir" | wc -l) in $gemini_dir, $(ls "$corpus/amp" | wc -l) in $corpus/amp, $(ls "$corpus/cline" | wc -l) in $corpus/cline, $(ls "$corpus/gemini_legacy" | wc -l) in $corpus/gemini_legacy"

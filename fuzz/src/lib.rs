@@ -1,6 +1,6 @@
 //! The checks behind the fuzz targets `line`, `reader`, `claude`,
-//! `codex`, `qwen`, `copilot`, `redact`, `gemini`, and the documents'
-//! `amp`, `cline` and `gemini_legacy`.
+//! `codex`, `qwen`, `copilot`, `redact`, `gemini`, `cursor_cli` (lines and
+//! `.txt` documents), and the documents' `amp`, `cline` and `gemini_legacy`.
 //!
 //! `tests/fuzz_regressions.rs` includes this very file with `#[path]`, so a
 //! crash input replays on stable `cargo test` through exactly the code the
@@ -465,19 +465,50 @@ pub fn check_qwen(data: &[u8]) {
 /// first's header and running context (the cwd and model in force, the
 /// last usage snapshots, the output counted in the segment: what a
 /// checkpoint saves), gives the same records and counts as one reading;
-/// and a reading that builds no records gives the same counts.
+/// and a reading that builds no records gives the same counts
+/// ([`check_lines_resumed`]).
 pub fn check_copilot(data: &[u8]) {
-    use mem_ingest_parse::format::{Format, Input};
-    use mem_ingest_parse::formats::Copilot;
+    check_lines_resumed(
+        &mem_ingest_parse::formats::Copilot,
+        "session-state/s/events.jsonl",
+        data,
+    );
+}
+
+/// The path of a Cursor CLI transcript (nested layout) whose slug folder
+/// names no folder of any machine: its cwd is the naive decode.
+pub const CURSOR_CLI_PATH: &str = "/nonexistent/mem-ingest-fuzz/.cursor/projects/\
+                                   nonexistent-fuzz/agent-transcripts/c/c.jsonl";
+
+/// An older plain-text Cursor CLI transcript beside it.
+pub const CURSOR_TXT_PATH: &str = "/nonexistent/mem-ingest-fuzz/.cursor/projects/\
+                                   nonexistent-fuzz/agent-transcripts/t.txt";
+
+/// `cursor_cli`: arbitrary bytes as a whole Cursor CLI JSONL transcript
+/// (`formats::CursorCli`; [`check_lines_resumed`]: three readings alike,
+/// a reading in two parts alike, one without records alike), and as an
+/// older `.txt` transcript ([`check_document`]).
+pub fn check_cursor_cli(data: &[u8]) {
+    check_lines_resumed(&mem_ingest_parse::formats::CursorCli, CURSOR_CLI_PATH, data);
+    check_document(&mem_ingest_parse::formats::CursorCli, CURSOR_TXT_PATH, data);
+}
+
+/// Arbitrary bytes as a whole file of a line format whose context comes
+/// from its first bytes: the checks of [`check_headerless`]; a reading
+/// that builds no records gives the same counts; and the file read in two
+/// parts (split after the line that ends past its middle), the second
+/// resumed with the first's header and running context (what a
+/// checkpoint saves), gives the same records and counts as one reading.
+pub fn check_lines_resumed(format: &dyn mem_ingest_parse::format::Format, name: &str, data: &[u8]) {
+    use mem_ingest_parse::format::Input;
     use mem_ingest_parse::RoleFilter;
-    let name = "session-state/s/events.jsonl";
     let path = std::path::Path::new(name);
-    let Some((records, whole, full)) = check_headerless(&Copilot, name, data) else {
+    let Some((records, whole, full)) = check_headerless(format, name, data) else {
         return;
     };
     let none = {
         let o = SourceOptions::default().roles(RoleFilter::NONE);
-        let mut src = Copilot
+        let mut src = format
             .open(Input::Bytes(data), path, &o)
             .expect("in memory");
         while src.next_entry().expect("in memory").is_some() {}
@@ -493,7 +524,7 @@ pub fn check_copilot(data: &[u8]) {
     };
     let split = nl + 1;
     let opts = SourceOptions::default();
-    let mut first = Copilot
+    let mut first = format
         .open(Input::Bytes(&data[..split]), path, &opts)
         .expect("in memory");
     let mut parts = Vec::new();
@@ -508,7 +539,7 @@ pub fn check_copilot(data: &[u8]) {
     }
     let at = first.position();
     assert_eq!(at.byte, split as u64, "the first part read to its end");
-    let mut rest = Copilot.resume(
+    let mut rest = format.resume(
         Input::Bytes(&data[split..]),
         path,
         &header,

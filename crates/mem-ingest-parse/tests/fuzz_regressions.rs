@@ -26,6 +26,7 @@ fn replay(target: &str, name: &str) {
         "codex" => checks::check_codex(&data),
         "qwen" => checks::check_qwen(&data),
         "copilot" => checks::check_copilot(&data),
+        "cursor_cli" => checks::check_cursor_cli(&data),
         "redact" => checks::check_redact(&data),
         "gemini" => checks::check_gemini(&data),
         "amp" => checks::check_amp(&data),
@@ -137,6 +138,7 @@ fn every_saved_input_replays() {
         "codex",
         "qwen",
         "copilot",
+        "cursor_cli",
         "gemini",
         "amp",
         "cline",
@@ -289,6 +291,50 @@ fn qwen_check_holds_on_generated_chats_cut_and_damaged() {
 #[test]
 fn copilot_check_holds_on_generated_logs_cut_and_damaged() {
     check_generated_cut_and_damaged("copilot", checks::check_copilot);
+}
+
+/// The `cursor_cli` check (a JSONL transcript: three readings alike, a
+/// reading in two parts alike, one without records alike; the same bytes
+/// as a `.txt` document: readings alike, nothing handed out twice) holds
+/// on transcripts of every shape the spec gives (text, `<user_query>`,
+/// thinking, the three tool-call spellings, tool results, an unknown
+/// block, control lines, a string content) and on a `.txt` transcript,
+/// cut anywhere and damaged.
+#[test]
+fn cursor_cli_check_holds_on_transcripts_cut_and_damaged() {
+    let lines = [
+        r#"{"role":"user","message":{"content":[{"type":"text","text":"<user_query>\nrun ls\n</user_query>"}]}}"#,
+        r#"{"role":"assistant","message":{"content":[{"type":"thinking","thinking":"t"},{"type":"text","text":"ok"},{"type":"tool_use","name":"Shell","input":{"command":"ls"}}]}}"#,
+        r#"{"type":"turn_ended","status":"success"}"#,
+        r#"{"role":"assistant","message":{"content":[{"type":"tool_call","name":"read_file","input":{"path":"a"}},{"type":"tool-call","toolName":"w","args":[1]},{"type":"custom_block","text":"x"}]},"model":"m"}"#,
+        r#"{"role":"user","message":{"content":[{"type":"tool-result","name":"read_file","content":[{"type":"text","text":"r"}],"is_error":true}]}}"#,
+        r#"{"role":"system","message":{"content":"s"}}"#,
+        r#"{"role":"other","message":{"content":"o"}}"#,
+    ];
+    let mut jsonl = String::new();
+    for i in 0..30 {
+        jsonl.push_str(lines[i % lines.len()]);
+        jsonl.push('\n');
+    }
+    let mut txt = String::new();
+    for _ in 0..10 {
+        txt.push_str(
+            "user:\n<user_query>\nq\n</user_query>\n\nassistant:\n[Thinking]\n  t\nok\n\
+             [Tool call] Shell\n  command=ls\n[Tool result]\n  a\nafter\n",
+        );
+    }
+    for data in [jsonl.as_bytes(), txt.as_bytes()] {
+        checks::check_cursor_cli(data);
+        let step = (data.len() / 40).max(1);
+        for cut in (0..data.len()).step_by(step) {
+            checks::check_cursor_cli(&data[..cut]);
+            let mut damaged = data[..(cut + step).min(data.len())].to_vec();
+            for k in (cut..damaged.len()).step_by(61) {
+                damaged[k] = [b'{', b'"', 0xff, b'\n', 0, b'\\'][k % 6];
+            }
+            checks::check_cursor_cli(&damaged);
+        }
+    }
 }
 
 /// The same for Gemini CLI chat files (the `gemini` check: three
