@@ -203,3 +203,51 @@ fn a_tree_read_first_then_its_database_adds_no_record_or_usage_row_twice() {
     assert_eq!(u["totals"]["inputTokens"], 70_052, "{u}");
     fs::remove_dir_all(home).unwrap();
 }
+
+/// A child session in the tree alone (a subagent's: `parentID` in its
+/// session file) names its parent in the store, as the database's do.
+#[test]
+fn a_child_session_of_the_tree_names_its_parent_in_the_store() {
+    let home = tmpdir("child");
+    let s = home.join(".local/share/opencode/storage");
+    for (sid, parent) in [("ses_p", None), ("ses_c", Some("ses_p"))] {
+        let mut v = json!({"id": sid, "projectID": "p1", "directory": "/proj"});
+        if let Some(p) = parent {
+            v["parentID"] = json!(p);
+        }
+        put(&s.join(format!("session/p1/{sid}.json")), &v);
+        let mid = format!("msg_{sid}");
+        put(
+            &s.join(format!("message/{sid}/{mid}.json")),
+            &json!({"id": mid, "sessionID": sid, "role": "user", "time": {"created": 1_700_000_000_000_i64}}),
+        );
+        put(
+            &s.join(format!("part/{mid}/prt_{sid}.json")),
+            &json!({"type": "text", "text": "hello"}),
+        );
+    }
+    let store = home.join("memory.db");
+    let o = bin(&home)
+        .args(["backfill", "-q", "--agent", "opencode", "--db"])
+        .arg(&store)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let c = Connection::open(&store).unwrap();
+    let mut st = c
+        .prepare("SELECT id, parent_session FROM sessions WHERE records > 0 ORDER BY id")
+        .unwrap();
+    let got: Vec<(String, Option<String>)> = st
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("ses_c".to_owned(), Some("opencode:ses_p".to_owned())),
+            ("ses_p".to_owned(), None)
+        ]
+    );
+    fs::remove_dir_all(home).unwrap();
+}
