@@ -105,7 +105,10 @@ pub struct Item<'a> {
 /// The items a [`MapDocument`] reads, each pushed after the format
 /// counted it in the report.
 pub struct Items<'a> {
-    list: Vec<(Item<'a>, LineCounts)>,
+    /// Each item, what it added to the report, and its session's parent
+    /// ([`Items::set_parent_session`]).
+    list: Vec<(Item<'a>, LineCounts, Option<&'a str>)>,
+    parent: Option<&'a str>,
     tracker: Tracker,
     /// Values the items' records borrow that own heap memory (an arena
     /// never runs a value's drop): given to the source, dropped after its
@@ -122,7 +125,18 @@ impl<'a> Items<'a> {
     pub fn push(&mut self, report: &mut Report, item: Item<'a>) {
         report.lines += 1;
         self.tracker.after_line(report, true);
-        self.list.push((item, self.tracker.last().clone()));
+        self.list
+            .push((item, self.tracker.last().clone(), self.parent));
+    }
+
+    /// The session the items pushed from now on belong to was forked from
+    /// or started by (its parent's lineage id, `<format>:<id>`), or none
+    /// (the default): for a format whose documents are not one session
+    /// each but parts of sessions told apart inside a lineage (OpenCode's
+    /// message files), as [`crate::rows::Rows::set_parent_session`]
+    /// ([`crate::line::Entry::parent_session`]).
+    pub fn set_parent_session(&mut self, parent: Option<&'a str>) {
+        self.parent = parent;
     }
 
     /// Keeps `value` as long as the records (the document's source), and
@@ -501,6 +515,7 @@ pub fn open<'d>(
     };
     let mut items = Items {
         list: Vec::new(),
+        parent: None,
         tracker: Tracker::new(&src.report),
         held: Vec::new(),
         versions: keeps,
@@ -532,15 +547,15 @@ pub fn open<'d>(
         src.ready = items
             .list
             .into_iter()
-            .filter(|(item, _)| item.settled)
-            .map(|(item, counts)| Ready {
+            .filter(|(item, _, _)| item.settled)
+            .map(|(item, counts, parent)| Ready {
                 entry: Entry {
                     fingerprint: item.fingerprint,
                     line: item.line,
                     byte: item.byte,
                     record: item.record,
                     revision: false,
-                    parent_session: None,
+                    parent_session: parent,
                 },
                 counts,
             })
@@ -552,7 +567,7 @@ pub fn open<'d>(
     let mut now: HashMap<u64, u64> = emitted.clone();
     let mut seen: HashMap<u64, u64> = HashMap::new();
     let mut ready = Vec::with_capacity(items.list.len());
-    for (item, counts) in items.list {
+    for (item, counts, parent) in items.list {
         let mut kh = key_hash(item.key);
         let copies = seen.entry(kh).or_insert(0);
         *copies += 1;
@@ -569,7 +584,7 @@ pub fn open<'d>(
             byte: item.byte,
             record: item.record,
             revision,
-            parent_session: None,
+            parent_session: parent,
         };
         match emitted.get(&kh) {
             Some(v) if *v == item.version => {}

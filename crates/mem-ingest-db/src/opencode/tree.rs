@@ -134,11 +134,16 @@ fn session_of(
     })
 }
 
-/// A session's `directory`, else its project's `worktree`
-/// (`project/<projectID>.json`) when the message has no `cwd`; `None`
-/// when neither says one (the message's `path.cwd` is taken then).
-fn directory_of(storage: &Path, session: &str, cwd: Option<&str>) -> Option<String> {
-    let (s, project) = session_of(storage, session)?;
+/// A session's `directory` (its file, [`session_of`]), else its
+/// project's `worktree` (`project/<projectID>.json`) when the message has
+/// no `cwd`; `None` when neither says one (the message's `path.cwd` is
+/// taken then).
+fn directory_of(
+    storage: &Path,
+    session: Option<&(serde_json::Map<String, serde_json::Value>, Option<String>)>,
+    cwd: Option<&str>,
+) -> Option<String> {
+    let (s, project) = session?;
     let dir = s.get("directory").and_then(|d| d.as_str());
     if let Some(d) = dir.filter(|d| !d.is_empty()) {
         return Some(d.to_owned());
@@ -146,10 +151,14 @@ fn directory_of(storage: &Path, session: &str, cwd: Option<&str>) -> Option<Stri
     if cwd.is_some_and(|c| !c.is_empty()) {
         return None;
     }
-    object_of(&storage.join("project").join(format!("{}.json", project?)))?
-        .get("worktree")
-        .and_then(|w| w.as_str())
-        .map(str::to_owned)
+    object_of(
+        &storage
+            .join("project")
+            .join(format!("{}.json", project.as_ref()?)),
+    )?
+    .get("worktree")
+    .and_then(|w| w.as_str())
+    .map(str::to_owned)
 }
 
 /// A session's lineage root, as a database's rows find it
@@ -305,7 +314,21 @@ impl MapDocument for Tree {
         let mut whole = vec![text];
         whole.extend(files.iter().filter_map(|(_, _, t)| t.as_deref().ok()));
         let whole = fingerprint(&whole.iter().map(|s| s.as_bytes()).collect::<Vec<&[u8]>>());
-        let directory = directory_of(storage, session, msg.path.obj().and_then(|p| p.0.get()));
+        let found = session_of(storage, session);
+        let directory = directory_of(
+            storage,
+            found.as_ref(),
+            msg.path.obj().and_then(|p| p.0.get()),
+        );
+        // A child session's (a subagent's) parent, as the database's
+        // `parent_id` names it.
+        let parent = found
+            .as_ref()
+            .and_then(|(s, _)| s.get("parentID"))
+            .and_then(|p| p.as_str())
+            .filter(|p| !p.is_empty() && *p != session)
+            .map(|p| &*arena.alloc_str(&format!("{LINEAGE}:{p}")));
+        items.set_parent_session(parent);
         let mut out = ToItems {
             items,
             message: id,
