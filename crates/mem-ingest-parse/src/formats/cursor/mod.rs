@@ -171,6 +171,30 @@ pub fn decode_slug(slug: &str) -> String {
     format!("/{}", slug.replace('-', "/"))
 }
 
+/// The most slugs [`project_of`] keeps decoded.
+const SLUGS_KEPT: usize = 4096;
+
+/// [`decode_slug`], once per slug in a process: every transcript of a
+/// project folder gets the same cwd in a run (and in every pass of
+/// `--follow`), and the folders are walked once per project, not once
+/// per file opened.
+fn project_of(slug: &str) -> String {
+    use std::collections::HashMap;
+    use std::sync::{Mutex, OnceLock};
+    static KNOWN: OnceLock<Mutex<HashMap<String, String>>> = OnceLock::new();
+    let known = KNOWN.get_or_init(Mutex::default);
+    if let Some(cwd) = known.lock().unwrap_or_else(|e| e.into_inner()).get(slug) {
+        return cwd.clone();
+    }
+    let cwd = decode_slug(slug);
+    let mut k = known.lock().unwrap_or_else(|e| e.into_inner());
+    if k.len() >= SLUGS_KEPT {
+        k.clear();
+    }
+    k.insert(slug.to_owned(), cwd.clone());
+    cwd
+}
+
 /// [`decode_slug`]'s walk from `cur` over the `rest` of the parts.
 fn walk(cur: &mut String, rest: &[&str], tries: &mut usize) -> Option<String> {
     *tries += 1;
@@ -207,7 +231,8 @@ fn slug_of(path: &Path) -> Option<&str> {
 }
 
 /// A transcript's header: its stem as the id, the cwd its slug folder
-/// names (`""` outside an `agent-transcripts` folder), a subagent's
+/// names ([`decode_slug`], once per slug in a process; `""` outside an
+/// `agent-transcripts` folder), a subagent's
 /// parent chat, no time (the file has none); `start` goes into the
 /// fingerprint (the first bytes of its first line, for a JSONL file).
 pub fn header_of(path: &Path, tag: &[u8], start: &[u8]) -> Header {
@@ -221,7 +246,7 @@ pub fn header_of(path: &Path, tag: &[u8], start: &[u8]) -> Header {
     };
     Header {
         id,
-        cwd: slug_of(path).map(decode_slug).unwrap_or_default(),
+        cwd: slug_of(path).map(project_of).unwrap_or_default(),
         version: 0,
         timestamp: None,
         parent,

@@ -408,4 +408,29 @@ mod tests {
         assert_eq!(src.report().records, 4);
         assert_eq!(src.report().skipped, 0);
     }
+
+    /// Text before the first `user:` line: one counted skip at its line
+    /// and byte, the messages after it read; a file without a `user:` or
+    /// `assistant:` line is not a transcript (its one "line" skipped).
+    #[test]
+    fn text_before_the_first_message_is_a_counted_skip() {
+        let path = Path::new("/x/projects/nowhere-here/agent-transcripts/c8.txt");
+        let doc = "\n  note\nmore\nuser:\nhi\n";
+        let mut src = super::super::CursorCli
+            .open(Input::Bytes(doc.as_bytes()), path, &SourceOptions::new())
+            .unwrap();
+        let mut got = Vec::new();
+        while let Some(r) = src.next_record().unwrap() {
+            got.push((r.text.to_owned(), r.line, r.byte));
+        }
+        assert_eq!(got, [("hi".to_owned(), 1, 13)]);
+        let r = src.report();
+        assert_eq!((r.records, r.skipped, r.lines), (1, 1, 2));
+        assert_eq!((r.skips[0].line, r.skips[0].byte), (2, 1));
+        let mut src = super::super::CursorCli
+            .open(Input::Bytes(b"just text\n"), path, &SourceOptions::new())
+            .unwrap();
+        assert!(src.next_record().unwrap().is_none());
+        assert_eq!((src.report().skipped, src.report().lines), (1, 1));
+    }
 }
