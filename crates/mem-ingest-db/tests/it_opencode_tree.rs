@@ -652,3 +652,126 @@ fn shards_of_a_tree_and_its_database_write_each_message_once_between_them() {
     assert_eq!(input, TREE_USAGE.0);
     fs::remove_dir_all(d).unwrap();
 }
+
+/// Hostile files in a tree: message files of every wrong shape (an
+/// array, a string, `null`, a number, a role of the wrong type, nesting
+/// deeper than the parser goes, bytes that are not UTF-8, a number out of
+/// range, cut JSON, empty, whitespace only, a folder named like one) and
+/// part files likewise:
+/// no panic and no failure, each damaged one a counted skip naming it,
+/// the good message beside them read; a second run with the state reads
+/// nothing again.
+#[test]
+fn hostile_files_in_a_tree_are_counted_skips_and_the_rest_is_read() {
+    let d = tmpdir("hostile");
+    let data = d.join("data");
+    let m = data.join("storage/message/ses_1");
+    fs::create_dir_all(&m).unwrap();
+    let deep = format!("{}{}", "[".repeat(5000), "]".repeat(5000));
+    let bad: [(&str, &[u8]); 8] = [
+        ("msg_a", b"[1, 2]"),
+        ("msg_b", b"\"text\""),
+        ("msg_c", b"null"),
+        ("msg_d", b"12"),
+        ("msg_e", deep.as_bytes()),
+        ("msg_f", b"{\"role\": \"user\", \"x\": \"\xff\xfe\"}"),
+        (
+            "msg_g",
+            b"{\"role\": \"assistant\", \"time\": {\"created\": 1e400, \"completed\": 2}}",
+        ),
+        ("msg_h", b"{\"role\": \"user\" \"time\": 1}"),
+    ];
+    for (id, bytes) in bad {
+        fs::write(m.join(format!("{id}.json")), bytes).unwrap();
+    }
+    fs::write(m.join("msg_empty.json"), b"").unwrap();
+    fs::write(m.join("msg_blank.json"), b"  \n\t ").unwrap();
+    fs::create_dir_all(m.join("msg_dir.json")).unwrap();
+    // A role of the wrong type: no record, counted under unknown roles.
+    message(&data, "msg_r", &json!({"role": 7, "time": {"created": 1}}));
+    // The good message, its parts of every shape.
+    message(
+        &data,
+        "msg_ok",
+        &json!({"role": "user", "time": {"created": 5}}),
+    );
+    part(
+        &data,
+        "msg_ok",
+        "prt_1",
+        &json!({"type": "text", "text": "kept"}),
+    );
+    let p = data.join("storage/part/msg_ok");
+    fs::write(p.join("prt_2.json"), b"[]").unwrap();
+    fs::write(
+        p.join("prt_3.json"),
+        b"{\"type\": \"text\", \"text\": \"\xc3\"}",
+    )
+    .unwrap();
+    fs::write(p.join("prt_4.json"), deep.as_bytes()).unwrap();
+    fs::create_dir_all(p.join("prt_5.json")).unwrap();
+    fs::write(p.join("prt_6.json"), b"{\"type\": 5, \"text\": [\"x\"]}").unwrap();
+    let state = d.join("state");
+    let mut got = Vec::new();
+    let s = archive(&data, Some(&state))
+        .backfill(&mut ForEach(|r| got.push(r)))
+        .unwrap();
+    assert!(s.failures.is_empty(), "{:?}", s.failures);
+    assert_eq!(sorted(&got), [k("ses_1:msg_ok", Role::User, "kept")]);
+    let mut skips: Vec<(String, String)> = s
+        .skips
+        .iter()
+        .map(|k| {
+            let name = Path::new(&k.path).file_name().unwrap().to_string_lossy();
+            (name.into_owned(), k.reason.clone())
+        })
+        .collect();
+    skips.sort();
+    let named: Vec<&str> = skips.iter().map(|s| s.0.as_str()).collect();
+    assert_eq!(
+        named,
+        [
+            "msg_a.json",
+            "msg_b.json",
+            "msg_c.json",
+            "msg_d.json",
+            "msg_e.json",
+            "msg_f.json",
+            "msg_g.json",
+            "msg_h.json",
+            "msg_ok.json",
+            "msg_ok.json",
+        ],
+        "{skips:?}"
+    );
+    for (i, want) in [
+        (0, "message msg_a: not a JSON object"),
+        (1, "message msg_b: not a JSON object"),
+        (2, "message msg_c: not a JSON object"),
+        (3, "message msg_d: not a JSON object"),
+        (4, "message msg_e: recursion limit exceeded"),
+        (5, "message msg_f: not UTF-8"),
+        (6, "message msg_g: number out of range"),
+        (7, "message msg_h: expected `,` or `}`"),
+    ] {
+        assert!(skips[i].1.contains(want), "{i}: {skips:?}");
+    }
+    let parts: Vec<&str> = skips[8..].iter().map(|s| s.1.as_str()).collect();
+    // (A part that is JSON but not an object, `prt_2`, or whose fields
+    // are of other types, `prt_6`, is a part of no type, as a database's
+    // part `data` of that shape: nothing of it taken, nothing skipped.)
+    assert!(
+        parts[0].contains("part/msg_ok/prt_3.json: not UTF-8"),
+        "{parts:?}"
+    );
+    assert!(
+        parts[1].contains("part/msg_ok/prt_4.json: recursion limit exceeded"),
+        "{parts:?}"
+    );
+    assert_eq!(s.report.unknown_roles, [("(none)".to_owned(), 1)]);
+    let s = archive(&data, Some(&state))
+        .backfill(&mut ForEach(|r| panic!("{r:?}")))
+        .unwrap();
+    assert_eq!((s.written, s.failures.len()), (0, 0));
+    fs::remove_dir_all(d).unwrap();
+}
