@@ -401,6 +401,30 @@ fn oc_write_v2(c: &Connection, old: &[OcV2], new: &[OcV2]) {
     }
 }
 
+/// The messages (of ids `ids`) as the pre-1.2 JSON tree beside the
+/// database holds them, as its 1.2 migration leaves it: each message whose
+/// `data` is text a file `storage/message/<session>/<id>.json` of those
+/// bytes, each part of text a file `storage/part/<id>/<part id>.json`
+/// (the message's part folder written anew). The tree's messages are the
+/// database's under the same ids: read beside it, none is written twice.
+fn oc_tree(home: &Path, ids: &[String], msgs: &[OcMsg]) {
+    let s = home.join("storage");
+    for (id, m) in ids.iter().zip(msgs) {
+        let Col::Text(data) = &m.data else { continue };
+        let dir = s.join(format!("message/ses_{}", m.session));
+        fs::create_dir_all(&dir).unwrap();
+        fs::write(dir.join(format!("{id}.json")), data).unwrap();
+        let parts = s.join("part").join(id);
+        let _ = fs::remove_dir_all(&parts);
+        for (j, p) in m.parts.iter().enumerate() {
+            if let Col::Text(b) = p {
+                fs::create_dir_all(&parts).unwrap();
+                fs::write(parts.join(format!("prt_{}_{j:02}.json", &id[4..])), b).unwrap();
+            }
+        }
+    }
+}
+
 /// Writes `new` over `old` (the rows of the version before, `ids` their
 /// message ids) as OpenCode does: a message of the same session at the
 /// same place upserted (its rowid kept) where it changed, its parts
@@ -482,9 +506,12 @@ fn oc_write(c: &Connection, old: &[OcMsg], ids: &mut Vec<String>, new: &[OcMsg],
 /// one of `ses_2` (no directory: the message's `path.cwd`), `p` a part's
 /// `data` of the message before, `v` a 2.x `session_message` row of
 /// `ses_1`, its `type` and `data` (a tab between), the i-th under the
-/// i-th message's id. The checks of the module's docs; in the
-/// first run, every message whose `data` is not JSON text is a skip at its
-/// rowid.
+/// i-th message's id. Beside the database, the pre-1.2 JSON tree its
+/// migration left ([`oc_tree`]): the messages and parts of text as files
+/// under the same ids, rewritten with the second version. The checks of
+/// the module's docs (no key written twice: a message in both stores is
+/// written once); in the first run, every message whose `data` is not
+/// JSON text is a skip at its rowid.
 pub fn check_opencode(data: &[u8]) {
     let (a, b) = versions(data);
     let ((old, old_v2), new) = (oc_version(a), b.map(oc_version));
@@ -497,6 +524,7 @@ pub fn check_opencode(data: &[u8]) {
     let mut ids = Vec::new();
     oc_write(&c, &[], &mut ids, &old, 0);
     oc_write_v2(&c, &[], &old_v2);
+    oc_tree(&home, &ids, &old);
     let bad = |c: &Connection| -> BTreeSet<u64> {
         let mut st = c
             .prepare("SELECT rowid, typeof(data), data FROM message")
@@ -530,9 +558,11 @@ pub fn check_opencode(data: &[u8]) {
         let c = &c;
         let ids = &mut ids;
         let (old, old_v2) = (&old, &old_v2);
+        let home = &home;
         move || {
             oc_write(c, old, ids, &new, 1);
             oc_write_v2(c, old_v2, &new_v2);
+            oc_tree(home, ids, &new);
         }
     });
     reading.all(first, change);
