@@ -711,6 +711,11 @@ fn hostile_files_in_a_tree_are_counted_skips_and_the_rest_is_read() {
     fs::write(p.join("prt_4.json"), deep.as_bytes()).unwrap();
     fs::create_dir_all(p.join("prt_5.json")).unwrap();
     fs::write(p.join("prt_6.json"), b"{\"type\": 5, \"text\": [\"x\"]}").unwrap();
+    // A part larger than a document may be (sparse: nothing written).
+    fs::File::create(p.join("prt_7.json"))
+        .unwrap()
+        .set_len((256 << 20) + 1)
+        .unwrap();
     let state = d.join("state");
     let mut got = Vec::new();
     let s = archive(&data, Some(&state))
@@ -741,6 +746,7 @@ fn hostile_files_in_a_tree_are_counted_skips_and_the_rest_is_read() {
             "msg_h.json",
             "msg_ok.json",
             "msg_ok.json",
+            "msg_ok.json",
         ],
         "{skips:?}"
     );
@@ -766,6 +772,10 @@ fn hostile_files_in_a_tree_are_counted_skips_and_the_rest_is_read() {
     );
     assert!(
         parts[1].contains("part/msg_ok/prt_4.json: recursion limit exceeded"),
+        "{parts:?}"
+    );
+    assert!(
+        parts[2].contains("part/msg_ok/prt_7.json: larger than the 256 MiB a document may be"),
         "{parts:?}"
     );
     assert_eq!(s.report.unknown_roles, [("(none)".to_owned(), 1)]);
