@@ -39,7 +39,7 @@
 use std::path::{Path, PathBuf};
 
 use bumpalo::Bump;
-use mem_ingest_parse::document::{Item, Items, MapDocument};
+use mem_ingest_parse::document::{Item, Items, MapDocument, MAX_DOCUMENT};
 use mem_ingest_parse::json::fingerprint;
 use mem_ingest_parse::line_reader::bom_len;
 use mem_ingest_parse::rows::{shard_of, Row};
@@ -98,17 +98,41 @@ fn parts_of(storage: &Path, message: &str) -> Vec<(String, PathBuf, Result<Strin
     found
         .into_iter()
         .map(|(id, p)| {
-            let text = std::fs::read(&p).map_err(|e| e.to_string()).and_then(|b| {
-                String::from_utf8(b).map_err(|e| format!("not UTF-8 ({})", e.utf8_error()))
-            });
+            let text = read_part(&p);
             (id, p, text)
         })
         .collect()
 }
 
+/// A part's (or a session's, a project's) file's text: at most
+/// [`MAX_DOCUMENT`] bytes (a larger one is not read, as a larger message
+/// file is not), UTF-8.
+fn read_part(path: &Path) -> Result<String, String> {
+    use std::io::Read;
+    let too_large = || {
+        format!(
+            "larger than the {} MiB a document may be: not read",
+            MAX_DOCUMENT >> 20
+        )
+    };
+    let f = std::fs::File::open(path).map_err(|e| e.to_string())?;
+    if f.metadata().is_ok_and(|m| m.len() > MAX_DOCUMENT) {
+        return Err(too_large());
+    }
+    // (And no more than that of a file that grew since.)
+    let mut b = Vec::new();
+    f.take(MAX_DOCUMENT + 1)
+        .read_to_end(&mut b)
+        .map_err(|e| e.to_string())?;
+    if b.len() as u64 > MAX_DOCUMENT {
+        return Err(too_large());
+    }
+    String::from_utf8(b).map_err(|e| format!("not UTF-8 ({})", e.utf8_error()))
+}
+
 /// A JSON file's object, when it is one.
 fn object_of(path: &Path) -> Option<serde_json::Map<String, serde_json::Value>> {
-    match serde_json::from_slice(&std::fs::read(path).ok()?).ok()? {
+    match serde_json::from_str(&read_part(path).ok()?).ok()? {
         serde_json::Value::Object(o) => Some(o),
         _ => None,
     }
