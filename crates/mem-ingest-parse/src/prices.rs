@@ -160,9 +160,22 @@ struct FastOverrides {
     normalized_prefix: HashMap<String, f64>,
 }
 
-/// The shipped table's file shape.
+/// The shipped table's file shape, each model's entry kept as its JSON
+/// text ([`Prices::from_json`]).
 #[derive(Deserialize)]
-struct Shipped {
+struct Shipped<'a> {
+    source: String,
+    #[serde(default)]
+    fast_multiplier_overrides: FastOverrides,
+    #[serde(borrow)]
+    models: HashMap<String, &'a serde_json::value::RawValue>,
+}
+
+/// The shipped shape read from a [`serde_json::Value`]: the way a
+/// document that is not exactly that shape (duplicate keys, a LiteLLM
+/// list) is read, as it always was.
+#[derive(Deserialize)]
+struct ShippedValue {
     source: String,
     #[serde(default)]
     fast_multiplier_overrides: FastOverrides,
@@ -202,8 +215,27 @@ impl Prices {
     /// # Errors
     /// Not JSON, or neither shape: why.
     pub fn from_json(bytes: &[u8]) -> Result<Prices, String> {
+        // The shipped shape is parsed straight from the bytes, each
+        // model's entry once, as its own text: every `stats` reads the
+        // shipped table before its first file, and building a
+        // `serde_json::Value` of it, cloning that, then converting each
+        // entry was 8.6 M instructions of a run's start (6 M of them
+        // saved). Any other document takes the way it always took.
+        if let Ok(s) = serde_json::from_slice::<Shipped>(bytes) {
+            let models = s.models.into_iter().map(|(name, raw)| {
+                let p = serde_json::from_str::<Price>(raw.get()).ok();
+                (name, p)
+            });
+            return Prices::of_models(s.source, s.fast_multiplier_overrides, models);
+        }
+        Prices::from_value_json(bytes)
+    }
+
+    /// [`Prices::from_json`] by way of a [`serde_json::Value`]: the way of
+    /// a document that is not exactly the shipped shape.
+    fn from_value_json(bytes: &[u8]) -> Result<Prices, String> {
         let v: serde_json::Value = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
-        let (source, overrides, models) = match serde_json::from_value::<Shipped>(v.clone()) {
+        let (source, overrides, models) = match serde_json::from_value::<ShippedValue>(v.clone()) {
             Ok(s) => (s.source, s.fast_multiplier_overrides, s.models),
             Err(_) => match v {
                 serde_json::Value::Object(m) => (
@@ -214,15 +246,27 @@ impl Prices {
                 _ => return Err("not a JSON object of models".to_owned()),
             },
         };
+        let models = models
+            .into_iter()
+            .map(|(name, p)| (name, serde_json::from_value::<Price>(p).ok()));
+        Prices::of_models(source, overrides, models)
+    }
+
+    /// The table of `models` (an entry that is not a model's prices,
+    /// LiteLLM's `sample_spec` or a string price, is `None` and left out).
+    fn of_models(
+        source: String,
+        overrides: FastOverrides,
+        models: impl Iterator<Item = (String, Option<Price>)>,
+    ) -> Result<Prices, String> {
         let mut t = Prices {
             source,
             overrides,
             ..Prices::default()
         };
+        t.models.reserve(models.size_hint().0);
         for (name, p) in models {
-            // An entry that is not a model's prices (LiteLLM's
-            // `sample_spec`, a string price) is not a model.
-            let Ok(p) = serde_json::from_value::<Price>(p) else {
+            let Some(p) = p else {
                 continue;
             };
             if p.any() {
@@ -233,7 +277,9 @@ impl Prices {
         if t.models.is_empty() {
             return Err("no model with a per-token price".to_owned());
         }
-        t.lower.sort();
+        // Pairs of distinct names: no two equal, so unstable is the
+        // stable order.
+        t.lower.sort_unstable();
         Ok(t)
     }
 
@@ -529,6 +575,34 @@ mod tests {
         let p = t.find("claude-sonnet-4-5-20250929").unwrap();
         assert_eq!(p.input, Some(3e-6));
         assert_eq!(p.input_above, Some(6e-6));
+    }
+
+    /// The shipped table read straight from its bytes is the table the
+    /// `serde_json::Value` way reads from them: every model, price and
+    /// name, the source and the fast multipliers.
+    #[test]
+    fn the_shipped_shape_reads_as_the_value_way_reads_it() {
+        let bytes = include_bytes!("../data/prices.json");
+        let direct = Prices::from_json(bytes).unwrap();
+        let by_value = Prices::from_value_json(bytes).unwrap();
+        assert_eq!(direct.len(), 600);
+        assert_eq!(direct.models, by_value.models);
+        assert_eq!(direct.lower, by_value.lower);
+        assert_eq!(direct.source, by_value.source);
+        assert_eq!(direct.overrides.exact, by_value.overrides.exact);
+        assert_eq!(
+            direct.overrides.normalized_prefix,
+            by_value.overrides.normalized_prefix
+        );
+        // A shipped shape with a model that is not prices, and one with
+        // a string price: left out both ways.
+        let odd = br#"{"source":"s","models":{"a":{"input_cost_per_token":1e-6},"b":"x","c":{"input_cost_per_token":"1"}}}"#;
+        let (d, v) = (
+            Prices::from_json(odd).unwrap(),
+            Prices::from_value_json(odd).unwrap(),
+        );
+        assert_eq!(d.models.keys().collect::<Vec<_>>(), vec!["a"]);
+        assert_eq!(d.models, v.models);
     }
 
     /// A model found by a prefix or the fuzzy match is found again, from
