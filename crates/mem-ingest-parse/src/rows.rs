@@ -317,6 +317,10 @@ struct RowsSource {
     error: Option<Error>,
     /// Rows handed out by this read.
     handed: u64,
+    /// How many rows the batch before gave: the next batch's list is made
+    /// with room for as many (grown from nothing, a batch's list was
+    /// copied about ten times over).
+    batch_rows: usize,
     arena: Box<Bump>,
 }
 
@@ -341,6 +345,7 @@ pub fn open<'d>(
         filter: opts.filter,
         error: None,
         handed: 0,
+        batch_rows: 0,
         arena: Box::new(Bump::new()),
     };
     match map.open_with(path, &mut cursor, opts) {
@@ -380,7 +385,7 @@ impl RowsSource {
             #[allow(unsafe_code)]
             let arena: &'static Bump = unsafe { &*std::ptr::from_ref::<Bump>(&self.arena) };
             let mut rows = Rows {
-                list: Vec::new(),
+                list: Vec::with_capacity(self.batch_rows),
                 tracker: Tracker::new(&self.report),
                 parent: None,
             };
@@ -395,6 +400,7 @@ impl RowsSource {
                 // Closed now: no handle is kept while the rows are sent.
                 self.db = None;
             }
+            self.batch_rows = rows.list.len();
             self.ready = rows.list.into_iter();
         }
     }
