@@ -380,7 +380,7 @@ struct Batch {
     parts: Vec<Part>,
     /// The glances (each part's `type` and tool state's `status` as spans
     /// of the text) of the batch's first parts, taken by the thread
-    /// reading ahead for a read that builds no record: half of the
+    /// reading ahead for a read that builds no record: a [`Share`] of the
     /// counting thread's largest work done on the reading one. Empty
     /// otherwise.
     glances: Vec<Option<GlanceAt>>,
@@ -466,16 +466,17 @@ impl Batch {
     }
 
     /// Glances at the `data` ([`glance`]) of the batch's first parts,
-    /// keeping spans: those of the first half of the parts' bytes (the
-    /// thread reading ahead also waits on SQLite's page reads; the
-    /// counting thread glances at the rest), by whole messages.
-    fn glance_parts(&mut self) {
+    /// keeping spans: those of the first `share` sixteenths of the parts'
+    /// bytes ([`Share`]; the counting thread glances at the rest), by
+    /// whole messages.
+    fn glance_parts(&mut self, share: u32) {
         let size = |p: &Part| p.data.as_ref().map_or(0, ExactSizeIterator::len);
-        let half = self.parts.iter().map(size).sum::<usize>() / 2;
+        let total = self.parts.iter().map(size).sum::<usize>();
+        let upto_bytes = total / Share::WHOLE as usize * share.min(Share::WHOLE) as usize;
         let mut upto = 0;
         let mut bytes = 0;
         for m in &self.msgs {
-            if bytes >= half {
+            if bytes >= upto_bytes {
                 break;
             }
             bytes += self.parts[m.parts.clone()].iter().map(size).sum::<usize>();
@@ -566,11 +567,46 @@ const MSG_COLS: &str = "SELECT rowid, id, session_id, data FROM message";
 struct Ahead {
     rx: Option<std::sync::mpsc::Receiver<Result<Batch, Error>>>,
     thread: Option<std::thread::JoinHandle<()>>,
+    share: std::sync::Arc<Share>,
+}
+
+/// How much of a batch's glancing the thread reading ahead takes, in
+/// sixteenths of its parts' bytes, moved by whichever thread waits: the
+/// reading thread finding the batch before still untaken (it is ahead:
+/// one more sixteenth for it), the counting thread finding no batch ready
+/// (it is ahead: one less). The two threads then end their batches at
+/// about the same time on any machine and any load; a fixed half left the
+/// reading thread a fifth longer than the counting one (SQLite's page
+/// reads are most of its time) on the generated 100 MB database. Whichever
+/// thread glances a part, its glance is the same: the output does not
+/// depend on it.
+struct Share(std::sync::atomic::AtomicU32);
+
+impl Share {
+    /// The whole of a batch.
+    const WHOLE: u32 = 16;
+
+    fn get(&self) -> u32 {
+        self.0.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// One sixteenth more (`up`) or less, within nothing and the whole.
+    fn step(&self, up: bool) {
+        let s = self.get();
+        let s = if up {
+            (s + 1).min(Self::WHOLE)
+        } else {
+            s.saturating_sub(1)
+        };
+        self.0.store(s, std::sync::atomic::Ordering::Relaxed);
+    }
 }
 
 impl Ahead {
     fn start(path: PathBuf, mut mark: i64, glances: bool) -> Ahead {
         let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        let share = std::sync::Arc::new(Share(std::sync::atomic::AtomicU32::new(Share::WHOLE / 2)));
+        let reading_share = share.clone();
         let thread = std::thread::spawn(move || {
             let conn = match open_read_only(&path) {
                 Ok(c) => c,
@@ -585,7 +621,7 @@ impl Ahead {
                 let batch = read(&conn, &|s| known.contains(s), None, mark, &like)
                     .map(|mut b| {
                         if glances {
-                            b.glance_parts();
+                            b.glance_parts(reading_share.get());
                         }
                         b
                     })
@@ -599,7 +635,15 @@ impl Ahead {
                     }
                     Err(_) => true,
                 };
-                if tx.send(batch).is_err() || end {
+                let sent = match tx.try_send(batch) {
+                    Ok(()) => true,
+                    Err(std::sync::mpsc::TrySendError::Full(batch)) => {
+                        reading_share.step(true);
+                        tx.send(batch).is_ok()
+                    }
+                    Err(std::sync::mpsc::TrySendError::Disconnected(_)) => false,
+                };
+                if !sent || end {
                     return;
                 }
             }
@@ -607,13 +651,22 @@ impl Ahead {
         Ahead {
             rx: Some(rx),
             thread: Some(thread),
+            share,
         }
     }
 
     /// The next batch: `None` when the thread ended before it (it ends
     /// after the last batch, which the caller does not ask past).
     fn next(&self) -> Option<Result<Batch, Error>> {
-        self.rx.as_ref()?.recv().ok()
+        let rx = self.rx.as_ref()?;
+        match rx.try_recv() {
+            Ok(b) => Some(b),
+            Err(std::sync::mpsc::TryRecvError::Empty) => {
+                self.share.step(false);
+                rx.recv().ok()
+            }
+            Err(std::sync::mpsc::TryRecvError::Disconnected) => None,
+        }
     }
 }
 
@@ -1723,7 +1776,91 @@ mod data {
 mod tests {
     use rusqlite::Connection;
 
-    use super::{sql_order, SqlValue};
+    use super::{glance, sql_order, Batch, Msg, Part, Share, SqlValue};
+
+    /// A batch of three messages whose parts' `data` are 100, 300 and 100
+    /// bytes long (one part each, the second message two of 150).
+    fn batch() -> Batch {
+        let mut b = Batch::default();
+        let span = |b: &mut Batch, t: &str| {
+            let from = b.text.len();
+            b.text.push_str(t);
+            from..b.text.len()
+        };
+        let part = |ty: &str, n: usize| {
+            let body = format!(r#"{{"type":"{ty}","text":""}}"#);
+            let pad = "x".repeat(n - body.len());
+            format!(r#"{{"type":"{ty}","text":"{pad}"}}"#)
+        };
+        for (i, sizes) in [vec![100], vec![150, 150], vec![100]]
+            .into_iter()
+            .enumerate()
+        {
+            let id = span(&mut b, &format!("m{i}"));
+            let session = span(&mut b, "s");
+            let data = span(&mut b, "{}");
+            let from = b.parts.len();
+            for (j, n) in sizes.into_iter().enumerate() {
+                let pid = span(&mut b, &format!("p{i}{j}"));
+                let d = span(&mut b, &part(if j == 0 { "text" } else { "tool" }, n));
+                b.parts.push(Part {
+                    id: pid,
+                    data: Ok(d),
+                });
+            }
+            b.msgs.push(Msg {
+                rowid: i as i64 + 1,
+                id,
+                session,
+                data: Ok(data),
+                parts: from..b.parts.len(),
+            });
+        }
+        b
+    }
+
+    /// The reading thread's share of the glances ends at a message's
+    /// end, grows with the share (nothing at 0, every part at the whole),
+    /// and each glance it keeps is the one the counting thread takes of
+    /// that part: whichever thread glances, the same.
+    #[test]
+    fn a_share_of_the_glances_is_whole_messages_and_the_same_glances() {
+        let mut ends = Vec::new();
+        for share in 0..=Share::WHOLE + 1 {
+            let mut b = batch();
+            b.glance_parts(share);
+            ends.push(b.glances.len());
+            for (p, g) in b.parts.iter().zip(&b.glances) {
+                let t = &b.text[p.data.clone().unwrap()];
+                let want = glance(t, "type", "state", "status").map(|g| g.key.map(str::to_owned));
+                let got = g
+                    .as_ref()
+                    .map(|(k, _)| k.clone().map(|k| b.text[k].to_owned()));
+                assert_eq!(got, want, "share {share}");
+            }
+        }
+        // 500 bytes, a sixteenth 31: messages are taken while the bytes
+        // taken are below the share's, so the first (100 bytes) from
+        // share 1, the second (to 400) from share 4 (124), the third from
+        // share 13 (403); past the whole, the whole.
+        assert_eq!(ends, [0, 1, 1, 1, 3, 3, 3, 3, 3, 3, 3, 3, 3, 4, 4, 4, 4, 4]);
+    }
+
+    /// The share moves a sixteenth a step, within nothing and the whole.
+    #[test]
+    fn the_share_stays_within_nothing_and_the_whole() {
+        let s = Share(std::sync::atomic::AtomicU32::new(Share::WHOLE / 2));
+        for _ in 0..20 {
+            s.step(true);
+        }
+        assert_eq!(s.get(), Share::WHOLE);
+        s.step(false);
+        assert_eq!(s.get(), Share::WHOLE - 1);
+        for _ in 0..20 {
+            s.step(false);
+        }
+        assert_eq!(s.get(), 0);
+    }
 
     /// `sql_order` sorts as SQLite's `ORDER BY` does, across types.
     #[test]
