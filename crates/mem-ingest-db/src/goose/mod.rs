@@ -15,24 +15,34 @@
 //! ledger's `carried_forward` row for a session counted so is not counted
 //! again.
 //!
-//! Not read (said in `docs/goose.md`): the legacy `<id>.jsonl` files left
-//! beside the database, and `threads` / `thread_messages` (the UI's second
-//! copy of the chat).
+//! The legacy `<id>.jsonl` files (before 1.10) beside the database are
+//! documents of the same format ([`legacy`]), their messages mapped as the
+//! rows are ([`map`]): a session Goose imported is read from the
+//! database, and a message is one across the file and the database in
+//! whichever order they are read (a legacy session's messages are told
+//! apart by role, `created` and their order, in both). Not read (said in
+//! `docs/goose.md`): `threads` / `thread_messages` (the UI's second copy
+//! of the chat).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
 use bumpalo::Bump;
+use mem_ingest_parse::document::{self, DocState};
 use mem_ingest_parse::format::{BoxedSource, Format, Input};
 use mem_ingest_parse::json::fingerprint;
 use mem_ingest_parse::report::UsageAt;
 use mem_ingest_parse::rows::{self, Cursor, Database, MapRows, Row, Rows};
-use mem_ingest_parse::{Error, Header, Report, Role, RoleFilter, SkipReason, SourceOptions, Usage};
+use mem_ingest_parse::{Error, Header, Report, RoleFilter, SkipReason, SourceOptions, Usage};
 use rusqlite::{Connection, OptionalExtension};
 use serde_json::Value;
 
+use map::{millis, Identity, Session};
+
+pub mod legacy;
+mod map;
+
 use crate::lineage::Lineages;
-use crate::opencode::record;
 use crate::sqlite::{fail, has_table, in_read, open_read_only, text_of};
 
 /// The Goose format.
@@ -46,10 +56,11 @@ const BATCH: i64 = 512;
 /// databases (an older `Block/goose` store beside the current one) is one.
 const LINEAGE: &str = "goose";
 
-/// Goose's session folders that exist, in order: `$GOOSE_PATH_ROOT/data/
-/// sessions` (an absolute root) alone when set, else
-/// `$XDG_DATA_HOME/goose/sessions`, `~/.local/share/goose/sessions`, and
-/// the older places ccusage probes too.
+/// Goose's session folders that hold a `sessions.db` or a legacy
+/// `*.jsonl` file, in order: `$GOOSE_PATH_ROOT/data/sessions` (an
+/// absolute root) alone when set, else `$XDG_DATA_HOME/goose/sessions`,
+/// `~/.local/share/goose/sessions`, and the older places ccusage probes
+/// too.
 pub fn session_dirs() -> (Vec<PathBuf>, Vec<String>) {
     let mut candidates = Vec::new();
     match std::env::var_os("GOOSE_PATH_ROOT").map(PathBuf::from) {
@@ -70,13 +81,26 @@ pub fn session_dirs() -> (Vec<PathBuf>, Vec<String>) {
     candidates.dedup();
     let tried = candidates
         .iter()
-        .map(|c| c.join("sessions.db").display().to_string())
+        .map(|c| {
+            format!(
+                "{} (nor a legacy *.jsonl there)",
+                c.join("sessions.db").display()
+            )
+        })
         .collect();
     let found = candidates
         .into_iter()
-        .filter(|c| c.join("sessions.db").is_file())
+        .filter(|c| c.join("sessions.db").is_file() || has_legacy_file(c))
         .collect();
     (found, tried)
+}
+
+/// Whether the folder `dir` holds a legacy session file.
+fn has_legacy_file(dir: &Path) -> bool {
+    std::fs::read_dir(dir).is_ok_and(|rd| {
+        rd.flatten()
+            .any(|e| e.file_type().is_ok_and(|t| t.is_file()) && legacy::is_legacy(&e.path()))
+    })
 }
 
 impl Format for Goose {
@@ -84,10 +108,11 @@ impl Format for Goose {
         "goose"
     }
 
-    /// `sessions.db` in a `sessions` folder: a folder walked never opens
-    /// another database as Goose's (the store is never named so).
+    /// `sessions.db`, and the legacy `*.jsonl` files, in a `sessions`
+    /// folder: a folder walked never opens another database as Goose's
+    /// (the store is never named so).
     fn is_session_file(&self, path: &Path) -> bool {
-        path.file_name().is_some_and(|n| n == "sessions.db")
+        (path.file_name().is_some_and(|n| n == "sessions.db") || legacy::is_legacy(path))
             && path
                 .parent()
                 .and_then(Path::file_name)
@@ -109,16 +134,22 @@ impl Format for Goose {
 
     fn open<'d>(
         &self,
-        _input: Input<'d>,
+        input: Input<'d>,
         path: &Path,
         opts: &SourceOptions,
     ) -> Result<BoxedSource<'d>, Error> {
+        if legacy::is_legacy(path) {
+            let map = legacy::Legacy {
+                defer_to_database: true,
+            };
+            return Ok(document::open(&map, legacy::TAG, input, path, None, opts));
+        }
         Ok(rows::open(self, path, None, opts))
     }
 
     fn resume<'d>(
         &self,
-        _input: Input<'d>,
+        input: Input<'d>,
         path: &Path,
         header: &Header,
         context: &[u8],
@@ -126,6 +157,17 @@ impl Format for Goose {
         _lines_before: u64,
         opts: &SourceOptions,
     ) -> BoxedSource<'d> {
+        if legacy::is_legacy(path) {
+            // A file that emitted messages before is read as a document
+            // again (what it emitted stays emitted, its counts stay its
+            // own), also when Goose imported it since.
+            let emitted = DocState::decode(context).is_some_and(|s| !s.emitted.is_empty());
+            let map = legacy::Legacy {
+                defer_to_database: !emitted,
+            };
+            let prior = Some((header, context));
+            return document::open(&map, legacy::TAG, input, path, prior, opts);
+        }
         rows::open(self, path, Some((header, context)), opts)
     }
 
@@ -133,8 +175,19 @@ impl Format for Goose {
         true
     }
 
-    fn is_rows(&self, _path: &Path) -> bool {
-        true
+    /// The database (any name but `*.jsonl`).
+    fn is_rows(&self, path: &Path) -> bool {
+        !legacy::is_legacy(path)
+    }
+
+    /// A legacy `*.jsonl` session, rewritten whole at every save.
+    fn is_document(&self, path: &Path) -> bool {
+        legacy::is_legacy(path)
+    }
+
+    /// A legacy session's first line.
+    fn detect(&self, prefix: &[u8], whole: bool) -> bool {
+        legacy::detect(prefix, whole)
     }
 
     /// Its sessions are lineages of their own (a root session and its
@@ -226,6 +279,7 @@ impl MapRows for Goose {
             sessions: HashMap::new(),
             bytes: 0,
             lineage: Lineages::new(LINEAGE),
+            legacy: legacy::sessions_beside(path),
         };
         Ok((header, Box::new(db)))
     }
@@ -261,14 +315,6 @@ fn rescan(cursor: &mut Cursor) {
     cursor.guards.extend(kept);
 }
 
-/// A session's columns.
-#[derive(Debug, Clone, Default)]
-struct Session {
-    working_dir: String,
-    provider: Option<String>,
-    model: Option<String>,
-}
-
 /// A Goose database opened for one read.
 struct Db {
     conn: Connection,
@@ -281,6 +327,8 @@ struct Db {
     bytes: u64,
     /// Its sessions' lineages (parents, the shard read).
     lineage: Lineages,
+    /// The sessions of the legacy files beside it (their names' stems).
+    legacy: HashSet<String>,
 }
 
 /// A `messages` row.
@@ -294,6 +342,9 @@ struct Msg {
     content: Result<String, &'static str>,
     created: i64,
     metadata: Option<String>,
+    /// For a legacy session's message, the messages of its role and
+    /// `created` before it ([`Identity::Legacy`]).
+    ordinal: Option<u64>,
 }
 
 /// A `usage_ledger` row.
@@ -331,15 +382,6 @@ fn instant(s: &str) -> Option<i64> {
         format!("{t}Z")
     };
     mem_ingest_parse::parse_iso_millis(&t)
-}
-
-/// Seconds or milliseconds (above 10^10) as milliseconds.
-fn millis(t: i64) -> i64 {
-    if t > 10_000_000_000 {
-        t
-    } else {
-        t.saturating_mul(1000)
-    }
 }
 
 fn to_u64(v: Option<i64>) -> u64 {
@@ -477,10 +519,36 @@ impl Db {
                     // Another type than an integer: as NULL (no time).
                     created: r.get::<_, Option<i64>>(5).unwrap_or(None).unwrap_or(0),
                     metadata: r.get(6).unwrap_or(None),
+                    ordinal: None,
                 })
             })?;
-            rows.collect()
+            let mut msgs = rows.collect::<rusqlite::Result<Vec<Msg>>>()?;
+            // A legacy session's messages are told apart as its file's
+            // are (`Identity::Legacy`): by role, `created` and the
+            // messages of both before them, counted in the same read.
+            let mut ord = c.prepare_cached(
+                "SELECT count(*) FROM messages WHERE session_id = ?1 AND role = ?2 \
+                 AND created_timestamp = ?3 AND id < ?4",
+            )?;
+            for m in &mut msgs {
+                if let (true, Ok(role)) = (self.is_legacy(&m.session), &m.role) {
+                    let n: i64 = ord
+                        .query_row(rusqlite::params![m.session, role, m.created, m.id], |r| {
+                            r.get(0)
+                        })?;
+                    m.ordinal = Some(u64::try_from(n).unwrap_or(0));
+                }
+            }
+            Ok(msgs)
         })
+    }
+
+    /// Whether `session` is one Goose imported from a legacy file, or may
+    /// be: a `<session>.jsonl` lies beside the database, or its id has
+    /// the legacy form (`YYYYMMDD_HHMMSS`, which Goose's new ids take
+    /// only on a day a legacy session of a later time was imported).
+    fn is_legacy(&self, session: &str) -> bool {
+        legacy::has_legacy_id(session) || self.legacy.contains(session)
     }
 
     fn sessions_for<'m>(&mut self, ids: impl Iterator<Item = &'m str>) -> rusqlite::Result<()> {
@@ -525,6 +593,23 @@ impl Db {
 /// the cursor's guards (an `acc:` key: kept by a rescan; no session's
 /// keys, which end in a column's name).
 const ACC_SEQ: &str = "acc:#growths";
+
+/// The fingerprint of a growth of a session's accumulated columns, from
+/// and to: `total` its `accumulated_total_tokens`, `input` its
+/// `accumulated_input_tokens`. A legacy file's first line counts its
+/// session's accumulated usage as a growth from nothing, with this
+/// fingerprint: the database's growth of the imported session from
+/// nothing is then a copy of it.
+pub(crate) fn acc_fingerprint(session: &str, total: [u64; 2], input: [u64; 2]) -> u64 {
+    fingerprint(&[
+        b"goose-acc",
+        session.as_bytes(),
+        &total[0].to_le_bytes(),
+        &total[1].to_le_bytes(),
+        &input[0].to_le_bytes(),
+        &input[1].to_le_bytes(),
+    ])
+}
 
 /// The keys of a session's accumulated columns in the cursor's guards.
 fn acc_keys(session: &str) -> [String; 6] {
@@ -592,16 +677,24 @@ impl Db {
             };
             report.add_usage_at(s.provider.as_deref(), model, &l.usage, true, at);
             let u = &l.usage;
-            let fp = fingerprint(&[
-                b"goose-ledger",
-                l.session.as_bytes(),
-                &l.created.to_le_bytes(),
-                model.unwrap_or("").as_bytes(),
-                &u.input.to_le_bytes(),
-                &u.output.to_le_bytes(),
-                &u.cache_read.to_le_bytes(),
-                &u.cache_write.to_le_bytes(),
-            ]);
+            let fp = if l.carried {
+                // What the session had counted before the ledger (its
+                // accumulated columns, or its legacy file's first line,
+                // read before Goose imported it): the fingerprint of that
+                // count from nothing, so that it is counted once.
+                acc_fingerprint(&l.session, [0, u.total_tokens], [0, u.input])
+            } else {
+                fingerprint(&[
+                    b"goose-ledger",
+                    l.session.as_bytes(),
+                    &l.created.to_le_bytes(),
+                    model.unwrap_or("").as_bytes(),
+                    &u.input.to_le_bytes(),
+                    &u.output.to_le_bytes(),
+                    &u.cache_read.to_le_bytes(),
+                    &u.cache_write.to_le_bytes(),
+                ])
+            };
             usage_row(report, rows, arena, key, fp, at.line, 0);
         }
         for (sid, now, has_ledger) in acc {
@@ -662,218 +755,64 @@ impl Db {
                 reasoning: 0,
             };
             report.add_usage_at(s.provider.as_deref(), s.model.as_deref(), &u, true, at);
-            let fp = fingerprint(&[
-                b"goose-acc",
-                sid.as_bytes(),
-                &before.n[4].to_le_bytes(),
-                &now.n[4].to_le_bytes(),
-                &before.n[0].to_le_bytes(),
-                &now.n[0].to_le_bytes(),
-            ]);
+            let fp = acc_fingerprint(&sid, [before.n[4], now.n[4]], [before.n[0], now.n[0]]);
             usage_row(report, rows, arena, key, fp, 0, 0);
         }
         Ok(())
     }
 
-    /// Counts and pushes the rows of one message.
-    #[allow(clippy::too_many_lines, clippy::too_many_arguments)]
+    /// Counts and pushes the rows of one message (see [`map::map`]):
+    /// keyed `key` (a tool result `<key>/<call id>`).
+    #[allow(clippy::too_many_arguments)]
     fn message<'a>(
         &self,
         m: &Msg,
         key: &str,
         content: &[Value],
+        ordinal: Option<u64>,
         arena: &'a Bump,
         filter: RoleFilter,
         report: &mut Report,
         rows: &mut Rows<'a>,
     ) {
         let line = u64::try_from(m.id).unwrap_or(0);
-        let s = self.sessions.get(&m.session).cloned().unwrap_or_default();
-        let session: &'a str = arena.alloc_str(&m.session);
-        let source: &'a str = arena.alloc_str(&format!("goose:{}", m.session));
-        let project: &'a str = arena.alloc_str(&s.working_dir);
-        let mid = m.message_id.as_deref().unwrap_or(key);
-        let id: &'a str = arena.alloc_str(mid);
-        let time = Some(millis(m.created));
+        let cols = self.sessions.get(&m.session).cloned().unwrap_or_default();
+        let id = m.message_id.as_deref().unwrap_or(key);
         let meta: Option<Value> = m
             .metadata
             .as_deref()
             .and_then(|j| serde_json::from_str(j).ok());
-        let flag = |k: &str| {
-            meta.as_ref()
-                .and_then(|v| v.get(k)?.as_bool())
-                .unwrap_or(true)
+        let msg = map::Message {
+            session: &m.session,
+            id,
+            role: m.role.as_deref().unwrap_or(""),
+            created: m.created,
+            line,
+            metadata: meta.as_ref(),
+            content,
+            cols: &cols,
+            identity: match ordinal {
+                Some(ordinal) => Identity::Legacy { ordinal },
+                None => Identity::Id(id),
+            },
         };
-        let role = match m.role.as_deref().unwrap_or("") {
-            "user" if !flag("userVisible") && flag("agentVisible") => Role::System,
-            "user" => Role::User,
-            "assistant" => Role::Assistant,
-            other => {
-                report.add_unknown_role(other);
-                report.no_record += 1;
-                rows.push(
-                    report,
-                    Row {
-                        key: arena.alloc_str(key),
-                        fingerprint: fingerprint(&[b"goose", session.as_bytes(), id.as_bytes()]),
-                        line,
-                        byte: self.bytes,
-                        record: None,
-                    },
-                );
-                return;
-            }
-        };
-        let mut body = crate::Body::default();
-        let mut first_call: Option<(String, String)> = None;
-        let mut results: Vec<&Value> = Vec::new();
-        for c in content {
-            match c.get("type").and_then(Value::as_str).unwrap_or("") {
-                "text" => {
-                    if let Some(t) = c.get("text").and_then(Value::as_str) {
-                        body.kind("text");
-                        body.piece(t);
-                    }
-                }
-                "thinking" | "reasoning" => {
-                    let t = c.get("thinking").or_else(|| c.get("text"));
-                    if let Some(t) = t.and_then(Value::as_str) {
-                        body.kind("thinking");
-                        body.piece(t);
-                    }
-                }
-                "redactedThinking" => body.kind("redactedThinking"),
-                "toolRequest" | "frontendToolRequest" => {
-                    body.kind("toolCall");
-                    let call = c.pointer("/toolCall/value");
-                    let name = call
-                        .and_then(|v| v.get("name"))
-                        .and_then(Value::as_str)
-                        .unwrap_or("");
-                    let args = call
-                        .and_then(|v| v.get("arguments"))
-                        .map(Value::to_string)
-                        .unwrap_or_default();
-                    match c.pointer("/toolCall/error").and_then(Value::as_str) {
-                        Some(e) => body.piece(e),
-                        None => body.piece(&format!("{name} {args}")),
-                    }
-                    if first_call.is_none() {
-                        let cid = c.get("id").and_then(Value::as_str).unwrap_or("");
-                        first_call = Some((name.to_owned(), cid.to_owned()));
-                    }
-                }
-                "toolResponse" => results.push(c),
-                "image" => body.kind("image"),
-                "systemNotification" => {
-                    body.kind("notification");
-                    if let Some(t) = c.get("msg").and_then(Value::as_str) {
-                        body.piece(t);
-                    }
-                }
-                _ => {}
-            }
-        }
-        let fp = fingerprint(&[b"goose", session.as_bytes(), id.as_bytes()]);
-        // A user message of tool results alone is no human turn: its
-        // results are its records.
-        if !(role == Role::User && body.kinds.is_empty() && !results.is_empty()) {
-            let rec = report.count_record(role, filter).then(|| {
-                let kinds: &'a [&'a str] = arena.alloc_slice_copy(&body.kinds);
-                let key = arena.alloc_str(&format!("{}:{mid}", m.session));
-                let mut r = record(
-                    role,
-                    arena.alloc_str(&body.text),
-                    kinds,
-                    project,
-                    session,
-                    source,
-                    key,
-                    id,
-                    line,
-                    time,
-                );
-                if role == Role::Assistant {
-                    r.provider = s.provider.as_deref().map(|p| &*arena.alloc_str(p));
-                    r.model = s.model.as_deref().map(|p| &*arena.alloc_str(p));
-                }
-                if let Some((name, call)) = &first_call {
-                    r.tool_name = Some(arena.alloc_str(name));
-                    r.tool_call_id = Some(&*arena.alloc_str(call)).filter(|c| !c.is_empty());
-                }
-                r
-            });
+        let byte = self.bytes;
+        map::map(&msg, arena, filter, report, &mut |report, piece| {
+            let key = match piece.part {
+                None => arena.alloc_str(key),
+                Some(cid) => arena.alloc_str(&format!("{key}/{cid}")),
+            };
             rows.push(
                 report,
                 Row {
-                    key: arena.alloc_str(key),
-                    fingerprint: fp,
-                    line,
-                    byte: self.bytes,
-                    record: rec,
-                },
-            );
-        }
-        for c in results {
-            let cid = c.get("id").and_then(Value::as_str).unwrap_or("");
-            let res = c.get("toolResult");
-            let failed = res.and_then(|r| r.get("status")).and_then(Value::as_str) == Some("error");
-            let value = res.and_then(|r| r.get("value"));
-            let items = value
-                .and_then(|v| v.get("content").or(Some(v)))
-                .and_then(Value::as_array);
-            let mut out = crate::Body::default();
-            for it in items.into_iter().flatten() {
-                if let Some(t) = it.get("text").and_then(Value::as_str) {
-                    out.piece(t);
-                }
-            }
-            if failed {
-                if let Some(e) = res.and_then(|r| r.get("error")).and_then(Value::as_str) {
-                    out.piece(e);
-                }
-            }
-            let is_error = failed
-                || value
-                    .and_then(|v| v.get("isError"))
-                    .and_then(Value::as_bool)
-                    == Some(true);
-            let rec = report.count_record(Role::ToolResult, filter).then(|| {
-                let kinds: &'a [&'a str] = arena.alloc_slice_copy(&["toolResult"]);
-                let key = arena.alloc_str(&format!("{}:{mid}:{cid}", m.session));
-                let mut r = record(
-                    Role::ToolResult,
-                    arena.alloc_str(&out.text),
-                    kinds,
-                    project,
-                    session,
-                    source,
                     key,
-                    id,
+                    fingerprint: piece.fingerprint,
                     line,
-                    time,
-                );
-                r.entry = "tool";
-                r.tool_call_id = Some(&*arena.alloc_str(cid)).filter(|c| !c.is_empty());
-                r.is_error = Some(is_error);
-                r
-            });
-            rows.push(
-                report,
-                Row {
-                    key: arena.alloc_str(&format!("{key}/{cid}")),
-                    fingerprint: fingerprint(&[
-                        b"goose",
-                        session.as_bytes(),
-                        id.as_bytes(),
-                        cid.as_bytes(),
-                    ]),
-                    line,
-                    byte: self.bytes,
-                    record: rec,
+                    byte,
+                    record: piece.record,
                 },
             );
-        }
+        });
     }
 }
 
@@ -946,7 +885,7 @@ impl Database for Db {
                 .filter(|_| records)
                 .map(|p| &*arena.alloc_str(&p));
             rows.set_parent_session(parent);
-            self.message(m, &key, &content, arena, filter, report, rows);
+            self.message(m, &key, &content, m.ordinal, arena, filter, report, rows);
         }
         Ok(full)
     }
