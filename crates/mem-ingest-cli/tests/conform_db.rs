@@ -191,3 +191,38 @@ fn goose_one_store_equals_ccusage_and_a_session_in_two_stores_is_counted_once() 
     assert_eq!(n(&t2, "input") - n(&o, "input"), twice);
     fs::remove_dir_all(d).unwrap();
 }
+
+/// Goose's legacy `<id>.jsonl` sessions (before 1.10), in the place
+/// ccusage looks, with no database: ccusage 20.0.24 reads no JSONL file
+/// and reports nothing; we count each session's accumulated tokens.
+#[test]
+#[ignore = "needs ccusage 20.0.24 (CCUSAGE)"]
+fn goose_legacy_files_are_read_here_and_not_by_ccusage() {
+    let home = common::tmpdir("conform-db", "goose-legacy");
+    let dir = home.join(".local/share/goose/sessions");
+    fs::create_dir_all(&dir).unwrap();
+    for (id, i, o) in [("20250101_120000", 1000, 200), ("20250102_120000", 30, 7)] {
+        fs::write(
+            dir.join(format!("{id}.jsonl")),
+            format!(
+                "{{\"working_dir\":\"/p\",\"description\":\"t\",\"message_count\":1,\
+                 \"total_tokens\":5,\"input_tokens\":4,\"output_tokens\":1,\
+                 \"accumulated_total_tokens\":{},\"accumulated_input_tokens\":{i},\
+                 \"accumulated_output_tokens\":{o}}}\n\
+                 {{\"role\":\"user\",\"created\":1735732800,\"content\":[{{\"type\":\"text\",\"text\":\"hi\"}}]}}\n",
+                i + o
+            ),
+        )
+        .unwrap();
+    }
+    let t = theirs("goose", &[("HOME", &home)]);
+    for (k, _) in KEYS {
+        assert_eq!(n(&t, k), 0, "{t}");
+    }
+    let o = ours("goose", &home);
+    assert_eq!(
+        (n(&o, "input"), n(&o, "output"), n(&o, "total_tokens")),
+        (1030, 207, 1237)
+    );
+    fs::remove_dir_all(home).unwrap();
+}
