@@ -2219,8 +2219,8 @@ fn missing_folders_stores_and_archives_create_nothing() {
              {h}/.local/share/goose/sessions/sessions.db, \
              {h}/Library/Application Support/Block/goose/sessions/sessions.db, \
              {h}/Library/Application Support/goose/sessions/sessions.db, \
-             {h}/.local/share/Block/goose/sessions/sessions.db; \
-             no Cursor archive: no {h}/Cursor/User/globalStorage/state.vscdb, \
+             {h}/.local/share/Block/goose/sessions/sessions.db (nor a legacy *.jsonl \
+             session beside one); no Cursor archive: no {h}/Cursor/User/globalStorage/state.vscdb, \
              {h}/.config/Cursor/User/globalStorage/state.vscdb, \
              {h}/Library/Application Support/Cursor/User/globalStorage/state.vscdb, \
              {h}/projects\n"

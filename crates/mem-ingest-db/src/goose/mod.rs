@@ -81,12 +81,7 @@ pub fn session_dirs() -> (Vec<PathBuf>, Vec<String>) {
     candidates.dedup();
     let tried = candidates
         .iter()
-        .map(|c| {
-            format!(
-                "{} (nor a legacy *.jsonl there)",
-                c.join("sessions.db").display()
-            )
-        })
+        .map(|c| c.join("sessions.db").display().to_string())
         .collect();
     let found = candidates
         .into_iter()
@@ -127,7 +122,10 @@ impl Format for Goose {
     fn default_archives(&self) -> Result<Vec<PathBuf>, String> {
         let (found, tried) = session_dirs();
         if found.is_empty() {
-            return Err(format!("no Goose archive: no {}", tried.join(", ")));
+            return Err(format!(
+                "no Goose archive: no {} (nor a legacy *.jsonl session beside one)",
+                tried.join(", ")
+            ));
         }
         Ok(found)
     }
