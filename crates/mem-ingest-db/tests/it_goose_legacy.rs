@@ -535,3 +535,77 @@ fn the_fixtures_legacy_file_is_read_from_its_database() {
     assert_eq!((s.report.usage.input, s.report.deduplicated), (64_800, 3));
     fs::remove_dir_all(d).unwrap();
 }
+
+/// Under `--shard K/N` every shard reads the legacy files (as it reads
+/// the database), each taking the sessions of its shard: the file of a
+/// session read before Goose imported it, and the database's rows of it
+/// afterwards, are the same shard's, so each message is once across all
+/// shards, in both runs.
+#[test]
+fn shards_take_each_legacy_session_once_and_with_its_import() {
+    use mem_ingest::archive::{shard_of, Shard};
+    let d = tmpdir("shards");
+    let dir = d.join("sessions");
+    // Two sessions of different shards (of 2).
+    let ids: Vec<String> = (0..20)
+        .map(|i| format!("2025010{}_1200{i:02}", 1 + i % 2))
+        .collect();
+    let a = ids[0].clone();
+    let b = ids
+        .iter()
+        .find(|i| shard_of(&format!("goose:{i}"), 2) != shard_of(&format!("goose:{a}"), 2))
+        .unwrap()
+        .clone();
+    for id in [&a, &b] {
+        fs::create_dir_all(&dir).unwrap();
+        fs::write(
+            dir.join(format!("{id}.jsonl")),
+            text_of(META, &MESSAGES).replace("/home/u/proj", id),
+        )
+        .unwrap();
+    }
+    let shard_run = |k: u32| {
+        let mut got = Vec::new();
+        let s = Archive::builder()
+            .path(&dir)
+            .formats(vec![Arc::new(Goose) as Arc<dyn Format>])
+            .shard(Shard::parse(&format!("{k}/2")).unwrap())
+            .state(d.join(format!("state-{k}")))
+            .build()
+            .backfill(&mut ForEach(|r| got.push(r)))
+            .unwrap();
+        (s, got)
+    };
+    let mut all = Vec::new();
+    let mut input = 0;
+    for k in 0..2 {
+        let (s, got) = shard_run(k);
+        // One session a shard, whole.
+        assert_eq!(got.len(), 6, "shard {k}");
+        assert_eq!(s.report.usage.input, 1000, "shard {k}");
+        all.extend(got.into_iter().map(|r| r.key));
+        input += s.report.usage.input;
+    }
+    all.sort();
+    all.dedup();
+    assert_eq!((all.len(), input), (12, 2000));
+    // Goose imports both; a message more in a's session.
+    let c = import(&dir, &dir.join(format!("{a}.jsonl")));
+    drop(c);
+    let c = import(&dir, &dir.join(format!("{b}.jsonl")));
+    c.execute(
+        "INSERT INTO messages (message_id, session_id, role, content_json, created_timestamp)
+         VALUES ('msg_new', ?1, 'user', '[{\"type\":\"text\",\"text\":\"more\"}]', 1767225600)",
+        [&a],
+    )
+    .unwrap();
+    let mut new = Vec::new();
+    let mut input = 0;
+    for k in 0..2 {
+        let (s, got) = shard_run(k);
+        new.extend(got.into_iter().map(|r| (r.session, r.text)));
+        input += s.report.usage.input;
+    }
+    assert_eq!((new, input), (vec![(a.clone(), "more".to_owned())], 2000));
+    fs::remove_dir_all(d).unwrap();
+}

@@ -32,6 +32,7 @@ use mem_ingest_parse::document::{Item, Items, MapDocument};
 use mem_ingest_parse::json::fingerprint;
 use mem_ingest_parse::line_reader::bom_len;
 use mem_ingest_parse::report::UsageAt;
+use mem_ingest_parse::rows::shard_of;
 use mem_ingest_parse::source::headerless_fingerprint;
 use mem_ingest_parse::{parse_iso_millis, Header, Report, RoleFilter, SkipReason, Usage};
 use serde_json::Value;
@@ -145,6 +146,12 @@ pub(super) struct Legacy {
     /// document again, what it emitted staying emitted, so that its
     /// counts stay with it).
     pub(super) defer_to_database: bool,
+    /// `--shard K/N` as `(K, N)`: every shard reads the file (as it
+    /// reads the databases, [`mem_ingest_parse::format::Format::shards_rows`]),
+    /// the session's shard alone takes its lines: the shard of
+    /// `goose:<session id>`, whose database rows are that shard's too (a
+    /// legacy session has no parent).
+    pub(super) shard: Option<(u32, u32)>,
 }
 
 /// One non-blank line: its number (1-based), its first byte (0-based),
@@ -268,6 +275,12 @@ impl MapDocument for Legacy {
             parent: None,
             fingerprint: headerless_fingerprint(TAG, path),
         };
+        if let Some((k, n)) = self.shard {
+            if shard_of(&format!("{LINEAGE}:{session}"), n) != k {
+                // Another shard's session: nothing of it here.
+                return Ok(header);
+            }
+        }
         if self.defer_to_database && in_database_beside(path, &session) {
             // Goose imported it: read from the database. Its lines are
             // counted, none emitted.

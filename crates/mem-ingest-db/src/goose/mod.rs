@@ -139,6 +139,7 @@ impl Format for Goose {
         if legacy::is_legacy(path) {
             let map = legacy::Legacy {
                 defer_to_database: true,
+                shard: opts.shard,
             };
             return Ok(document::open(&map, legacy::TAG, input, path, None, opts));
         }
@@ -162,6 +163,7 @@ impl Format for Goose {
             let emitted = DocState::decode(context).is_some_and(|s| !s.emitted.is_empty());
             let map = legacy::Legacy {
                 defer_to_database: !emitted,
+                shard: opts.shard,
             };
             let prior = Some((header, context));
             return document::open(&map, legacy::TAG, input, path, prior, opts);
