@@ -353,6 +353,74 @@ fn a_transcript_whose_start_changed_is_read_again() {
     fs::remove_dir_all(d).unwrap();
 }
 
+/// A transcript rewritten in place with its first line kept (the second
+/// regenerated longer, a third added) is read again from its start, its
+/// first 4 KiB having changed: the regenerated line and the new one are
+/// emitted at their own lines, the line kept is not emitted again, and no
+/// line is read from the middle (the old resume offset).
+#[test]
+fn a_transcript_rewritten_after_its_first_line_is_read_again() {
+    let d = tmpdir("rewrite");
+    let t = transcripts(&d, &d.join("w"));
+    let f = t.join("c1.jsonl");
+    let one = r#"{"role":"user","message":{"content":"one"}}"#;
+    write(
+        &f,
+        &format!(
+            "{one}\n{}\n",
+            r#"{"role":"assistant","message":{"content":"two"}}"#
+        ),
+    );
+    let state = d.join("s.state");
+    let run = |got: &mut Vec<OwnedRecord>| {
+        Archive::builder()
+            .path(d.join("cursor/projects"))
+            .formats(cursor())
+            .state(&state)
+            .build()
+            .backfill(&mut ForEach(|r: OwnedRecord| got.push(r)))
+            .unwrap()
+    };
+    let mut got = Vec::new();
+    run(&mut got);
+    assert_eq!(got.len(), 2);
+    let two = r#"{"role":"assistant","message":{"content":"TWO regenerated, much longer"}}"#;
+    let three = r#"{"role":"user","message":{"content":"three"}}"#;
+    let mut w = fs::OpenOptions::new().write(true).open(&f).unwrap();
+    w.write_all(format!("{one}\n{two}\n{three}\n").as_bytes())
+        .unwrap();
+    drop(w);
+    let mut got = Vec::new();
+    let s = run(&mut got);
+    assert!(s.skips.is_empty(), "{:?}", s.skips);
+    assert_eq!((s.reread, s.report.skipped), (1, 0));
+    let at = (one.len() + 1) as u64;
+    assert_eq!(
+        rows(&got),
+        [
+            (
+                Role::Assistant,
+                "TWO regenerated, much longer",
+                "text".into(),
+                "c1",
+                "c1:L2",
+                2,
+                at
+            ),
+            (
+                Role::User,
+                "three",
+                "text".into(),
+                "c1",
+                "c1:L3",
+                3,
+                at + two.len() as u64 + 1
+            ),
+        ]
+    );
+    fs::remove_dir_all(d).unwrap();
+}
+
 const TXT: &str = "user:\n<user_query>\nold question\n</user_query>\n\nassistant:\nold answer\n";
 
 #[test]
