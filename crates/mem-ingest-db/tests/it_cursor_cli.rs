@@ -230,13 +230,16 @@ fn a_subagent_is_in_its_parent_chats_lineage() {
 
 /// A damaged line is a counted skip naming its file, line and byte; a
 /// partial last line is held back by a checkpointed run and read once
-/// completed; a run over an unchanged file writes nothing.
+/// completed (resumed: the first line is longer than the 4 KiB the
+/// header holds, which stay the same); a run over an unchanged file
+/// writes nothing.
 #[test]
 fn a_damaged_line_is_skipped_and_a_partial_last_line_waits() {
     let d = tmpdir("partial");
     let t = transcripts(&d, &d.join("w"));
     let f = t.join("c2.jsonl");
-    let first = r#"{"role":"user","message":{"content":"hello"}}"#;
+    let hello = format!("hello {}", "x".repeat(5000));
+    let first = format!(r#"{{"role":"user","message":{{"content":"{hello}"}}}}"#);
     let last = r#"{"role":"assistant","message":{"content":[{"type":"text","text":"hi back"}]}}"#;
     write(
         &f,
@@ -256,7 +259,7 @@ fn a_damaged_line_is_skipped_and_a_partial_last_line_waits() {
     let s = run(&mut got);
     assert_eq!(
         rows(&got),
-        [(Role::User, "hello", "text".into(), "c2", "c2:L1", 1, 0)]
+        [(Role::User, &*hello, "text".into(), "c2", "c2:L1", 1, 0)]
     );
     assert_eq!(s.report.skipped, 1);
     let skip = &s.skips[0];

@@ -48,9 +48,13 @@ pub mod txt;
 /// How much of a file's start its [`Header`] is built from (bytes).
 pub const PREFIX: usize = 64 << 10;
 
-/// How much of a JSONL transcript's first line its header's fingerprint
-/// holds (bytes): a file whose first line changed was rewritten, and is
-/// read again from its start.
+/// How much of a JSONL transcript's start (after a byte-order mark) its
+/// header's fingerprint holds (bytes): a file whose first 4 KiB changed
+/// was rewritten, and is read again from its start (the engine compares
+/// the header it saved with the one the file gives now). A file shorter
+/// than that is held whole, so one that grew is read again from its start
+/// too: at most 4 KiB read again, and what was emitted is not emitted
+/// again; a rewrite after the first 4 KiB is not seen.
 pub const START_BYTES: usize = 4 << 10;
 
 /// The tag of a JSONL transcript's header fingerprint.
@@ -234,7 +238,7 @@ fn slug_of(path: &Path) -> Option<&str> {
 /// names ([`decode_slug`], once per slug in a process; `""` outside an
 /// `agent-transcripts` folder), a subagent's
 /// parent chat, no time (the file has none); `start` goes into the
-/// fingerprint (the first bytes of its first line, for a JSONL file).
+/// fingerprint (a JSONL file's first [`START_BYTES`]).
 pub fn header_of(path: &Path, tag: &[u8], start: &[u8]) -> Header {
     let id = path
         .file_stem()
@@ -254,22 +258,12 @@ pub fn header_of(path: &Path, tag: &[u8], start: &[u8]) -> Header {
     }
 }
 
-/// The first bytes of the first line of `body` that is not blank, at most
-/// [`START_BYTES`]: `None` while that line is shorter and not complete
-/// (`whole`: `body` is all of the file), and `Some(&[])` for a file of
-/// blank lines.
-fn first_line(body: &[u8], whole: bool) -> Option<&[u8]> {
-    let mut lines = PrefixLines::new(body, whole);
-    loop {
-        match lines.next() {
-            Some((_, l)) if is_blank(l) => {}
-            Some((_, l)) => return Some(&l[..l.len().min(START_BYTES)]),
-            None => {
-                let rest = lines.rest();
-                return (rest.len() >= START_BYTES).then(|| &rest[..START_BYTES]);
-            }
-        }
-    }
+/// The first bytes of `body` (the file after its byte-order mark), at
+/// most [`START_BYTES`]: `None` while the prefix is shorter and not the
+/// whole file (`whole`).
+fn first_bytes(body: &[u8], whole: bool) -> Option<&[u8]> {
+    let n = body.len().min(START_BYTES);
+    (whole || n == START_BYTES).then(|| &body[..n])
 }
 
 /// The `<user_query>` tags the CLI wraps a prompt in, and the newline
@@ -361,7 +355,7 @@ impl Format for CursorCli {
         }
         let driver = open_headerless(input, path, opts, PREFIX, |prefix, whole| {
             let body = headerless_body(prefix, whole)?;
-            let start = first_line(body, whole);
+            let start = first_bytes(body, whole);
             Some(CursorContext::new(
                 header_of(path, TAG, start.unwrap_or(&[])),
                 path,
@@ -466,7 +460,7 @@ pub struct CursorContext {
     source: String,
     /// A subagent's id (its file stem), for its records' `agent_id`.
     agent: Option<String>,
-    /// The header's fingerprint holds the start of the first line.
+    /// The header's fingerprint holds the file's first bytes.
     found: bool,
 }
 
