@@ -5,7 +5,7 @@
 # corpus from the fixtures (fuzz/seed.sh), then runs `line`, `reader`,
 # `claude`, `codex`, `qwen`, `copilot`, `cursor_cli`, `redact`, `gemini`, `amp`, `cline` and
 # `gemini_legacy` for FUZZ_SECONDS each (default 60), and the database
-# targets `opencode`, `goose` and `cursor` for FUZZ_DB_SECONDS each (default
+# targets `opencode`, `goose`, `goose_legacy` and `cursor` for FUZZ_DB_SECONDS each (default
 # 20: each input builds a database and reads it three times through the
 # engine, so they take about a minute of CI together). Exits non-zero when a target crashes
 # (its input is then under fuzz/artifacts/<target>/; see fuzz/README.md to
@@ -18,7 +18,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(dirname "$here")
 seconds=${FUZZ_SECONDS:-60}
 db_seconds=${FUZZ_DB_SECONDS:-20}
-targets=(line reader claude codex qwen copilot cursor_cli redact gemini amp cline gemini_legacy opencode goose cursor)
+targets=(line reader claude codex qwen copilot cursor_cli redact gemini amp cline gemini_legacy opencode goose goose_legacy cursor)
 
 say() { echo "fuzz/ci.sh: $*"; }
 
@@ -51,7 +51,7 @@ for t in "${targets[@]}"; do
     dict=$here/$t.dict
     [ -f "$dict" ] || dict=$here/pi.dict
     s=$seconds
-    case $t in opencode | goose | cursor) s=$db_seconds ;; esac
+    case $t in opencode | goose | goose_legacy | cursor) s=$db_seconds ;; esac
     say "running $t for ${s}s"
     cargo +nightly fuzz run "$t" -- \
         -max_total_time="$s" -timeout=30 -dict="$dict" -print_final_stats=1 \

@@ -258,5 +258,34 @@ for t in amp cline gemini_legacy; do by_sha1 "$tmp/$t" "$corpus/$t"; done
 # make_fixture.py), and hand-made inputs.
 python3 "$here/db_seeds.py" "$samples" "$corpus"
 
-echo "seed.sh: $(ls "$corpus/opencode" | wc -l) in $corpus/opencode, $(ls "$corpus/goose" | wc -l) in $corpus/goose, $(ls "$corpus/cursor" | wc -l) in $corpus/cursor"
+# Goose's legacy sessions (goose_legacy): the shared sample, and a file of
+# the shapes the reader maps (no id, an id, a tool call and its result,
+# injected context, a damaged line), alone and rewritten with one more.
+mkdir -p "$tmp/goose_legacy" "$corpus/goose_legacy"
+for f in "$samples"/goose/deja-vu/fixtures/registry/goose/sessions/*.jsonl; do
+    [ -f "$f" ] && cp "$f" "$tmp/goose_legacy/$(basename "$f")"
+done
+gm='{"working_dir":"/p","description":"t","message_count":4,"accumulated_total_tokens":1200,"accumulated_input_tokens":1000,"accumulated_output_tokens":200}'
+g1='{"role":"user","created":1735732800,"content":[{"type":"text","text":"why?"}],"metadata":{"userVisible":true,"agentVisible":true}}'
+g2='{"id":"m2","role":"assistant","created":1735732805,"content":[{"type":"thinking","thinking":"t","signature":"s"},{"type":"toolRequest","id":"c1","toolCall":{"status":"success","value":{"name":"developer__shell","arguments":{"command":"make"}}}}]}'
+g3='{"role":"user","created":1735732806,"content":[{"type":"toolResponse","id":"c1","toolResult":{"status":"success","value":{"content":[{"type":"text","text":"ok"}],"isError":false}}}]}'
+g4='{"role":"user","created":1735732806,"content":[{"type":"text","text":"<ctx>"}],"metadata":{"userVisible":false,"agentVisible":true}}'
+printf '%s
+%s
+%s
+%s
+{"role":"assist
+' "$gm" "$g1" "$g2" "$g3" >"$tmp/goose_legacy/h1"
+printf '%s
+%s
+%s
+--
+%s
+%s
+%s
+%s
+' "$gm" "$g1" "$g2" "$gm" "$g1" "$g2" "$g4" >"$tmp/goose_legacy/h2"
+by_sha1 "$tmp/goose_legacy" "$corpus/goose_legacy"
+
+echo "seed.sh: $(ls "$corpus/opencode" | wc -l) in $corpus/opencode, $(ls "$corpus/goose" | wc -l) in $corpus/goose, $(ls "$corpus/goose_legacy" | wc -l) in $corpus/goose_legacy, $(ls "$corpus/cursor" | wc -l) in $corpus/cursor"
 echo "seed.sh: $(ls "$line_dir" | wc -l) inputs in $line_dir, $(ls "$reader_dir" | wc -l) in $reader_dir, $(ls "$claude_dir" | wc -l) in $claude_dir, $(ls "$codex_dir" | wc -l) in $codex_dir, $(ls "$qwen_dir" | wc -l) in $qwen_dir, $(ls "$copilot_dir" | wc -l) in $copilot_dir, $(ls "$cursor_cli_dir" | wc -l) in $cursor_cli_dir, $(ls "$gemini_dir" | wc -l) in $gemini_dir, $(ls "$corpus/amp" | wc -l) in $corpus/amp, $(ls "$corpus/cline" | wc -l) in $corpus/cline, $(ls "$corpus/gemini_legacy" | wc -l) in $corpus/gemini_legacy"

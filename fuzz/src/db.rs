@@ -1083,3 +1083,48 @@ pub fn check_cursor(data: &[u8]) {
     reading.all(first, change);
     drop((g, w));
 }
+
+// ------------------------------------------------------------ Goose legacy
+
+/// Arbitrary bytes as a Goose legacy session file (before 1.10:
+/// `sessions/<id>.jsonl`, read by `mem_ingest_db::Goose` as a document):
+/// the first version written, the second written to `<id>.tmp` and
+/// renamed over it as Goose saves, each read with the checks of every
+/// run above (no key twice across the runs, as many lines as said,
+/// nothing written by the run with nothing changed); in the first run,
+/// every skip within the file's lines, and every line of the file
+/// accounted for (`records + no_record + skipped + deduplicated ==
+/// lines`).
+pub fn check_goose_legacy(data: &[u8]) {
+    let (a, b) = versions(data);
+    let dir = scratch("goose-legacy");
+    let home = dir.join("sessions");
+    fs::create_dir_all(&home).unwrap();
+    let file = home.join("20250101_120000.jsonl");
+    fs::write(&file, a).unwrap();
+    let mut reading = Reading::new(Arc::new(mem_ingest_db::Goose), &dir, home.clone(), vec![]);
+    let lines_a = a.split(|&c| c == b'\n').count() as u64;
+    let first = |s: &Summary| {
+        for k in &s.report.skips {
+            assert!(
+                k.line <= lines_a,
+                "a skip past the file's {lines_a} lines: {k:?}"
+            );
+        }
+        let r = &s.report;
+        assert_eq!(
+            r.records + r.no_record + r.skipped + r.deduplicated,
+            r.lines,
+            "every line accounted for: {r:?}"
+        );
+    };
+    let change = b.map(|b| {
+        let (home, file) = (&home, &file);
+        move || {
+            let tmp = home.join("20250101_120000.tmp");
+            fs::write(&tmp, b).unwrap();
+            fs::rename(&tmp, file).unwrap();
+        }
+    });
+    reading.all(first, change);
+}

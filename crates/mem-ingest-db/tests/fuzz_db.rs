@@ -1,6 +1,6 @@
 //! Replays the database fuzz targets' checks (`fuzz/src/db.rs`, included
 //! here) on the stable toolchain: every input saved under
-//! `fuzz/regressions/{opencode,goose,cursor}/`, and generated inputs (the
+//! `fuzz/regressions/{opencode,goose,goose_legacy,cursor}/`, and generated inputs (the
 //! agents' rows as their fixtures hold them, then damaged, cut, of the
 //! wrong types, NULL, BLOBs, huge numbers, deep nesting, and rewritten in a
 //! second version), a stable stand-in for the fuzzer.
@@ -16,6 +16,7 @@ fn check(target: &str) -> fn(&[u8]) {
     match target {
         "opencode" => checks::check_opencode,
         "goose" => checks::check_goose,
+        "goose_legacy" => checks::check_goose_legacy,
         "cursor" => checks::check_cursor,
         other => panic!("no database fuzz target {other}"),
     }
@@ -33,7 +34,7 @@ fn replay(target: &str, name: &str) {
 #[test]
 fn every_saved_input_replays() {
     let root = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../..")).join("fuzz/regressions");
-    for target in ["opencode", "goose", "cursor"] {
+    for target in ["opencode", "goose", "goose_legacy", "cursor"] {
         let Ok(dir) = fs::read_dir(root.join(target)) else {
             continue;
         };
@@ -224,6 +225,32 @@ fn opencode_check_holds_on_rows_damaged_cut_of_the_wrong_types() {
 #[test]
 fn goose_check_holds_on_rows_damaged_cut_of_the_wrong_types() {
     check_generated("goose", GOOSE);
+}
+
+/// A Goose legacy session file (`../shared/spec/goose-format.md`, section
+/// 9): its metadata line, a message without an id, one with an id (a
+/// thinking part and a tool call), its tool result, injected context,
+/// one of another role; the second version (renamed over the first) has
+/// the counts grown, one message edited, one more message, and a copy of
+/// a message's id. (Each line's first byte is taken as a tag by
+/// `check_generated`: the JSON after it is what it damages.)
+const GOOSE_LEGACY: &str = r#"{"working_dir":"/fuzz/one","description":"Fix the build","message_count":5,"total_tokens":300,"input_tokens":250,"output_tokens":50,"accumulated_total_tokens":1200,"accumulated_input_tokens":1000,"accumulated_output_tokens":200}
+{"id":null,"role":"user","created":1735732800,"content":[{"type":"text","text":"Why is the build red?"}],"metadata":{"userVisible":true,"agentVisible":true}}
+{"id":"m2","role":"assistant","created":1735732805,"content":[{"type":"thinking","thinking":"Look at CI.","signature":"s"},{"type":"toolRequest","id":"c1","toolCall":{"status":"success","value":{"name":"developer__shell","arguments":{"command":"make"}}}}]}
+{"role":"user","created":1735732806,"content":[{"type":"toolResponse","id":"c1","toolResult":{"status":"success","value":[{"type":"text","text":"error"}]}}]}
+{"role":"user","created":1735732806,"content":[{"type":"text","text":"<ctx>"}],"metadata":{"userVisible":false,"agentVisible":true}}
+{"role":"system","created":1735732807,"content":[]}
+--
+{"working_dir":"/fuzz/one","description":"Fix the build","message_count":6,"accumulated_total_tokens":1750,"accumulated_input_tokens":1500,"accumulated_output_tokens":250}
+{"id":null,"role":"user","created":1735732800,"content":[{"type":"text","text":"Why is the build red?"}],"metadata":{"userVisible":true,"agentVisible":true}}
+{"id":"m2","role":"assistant","created":1735732805,"content":[{"type":"text","text":"Edited."}]}
+{"role":"user","created":1735732806,"content":[{"type":"toolResponse","id":"c1","toolResult":{"status":"error","error":"-32603: failed"}}]}
+{"role":"assistant","created":1735732810,"content":[{"type":"text","text":"Fixed."}]}
+{"id":"m2","role":"assistant","created":1735732811,"content":[{"type":"text","text":"a copy's id"}]}"#;
+
+#[test]
+fn goose_legacy_check_holds_on_lines_damaged_cut_of_the_wrong_types() {
+    check_generated("goose_legacy", GOOSE_LEGACY);
 }
 
 #[test]
