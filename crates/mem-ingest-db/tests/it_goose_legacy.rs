@@ -140,15 +140,28 @@ fn a_legacy_file_gives_each_message_as_the_database_would_and_its_usage() {
         got.iter().map(|r| r.line).collect::<Vec<_>>(),
         [2, 3, 4, 6, 7, 8]
     );
+    // A message without an id is keyed by its role, second, place among
+    // the messages of both, and a hash of its content.
+    let keys: Vec<String> = got
+        .iter()
+        .map(|r| match r.key.split_once('~') {
+            Some((k, h)) => {
+                let (h, rest) = h.split_at(8);
+                assert!(h.bytes().all(|b| b.is_ascii_hexdigit()), "{}", r.key);
+                format!("{k}~{rest}")
+            }
+            None => r.key.clone(),
+        })
+        .collect();
     assert_eq!(
-        got.iter().map(|r| r.key.as_str()).collect::<Vec<_>>(),
+        keys,
         [
-            "20250101_120000:user@1735732800#0",
-            "20250101_120000:assistant@1735732805#0",
-            "20250101_120000:user@1735732806#0:call_1",
-            "20250101_120000:assistant@1735732806#0",
+            "20250101_120000:user@1735732800#0~",
+            "20250101_120000:assistant@1735732805#0~",
+            "20250101_120000:user@1735732806#0~:call_1",
+            "20250101_120000:assistant@1735732806#0~",
             "20250101_120000:msg_own",
-            "20250101_120000:user@1735732811#0",
+            "20250101_120000:user@1735732811#0~",
         ]
     );
     assert_eq!(got[1].kinds, ["thinking", "text", "toolCall"]);

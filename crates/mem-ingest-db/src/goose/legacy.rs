@@ -298,6 +298,10 @@ impl MapDocument for Legacy {
         }
         items.reserve(lines.len());
         let mut ordinals: HashMap<(String, i64), u64> = HashMap::new();
+        // The messages' ids met so far: a message under an id met before
+        // is a copy (the database's reader reads a `(session,
+        // message_id)` once).
+        let mut ids: HashSet<&'a str> = HashSet::new();
         for (i, line) in lines.iter().enumerate() {
             let (number, byte) = (line.number, line.byte);
             let value = match &line.value {
@@ -376,7 +380,6 @@ impl MapDocument for Legacy {
                 );
                 continue;
             };
-            report.entries.add("message", 1);
             let created = created_of(value).unwrap_or(0);
             let n = ordinals.entry((role.to_owned(), created)).or_insert(0);
             let ordinal = *n;
@@ -385,10 +388,24 @@ impl MapDocument for Legacy {
                 .get("id")
                 .and_then(Value::as_str)
                 .filter(|s| !s.is_empty());
+            // Without an id of its own, a message is its role, its second,
+            // its place among the messages of both, and its content (a
+            // hash): another message there after a rewrite is another
+            // key, never one written twice.
             let key: &'a str = match own_id {
                 Some(id) => arena.alloc_str(id),
-                None => arena.alloc_str(&format!("{role}@{created}#{ordinal}")),
+                None => {
+                    let h = fingerprint(&[b"goose-content", content_text(value).as_bytes()]);
+                    arena.alloc_str(&format!("{role}@{created}#{ordinal}~{:08x}", h >> 32))
+                }
             };
+            if !ids.insert(key) {
+                report.lines += 1;
+                report.no_record += 1;
+                report.entries.add("copy", 1);
+                continue;
+            }
+            report.entries.add("message", 1);
             let msg = Message {
                 session: &session,
                 id: key,
@@ -415,7 +432,7 @@ impl MapDocument for Legacy {
                     Item {
                         key,
                         version,
-                        positional: own_id.is_none(),
+                        positional: false,
                         settled: true,
                         fingerprint: piece.fingerprint,
                         line: number,
@@ -427,6 +444,12 @@ impl MapDocument for Legacy {
         }
         Ok(header)
     }
+}
+
+/// A message's `content` as JSON text (the same for another spelling of
+/// it).
+fn content_text(v: &Value) -> String {
+    v.get("content").map(Value::to_string).unwrap_or_default()
 }
 
 /// A message's version: a hash of its JSON as parsed (another spelling of
