@@ -110,6 +110,9 @@ fn agent_goose_reads_the_legacy_files_of_its_folders_with_no_path() {
     database(&share.join("goose/sessions"));
     legacy(&share.join("goose/sessions"), "20250102_090000");
     legacy(&share.join("Block/goose/sessions"), "20250103_090000");
+    // The legacy file of the database's session: read from the database
+    // (its lines counted, none emitted, its project not one of `stats`').
+    legacy(&share.join("goose/sessions"), "20260101_1");
     let stats = bin(&home)
         .args(["stats", "--json", "-q", "--agent", "goose"])
         .output()
@@ -118,8 +121,16 @@ fn agent_goose_reads_the_legacy_files_of_its_folders_with_no_path() {
     let s: Value = serde_json::from_slice(&stats.stdout).unwrap();
     assert_eq!(
         (s["files"].as_u64(), s["records"].as_u64()),
-        (Some(3), Some(5))
+        (Some(4), Some(5))
     );
+    assert_eq!(s["entries"]["in_database"].as_u64(), Some(2), "{s}");
+    let projects: Vec<&str> = s["by_project"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["project"].as_str().unwrap())
+        .collect();
+    assert!(!projects.contains(&"/p/20260101_1"), "{s}");
     assert_eq!(
         (s["usage"]["input"].as_u64(), s["usage"]["output"].as_u64()),
         (Some(2000), Some(400))
