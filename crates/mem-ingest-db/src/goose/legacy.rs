@@ -277,8 +277,12 @@ impl MapDocument for Legacy {
         };
         if let Some((k, n)) = self.shard {
             if shard_of(&format!("{LINEAGE}:{session}"), n) != k {
-                // Another shard's session: nothing of it here.
-                return Ok(header);
+                // Another shard's session: nothing of it here (nor its
+                // project, in `stats`' projects).
+                return Ok(Header {
+                    cwd: String::new(),
+                    ..header
+                });
             }
         }
         if self.defer_to_database && in_database_beside(path, &session) {
@@ -294,7 +298,12 @@ impl MapDocument for Legacy {
                 };
                 report.entries.add(what, 1);
             }
-            return Ok(header);
+            // Its records are the database's, in the database's project
+            // line of `stats` (a database's header names none).
+            return Ok(Header {
+                cwd: String::new(),
+                ..header
+            });
         }
         items.reserve(lines.len());
         let mut ordinals: HashMap<(String, i64), u64> = HashMap::new();
