@@ -484,6 +484,73 @@ fn a_jsonl_wins_over_the_txt_of_its_stem_and_a_txt_alone_is_read() {
     fs::remove_dir_all(d).unwrap();
 }
 
+/// A `.txt` transcript whose last message is appended to (the CLI
+/// writing it) gives that message once: each longer version a revision
+/// of its key (a store updates its row; nothing more is written), not a
+/// record of its own; a message that follows is new.
+#[test]
+fn a_txt_transcripts_last_message_written_on_is_one_record() {
+    let d = tmpdir("txtlast");
+    let t = transcripts(&d, &d.join("w"));
+    let f = t.join("c2.txt");
+    let start = "user:\nhi\n\nassistant:\n";
+    write(&f, &format!("{start}part"));
+    let state = d.join("s.state");
+    let run = |got: &mut Vec<OwnedRecord>| {
+        Archive::builder()
+            .path(d.join("cursor/projects"))
+            .formats(cursor())
+            .state(&state)
+            .build()
+            .backfill(&mut ForEach(|r: OwnedRecord| got.push(r)))
+            .unwrap()
+    };
+    let mut got = Vec::new();
+    run(&mut got);
+    let at = "user:\nhi\n\n".len() as u64;
+    assert_eq!(
+        rows(&got),
+        [
+            (Role::User, "hi", "text".into(), "c2", "c2:L1", 1, 0),
+            (Role::Assistant, "part", "text".into(), "c2", "c2:L4", 2, at),
+        ]
+    );
+    for more in [" longer", " and whole\n"] {
+        fs::OpenOptions::new()
+            .append(true)
+            .open(&f)
+            .unwrap()
+            .write_all(more.as_bytes())
+            .unwrap();
+        let mut got = Vec::new();
+        let s = run(&mut got);
+        assert_eq!(rows(&got), []);
+        assert_eq!((s.written, s.updated), (0, 1));
+    }
+    fs::OpenOptions::new()
+        .append(true)
+        .open(&f)
+        .unwrap()
+        .write_all(b"user:\nthanks\n")
+        .unwrap();
+    let mut got = Vec::new();
+    let s = run(&mut got);
+    assert_eq!(
+        rows(&got),
+        [(
+            Role::User,
+            "thanks",
+            "text".into(),
+            "c2",
+            "c2:L6",
+            3,
+            (start.len() + "part longer and whole\n".len()) as u64
+        )]
+    );
+    assert_eq!((s.written, s.updated), (1, 0));
+    fs::remove_dir_all(d).unwrap();
+}
+
 /// Named as PATHs among every format: a transcript is Cursor's by its
 /// first line anywhere; one whose first line is damaged, and a `.txt`,
 /// by its place in an `agent-transcripts` folder; Claude Code's and pi's
