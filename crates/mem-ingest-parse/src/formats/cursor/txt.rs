@@ -12,9 +12,20 @@
 //! calls, `<name>` and its body, in order), except that each `[Tool
 //! result]` is a `tool_result` record of its own between the assistant's
 //! parts before and after it. No ids: an item is known by its first
-//! line (`L<line>`, a positional key); its record's `line` is its place
-//! among the items (as every document's), its `byte` that of its first
-//! line.
+//! line (`L<line>`); its record's `line` is its place among the items (as
+//! every document's), its `byte` that of its first line.
+//!
+//! A message whose text changed after it was emitted is a *revision* of
+//! its key ([`Item::positional`] false): the last message, which the CLI
+//! writes on, is one record whose longer versions a store updates (NDJSON
+//! and Parquet count them and write nothing), not a record a version. It
+//! is not held back until another message follows: a document unchanged
+//! since a read is not read again, so a last message held back by the
+//! read that saw it finished would never be emitted. An edit that moves
+//! messages to other lines (one taken out or put in before them) makes
+//! each key that stays name the message now starting there: a revision of
+//! it; a key new to the document is a new record; a key no message starts
+//! at any more stays where it was written.
 
 use std::path::Path;
 
@@ -321,7 +332,9 @@ impl MapDocument for Txt {
                 Item {
                     key,
                     version: fingerprint(&[body.as_bytes()]),
-                    positional: true,
+                    // Another version at a key emitted before is a
+                    // revision of it (see the module's docs).
+                    positional: false,
                     settled: true,
                     fingerprint: fingerprint(&[b"cursor-txt", session.as_bytes(), key.as_bytes()]),
                     line: pos,
