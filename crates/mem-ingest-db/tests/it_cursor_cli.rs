@@ -551,6 +551,56 @@ fn a_txt_transcripts_last_message_written_on_is_one_record() {
     fs::remove_dir_all(d).unwrap();
 }
 
+/// Paths named relative to the current folder keep their layout: the
+/// `agent-transcripts` folder as `.`, from the slug folder as
+/// `agent-transcripts`, a subagent as `subagents/<id>.jsonl` from its
+/// chat's folder. The only test of this binary that changes the process's
+/// current folder (every other names absolute paths).
+#[test]
+fn relative_paths_keep_the_folder_layout() {
+    let d = tmpdir("relative");
+    let project = d.join("rel");
+    let t = transcripts(&d, &project);
+    write(&t.join("c1/c1.jsonl"), CHAT);
+    write(
+        &t.join("c1/subagents/s9.jsonl"),
+        concat!(
+            r#"{"role":"user","message":{"content":[{"type":"text","text":"look"}]}}"#,
+            "\n"
+        ),
+    );
+    let run = |from: &Path, path: &str| {
+        std::env::set_current_dir(from).unwrap();
+        let mut got = Vec::new();
+        let s = Archive::builder()
+            .path(path)
+            .formats(cursor())
+            .build()
+            .backfill(&mut ForEach(|r: OwnedRecord| got.push(r)))
+            .unwrap();
+        assert!(s.failures.is_empty(), "{:?}", s.failures);
+        let mut seen: Vec<(String, String, Option<String>)> = got
+            .into_iter()
+            .map(|r| (r.session, r.project, r.agent_id))
+            .collect();
+        seen.dedup();
+        (s.files, seen)
+    };
+    let cwd = project.to_str().unwrap().to_owned();
+    let both = vec![
+        ("c1".to_owned(), cwd.clone(), None),
+        ("s9".to_owned(), cwd.clone(), Some("s9".to_owned())),
+    ];
+    assert_eq!(run(&t, "."), (2, both.clone()));
+    assert_eq!(run(t.parent().unwrap(), "agent-transcripts"), (2, both));
+    assert_eq!(
+        run(&t.join("c1"), "subagents/s9.jsonl"),
+        (1, vec![("s9".to_owned(), cwd, Some("s9".to_owned()))])
+    );
+    std::env::set_current_dir(std::env::temp_dir()).unwrap();
+    fs::remove_dir_all(d).unwrap();
+}
+
 /// Named as PATHs among every format: a transcript is Cursor's by its
 /// first line anywhere; one whose first line is damaged, and a `.txt`,
 /// by its place in an `agent-transcripts` folder; Claude Code's and pi's
