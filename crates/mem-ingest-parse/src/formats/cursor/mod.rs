@@ -24,6 +24,7 @@
 //! here. [`CursorCli`] alone is a complete format of the transcripts, for
 //! a library that reads no SQLite.
 
+use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 
 use bumpalo::Bump;
@@ -80,10 +81,24 @@ fn name_of(p: Option<&Path>) -> Option<&str> {
     p.and_then(Path::file_name).and_then(|n| n.to_str())
 }
 
+/// `path` made absolute (against the current folder, without resolving
+/// links or `..`): a path named relative (`.`, `agent-transcripts`,
+/// `subagents/<id>.jsonl`) keeps the folders above it that its layout and
+/// slug are read from. A path that cannot be made absolute (no current
+/// folder) stays as it is.
+fn absolute(path: &Path) -> Cow<'_, Path> {
+    if path.is_absolute() {
+        return Cow::Borrowed(path);
+    }
+    std::path::absolute(path).map_or(Cow::Borrowed(path), Cow::Owned)
+}
+
 /// Where `path` sits in an `agent-transcripts/` folder, by its name alone
-/// (nothing is opened): a `.jsonl` in one of the three layouts, or a
-/// `.txt` in the flat one; `None` for any other path.
+/// (nothing is opened; a relative path made [`absolute`] first): a
+/// `.jsonl` in one of the three layouts, or a `.txt` in the flat one;
+/// `None` for any other path.
 pub fn layout(path: &Path) -> Option<Layout> {
+    let path = &*absolute(path);
     let ext = path.extension()?.to_str()?;
     let stem = path.file_stem()?.to_str()?;
     if ext != "jsonl" && ext != "txt" {
@@ -225,13 +240,14 @@ fn walk(cur: &mut String, rest: &[&str], tries: &mut usize) -> Option<String> {
 }
 
 /// The slug folder of a transcript: the parent of its `agent-transcripts`
-/// folder.
-fn slug_of(path: &Path) -> Option<&str> {
+/// folder (a relative path made [`absolute`] first).
+fn slug_of(path: &Path) -> Option<String> {
+    let path = absolute(path);
     let at = path
         .ancestors()
         .skip(1)
         .find(|p| p.file_name().is_some_and(|n| n == "agent-transcripts"))?;
-    name_of(at.parent())
+    name_of(at.parent()).map(str::to_owned)
 }
 
 /// A transcript's header: its stem as the id, the cwd its slug folder
@@ -250,7 +266,7 @@ pub fn header_of(path: &Path, tag: &[u8], start: &[u8]) -> Header {
     };
     Header {
         id,
-        cwd: slug_of(path).map(project_of).unwrap_or_default(),
+        cwd: slug_of(path).map(|s| project_of(&s)).unwrap_or_default(),
         version: 0,
         timestamp: None,
         parent,
