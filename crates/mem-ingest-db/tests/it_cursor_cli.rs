@@ -601,6 +601,28 @@ fn relative_paths_keep_the_folder_layout() {
     fs::remove_dir_all(d).unwrap();
 }
 
+/// A flat `<id>.txt` loses to the nested `<id>/<id>.jsonl` of the same
+/// chat as to a flat `<id>.jsonl`: the chat's records once.
+#[test]
+fn a_nested_jsonl_wins_over_the_flat_txt_of_its_chat() {
+    let d = tmpdir("txtnested");
+    let t = transcripts(&d, &d.join("w"));
+    write(&t.join("c4/c4.jsonl"), CHAT);
+    write(&t.join("c4.txt"), TXT);
+    let mut got = Vec::new();
+    let s = Archive::builder()
+        .path(d.join("cursor/projects"))
+        .formats(cursor())
+        .build()
+        .backfill(&mut ForEach(|r: OwnedRecord| got.push(r)))
+        .unwrap();
+    assert!(s.failures.is_empty(), "{:?}", s.failures);
+    assert_eq!(s.files, 1);
+    let keys: Vec<&str> = got.iter().map(|r| r.key.as_str()).collect();
+    assert_eq!(keys, ["c4:L1", "c4:L2", "c4:L4", "c4:L5"]);
+    fs::remove_dir_all(d).unwrap();
+}
+
 /// Named as PATHs among every format: a transcript is Cursor's by its
 /// first line anywhere; one whose first line is damaged, and a `.txt`,
 /// by its place in an `agent-transcripts` folder; Claude Code's and pi's
