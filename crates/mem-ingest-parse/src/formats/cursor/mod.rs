@@ -8,7 +8,7 @@
 //! - `<chatId>/subagents/<id>.jsonl`: a subagent's chat, whose lineage is
 //!   its parent `<chatId>`'s;
 //! - `<chatId>.jsonl` or `<chatId>.txt`: the older flat layout (a `.jsonl`
-//!   wins over the `.txt` of the same stem).
+//!   wins over the `.txt` of the same chat, flat or nested).
 //!
 //! A JSONL transcript is appended to, one message a line,
 //! `{"role", "message": {"content": [blocks]}}`, and control lines without
@@ -128,13 +128,27 @@ pub fn layout(path: &Path) -> Option<Layout> {
 }
 
 /// Whether a file met in a folder is a Cursor CLI transcript: one of the
-/// [`layout`]s, and a flat `.txt` only when no `.jsonl` of its stem is
-/// beside it (the `.jsonl` wins).
+/// [`layout`]s, and a flat `.txt` only when no `.jsonl` of its chat is
+/// there, flat beside it (`<id>.jsonl`) or nested (`<id>/<id>.jsonl`):
+/// the `.jsonl` wins.
 pub fn is_transcript(path: &Path) -> bool {
     match layout(path) {
         None => false,
-        Some(_) if is_txt(path) => !path.with_extension("jsonl").is_file(),
+        Some(_) if is_txt(path) => !has_jsonl(path),
         Some(_) => true,
+    }
+}
+
+/// Whether the chat of a flat `<id>.txt` has a `.jsonl`: `<id>.jsonl`
+/// beside it, or `<id>/<id>.jsonl`.
+fn has_jsonl(txt: &Path) -> bool {
+    let flat = txt.with_extension("jsonl");
+    if flat.is_file() {
+        return true;
+    }
+    match (txt.parent(), txt.file_stem(), flat.file_name()) {
+        (Some(dir), Some(stem), Some(name)) => dir.join(stem).join(name).is_file(),
+        _ => false,
     }
 }
 
