@@ -482,6 +482,51 @@ fn a_tree_read_in_a_checkpointed_run_and_its_database_appearing_later_add_nothin
     fs::remove_dir_all(d).unwrap();
 }
 
+/// Moves a file's modification time a minute on (`touch`): the engine
+/// reads it again, its content unchanged.
+fn touch(path: &Path) {
+    let f = fs::File::options().append(true).open(path).unwrap();
+    let t = f.metadata().unwrap().modified().unwrap() + std::time::Duration::from_secs(60);
+    f.set_modified(t).unwrap();
+}
+
+#[test]
+fn a_tree_message_file_read_again_after_its_database_keeps_its_copies_out_of_the_counts() {
+    let d = tmpdir("touched");
+    let data = d.join("data");
+    tree(&data);
+    drop(migrate(&data));
+    let state = d.join("state");
+    // The database first (by path): the tree's items are its copies.
+    let s = archive(&data, Some(&state))
+        .backfill(&mut ForEach(|_| {}))
+        .unwrap();
+    assert!(s.failures.is_empty(), "{:?}", s.failures);
+    assert_eq!(usage(&s), TREE_USAGE);
+    let before = (s.report.records, s.report.no_record, s.report.lines);
+    // Two message files touched (an answer of two calls, one without
+    // parts): read again, nothing new, their copies still copies.
+    for m in ["msg_2", "msg_5"] {
+        touch(&data.join(format!("storage/message/ses_1/{m}.json")));
+    }
+    let s = archive(&data, Some(&state))
+        .backfill(&mut ForEach(|r| panic!("{r:?}")))
+        .unwrap();
+    assert!(s.failures.is_empty(), "{:?}", s.failures);
+    assert_eq!((s.written, s.reread), (0, 2));
+    assert_eq!(usage(&s), TREE_USAGE);
+    assert_eq!(
+        (s.report.records, s.report.no_record, s.report.lines),
+        before
+    );
+    // And once more, unchanged: not read.
+    let s = archive(&data, Some(&state))
+        .backfill(&mut ForEach(|r| panic!("{r:?}")))
+        .unwrap();
+    assert_eq!((s.written, s.reread, usage(&s)), (0, 0, TREE_USAGE));
+    fs::remove_dir_all(d).unwrap();
+}
+
 /// The shared fixture's data folder: its database and the tree of its
 /// first session (which the database holds too).
 fn fixture(dir: &Path) {
