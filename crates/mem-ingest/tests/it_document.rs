@@ -714,3 +714,76 @@ fn an_emptied_document_keeps_what_it_emitted() {
     assert_eq!(keys_texts(&got), [("s1:m3".to_owned(), "three".to_owned())]);
     fs::remove_dir_all(d).unwrap();
 }
+
+/// Moves a file's modification time a minute on (`touch`): read again,
+/// its content unchanged.
+fn touch(path: &Path) {
+    let f = fs::File::options().append(true).open(path).unwrap();
+    let t = f.metadata().unwrap().modified().unwrap() + std::time::Duration::from_secs(60);
+    f.set_modified(t).unwrap();
+}
+
+#[test]
+fn a_document_of_copies_read_again_keeps_their_counts_out() {
+    // Two documents of one session (a history written twice, as Gemini
+    // CLI's legacy `.json` beside its `.jsonl`, OpenCode's tree beside its
+    // database): `b.doc`'s first two messages are copies of `a.doc`'s.
+    let d = tmpdir("copies-touched");
+    let a = d.join("a");
+    fs::create_dir_all(&a).unwrap();
+    let two = [("m1", "hello"), ("m2", "hi there")];
+    let four = [
+        ("m1", "hello"),
+        ("m2", "hi there"),
+        ("m3", "more"),
+        ("m4", "ok"),
+    ];
+    rewrite(&a.join("a.doc"), &doc("s1", &two, 0));
+    rewrite(&a.join("b.doc"), &doc("s1", &four, 0));
+    let run = archive(&a, false, &d.join("state"));
+    let mut got = Vec::new();
+    let first = run.backfill(&mut ForEach(|r| got.push(r))).unwrap();
+    assert_eq!(got.len(), 4);
+    let counts = |s: &mem_ingest::archive::Summary| {
+        (
+            s.report.records,
+            s.report.lines,
+            s.report.usage.output,
+            s.report.deduplicated,
+        )
+    };
+    assert_eq!(counts(&first), (4, 6, 20, 2));
+    // The copies' document touched: read again, nothing new, its copies
+    // still copies (their counts stay out), and so for the original.
+    for name in ["b.doc", "a.doc"] {
+        touch(&a.join(name));
+        let again = run
+            .backfill(&mut ForEach(|r| panic!("nothing new: {r:?}")))
+            .unwrap();
+        assert!(again.failures.is_empty(), "{:?}", again.failures);
+        assert_eq!((again.written, again.reread), (0, 1), "{name}");
+        assert_eq!(counts(&again), (4, 6, 20, 2), "{name}");
+    }
+    // Rewritten with a fifth message: exactly it, the copies still out.
+    let five = [
+        ("m1", "hello"),
+        ("m2", "hi there"),
+        ("m3", "more"),
+        ("m4", "ok"),
+        ("m5", "bye"),
+    ];
+    rewrite(&a.join("b.doc"), &doc("s1", &five, 0));
+    got.clear();
+    let fifth = run.backfill(&mut ForEach(|r| got.push(r))).unwrap();
+    assert_eq!(keys_texts(&got), [("s1:m5".to_owned(), "bye".to_owned())]);
+    assert_eq!(counts(&fifth), (5, 7, 20, 2));
+    // `stats` of the archive: the same totals.
+    let stats = Archive::builder()
+        .path(&a)
+        .formats(vec![Arc::new(Docs { hashes: false }) as Arc<dyn Format>])
+        .build()
+        .stats()
+        .unwrap();
+    assert_eq!(counts(&stats), (5, 7, 20, 2));
+    fs::remove_dir_all(d).unwrap();
+}
