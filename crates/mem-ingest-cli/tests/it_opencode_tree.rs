@@ -251,3 +251,142 @@ fn a_child_session_of_the_tree_names_its_parent_in_the_store() {
     );
     fs::remove_dir_all(home).unwrap();
 }
+
+/// A data folder of a tree and the database its 1.2 migration made of it
+/// (same ids): `ses_1`, a question (`msg_1`) and an answer of two calls
+/// (`msg_2`: 7+3 and 8+4 tokens).
+fn tree_and_database(data: &Path) {
+    let s = data.join("storage");
+    put(
+        &s.join("session/p1/ses_1.json"),
+        &json!({"id": "ses_1", "projectID": "p1", "directory": "/proj"}),
+    );
+    let t0 = 1_700_000_000_000_i64;
+    let msgs = [
+        ("msg_1", json!({"role": "user", "time": {"created": t0}})),
+        (
+            "msg_2",
+            json!({"role": "assistant", "modelID": "m1", "providerID": "p1",
+                "time": {"created": t0 + 1000, "completed": t0 + 2000}}),
+        ),
+    ];
+    let tokens = |i: u64, o: u64| json!({"input": i, "output": o, "reasoning": 0, "cache": {"read": 0, "write": 0}});
+    let parts = [
+        ("msg_1", "prt_1", json!({"type": "text", "text": "hello"})),
+        ("msg_2", "prt_2", json!({"type": "text", "text": "hi"})),
+        (
+            "msg_2",
+            "prt_3",
+            json!({"type": "step-finish", "cost": 0.01, "tokens": tokens(7, 3)}),
+        ),
+        (
+            "msg_2",
+            "prt_4",
+            json!({"type": "step-finish", "cost": 0.02, "tokens": tokens(8, 4)}),
+        ),
+    ];
+    let c = Connection::open(data.join("opencode.db")).unwrap();
+    c.execute_batch(
+        "CREATE TABLE session (id TEXT PRIMARY KEY, project_id TEXT NOT NULL, parent_id TEXT,
+           directory TEXT NOT NULL, title TEXT NOT NULL, time_created INTEGER NOT NULL,
+           time_updated INTEGER NOT NULL);
+         CREATE TABLE message (id TEXT PRIMARY KEY, session_id TEXT NOT NULL,
+           time_created INTEGER NOT NULL, time_updated INTEGER NOT NULL, data TEXT NOT NULL);
+         CREATE TABLE part (id TEXT PRIMARY KEY, message_id TEXT NOT NULL,
+           session_id TEXT NOT NULL, time_created INTEGER NOT NULL,
+           time_updated INTEGER NOT NULL, data TEXT NOT NULL);
+         INSERT INTO session VALUES ('ses_1', 'p1', NULL, '/proj', 't', 1, 2);",
+    )
+    .unwrap();
+    for (id, m) in &msgs {
+        let mut file = m.clone();
+        file["id"] = json!(id);
+        file["sessionID"] = json!("ses_1");
+        put(&s.join(format!("message/ses_1/{id}.json")), &file);
+        c.execute(
+            "INSERT INTO message VALUES (?1, 'ses_1', ?2, ?2, ?3)",
+            rusqlite::params![id, m["time"]["created"].as_i64(), m.to_string()],
+        )
+        .unwrap();
+    }
+    for (mid, pid, p) in &parts {
+        let mut file = p.clone();
+        file["id"] = json!(pid);
+        file["sessionID"] = json!("ses_1");
+        file["messageID"] = json!(mid);
+        put(&s.join(format!("part/{mid}/{pid}.json")), &file);
+        c.execute(
+            "INSERT INTO part VALUES (?1, ?2, 'ses_1', 99, 99, ?3)",
+            rusqlite::params![pid, mid, p.to_string()],
+        )
+        .unwrap();
+    }
+}
+
+#[test]
+fn a_tree_message_file_touched_after_its_database_was_read_adds_no_usage() {
+    let home = tmpdir("touched");
+    let data = home.join(".local/share/opencode");
+    tree_and_database(&data);
+    let (state, stats_state) = (home.join("state"), home.join("stats.state"));
+    let store = home.join("memory.db");
+    let (records, usage) = (home.join("records.ndjson"), home.join("usage.ndjson"));
+    let run = || {
+        let o = bin(&home)
+            .args(["backfill", "-q", "--agent", "opencode", "--state"])
+            .arg(&state)
+            .arg("-o")
+            .arg(&records)
+            .arg("--usage-out")
+            .arg(&usage)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let o = bin(&home)
+            .args(["backfill", "-q", "--agent", "opencode", "--db"])
+            .arg(&store)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let read = |p: &Path| ndjson(&fs::read(p).unwrap());
+        let rows = read(&usage);
+        let corrections = rows.iter().filter(|u| u["correction"] == true).count();
+        let c = Connection::open(&store).unwrap();
+        let store: (i64, i64, i64) = c
+            .query_row(
+                "SELECT (SELECT COUNT(*) FROM records), COUNT(*), SUM(input) FROM usage",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            )
+            .unwrap();
+        let stats = bin(&home)
+            .args(["stats", "--json", "-q", "--agent", "opencode", "--state"])
+            .arg(&stats_state)
+            .output()
+            .unwrap();
+        assert!(stats.status.success());
+        let s: Value = serde_json::from_slice(&stats.stdout).unwrap();
+        (
+            keys_and_input(&read(&records), &rows),
+            corrections,
+            store,
+            s["usage"]["input"].as_u64(),
+        )
+    };
+    let want = (
+        (vec!["ses_1:msg_1".to_owned(), "ses_1:msg_2".to_owned()], 15),
+        0,
+        (2, 2, 15),
+        Some(15),
+    );
+    assert_eq!(run(), want);
+    // The answer's file touched: read again, its copies still copies.
+    let f = fs::File::options()
+        .append(true)
+        .open(data.join("storage/message/ses_1/msg_2.json"))
+        .unwrap();
+    let t = f.metadata().unwrap().modified().unwrap() + std::time::Duration::from_secs(60);
+    f.set_modified(t).unwrap();
+    assert_eq!(run(), want);
+    fs::remove_dir_all(home).unwrap();
+}
