@@ -280,6 +280,42 @@ fn key_hash(key: &str) -> u64 {
     fingerprint(&[b"doc-key", key.as_bytes()])
 }
 
+/// The pair a document's context keeps for an item that was a copy of
+/// another file's entry when it was emitted (its fingerprint's), beside
+/// its key's ([`mark_copies`]).
+fn copy_hash(fp: u64) -> u64 {
+    fingerprint(&[b"doc-copy", &fp.to_le_bytes()])
+}
+
+/// `context` (a document's, [`DocState`]) with the items of fingerprints
+/// `fps` noted as copies: the engine found them emitted by another file
+/// of their lineage and took their counts out of the document's report.
+/// A later read of the document hands each out again while its version
+/// is the one emitted (not a revision), for the engine to find it a copy
+/// again and take its counts out of that read's report, which replaces
+/// the one saved; else a re-read (a touched file) would count them again.
+/// (Pairs of their own, which an earlier release's reading ignores: the
+/// context's layout is the same.) A context that is not a document's is
+/// given back as it is.
+pub fn mark_copies(context: &[u8], fps: &[u64]) -> Vec<u8> {
+    let Some(mut st) = DocState::decode(context) else {
+        return context.to_vec();
+    };
+    let before = st.emitted.len();
+    for &fp in fps {
+        let h = copy_hash(fp);
+        if st.emitted[..before]
+            .binary_search_by_key(&h, |p| p.0)
+            .is_err()
+        {
+            st.emitted.push((h, 0));
+        }
+    }
+    st.emitted.sort_unstable();
+    st.emitted.dedup_by_key(|p| p.0);
+    st.encode()
+}
+
 /// The fingerprint of a revision of the item of fingerprint `fp` at
 /// `version`.
 pub fn revision_fingerprint(fp: u64, version: u64) -> u64 {
@@ -587,7 +623,17 @@ pub fn open<'d>(
             parent_session: parent,
         };
         match emitted.get(&kh) {
-            Some(v) if *v == item.version => {}
+            Some(v) if *v == item.version => {
+                if emitted.contains_key(&copy_hash(item.fingerprint)) {
+                    // A copy of another file's entry when it was emitted
+                    // ([`mark_copies`]): again, for the engine to take its
+                    // counts out of this read's report as it did then.
+                    ready.push(Ready {
+                        entry: entry(item.fingerprint, false),
+                        counts,
+                    });
+                }
+            }
             Some(_) if item.positional => {
                 // Another item in a place emitted before: its own key (the
                 // place and its version), emitted once, beside the first.

@@ -544,6 +544,10 @@ pub(super) fn decide_copies<B>(
     // running context (Codex, whose usage has no cost): others take each
     // entry's counts out alone, so that sums of costs round as they did.
     let batch = format.needs_running_context();
+    // A document's copies, noted in its context (see
+    // [`crate::document::mark_copies`]).
+    let mut doc_copies = Vec::new();
+    let document = format.is_document(path);
     let mut run: Option<(BoxedSource<'_>, u64)> = None;
     let flush = |run: &mut Option<(BoxedSource<'_>, u64)>, report: &mut Report| {
         if let Some((src, n)) = run.take() {
@@ -577,6 +581,9 @@ pub(super) fn decide_copies<B>(
         if !copy {
             flush(&mut run, &mut res.report);
             continue;
+        }
+        if document && !note.revision {
+            doc_copies.push(note.fingerprint);
         }
         // A revision that another file made already (the same version).
         res.revised -= u64::from(note.revision);
@@ -623,6 +630,9 @@ pub(super) fn decide_copies<B>(
         }
     }
     flush(&mut run, &mut res.report);
+    if !doc_copies.is_empty() {
+        res.context = crate::document::mark_copies(&res.context, &doc_copies);
+    }
     removal.apply(&mut res.report);
     res.report
         .remove_usage_rows_at(&mut copy_lines, &mut copy_rows);
