@@ -1,5 +1,5 @@
 //! `mem-ingest`: backfill, stats and search over the session archives of
-//! coding agents (pi, Gemini CLI, Qwen Code, Copilot CLI, Claude Code, Codex, Amp, Cline).
+//! coding agents (pi, Gemini CLI, Qwen Code, Copilot CLI, Claude Code, Codex, Amp, Cline, OpenCode, Cursor, Goose).
 
 mod cli;
 

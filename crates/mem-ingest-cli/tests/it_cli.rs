@@ -874,19 +874,19 @@ fn agent_is_the_flag_everywhere() {
 fn descriptions_name_every_agent() {
     assert_eq!(
         env!("CARGO_PKG_DESCRIPTION"),
-        "Streams the session archives of coding agents (pi, Gemini CLI, Qwen Code, Copilot CLI, Claude Code, Codex, Amp, Cline) into \
+        "Streams the session archives of coding agents (pi, Gemini CLI, Qwen Code, Copilot CLI, Claude Code, Codex, Amp, Cline, OpenCode, Cursor, Goose) into \
          normalised, zero-copy records"
     );
     let top = String::from_utf8(run(&["--help"]).stdout).unwrap();
     assert_eq!(
         top.lines().next(),
-        Some("Reads the session archives of coding agents (pi, Gemini CLI, Qwen Code, Copilot CLI, Claude Code, Codex, Amp, Cline) into normalised records")
+        Some("Reads the session archives of coding agents (pi, Gemini CLI, Qwen Code, Copilot CLI, Claude Code, Codex, Amp, Cline, OpenCode, Cursor, Goose) into normalised records")
     );
     let search = String::from_utf8(run(&["search", "--help"]).stdout).unwrap();
     assert!(!search.contains("(pi)"), "{search}");
     assert!(
         search.contains(
-            "Only records of this agent: pi, gemini, qwen, copilot, claude, codex, amp or cline"
+            "Only records of this agent: pi, gemini, qwen, copilot, claude, codex, amp, cline, opencode, goose or cursor"
         ),
         "{search}"
     );
@@ -894,7 +894,7 @@ fn descriptions_name_every_agent() {
     assert!(!backfill.contains("as pi writes it"), "{backfill}");
     assert!(
         backfill.contains(
-            "as its agent writes it (pi, Gemini CLI, Qwen Code, Copilot CLI, Claude Code, Codex, Amp, Cline)"
+            "as its agent writes it (pi, Gemini CLI, Qwen Code, Copilot CLI, Claude Code, Codex, Amp, Cline, OpenCode, Cursor, Goose)"
         ),
         "{backfill}"
     );

@@ -24,7 +24,7 @@ use mem_ingest::{parse_iso_millis, Error, ErrorKind, Role};
 use mem_ingest_dataset::{ParquetDataset, Shard};
 use mem_ingest_store::{Search, SqliteStore};
 
-/// Reads the session archives of coding agents (pi, Gemini CLI, Qwen Code, Copilot CLI, Claude Code, Codex, Amp, Cline) into normalised records.
+/// Reads the session archives of coding agents (pi, Gemini CLI, Qwen Code, Copilot CLI, Claude Code, Codex, Amp, Cline, OpenCode, Cursor, Goose) into normalised records.
 #[derive(Parser, Debug)]
 #[command(name = "mem-ingest", version)]
 pub struct Cli {
@@ -297,7 +297,7 @@ struct BackfillArgs {
     #[arg(long)]
     no_redact: bool,
     /// Keep running (needs --state or --db): emit each new complete line
-    /// of any session under the PATHs as its agent writes it (pi, Gemini CLI, Qwen Code, Copilot CLI, Claude Code, Codex, Amp, Cline), pick up new session files, and stop cleanly on SIGINT
+    /// of any session under the PATHs as its agent writes it (pi, Gemini CLI, Qwen Code, Copilot CLI, Claude Code, Codex, Amp, Cline, OpenCode, Cursor, Goose), pick up new session files, and stop cleanly on SIGINT
     /// or SIGTERM with the state saved. On a terminal, stderr shows the
     /// files followed and the records written so far.
     #[arg(long)]
@@ -340,8 +340,8 @@ struct SearchArgs {
     /// Only records of sessions whose id starts with this.
     #[arg(long, value_name = "ID")]
     session: Option<String>,
-    /// Only records of this agent: pi, gemini, qwen, copilot, claude, codex, amp or cline (the `format`
-    /// column).
+    /// Only records of this agent: pi, gemini, qwen, copilot, claude, codex, amp, cline, opencode,
+    /// goose or cursor (the `format` column).
     #[arg(long, visible_alias = "format", value_enum, value_name = "AGENT")]
     agent: Option<Agent>,
     /// At most N hits.
@@ -436,11 +436,11 @@ pub(crate) enum Agent {
     Claude,
     /// OpenAI Codex CLI.
     Codex,
-    /// OpenCode (its SQLite database, read-only).
+    /// OpenCode (its SQLite database, read-only, and its pre-1.2 storage/ JSON tree).
     Opencode,
-    /// Goose (its SQLite database, read-only).
+    /// Goose (its SQLite database, read-only, and its legacy JSONL sessions).
     Goose,
-    /// Cursor, the IDE (its global state.vscdb, read-only).
+    /// Cursor (the IDE's global state.vscdb, read-only, and the CLI's agent-transcripts).
     Cursor,
 }
 
