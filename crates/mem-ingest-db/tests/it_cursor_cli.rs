@@ -623,6 +623,33 @@ fn a_nested_jsonl_wins_over_the_flat_txt_of_its_chat() {
     fs::remove_dir_all(d).unwrap();
 }
 
+/// A transcript under another name (`chat.log`) named as a PATH: its
+/// content makes it Cursor's, and it is read as a transcript (not opened
+/// as a database: it has no SQLite header), incrementally too.
+#[test]
+fn a_transcript_under_another_extension_is_read_as_one() {
+    let d = tmpdir("log");
+    let log = d.join("s5/chat.log");
+    write(&log, CHAT);
+    assert_eq!(all()[detect_format(&all(), &log)].name(), "cursor");
+    let state = d.join("s.state");
+    for formats in [cursor(), all()] {
+        let _ = fs::remove_file(&state);
+        let mut got = Vec::new();
+        let s = Archive::builder()
+            .path(&log)
+            .formats(formats)
+            .state(&state)
+            .build()
+            .backfill(&mut ForEach(|r: OwnedRecord| got.push(r)))
+            .unwrap();
+        assert!(s.failures.is_empty(), "{:?}", s.failures);
+        let keys: Vec<&str> = got.iter().map(|r| r.key.as_str()).collect();
+        assert_eq!(keys, ["chat:L1", "chat:L2", "chat:L4", "chat:L5"]);
+    }
+    fs::remove_dir_all(d).unwrap();
+}
+
 /// Named as PATHs among every format: a transcript is Cursor's by its
 /// first line anywhere; one whose first line is damaged, and a `.txt`,
 /// by its place in an `agent-transcripts` folder; Claude Code's and pi's
