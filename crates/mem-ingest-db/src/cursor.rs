@@ -204,10 +204,33 @@ pub fn global_dirs() -> (Vec<PathBuf>, Vec<String>) {
 }
 
 /// Whether `path` is a CLI transcript's (its lines or its `.txt`
-/// document) rather than a store's: by its extension, the CLI's only
-/// ones (`.jsonl`, `.txt`); every other file is a store, read as rows.
+/// document) rather than a store's, as detection tells them apart: a
+/// file named as the CLI names its transcripts (`.jsonl`, `.txt`) is one
+/// (nothing is opened: every transcript of an archive, at every run);
+/// any other is a store when its first bytes are SQLite's header, else a
+/// transcript (one under another name, `chat.log`, that detection claimed
+/// by its content). An empty file, or one that cannot be read, is a
+/// store (as before: reading it says why, naming it).
 fn is_cli(path: &Path) -> bool {
-    path.extension().is_some_and(|e| e == "jsonl" || e == "txt")
+    if path.extension().is_some_and(|e| e == "jsonl" || e == "txt") {
+        return true;
+    }
+    let mut head = [0u8; 16];
+    let read = std::fs::File::open(path).and_then(|mut f| {
+        use std::io::Read;
+        let mut n = 0;
+        while n < head.len() {
+            match f.read(&mut head[n..])? {
+                0 => break,
+                k => n += k,
+            }
+        }
+        Ok(n)
+    });
+    match read {
+        Ok(n) => n > 0 && !head[..n].starts_with(b"SQLite format 3\0"),
+        Err(_) => false,
+    }
 }
 
 impl Format for CursorIde {
