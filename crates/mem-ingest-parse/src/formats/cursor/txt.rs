@@ -422,6 +422,47 @@ mod tests {
         assert_eq!(src.report().skipped, 0);
     }
 
+    /// A record's `byte` is its first line's offset in the file's bytes:
+    /// after a byte-order mark (counted), after bytes that are not UTF-8
+    /// (replaced in the text, counted as written); only the record that
+    /// holds such bytes says it was repaired.
+    #[test]
+    fn byte_offsets_are_the_files_own() {
+        let path = Path::new("/x/projects/nowhere-here/agent-transcripts/c9.txt");
+        let read = |doc: &[u8]| {
+            let mut src = super::super::CursorCli
+                .open(Input::Bytes(doc), path, &SourceOptions::new())
+                .unwrap();
+            let mut got = Vec::new();
+            while let Some(r) = src.next_record().unwrap() {
+                got.push((r.text.to_owned(), r.line, r.byte, r.repaired));
+            }
+            (got, src.report().repaired)
+        };
+        let bom = b"\xef\xbb\xbfuser:\nhi\n\nassistant:\nyo\n";
+        assert_eq!(
+            read(bom),
+            (
+                vec![
+                    ("hi".to_owned(), 1, 3, false),
+                    ("yo".to_owned(), 2, 13, false)
+                ],
+                0
+            )
+        );
+        let bad = b"user:\nbad \xff\xfe bytes\n\nassistant:\nyo\n";
+        assert_eq!(
+            read(bad),
+            (
+                vec![
+                    ("bad \u{fffd}\u{fffd} bytes".to_owned(), 1, 0, true),
+                    ("yo".to_owned(), 2, 20, false)
+                ],
+                1
+            )
+        );
+    }
+
     /// Text before the first `user:` line: one counted skip at its line
     /// and byte, the messages after it read; a file without a `user:` or
     /// `assistant:` line is not a transcript (its one "line" skipped).
