@@ -61,6 +61,8 @@ struct Message<'t> {
     line: u64,
     byte: u64,
     pieces: Vec<(Part, String, Vec<&'t str>)>,
+    /// A line of it held bytes that are not UTF-8 (replaced).
+    repaired: bool,
 }
 
 impl<'t> Message<'t> {
@@ -70,6 +72,7 @@ impl<'t> Message<'t> {
             line,
             byte,
             pieces: Vec::new(),
+            repaired: false,
         }
     }
 
@@ -125,18 +128,26 @@ impl MapDocument for Txt {
         report: &mut Report,
         items: &mut Items<'a>,
     ) -> Result<Header, SkipReason> {
-        let data = &data[bom_len(data)..];
-        let (text, repaired): (&'a str, bool) = match std::str::from_utf8(data) {
-            Ok(t) => (t, false),
-            Err(_) => (arena.alloc_str(&String::from_utf8_lossy(data)), true),
-        };
+        // Each line with its offset in the file's bytes (a byte-order
+        // mark counted), decoded alone: bytes that are not UTF-8 are
+        // replaced in its text, and the offsets stay those of the file.
+        let bom = bom_len(data);
+        let mut lines: Vec<(u64, &'a str, bool)> = Vec::new();
+        let mut byte = bom as u64;
+        for raw in data[bom..].split_inclusive(|b| *b == b'\n') {
+            let (l, repaired) = match std::str::from_utf8(raw) {
+                Ok(t) => (t, false),
+                Err(_) => (&*arena.alloc_str(&String::from_utf8_lossy(raw)), true),
+            };
+            lines.push((byte, l, repaired));
+            byte += raw.len() as u64;
+        }
         let marker = |l: &str| matches!(l.trim(), "user:" | "assistant:");
-        if !text.lines().any(marker) {
+        if !lines.iter().any(|(_, l, _)| marker(l)) {
             return Err(SkipReason::Unsupported(
                 "not a Cursor transcript: no `user:` or `assistant:` line".to_owned(),
             ));
         }
-        report.repaired += u64::from(repaired);
         let header = header_of(path, TAG, &[]);
         let session: &'a str = arena.alloc_str(&header.id);
         let project: &'a str = arena.alloc_str(&header.cwd);
@@ -147,86 +158,92 @@ impl MapDocument for Txt {
         // Text before the first `user:`/`assistant:` line (its line and
         // byte): a counted skip, once.
         let mut preamble: Option<(u64, u64)> = None;
-        let mut byte = 0u64;
-        for (i, raw) in text.split_inclusive('\n').enumerate() {
-            let (line, at) = (i as u64 + 1, byte);
-            byte += raw.len() as u64;
-            let l = raw.trim_end_matches(['\n', '\r']);
-            let t = l.trim();
-            if t == "user:" || t == "assistant:" {
-                messages.extend(cur.take());
-                let role = if t == "user:" {
-                    Role::User
-                } else {
-                    Role::Assistant
+        for (i, &(at, raw, bad)) in lines.iter().enumerate() {
+            'line: {
+                let line = i as u64 + 1;
+                let l = raw.trim_end_matches(['\n', '\r']);
+                let t = l.trim();
+                if t == "user:" || t == "assistant:" {
+                    messages.extend(cur.take());
+                    let role = if t == "user:" {
+                        Role::User
+                    } else {
+                        Role::Assistant
+                    };
+                    cur = Some(Message::new(role, line, at));
+                    part = Part::Text;
+                    break 'line;
+                }
+                let Some(m) = cur.as_mut() else {
+                    if !t.is_empty() && preamble.is_none() {
+                        preamble = Some((line, at));
+                    }
+                    break 'line;
                 };
-                cur = Some(Message::new(role, line, at));
+                if m.role == Role::User {
+                    m.add(Part::Text, l);
+                    break 'line;
+                }
+                if let Some(rest) = t.strip_prefix("[Thinking]") {
+                    if m.role == Role::ToolResult {
+                        messages.extend(cur.take());
+                        cur = Some(Message::new(Role::Assistant, line, at));
+                    }
+                    let m = cur.as_mut().expect("a message");
+                    part = Part::Thinking;
+                    m.start(part, "");
+                    if !rest.trim().is_empty() {
+                        m.add(part, rest.trim());
+                    }
+                    break 'line;
+                }
+                if let Some(name) = t.strip_prefix("[Tool call]") {
+                    if m.role == Role::ToolResult {
+                        messages.extend(cur.take());
+                        cur = Some(Message::new(Role::Assistant, line, at));
+                    }
+                    part = Part::Call;
+                    cur.as_mut().expect("a message").start(part, name.trim());
+                    break 'line;
+                }
+                if let Some(rest) = t.strip_prefix("[Tool result]") {
+                    // The tool's name: the call before it, in this message.
+                    let name = m
+                        .pieces
+                        .iter()
+                        .rev()
+                        .find(|(p, _, _)| *p == Part::Call)
+                        .map(|(_, n, _)| n.clone())
+                        .unwrap_or_default();
+                    messages.extend(cur.take());
+                    let mut r = Message::new(Role::ToolResult, line, at);
+                    part = Part::Result;
+                    r.start(part, &name);
+                    if !rest.trim().is_empty() {
+                        r.add(part, rest.trim());
+                    }
+                    cur = Some(r);
+                    break 'line;
+                }
+                let body = l.starts_with([' ', '\t']) || t.is_empty();
+                if part != Part::Text && body {
+                    m.add(part, unindent(l));
+                    break 'line;
+                }
+                // Prose at the left margin: the part before it ended.
                 part = Part::Text;
-                continue;
-            }
-            let Some(m) = cur.as_mut() else {
-                if !t.is_empty() && preamble.is_none() {
-                    preamble = Some((line, at));
-                }
-                continue;
-            };
-            if m.role == Role::User {
-                m.add(Part::Text, l);
-                continue;
-            }
-            if let Some(rest) = t.strip_prefix("[Thinking]") {
                 if m.role == Role::ToolResult {
                     messages.extend(cur.take());
                     cur = Some(Message::new(Role::Assistant, line, at));
                 }
-                let m = cur.as_mut().expect("a message");
-                part = Part::Thinking;
-                m.start(part, "");
-                if !rest.trim().is_empty() {
-                    m.add(part, rest.trim());
+                cur.as_mut().expect("a message").add(part, l);
+            }
+            // The message this line went into holds its replaced bytes.
+            if bad {
+                if let Some(m) = cur.as_mut() {
+                    m.repaired = true;
                 }
-                continue;
             }
-            if let Some(name) = t.strip_prefix("[Tool call]") {
-                if m.role == Role::ToolResult {
-                    messages.extend(cur.take());
-                    cur = Some(Message::new(Role::Assistant, line, at));
-                }
-                part = Part::Call;
-                cur.as_mut().expect("a message").start(part, name.trim());
-                continue;
-            }
-            if let Some(rest) = t.strip_prefix("[Tool result]") {
-                // The tool's name: the call before it, in this message.
-                let name = m
-                    .pieces
-                    .iter()
-                    .rev()
-                    .find(|(p, _, _)| *p == Part::Call)
-                    .map(|(_, n, _)| n.clone())
-                    .unwrap_or_default();
-                messages.extend(cur.take());
-                let mut r = Message::new(Role::ToolResult, line, at);
-                part = Part::Result;
-                r.start(part, &name);
-                if !rest.trim().is_empty() {
-                    r.add(part, rest.trim());
-                }
-                cur = Some(r);
-                continue;
-            }
-            let body = l.starts_with([' ', '\t']) || t.is_empty();
-            if part != Part::Text && body {
-                m.add(part, unindent(l));
-                continue;
-            }
-            // Prose at the left margin: the part before it ended.
-            part = Part::Text;
-            if m.role == Role::ToolResult {
-                messages.extend(cur.take());
-                cur = Some(Message::new(Role::Assistant, line, at));
-            }
-            cur.as_mut().expect("a message").add(part, l);
         }
         messages.extend(cur.take());
         if let Some((line, at)) = preamble {
@@ -292,6 +309,8 @@ impl MapDocument for Txt {
             };
             report.entries.add(written, 1);
             let key: &'a str = arena.alloc_str(&format!("L{}", m.line));
+            let repaired = m.repaired;
+            report.repaired += u64::from(repaired);
             let record = report.count_record(role, filter).then(|| Record {
                 role,
                 text: body,
