@@ -830,3 +830,139 @@ fn hostile_files_in_a_tree_are_counted_skips_and_the_rest_is_read() {
     assert_eq!((s.written, s.failures.len()), (0, 0));
     fs::remove_dir_all(d).unwrap();
 }
+
+/// Runs `f` on a thread of its own: `None` when it has not returned in
+/// 60 seconds (a read blocked on a FIFO).
+fn within_a_minute<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Option<T> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    rx.recv_timeout(std::time::Duration::from_secs(60)).ok()
+}
+
+fn mkfifo(path: &Path) {
+    fs::create_dir_all(path.parent().unwrap()).unwrap();
+    let o = Command::new("mkfifo").arg(path).output().unwrap();
+    assert!(o.status.success(), "{o:?}");
+}
+
+#[test]
+fn links_and_special_files_in_a_tree_are_counted_skips_not_read() {
+    use std::os::unix::fs::symlink;
+    let d = tmpdir("links");
+    let data = d.join("data");
+    let s = data.join("storage");
+    let outside = d.join("outside");
+    put(
+        &outside.join("x.json"),
+        &json!({"type": "text", "text": "leaked"}),
+    );
+    put(
+        &outside.join("parts/prt_1.json"),
+        &json!({"type": "text", "text": "leaked too"}),
+    );
+    put(
+        &outside.join("sessions/ses_3.json"),
+        &json!({"id": "ses_3", "directory": "/leaked"}),
+    );
+    // ses_1: its session file names no directory; its project file a FIFO.
+    put(
+        &s.join("session/p1/ses_1.json"),
+        &json!({"id": "ses_1", "projectID": "p1"}),
+    );
+    mkfifo(&s.join("project/p1.json"));
+    message(
+        &data,
+        "msg_1",
+        &json!({"role": "user", "time": {"created": 1}}),
+    );
+    part(
+        &data,
+        "msg_1",
+        "prt_1a",
+        &json!({"type": "text", "text": "kept"}),
+    );
+    let p = s.join("part/msg_1");
+    symlink(outside.join("x.json"), p.join("prt_1z.json")).unwrap();
+    mkfifo(&p.join("prt_1b.json"));
+    symlink("/dev/zero", p.join("prt_1c.json")).unwrap();
+    // msg_2: its part folder a link out of the archive.
+    message(
+        &data,
+        "msg_2",
+        &json!({"role": "user", "time": {"created": 2}}),
+    );
+    symlink(outside.join("parts"), s.join("part/msg_2")).unwrap();
+    // ses_2: its session file a FIFO.
+    mkfifo(&s.join("session/p1/ses_2.json"));
+    let m3 = json!({"id": "msg_3", "sessionID": "ses_2", "role": "user", "time": {"created": 3}});
+    put(&s.join("message/ses_2/msg_3.json"), &m3);
+    put(
+        &s.join("part/msg_3/prt_3a.json"),
+        &json!({"type": "text", "text": "third"}),
+    );
+    // ses_3: its session file in a linked project folder.
+    symlink(outside.join("sessions"), s.join("session/p3")).unwrap();
+    let m4 = json!({"id": "msg_4", "sessionID": "ses_3", "role": "user", "time": {"created": 4}});
+    put(&s.join("message/ses_3/msg_4.json"), &m4);
+    put(
+        &s.join("part/msg_4/prt_4a.json"),
+        &json!({"type": "text", "text": "fourth"}),
+    );
+    let dir = data.clone();
+    let run = within_a_minute(move || {
+        let mut got = Vec::new();
+        let s = archive(&dir, None)
+            .backfill(&mut ForEach(|r| got.push(r)))
+            .unwrap();
+        (got, s)
+    });
+    let Some((got, s)) = run else {
+        panic!("the run hangs on a FIFO of the tree");
+    };
+    assert!(s.failures.is_empty(), "{:?}", s.failures);
+    let texts: Vec<(String, String)> = got
+        .iter()
+        .map(|r| (r.key.clone(), format!("{} {}", r.project, r.text)))
+        .collect();
+    assert_eq!(
+        texts,
+        [
+            ("ses_1:msg_1".to_owned(), " kept".to_owned()),
+            ("ses_2:msg_3".to_owned(), " third".to_owned()),
+            ("ses_3:msg_4".to_owned(), " fourth".to_owned()),
+        ]
+    );
+    let mut skips: Vec<String> = s
+        .skips
+        .iter()
+        .map(|k| {
+            let at = Path::new(&k.path).strip_prefix(&s_root(&data)).unwrap();
+            let why = k.reason.replace(&*s_root(&data).to_string_lossy(), "");
+            format!("{}: {why}", at.display())
+        })
+        .collect();
+    skips.sort();
+    let link = "a symbolic link: not followed (it may lead out of the archive)";
+    let special = "not a regular file (a FIFO, a device or a socket): not read";
+    assert_eq!(
+        skips,
+        [
+            format!("message/ses_1/msg_1.json: file not read: part file /part/msg_1/prt_1b.json: {special}"),
+            format!("message/ses_1/msg_1.json: file not read: part file /part/msg_1/prt_1c.json: {link}"),
+            format!("message/ses_1/msg_1.json: file not read: part file /part/msg_1/prt_1z.json: {link}"),
+            format!("message/ses_1/msg_1.json: file not read: project file /project/p1.json: {special}"),
+            format!("message/ses_1/msg_2.json: file not read: part folder /part/msg_2: {link}"),
+            format!("message/ses_1/msg_2.json: file not read: project file /project/p1.json: {special}"),
+            format!("message/ses_2/msg_3.json: file not read: session file /session/p1/ses_2.json: {special}"),
+            format!("message/ses_3/msg_4.json: file not read: session folder /session/p3: {link}"),
+        ],
+    );
+    fs::remove_dir_all(d).unwrap();
+}
+
+/// The `storage/` folder of a data folder.
+fn s_root(data: &Path) -> PathBuf {
+    data.join("storage")
+}
