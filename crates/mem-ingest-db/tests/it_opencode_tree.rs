@@ -945,7 +945,7 @@ fn links_and_special_files_in_a_tree_are_counted_skips_not_read() {
         .skips
         .iter()
         .map(|k| {
-            let at = Path::new(&k.path).strip_prefix(&s_root(&data)).unwrap();
+            let at = Path::new(&k.path).strip_prefix(s_root(&data)).unwrap();
             let why = k.reason.replace(&*s_root(&data).to_string_lossy(), "");
             format!("{}: {why}", at.display())
         })

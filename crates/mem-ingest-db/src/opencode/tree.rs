@@ -21,7 +21,11 @@
 //! once), whichever is read first, in one run or across runs with a
 //! checkpoint. Ids come from the file names (OpenCode's migration trusts
 //! them over the JSON): the message's from its file, the session's from
-//! its folder. Under `--shard K/N` every shard reads the tree, each the
+//! its folder, a session's project from its file's folder. Only regular
+//! files are read: a link (which may lead out of the archive) or a FIFO,
+//! a device, a socket beside a message file is a counted skip naming it;
+//! a message with its parts is at most [`MAX_DOCUMENT`] bytes held (past
+//! it, a counted skip of its file, as a document past it fails). Under `--shard K/N` every shard reads the tree, each the
 //! messages of its lineages (a session's `parentID`s up to its root), as
 //! each reads a database's rows.
 //!
@@ -83,79 +87,277 @@ fn stem(path: &Path) -> Option<&str> {
     path.file_stem().and_then(|s| s.to_str())
 }
 
-/// A message's parts: `(part id, its file, its text or why none)`, by id.
-fn parts_of(storage: &Path, message: &str) -> Vec<(String, PathBuf, Result<String, String>)> {
-    let Ok(rd) = std::fs::read_dir(storage.join("part").join(message)) else {
-        return Vec::new();
-    };
-    let mut found: Vec<(String, PathBuf)> = rd
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|e| e == "json") && p.is_file())
-        .filter_map(|p| Some((stem(&p)?.to_owned(), p)))
-        .collect();
-    found.sort();
-    found
-        .into_iter()
-        .map(|(id, p)| {
-            let text = read_part(&p);
-            (id, p, text)
-        })
-        .collect()
+/// Why a file of the tree that is a symbolic link is not read: the walker
+/// does not follow a link met in a folder (`--follow-links` is the
+/// walker's, for the files it claims), and one inside the tree may lead
+/// out of the archive.
+const LINK: &str = "a symbolic link: not followed (it may lead out of the archive)";
+
+/// Why a file of the tree that is neither a file nor a folder is not
+/// read (a FIFO would block the run, a device give without end).
+const SPECIAL: &str = "not a regular file (a FIFO, a device or a socket): not read";
+
+/// Why a part, session or project file was not read.
+enum Unread {
+    /// It is not there (a project file never written).
+    Missing,
+    /// Why, for a counted skip naming it.
+    Skip(String),
+    /// Its message with its parts would be larger than a document may
+    /// be ([`MAX_DOCUMENT`]).
+    TooMuch,
 }
 
-/// A part's (or a session's, a project's) file's text: at most
-/// [`MAX_DOCUMENT`] bytes (a larger one is not read, as a larger message
-/// file is not), UTF-8.
-fn read_part(path: &Path) -> Result<String, String> {
+/// Whether a file of this type is read: a regular file only.
+fn readable(t: std::fs::FileType) -> Result<(), &'static str> {
+    if t.is_symlink() {
+        Err(LINK)
+    } else if t.is_file() {
+        Ok(())
+    } else {
+        Err(SPECIAL)
+    }
+}
+
+/// A part's (or a session's, a project's) file's text, when it is a
+/// regular file (not a link: [`LINK`]; not a FIFO or a device:
+/// [`SPECIAL`]; asked before it is opened, and of the opened handle, so
+/// that a file swapped in between is not read either) of at most `room`
+/// bytes ([`Unread::TooMuch`]) and at most [`MAX_DOCUMENT`] (a larger
+/// one is not read, as a larger message file is not), UTF-8.
+fn read_file(path: &Path, room: u64) -> Result<String, Unread> {
     use std::io::Read;
     let too_large = || {
-        format!(
+        Unread::Skip(format!(
             "larger than the {} MiB a document may be: not read",
             MAX_DOCUMENT >> 20
-        )
+        ))
     };
-    let f = std::fs::File::open(path).map_err(|e| e.to_string())?;
-    if f.metadata().is_ok_and(|m| m.len() > MAX_DOCUMENT) {
+    let m = match std::fs::symlink_metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(Unread::Missing),
+        Err(e) => return Err(Unread::Skip(e.to_string())),
+    };
+    readable(m.file_type()).map_err(|why| Unread::Skip(why.to_owned()))?;
+    if m.len() > MAX_DOCUMENT {
         return Err(too_large());
+    }
+    if m.len() > room {
+        return Err(Unread::TooMuch);
+    }
+    let f = std::fs::File::open(path).map_err(|e| Unread::Skip(e.to_string()))?;
+    let h = f.metadata().map_err(|e| Unread::Skip(e.to_string()))?;
+    if !h.is_file() || !same_file(&m, &h) {
+        return Err(Unread::Skip(
+            "replaced while it was opened (by a link or a special file): not read".to_owned(),
+        ));
     }
     // (And no more than that of a file that grew since.)
+    let limit = room.min(MAX_DOCUMENT);
     let mut b = Vec::new();
-    f.take(MAX_DOCUMENT + 1)
+    f.take(limit + 1)
         .read_to_end(&mut b)
-        .map_err(|e| e.to_string())?;
-    if b.len() as u64 > MAX_DOCUMENT {
-        return Err(too_large());
+        .map_err(|e| Unread::Skip(e.to_string()))?;
+    if b.len() as u64 > limit {
+        return Err(if limit < MAX_DOCUMENT {
+            Unread::TooMuch
+        } else {
+            too_large()
+        });
     }
-    String::from_utf8(b).map_err(|e| format!("not UTF-8 ({})", e.utf8_error()))
+    String::from_utf8(b).map_err(|e| Unread::Skip(format!("not UTF-8 ({})", e.utf8_error())))
 }
 
-/// A JSON file's object, when it is one.
-fn object_of(path: &Path) -> Option<serde_json::Map<String, serde_json::Value>> {
-    match serde_json::from_str(&read_part(path).ok()?).ok()? {
-        serde_json::Value::Object(o) => Some(o),
-        _ => None,
+/// Whether two metadata are of one file (its device and inode).
+#[cfg(unix)]
+fn same_file(a: &std::fs::Metadata, b: &std::fs::Metadata) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    a.dev() == b.dev() && a.ino() == b.ino()
+}
+
+/// (Elsewhere, the handle's type alone is checked.)
+#[cfg(not(unix))]
+fn same_file(_: &std::fs::Metadata, _: &std::fs::Metadata) -> bool {
+    true
+}
+
+/// A message's part files and their texts.
+#[derive(Default)]
+struct Parts {
+    /// `(part id, its file, its text or why none)`, by id.
+    list: Vec<(String, PathBuf, Result<String, String>)>,
+    /// Entries of the part folder not read, each why, naming it (a link,
+    /// a special file, a folder, a name not UTF-8): counted skips.
+    skipped: Vec<String>,
+}
+
+/// A message's parts (`part/<messageID>/*.json`), by id, read while their
+/// texts together stay within `room` bytes: `None` past it (the message
+/// with its parts is larger than a document may be).
+fn parts_of(storage: &Path, message: &str, room: u64) -> Option<Parts> {
+    let mut parts = Parts::default();
+    let folder = storage.join("part").join(message);
+    let shown = folder.display();
+    match std::fs::symlink_metadata(&folder) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Some(parts),
+        Err(e) => {
+            parts.skipped.push(format!("part folder {shown}: {e}"));
+            return Some(parts);
+        }
+        Ok(m) if m.file_type().is_symlink() => {
+            parts.skipped.push(format!("part folder {shown}: {LINK}"));
+            return Some(parts);
+        }
+        Ok(m) if !m.is_dir() => {
+            parts
+                .skipped
+                .push(format!("part folder {shown}: not a folder: not read"));
+            return Some(parts);
+        }
+        Ok(_) => {}
+    }
+    let rd = match std::fs::read_dir(&folder) {
+        Ok(rd) => rd,
+        Err(e) => {
+            parts.skipped.push(format!("part folder {shown}: {e}"));
+            return Some(parts);
+        }
+    };
+    let mut found: Vec<(String, PathBuf)> = Vec::new();
+    for e in rd {
+        let e = match e {
+            Ok(e) => e,
+            Err(e) => {
+                parts
+                    .skipped
+                    .push(format!("part folder {shown}: an entry not listed ({e})"));
+                continue;
+            }
+        };
+        let p = e.path();
+        if p.extension().is_none_or(|x| x != "json") {
+            continue;
+        }
+        let Some(id) = stem(&p) else {
+            parts
+                .skipped
+                .push(format!("part file {}: its name is not UTF-8", p.display()));
+            continue;
+        };
+        let why = match e.file_type() {
+            Err(e) => Some(e.to_string()),
+            Ok(t) if t.is_dir() => Some("a folder, not a part file".to_owned()),
+            Ok(t) => readable(t).err().map(str::to_owned),
+        };
+        match why {
+            Some(why) => parts
+                .skipped
+                .push(format!("part file {}: {why}", p.display())),
+            None => found.push((id.to_owned(), p)),
+        }
+    }
+    found.sort();
+    let mut room = room;
+    for (id, p) in found {
+        let text = match read_file(&p, room) {
+            Ok(t) => {
+                room -= t.len() as u64;
+                Ok(t)
+            }
+            Err(Unread::TooMuch) => return None,
+            Err(Unread::Missing) => Err("not found (removed while read)".to_owned()),
+            Err(Unread::Skip(why)) => Err(why),
+        };
+        parts.list.push((id, p, text));
+    }
+    Some(parts)
+}
+
+/// A session's or a project's file, as JSON.
+type Object = serde_json::Map<String, serde_json::Value>;
+
+/// A JSON file's object: `Ok(None)` when it is not there; `Err`: why it
+/// was not read (naming it, `what` its kind), a counted skip.
+fn object_of(path: &Path, what: &str) -> Result<Option<Object>, String> {
+    let why = |w: String| format!("{what} {}: {w}", path.display());
+    let text = match read_file(path, MAX_DOCUMENT) {
+        Ok(t) => t,
+        Err(Unread::Missing) => return Ok(None),
+        Err(Unread::Skip(w)) => return Err(why(w)),
+        Err(Unread::TooMuch) => return Err(why("too large: not read".to_owned())),
+    };
+    match serde_json::from_str(&text) {
+        Ok(serde_json::Value::Object(o)) => Ok(Some(o)),
+        Ok(_) => Err(why("not a JSON object".to_owned())),
+        Err(e) => Err(why(e.to_string())),
     }
 }
 
 /// A session's file, `session/<projectID>/<sessionID>.json` (its project
-/// folder not known: each is tried), and its project id (`projectID`, else
-/// its folder's name).
+/// folder not known: each is tried), and its project id: its folder's
+/// name, as the migration and the spec's §11 take ids from the file
+/// names (else its `projectID`). Why a file or folder met was not read
+/// goes to `skipped` (a linked project folder only when the session was
+/// not found elsewhere).
 fn session_of(
     storage: &Path,
     session: &str,
-) -> Option<(serde_json::Map<String, serde_json::Value>, Option<String>)> {
+    skipped: &mut Vec<String>,
+) -> Option<(Object, Option<String>)> {
     let name = format!("{session}.json");
-    let rd = std::fs::read_dir(storage.join("session")).ok()?;
-    rd.flatten().find_map(|e| {
-        let s = object_of(&e.path().join(&name))?;
-        let project = s
-            .get("projectID")
-            .and_then(|p| p.as_str())
-            .map(str::to_owned)
-            .or_else(|| e.file_name().to_str().map(str::to_owned));
-        Some((s, project))
-    })
+    let folder = storage.join("session");
+    match std::fs::symlink_metadata(&folder) {
+        Ok(m) if m.file_type().is_symlink() => {
+            skipped.push(format!("session folder {}: {LINK}", folder.display()));
+            return None;
+        }
+        Ok(m) if m.is_dir() => {}
+        _ => return None,
+    }
+    let rd = match std::fs::read_dir(&folder) {
+        Ok(rd) => rd,
+        Err(e) => {
+            skipped.push(format!("session folder {}: {e}", folder.display()));
+            return None;
+        }
+    };
+    let mut linked = Vec::new();
+    for e in rd {
+        let e = match e {
+            Ok(e) => e,
+            Err(e) => {
+                skipped.push(format!(
+                    "session folder {}: an entry not listed ({e})",
+                    folder.display()
+                ));
+                continue;
+            }
+        };
+        match e.file_type() {
+            Ok(t) if t.is_symlink() => {
+                linked.push(e.path());
+                continue;
+            }
+            Ok(t) if t.is_dir() => {}
+            _ => continue,
+        }
+        match object_of(&e.path().join(&name), "session file") {
+            Ok(Some(s)) => {
+                let project = e.file_name().to_str().map(str::to_owned).or_else(|| {
+                    s.get("projectID")
+                        .and_then(|p| p.as_str())
+                        .map(str::to_owned)
+                });
+                return Some((s, project));
+            }
+            Ok(None) => {}
+            Err(why) => skipped.push(why),
+        }
+    }
+    for l in linked {
+        skipped.push(format!("session folder {}: {LINK}", l.display()));
+    }
+    None
 }
 
 /// A session's `directory` (its file, [`session_of`]), else its
@@ -164,8 +366,9 @@ fn session_of(
 /// taken then).
 fn directory_of(
     storage: &Path,
-    session: Option<&(serde_json::Map<String, serde_json::Value>, Option<String>)>,
+    session: Option<&(Object, Option<String>)>,
     cwd: Option<&str>,
+    skipped: &mut Vec<String>,
 ) -> Option<String> {
     let (s, project) = session?;
     let dir = s.get("directory").and_then(|d| d.as_str());
@@ -175,14 +378,17 @@ fn directory_of(
     if cwd.is_some_and(|c| !c.is_empty()) {
         return None;
     }
-    object_of(
-        &storage
-            .join("project")
-            .join(format!("{}.json", project.as_ref()?)),
-    )?
-    .get("worktree")
-    .and_then(|w| w.as_str())
-    .map(str::to_owned)
+    let file = storage
+        .join("project")
+        .join(format!("{}.json", project.as_ref()?));
+    object_of(&file, "project file")
+        .unwrap_or_else(|why| {
+            skipped.push(why);
+            None
+        })?
+        .get("worktree")
+        .and_then(|w| w.as_str())
+        .map(str::to_owned)
 }
 
 /// A session's lineage root, as a database's rows find it
@@ -194,7 +400,8 @@ fn root_of(storage: &Path, session: &str) -> String {
     let mut seen = vec![session.to_owned()];
     loop {
         let at = seen.last().expect("one at least");
-        let parent = session_of(storage, at).and_then(|(s, _)| {
+        // (What is not read is counted by the message's read.)
+        let parent = session_of(storage, at, &mut Vec::new()).and_then(|(s, _)| {
             s.get("parentID")
                 .and_then(|p| p.as_str())
                 .filter(|p| !p.is_empty() && p != at)
@@ -218,8 +425,9 @@ struct ToItems<'i, 'a> {
     message: &'i str,
     /// The whole message's version.
     whole: u64,
-    /// Each part's id and the hash of its text.
-    parts: Vec<(&'i str, u64)>,
+    /// Each part's id and the hash of its text (a row's part found in one
+    /// look-up, not a search of the list: a message of many parts).
+    parts: std::collections::HashMap<&'i str, u64>,
 }
 
 impl<'a> Out<'a> for ToItems<'_, 'a> {
@@ -228,8 +436,8 @@ impl<'a> Out<'a> for ToItems<'_, 'a> {
             .key
             .strip_prefix(self.message)
             .and_then(|k| k.strip_prefix('/'))
-            .and_then(|pid| self.parts.iter().find(|(p, _)| *p == pid));
-        let version = part.map_or(self.whole, |(_, v)| *v);
+            .and_then(|pid| self.parts.get(pid));
+        let version = part.map_or(self.whole, |v| *v);
         self.items.push(
             report,
             Item {
@@ -305,7 +513,20 @@ impl MapDocument for Tree {
             // final.
             return Ok(header);
         }
-        let files = parts_of(storage, id);
+        // The message with its parts is a document: at most
+        // MAX_DOCUMENT bytes held.
+        let room = MAX_DOCUMENT.saturating_sub(data.len() as u64);
+        let Some(Parts {
+            list: files,
+            skipped,
+        }) = parts_of(storage, id, room)
+        else {
+            return Err(SkipReason::Unsupported(format!(
+                "message {id} with its parts is larger than the {} MiB a document may be: \
+                 not read (nothing of it is emitted; read again when its file changes)",
+                MAX_DOCUMENT >> 20
+            )));
+        };
         let mut bad = Vec::new();
         let parts: Vec<data::Part<'_>> = files
             .iter()
@@ -323,6 +544,7 @@ impl MapDocument for Tree {
         for why in bad {
             report.skip(1, 0, SkipReason::Malformed(why));
         }
+        let mut unread = skipped;
         let m = MsgRef {
             rowid: 1,
             id,
@@ -338,12 +560,16 @@ impl MapDocument for Tree {
         let mut whole = vec![text];
         whole.extend(files.iter().filter_map(|(_, _, t)| t.as_deref().ok()));
         let whole = fingerprint(&whole.iter().map(|s| s.as_bytes()).collect::<Vec<&[u8]>>());
-        let found = session_of(storage, session);
+        let found = session_of(storage, session, &mut unread);
         let directory = directory_of(
             storage,
             found.as_ref(),
             msg.path.obj().and_then(|p| p.0.get()),
+            &mut unread,
         );
+        for why in unread {
+            report.skip(1, 0, SkipReason::Unsupported(why));
+        }
         // A child session's (a subagent's) parent, as the database's
         // `parent_id` names it.
         let parent = found
