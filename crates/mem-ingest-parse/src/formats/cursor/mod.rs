@@ -800,6 +800,42 @@ mod tests {
         std::fs::remove_dir_all(&d).unwrap();
     }
 
+    /// A line whose `role` is not a string, and a message line without a
+    /// `message` object, are counted skips at their line and byte (not a
+    /// control line, not an empty record); a line without a `role` is a
+    /// control line.
+    #[test]
+    fn a_role_not_a_string_and_a_message_without_message_are_skips() {
+        use crate::source::{Input, SourceOptions};
+        let lines = [
+            r#"{"role":"user","message":{"content":"hi"}}"#,
+            r#"{"role":5,"message":{"content":"x"}}"#,
+            r#"{"role":"user"}"#,
+            r#"{"role":"assistant","message":"text"}"#,
+            r#"{"type":"turn_ended"}"#,
+        ];
+        let doc = lines.join("\n") + "\n";
+        let path = Path::new("/x/projects/nowhere-here/agent-transcripts/c1/c1.jsonl");
+        let mut src = CursorCli
+            .open(Input::Bytes(doc.as_bytes()), path, &SourceOptions::new())
+            .unwrap();
+        let mut got = Vec::new();
+        while let Some(r) = src.next_record().unwrap() {
+            got.push((r.text.to_owned(), r.line));
+        }
+        assert_eq!(got, [("hi".to_owned(), 1)]);
+        let r = src.report();
+        assert_eq!((r.records, r.skipped, r.no_record, r.lines), (1, 3, 1, 5));
+        let at = |n: usize| {
+            lines[..n - 1]
+                .iter()
+                .map(|l| l.len() as u64 + 1)
+                .sum::<u64>()
+        };
+        let skips: Vec<(u64, u64)> = r.skips.iter().map(|s| (s.line, s.byte)).collect();
+        assert_eq!(skips, [(2, at(2)), (3, at(3)), (4, at(4))]);
+    }
+
     #[test]
     fn detection_takes_cursor_lines_and_not_claude_codes() {
         let cursor = b"{\"role\":\"user\",\"message\":{\"content\":[{\"type\":\"text\",\"text\":\"hi\"}]}}\n";
