@@ -677,14 +677,31 @@ impl MapLine for CursorContext {
                 parent_session: None,
             })
         };
+        let message = f.get("message");
         let Some(written) = f.str("role") else {
+            if f.get("role").is_some() {
+                // A `role` that is not a string: no message, no control
+                // line.
+                report.repaired -= u64::from(repaired);
+                report.skip(pos.line, pos.byte, SkipReason::NotAnEntry);
+                return None;
+            }
             // A control line (`turn_ended`): an entry without a record.
             report.entries.add(f.str("type").unwrap_or("control"), 1);
             report.no_record += 1;
             return entry(None);
         };
+        if matches!(written, "user" | "assistant" | "system")
+            && !message.is_some_and(|m| matches!(m.first(), Some(Node::Object { .. })))
+        {
+            // A message line without its `message` object: nothing to
+            // read (not an empty record).
+            report.repaired -= u64::from(repaired);
+            report.skip(pos.line, pos.byte, SkipReason::NotAnEntry);
+            return None;
+        }
         report.entries.add(written, 1);
-        let content = Fields::of(f.get("message").unwrap_or(&[])).get("content");
+        let content = Fields::of(message.unwrap_or(&[])).get("content");
         let role = match written {
             "user" if holds_result(content) => Role::ToolResult,
             "user" => Role::User,
