@@ -179,7 +179,8 @@ pub fn default_archives() -> (Vec<PathBuf>, Vec<String>) {
 }
 
 /// The most candidate paths [`decode_slug`] tries before it gives up on
-/// the folders of this machine and decodes naively.
+/// the folders of this machine and decodes naively (unsaid: the cwd is a
+/// header's, which has no place for a warning; `docs/cursor.md` says so).
 const SLUG_TRIES: usize = 4096;
 
 /// The cwd a `projects/<slug>` folder names. The CLI writes the absolute
@@ -851,6 +852,39 @@ mod tests {
         };
         let skips: Vec<(u64, u64)> = r.skips.iter().map(|s| (s.line, s.byte)).collect();
         assert_eq!(skips, [(2, at(2)), (3, at(3)), (4, at(4))]);
+    }
+
+    /// A `/` tried first that leads nowhere: the walk comes back and keeps
+    /// the `-` (`my` and `my-app/src` both folders: `my/app` is not one,
+    /// so `my-app/src` is the cwd); a `-` kept where no `/` leads on
+    /// (`my-app` a folder, `my-app/src-x` not one, `my-app/src/x` is one).
+    #[test]
+    fn a_slug_walk_comes_back_from_a_dead_end() {
+        let d = std::env::temp_dir().join(format!("mem-ingest-slug-dead-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(d.join("my")).unwrap();
+        std::fs::create_dir_all(d.join("my-app/src/x")).unwrap();
+        let base = d
+            .to_str()
+            .unwrap()
+            .trim_start_matches('/')
+            .replace('/', "-");
+        let want = |p: &str| d.join(p).to_str().unwrap().to_owned();
+        assert_eq!(
+            decode_slug(&format!("{base}-my-app-src")),
+            want("my-app/src")
+        );
+        assert_eq!(
+            decode_slug(&format!("{base}-my-app-src-x")),
+            want("my-app/src/x")
+        );
+        // Nothing after `my` exists: no whole path is a folder, and every
+        // `-` is a `/`, those of the folders found too (the naive decode).
+        assert_eq!(
+            decode_slug(&format!("{base}-my-gone-y")),
+            format!("/{}/my/gone/y", base.replace('-', "/"))
+        );
+        std::fs::remove_dir_all(&d).unwrap();
     }
 
     #[test]
