@@ -829,6 +829,9 @@ fn hostile_files_in_a_tree_are_counted_skips_and_the_rest_is_read() {
         "{parts:?}"
     );
     assert_eq!(s.report.unknown_roles, [("(none)".to_owned(), 1)]);
+    // Every item and every skip a line of the report.
+    let r = &s.report;
+    assert_eq!(r.records + r.no_record + r.skipped, r.lines, "{r:?}");
     let s = archive(&data, Some(&state))
         .backfill(&mut ForEach(|r| panic!("{r:?}")))
         .unwrap();
@@ -941,6 +944,9 @@ fn links_and_special_files_in_a_tree_are_counted_skips_not_read() {
             ("ses_3:msg_4".to_owned(), " fourth".to_owned()),
         ]
     );
+    // Every item and every skip a line of the report.
+    let r = &s.report;
+    assert_eq!(r.records + r.no_record + r.skipped, r.lines, "{r:?}");
     let mut skips: Vec<String> = s
         .skips
         .iter()
