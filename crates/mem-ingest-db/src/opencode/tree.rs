@@ -541,7 +541,10 @@ impl MapDocument for Tree {
                 })
             })
             .collect();
+        // Each skip beside the message file a line of its report, as
+        // every item is (records + no_record + skipped == lines).
         for why in bad {
+            report.lines += 1;
             report.skip(1, 0, SkipReason::Malformed(why));
         }
         let mut unread = skipped;
@@ -568,6 +571,7 @@ impl MapDocument for Tree {
             &mut unread,
         );
         for why in unread {
+            report.lines += 1;
             report.skip(1, 0, SkipReason::Unsupported(why));
         }
         // A child session's (a subagent's) parent, as the database's
