@@ -120,7 +120,9 @@ fn usage(s: &Summary) -> (u64, u64, u64) {
 fn a_legacy_file_gives_each_message_as_the_database_would_and_its_usage() {
     let d = tmpdir("map");
     let dir = d.join("sessions");
-    // A line over Goose's 5 MB: skipped, as Goose's reader skips it.
+    // A line over 5 MB: read (Goose's reader before 1.10 skipped it, the
+    // import of 1.10 takes it, and so must the file's reading: leaving it
+    // out would shift the places of the messages after it).
     let long = format!(
         r#"{{"role":"user","created":1735732900,"content":[{{"type":"text","text":"{}"}}]}}"#,
         "x".repeat(5 << 20)
@@ -129,7 +131,9 @@ fn a_legacy_file_gives_each_message_as_the_database_would_and_its_usage() {
     messages.push(&long);
     let file = save(&dir, &text_of(META, &messages));
     let (s, got) = run(&dir, None);
-    assert_eq!(roles_texts(&got), want_records());
+    let mut want = want_records();
+    want.push((Role::User, "x".repeat(5 << 20)));
+    assert_eq!(roles_texts(&got), want);
     for r in &got {
         assert_eq!(
             (r.project.as_str(), r.session.as_str(), r.source.as_str()),
@@ -138,7 +142,7 @@ fn a_legacy_file_gives_each_message_as_the_database_would_and_its_usage() {
     }
     assert_eq!(
         got.iter().map(|r| r.line).collect::<Vec<_>>(),
-        [2, 3, 4, 6, 7, 8]
+        [2, 3, 4, 6, 7, 8, 9]
     );
     // A message without an id is keyed by its role, second, place among
     // the messages of both, and a hash of its content.
@@ -162,6 +166,7 @@ fn a_legacy_file_gives_each_message_as_the_database_would_and_its_usage() {
             "20250101_120000:assistant@1735732806#0~",
             "20250101_120000:msg_own",
             "20250101_120000:user@1735732811#0~",
+            "20250101_120000:user@1735732900#0~",
         ]
     );
     assert_eq!(got[1].kinds, ["thinking", "text", "toolCall"]);
@@ -175,7 +180,7 @@ fn a_legacy_file_gives_each_message_as_the_database_would_and_its_usage() {
         (got[1].provider.as_deref(), got[1].model.as_deref()),
         (None, None)
     );
-    // The damaged line and the long one, each at its line and byte.
+    // The damaged line, at its line and byte.
     let text = fs::read_to_string(&file).unwrap();
     let byte_of = |n: usize| -> u64 {
         text.split_inclusive('\n')
@@ -184,25 +189,18 @@ fn a_legacy_file_gives_each_message_as_the_database_would_and_its_usage() {
             .sum()
     };
     let skips: Vec<(u64, u64)> = s.skips.iter().map(|k| (k.line, k.byte)).collect();
-    assert_eq!(skips, [(5, byte_of(5)), (9, byte_of(9))]);
+    assert_eq!(skips, [(5, byte_of(5))]);
     assert!(
         s.skips[0].reason.contains("malformed JSON"),
         "{}",
         s.skips[0].reason
-    );
-    assert!(
-        s.skips[1]
-            .reason
-            .contains(&format!("line of {} bytes", long.len())),
-        "{}",
-        s.skips[1].reason
     );
     assert!(s.skips[0].path.ends_with("20250101_120000.jsonl"));
     // The accumulated tokens of the first line (not its last call's).
     assert_eq!(usage(&s), (1000, 200, 1200));
     assert_eq!(
         (s.report.records, s.report.no_record, s.report.skipped),
-        (6, 1, 2)
+        (7, 1, 1)
     );
     fs::remove_dir_all(d).unwrap();
 }
@@ -620,5 +618,34 @@ fn shards_take_each_legacy_session_once_and_with_its_import() {
         input += s.report.usage.input;
     }
     assert_eq!((new, input), (vec![(a.clone(), "more".to_owned())], 2000));
+    fs::remove_dir_all(d).unwrap();
+}
+
+/// A session named by `goose session -n myproj` (not the legacy id form)
+/// imported into a database, and the same database in a second Goose
+/// folder without the file beside it (an older store): each message once,
+/// its usage once. Its messages are keyed by their ids in both databases;
+/// a file beside one of them made that one key them by their places, and
+/// the session was written twice (8 records for 4).
+#[test]
+fn a_named_session_in_two_databases_one_with_its_file_is_written_once() {
+    let d = tmpdir("named-two");
+    let src = d.join("src");
+    let file = src.join("myproj.jsonl");
+    fs::create_dir_all(&src).unwrap();
+    fs::write(&file, text_of(META, &MESSAGES)).unwrap();
+    let a = d.join("root/a/sessions");
+    drop(import(&a, &file));
+    fs::copy(&file, a.join("myproj.jsonl")).unwrap();
+    let b = d.join("root/b/sessions");
+    fs::create_dir_all(&b).unwrap();
+    fs::copy(a.join("sessions.db"), b.join("sessions.db")).unwrap();
+    let (s, got) = run(&d.join("root"), None);
+    assert_eq!(roles_texts(&got), want_records());
+    assert!(got.iter().all(|r| r.session == "myproj"), "{got:?}");
+    assert_eq!(usage(&s), (1000, 200, 1200));
+    assert_eq!(in_database(&s), 7);
+    // The second database's copies: its six messages and its usage.
+    assert_eq!(s.report.deduplicated, 7);
     fs::remove_dir_all(d).unwrap();
 }

@@ -6,9 +6,12 @@
 //! Line 1 is the session's metadata (`working_dir`, the project;
 //! `description`, its title; `accumulated_*` token counts); each further
 //! line is a message `{id?, role, created, content, metadata?}`, mapped
-//! as a database row's `content_json` is ([`super::map`]). A line over
-//! 5 MB (Goose's own limit) or a damaged one is a counted skip naming its
-//! line and byte.
+//! as a database row's `content_json` is ([`super::map`]). A damaged
+//! line is a counted skip naming its line and byte. A line of any length
+//! is read (within the document's limit): Goose's reader before 1.10
+//! skipped lines over 5 MB, but the import of 1.10 takes them, and a
+//! message the file left out would shift the places of the messages of
+//! its role and second after it (their fingerprints, the import's).
 //!
 //! Goose 1.10, creating `sessions.db`, imports every `*.jsonl` of the
 //! folder once and leaves the files. So:
@@ -43,9 +46,6 @@ use super::{acc_fingerprint, LINEAGE};
 /// The tag of a legacy file's header fingerprint.
 pub(super) const TAG: &[u8] = b"goose-jsonl";
 
-/// The longest line read (Goose's reader skips longer ones).
-pub const MAX_LINE: usize = 5 << 20;
-
 /// Whether `path` is a legacy session file (`*.jsonl`; the database is
 /// any other name).
 pub fn is_legacy(path: &Path) -> bool {
@@ -60,22 +60,6 @@ pub fn has_legacy_id(id: &str) -> bool {
         && b[8] == b'_'
         && b[..8].iter().all(u8::is_ascii_digit)
         && b[9..].iter().all(u8::is_ascii_digit)
-}
-
-/// The sessions of the legacy files in the folder of the database at
-/// `db` (their names' stems); none when it cannot be listed.
-pub(super) fn sessions_beside(db: &Path) -> HashSet<String> {
-    let Some(dir) = db.parent() else {
-        return HashSet::new();
-    };
-    let Ok(rd) = std::fs::read_dir(dir) else {
-        return HashSet::new();
-    };
-    rd.flatten()
-        .map(|e| e.path())
-        .filter(|p| is_legacy(p))
-        .filter_map(|p| Some(p.file_stem()?.to_string_lossy().into_owned()))
-        .collect()
 }
 
 /// Whether the `sessions.db` beside the legacy file at `path` holds the
@@ -177,19 +161,13 @@ fn lines(data: &[u8], base: u64) -> Vec<Line> {
         let raw = raw.strip_suffix(b"\r").unwrap_or(raw);
         number += 1;
         if !raw.iter().all(|b| matches!(b, b' ' | b'\t')) {
-            let value = if raw.len() > MAX_LINE {
-                Err(SkipReason::TooLong {
-                    len: raw.len() as u64,
-                })
-            } else {
-                serde_json::from_slice::<Value>(raw).map_err(|e| {
-                    if terminated {
-                        SkipReason::Malformed(e.to_string())
-                    } else {
-                        SkipReason::Truncated(e.to_string())
-                    }
-                })
-            };
+            let value = serde_json::from_slice::<Value>(raw).map_err(|e| {
+                if terminated {
+                    SkipReason::Malformed(e.to_string())
+                } else {
+                    SkipReason::Truncated(e.to_string())
+                }
+            });
             out.push(Line {
                 number,
                 byte: base + at as u64,

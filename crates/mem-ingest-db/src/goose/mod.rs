@@ -24,7 +24,7 @@
 //! `docs/goose.md`): `threads` / `thread_messages` (the UI's second copy
 //! of the chat).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use bumpalo::Bump;
@@ -279,7 +279,6 @@ impl MapRows for Goose {
             sessions: HashMap::new(),
             bytes: 0,
             lineage: Lineages::new(LINEAGE),
-            legacy: legacy::sessions_beside(path),
         };
         Ok((header, Box::new(db)))
     }
@@ -327,8 +326,6 @@ struct Db {
     bytes: u64,
     /// Its sessions' lineages (parents, the shard read).
     lineage: Lineages,
-    /// The sessions of the legacy files beside it (their names' stems).
-    legacy: HashSet<String>,
 }
 
 /// A `messages` row.
@@ -531,7 +528,7 @@ impl Db {
                  AND created_timestamp = ?3 AND id < ?4",
             )?;
             for m in &mut msgs {
-                if let (true, Ok(role)) = (self.is_legacy(&m.session), &m.role) {
+                if let (true, Ok(role)) = (Self::is_legacy(&m.session), &m.role) {
                     let n: i64 = ord
                         .query_row(rusqlite::params![m.session, role, m.created, m.id], |r| {
                             r.get(0)
@@ -543,12 +540,17 @@ impl Db {
         })
     }
 
-    /// Whether `session` is one Goose imported from a legacy file, or may
-    /// be: a `<session>.jsonl` lies beside the database, or its id has
-    /// the legacy form (`YYYYMMDD_HHMMSS`, which Goose's new ids take
-    /// only on a day a legacy session of a later time was imported).
-    fn is_legacy(&self, session: &str) -> bool {
-        legacy::has_legacy_id(session) || self.legacy.contains(session)
+    /// Whether `session` is one Goose may have imported from a legacy
+    /// file: its id has the legacy form (`YYYYMMDD_HHMMSS`, which Goose's
+    /// new ids take only on a day a legacy session of a later time was
+    /// imported). By its id alone, never by a file beside the database:
+    /// the same session in two databases, one with its file beside and
+    /// one without, is then told apart the same way in both (by a file
+    /// beside, a session named `myproj` by `goose session -n` was keyed by
+    /// its messages' ids in one and by their places in the other, and
+    /// written twice).
+    fn is_legacy(session: &str) -> bool {
+        legacy::has_legacy_id(session)
     }
 
     fn sessions_for<'m>(&mut self, ids: impl Iterator<Item = &'m str>) -> rusqlite::Result<()> {
