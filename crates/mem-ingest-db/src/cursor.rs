@@ -210,10 +210,17 @@ pub fn global_dirs() -> (Vec<PathBuf>, Vec<String>) {
 /// any other is a store when its first bytes are SQLite's header, else a
 /// transcript (one under another name, `chat.log`, that detection claimed
 /// by its content). An empty file, or one that cannot be read, is a
-/// store (as before: reading it says why, naming it).
+/// store (as before: reading it says why, naming it). Only a regular file
+/// is opened to look: a pipe named as a PATH (`/dev/stdin`) would lose
+/// the bytes looked at (the first line of a session read from it), and a
+/// FIFO with no writer would block the open; either is not a store, as
+/// before the look was taken.
 fn is_cli(path: &Path) -> bool {
     if path.extension().is_some_and(|e| e == "jsonl" || e == "txt") {
         return true;
+    }
+    if !std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
+        return false;
     }
     let mut head = [0u8; 16];
     let read = std::fs::File::open(path).and_then(|mut f| {
