@@ -122,7 +122,13 @@ impl Lineages {
         let mut out = Vec::new();
         while let Some(r) = rows.next()? {
             let Some(id) = text(r, 0) else { continue };
-            let named = text(r, 1).or_else(|| text(r, 2)).filter(|p| *p != id);
+            // An empty parent (a hostile or damaged row) names none, as
+            // the JSON tree's `parentID: ""` does (opencode/tree.rs): the
+            // session's root is then the same in both stores (`--shard`).
+            let some = |p: Option<String>| p.filter(|p| !p.is_empty());
+            let named = some(text(r, 1))
+                .or_else(|| some(text(r, 2)))
+                .filter(|p| *p != id);
             let copied = text(r, 3).and_then(|data| {
                 let h = fingerprint(&[b"opencode-first", data.as_bytes()]);
                 match first.get(&h) {
@@ -297,6 +303,12 @@ mod tests {
         .unwrap();
         let found = Lineages::opencode(&c).unwrap();
         assert_eq!(found[4], ("ses_other".into(), Some("ses_child".into())));
+        // An empty parent names none: the fork's source found by its first
+        // message, as with none.
+        c.execute_batch("UPDATE session SET parent_id = '' WHERE id = 'ses_fork2';")
+            .unwrap();
+        let found = Lineages::opencode(&c).unwrap();
+        assert_eq!(found[3], ("ses_fork2".into(), Some("ses_a".into())));
 
         // A database without the columns (another version, a damaged
         // one): forks by the first message in rowid order, no failure.
