@@ -75,6 +75,22 @@ const CHAT: &str = concat!(
     "\n",
 );
 
+/// A checkpointed backfill of the projects folder `d/cursor/projects` with
+/// Cursor's format alone, its records pushed to `got`.
+fn backfill_projects(
+    d: &Path,
+    state: &Path,
+    got: &mut Vec<OwnedRecord>,
+) -> mem_ingest::archive::Summary {
+    Archive::builder()
+        .path(d.join("cursor/projects"))
+        .formats(cursor())
+        .state(state)
+        .build()
+        .backfill(&mut ForEach(|r: OwnedRecord| got.push(r)))
+        .unwrap()
+}
+
 /// The byte offset of 1-based line `n` of `text`.
 fn byte_of(text: &str, n: usize) -> u64 {
     text.split_inclusive('\n')
@@ -246,15 +262,7 @@ fn a_damaged_line_is_skipped_and_a_partial_last_line_waits() {
         &format!("{first}\n{{\"role\":\"assistant\",\"mess\n{}", &last[..30]),
     );
     let state = d.join("s.state");
-    let run = |got: &mut Vec<OwnedRecord>| {
-        Archive::builder()
-            .path(d.join("cursor/projects"))
-            .formats(cursor())
-            .state(&state)
-            .build()
-            .backfill(&mut ForEach(|r: OwnedRecord| got.push(r)))
-            .unwrap()
-    };
+    let run = |got: &mut Vec<OwnedRecord>| backfill_projects(&d, &state, got);
     let mut got = Vec::new();
     let s = run(&mut got);
     assert_eq!(
@@ -315,15 +323,7 @@ fn a_transcript_whose_start_changed_is_read_again() {
         ),
     );
     let state = d.join("s.state");
-    let run = |got: &mut Vec<OwnedRecord>| {
-        Archive::builder()
-            .path(d.join("cursor/projects"))
-            .formats(cursor())
-            .state(&state)
-            .build()
-            .backfill(&mut ForEach(|r: OwnedRecord| got.push(r)))
-            .unwrap()
-    };
+    let run = |got: &mut Vec<OwnedRecord>| backfill_projects(&d, &state, got);
     let mut got = Vec::new();
     run(&mut got);
     assert_eq!(got.len(), 2);
@@ -375,15 +375,7 @@ fn a_transcript_rewritten_after_its_first_line_is_read_again() {
         ),
     );
     let state = d.join("s.state");
-    let run = |got: &mut Vec<OwnedRecord>| {
-        Archive::builder()
-            .path(d.join("cursor/projects"))
-            .formats(cursor())
-            .state(&state)
-            .build()
-            .backfill(&mut ForEach(|r: OwnedRecord| got.push(r)))
-            .unwrap()
-    };
+    let run = |got: &mut Vec<OwnedRecord>| backfill_projects(&d, &state, got);
     let mut got = Vec::new();
     run(&mut got);
     assert_eq!(got.len(), 2);
@@ -434,15 +426,7 @@ fn a_jsonl_wins_over_the_txt_of_its_stem_and_a_txt_alone_is_read() {
     write(&t.join("c4.txt"), TXT);
     write(&t.join("c5.txt"), TXT);
     let state = d.join("s.state");
-    let run = |got: &mut Vec<OwnedRecord>| {
-        Archive::builder()
-            .path(d.join("cursor/projects"))
-            .formats(cursor())
-            .state(&state)
-            .build()
-            .backfill(&mut ForEach(|r: OwnedRecord| got.push(r)))
-            .unwrap()
-    };
+    let run = |got: &mut Vec<OwnedRecord>| backfill_projects(&d, &state, got);
     let mut got = Vec::new();
     let s = run(&mut got);
     assert!(s.failures.is_empty(), "{:?}", s.failures);
@@ -496,15 +480,7 @@ fn a_txt_transcripts_last_message_written_on_is_one_record() {
     let start = "user:\nhi\n\nassistant:\n";
     write(&f, &format!("{start}part"));
     let state = d.join("s.state");
-    let run = |got: &mut Vec<OwnedRecord>| {
-        Archive::builder()
-            .path(d.join("cursor/projects"))
-            .formats(cursor())
-            .state(&state)
-            .build()
-            .backfill(&mut ForEach(|r: OwnedRecord| got.push(r)))
-            .unwrap()
-    };
+    let run = |got: &mut Vec<OwnedRecord>| backfill_projects(&d, &state, got);
     let mut got = Vec::new();
     run(&mut got);
     let at = "user:\nhi\n\n".len() as u64;
