@@ -247,6 +247,17 @@ fn archive(dir: &Path, state: Option<&Path>) -> Archive {
     }
 }
 
+/// A backfill of `dir` (with the state at `state`), its summary and
+/// records; no file failed.
+fn backfill(dir: &Path, state: Option<&Path>) -> (mem_ingest::archive::Summary, Vec<OwnedRecord>) {
+    let mut got = Vec::new();
+    let s = archive(dir, state)
+        .backfill(&mut ForEach(|r| got.push(r)))
+        .unwrap();
+    assert!(s.failures.is_empty(), "{:?}", s.failures);
+    (s, got)
+}
+
 fn sorted(got: &[OwnedRecord]) -> Vec<(String, Role, String)> {
     let mut v: Vec<_> = got
         .iter()
@@ -297,11 +308,7 @@ fn a_tree_alone_gives_each_final_message_once_with_its_parts_and_usage_per_call(
     let data = d.join("data");
     tree(&data);
     let state = d.join("state");
-    let mut got = Vec::new();
-    let s = archive(&data, Some(&state))
-        .backfill(&mut ForEach(|r| got.push(r)))
-        .unwrap();
-    assert!(s.failures.is_empty(), "{:?}", s.failures);
+    let (s, got) = backfill(&data, Some(&state));
     assert_eq!(sorted(&got), tree_records());
     // The project: the session file's directory (not the answer's cwd).
     assert!(got.iter().all(|r| r.project == "/proj"), "{got:?}");
@@ -381,10 +388,7 @@ fn a_tree_alone_gives_each_final_message_once_with_its_parts_and_usage_per_call(
         &json!({"role": "assistant", "time": {"created": 3000, "completed": 3500},
             "modelID": "m1", "providerID": "p1", "tokens": tokens(7, 3, 0, 0), "cost": 0.5}),
     );
-    got.clear();
-    let s = archive(&data, Some(&state))
-        .backfill(&mut ForEach(|r| got.push(r)))
-        .unwrap();
+    let (s, got) = backfill(&data, Some(&state));
     assert_eq!(
         sorted(&got),
         [k("ses_1:msg_3", Role::Assistant, "done now")]
@@ -420,11 +424,7 @@ fn a_tree_and_the_database_it_was_migrated_to_give_each_message_once_in_one_run(
     want.push(k("ses_1:msg_7", Role::User, "after 1.2"));
     want.sort();
     for state in [None, Some(d.join("state"))] {
-        let mut got = Vec::new();
-        let s = archive(&data, state.as_deref())
-            .backfill(&mut ForEach(|r| got.push(r)))
-            .unwrap();
-        assert!(s.failures.is_empty(), "{:?}", s.failures);
+        let (s, got) = backfill(&data, state.as_deref());
         assert_eq!(sorted(&got), want);
         assert_eq!(usage(&s), TREE_USAGE);
         // And the database alone counts the same (msg_6 has no usage).
@@ -442,10 +442,7 @@ fn a_tree_read_in_a_checkpointed_run_and_its_database_appearing_later_add_nothin
     let data = d.join("data");
     tree(&data);
     let state = d.join("state");
-    let mut got = Vec::new();
-    let s = archive(&data, Some(&state))
-        .backfill(&mut ForEach(|r| got.push(r)))
-        .unwrap();
+    let (s, got) = backfill(&data, Some(&state));
     assert_eq!(sorted(&got), tree_records());
     assert_eq!(usage(&s), TREE_USAGE);
     // OpenCode 1.2 migrates the tree, then writes a message of its own.
@@ -465,11 +462,7 @@ fn a_tree_read_in_a_checkpointed_run_and_its_database_appearing_later_add_nothin
     )
     .unwrap();
     drop(c);
-    got.clear();
-    let s = archive(&data, Some(&state))
-        .backfill(&mut ForEach(|r| got.push(r)))
-        .unwrap();
-    assert!(s.failures.is_empty(), "{:?}", s.failures);
+    let (s, got) = backfill(&data, Some(&state));
     assert_eq!(sorted(&got), [k("ses_1:msg_7", Role::Assistant, "")]);
     assert_eq!(s.written, 1);
     // The run's usage: the archive's, each call once (the tree's
@@ -546,11 +539,7 @@ fn the_fixtures_tree_alone_and_beside_its_database_gives_its_messages_once() {
     fixture(&data);
     // Beside the database: what the database alone gives.
     let read = |p: &Path| {
-        let mut got = Vec::new();
-        let s = archive(p, None)
-            .backfill(&mut ForEach(|r| got.push(r)))
-            .unwrap();
-        assert!(s.failures.is_empty(), "{:?}", s.failures);
+        let (s, got) = backfill(p, None);
         (sorted(&got), usage(&s))
     };
     let (both, both_usage) = read(&data);
@@ -579,11 +568,7 @@ fn tokscales_message_file_without_parts_is_an_answer_with_its_own_tokens() {
     let file = shared::samples().join(
         "opencode/tokscale/packages/core/__test__/fixtures/.local/share/opencode/storage/message/test-project/msg_test001.json",
     );
-    let mut got = Vec::new();
-    let s = archive(&file, None)
-        .backfill(&mut ForEach(|r| got.push(r)))
-        .unwrap();
-    assert!(s.failures.is_empty(), "{:?}", s.failures);
+    let (s, got) = backfill(&file, None);
     // The session id is its folder's name (a third party's, not an id's
     // shape), as OpenCode's migration takes it.
     assert_eq!(
@@ -762,11 +747,7 @@ fn hostile_files_in_a_tree_are_counted_skips_and_the_rest_is_read() {
         .set_len((256 << 20) + 1)
         .unwrap();
     let state = d.join("state");
-    let mut got = Vec::new();
-    let s = archive(&data, Some(&state))
-        .backfill(&mut ForEach(|r| got.push(r)))
-        .unwrap();
-    assert!(s.failures.is_empty(), "{:?}", s.failures);
+    let (s, got) = backfill(&data, Some(&state));
     assert_eq!(sorted(&got), [k("ses_1:msg_ok", Role::User, "kept")]);
     let mut skips: Vec<(String, String)> = s
         .skips
@@ -920,10 +901,7 @@ fn links_and_special_files_in_a_tree_are_counted_skips_not_read() {
     );
     let dir = data.clone();
     let run = within_a_minute(move || {
-        let mut got = Vec::new();
-        let s = archive(&dir, None)
-            .backfill(&mut ForEach(|r| got.push(r)))
-            .unwrap();
+        let (s, got) = backfill(&dir, None);
         (got, s)
     });
     let Some((got, s)) = run else {
@@ -1014,11 +992,7 @@ fn a_message_with_its_parts_larger_than_a_document_is_a_counted_skip_naming_it()
         "prt_3",
         &json!({"type": "text", "text": "read"}),
     );
-    let mut got = Vec::new();
-    let s = archive(&data, None)
-        .backfill(&mut ForEach(|r| got.push(r)))
-        .unwrap();
-    assert!(s.failures.is_empty(), "{:?}", s.failures);
+    let (s, got) = backfill(&data, None);
     assert_eq!(sorted(&got), [k("ses_1:msg_2", Role::User, "read")]);
     let skips: Vec<(String, String)> = s
         .skips
