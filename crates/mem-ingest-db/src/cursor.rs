@@ -222,20 +222,13 @@ fn is_cli(path: &Path) -> bool {
     if !std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
         return false;
     }
-    let mut head = [0u8; 16];
-    let read = std::fs::File::open(path).and_then(|mut f| {
-        use std::io::Read;
-        let mut n = 0;
-        while n < head.len() {
-            match f.read(&mut head[n..])? {
-                0 => break,
-                k => n += k,
-            }
-        }
-        Ok(n)
-    });
+    use std::io::Read;
+    let header = crate::sqlite::SQLITE_HEADER;
+    let mut head = Vec::with_capacity(header.len());
+    let read =
+        std::fs::File::open(path).and_then(|f| f.take(header.len() as u64).read_to_end(&mut head));
     match read {
-        Ok(n) => n > 0 && !head[..n].starts_with(b"SQLite format 3\0"),
+        Ok(n) => n > 0 && !head.starts_with(header),
         Err(_) => false,
     }
 }

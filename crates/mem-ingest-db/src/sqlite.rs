@@ -130,7 +130,7 @@ pub fn text_of(r: &rusqlite::Row<'_>, i: usize) -> rusqlite::Result<Result<Strin
 }
 
 /// The first bytes of every SQLite database file.
-const SQLITE_HEADER: &[u8] = b"SQLite format 3\0";
+pub(crate) const SQLITE_HEADER: &[u8] = b"SQLite format 3\0";
 
 /// Whether the regular file at `path`, whose first bytes are `prefix`, is
 /// a SQLite database with every table of `tables`: a database named as a
