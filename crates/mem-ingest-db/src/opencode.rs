@@ -1405,7 +1405,10 @@ impl Database for Db {
                 continue;
             }
             let data = match m.data {
-                Ok(d) => parse::<data::Msg<'_>>(d).map_err(|e| e.to_string()),
+                Ok(d) => data::Msg::pluck(d)
+                    .map(Node::Obj)
+                    .map_or_else(|| parse::<data::Msg<'_>>(d), Ok)
+                    .map_err(|e| e.to_string()),
                 Err(why) => Err(format!("data is {why}")),
             };
             let data = match data {
@@ -1463,7 +1466,10 @@ impl Database for Db {
                                 _ => true,
                             }) {
                             Some(g) => Ok(Node::Obj(data::Part::glanced(&g))),
-                            None => parse::<data::Part<'_>>(d).map_err(|e| e.to_string()),
+                            None => data::Part::pluck(d)
+                                .map(Node::Obj)
+                                .map_or_else(|| parse::<data::Part<'_>>(d), Ok)
+                                .map_err(|e| e.to_string()),
                         },
                         Err(why) => Err(format!("data is {why}")),
                     };
@@ -1518,7 +1524,7 @@ mod data {
     use serde::de::MapAccess;
     use serde_json::Value;
 
-    use crate::lenient::{skip, Any, Fields, Glance, Node, Num, Str};
+    use crate::lenient::{pluck, skip, Any, Fields, Glance, Node, Num, Pluck, Str};
 
     /// `time`: `created`, `completed` (set or not); a tool state's `end`.
     #[derive(Debug, Default)]
@@ -1741,6 +1747,112 @@ mod data {
         }
     }
 
+    // The fields as `pluck` reads them: each key's value read as its
+    // `Fields` above reads it (the same methods, the same types), a
+    // state's `input` (a `Value`) left to the parse.
+
+    fn time(p: &mut Pluck<'_>, t: &mut Time, k: &[u8]) -> Option<()> {
+        match k {
+            b"created" => t.created = p.num()?,
+            b"completed" => t.completed = p.any()?,
+            b"end" => t.end = p.num()?,
+            _ => p.skip()?,
+        }
+        Some(())
+    }
+
+    fn cache(p: &mut Pluck<'_>, c: &mut Cache, k: &[u8]) -> Option<()> {
+        match k {
+            b"read" => c.read = p.num()?,
+            b"write" => c.write = p.num()?,
+            _ => p.skip()?,
+        }
+        Some(())
+    }
+
+    fn tokens(p: &mut Pluck<'_>, t: &mut Tokens, k: &[u8]) -> Option<()> {
+        match k {
+            b"input" => t.input = p.num()?,
+            b"output" => t.output = p.num()?,
+            b"reasoning" => t.reasoning = p.num()?,
+            b"total" => t.total = p.num()?,
+            b"cache" => t.cache = p.node(cache)?,
+            _ => p.skip()?,
+        }
+        Some(())
+    }
+
+    fn one<'a, const K: u8>(p: &mut Pluck<'a>, o: &mut One<'a, K>, k: &[u8]) -> Option<()> {
+        let name: &[u8] = match K {
+            MESSAGE => b"message",
+            CWD => b"cwd",
+            _ => b"path",
+        };
+        if k == name {
+            o.0 = p.str()?;
+        } else {
+            p.skip()?;
+        }
+        Some(())
+    }
+
+    fn error<'a>(p: &mut Pluck<'a>, e: &mut Error<'a>, k: &[u8]) -> Option<()> {
+        match k {
+            b"name" => e.name = p.str()?,
+            b"data" => e.data = p.node(one::<MESSAGE>)?,
+            _ => p.skip()?,
+        }
+        Some(())
+    }
+
+    impl<'a> Msg<'a> {
+        /// A message's `data` as [`parse`](crate::lenient::parse) reads
+        /// it, where [`pluck`] is sure of it.
+        pub fn pluck(text: &'a str) -> Option<Msg<'a>> {
+            pluck(text, |p, m: &mut Msg<'a>, k| {
+                match k {
+                    b"role" => m.role = p.str()?,
+                    b"time" => m.time = p.node(time)?,
+                    b"error" => m.error = p.node(error)?,
+                    b"providerID" => m.provider = p.str()?,
+                    b"modelID" => m.model = p.str()?,
+                    b"summary" => m.summary = p.any()?,
+                    b"finish" => m.finish = p.str()?,
+                    b"parentID" => m.parent = p.str()?,
+                    b"cost" => m.cost = p.num()?,
+                    b"tokens" => m.tokens = p.node(tokens)?,
+                    b"path" => m.path = p.node(one::<CWD>)?,
+                    _ => p.skip()?,
+                }
+                Some(())
+            })
+        }
+    }
+
+    impl<'a> Part<'a> {
+        /// A part's `data` as [`parse`](crate::lenient::parse) reads it,
+        /// where [`pluck`] is sure of it and it has no `state` (whose
+        /// `input` is a `Value`: the parse's).
+        pub fn pluck(text: &'a str) -> Option<Part<'a>> {
+            pluck(text, |p, t: &mut Part<'a>, k| {
+                match k {
+                    b"type" => t.kind = p.str()?,
+                    b"text" => t.text = p.str()?,
+                    b"tool" => t.tool = p.str()?,
+                    b"callID" => t.call = p.str()?,
+                    b"filename" => t.filename = p.str()?,
+                    b"source" => t.source = p.node(one::<PATH>)?,
+                    b"prompt" => t.prompt = p.str()?,
+                    b"state" => return None,
+                    b"cost" => t.cost = p.num()?,
+                    b"tokens" => t.tokens = p.node(tokens)?,
+                    _ => p.skip()?,
+                }
+                Some(())
+            })
+        }
+    }
+
     impl<'a> Part<'a> {
         /// A part as [`glance`](crate::lenient::glance) saw it: its type,
         /// and its state's status (the fields a reader that builds no
@@ -1776,7 +1888,7 @@ mod data {
 mod tests {
     use rusqlite::Connection;
 
-    use super::{glance, sql_order, Batch, Msg, Part, Share, SqlValue};
+    use super::{data, glance, parse, sql_order, Batch, Msg, Node, Part, Share, SqlValue};
 
     /// A batch of three messages whose parts' `data` are 100, 300 and 100
     /// bytes long (one part each, the second message two of 150).
@@ -1890,5 +2002,147 @@ mod tests {
         // 5 and 5.0 are equal: compared by value only.
         let show = |v: &[SqlValue]| format!("{v:?}").replace("Real(5.0)", "Integer(5)");
         assert_eq!(show(&got), show(&want));
+    }
+
+    /// Texts of objects whose keys are the message's and part's fields (at
+    /// every depth), each holding every kind of value, the sure and the
+    /// unsure, and each text damaged: a byte left out, one put in.
+    fn data_texts() -> Vec<String> {
+        const ATOMS: [&str; 22] = [
+            r#""assistant""#,
+            r#""""#,
+            r#""a\nb""#,
+            r#""\u00e9""#,
+            "\"caf\u{e9} \u{1f600}\"",
+            "0",
+            "-0",
+            "-7",
+            "1785542402040",
+            "18446744073709551616",
+            "1.5",
+            "-0.0",
+            "0.166457",
+            "1e5",
+            "123456789012345.123456789",
+            "true",
+            "false",
+            "null",
+            "[]",
+            "{}",
+            "[1,\"x\",{\"a\":null}]",
+            "12345678901234567",
+        ];
+        const KEYS: [&str; 36] = [
+            "role",
+            "time",
+            "created",
+            "completed",
+            "end",
+            "error",
+            "name",
+            "data",
+            "message",
+            "providerID",
+            "modelID",
+            "summary",
+            "finish",
+            "parentID",
+            "cost",
+            "tokens",
+            "input",
+            "output",
+            "reasoning",
+            "total",
+            "cache",
+            "read",
+            "write",
+            "path",
+            "cwd",
+            "type",
+            "text",
+            "tool",
+            "callID",
+            "filename",
+            "source",
+            "prompt",
+            "state",
+            "x",
+            "status",
+            "a b",
+        ];
+        fn value(next: &mut dyn FnMut(usize) -> usize, depth: u32) -> String {
+            match next(if depth > 3 { 22 } else { 30 }) {
+                k @ 0..=21 => ATOMS[k].to_owned(),
+                _ => object(next, depth + 1),
+            }
+        }
+        fn object(next: &mut dyn FnMut(usize) -> usize, depth: u32) -> String {
+            let items: Vec<String> = (0..next(7))
+                .map(|_| {
+                    let ws = [" ", "", "\n "][next(3)];
+                    format!("\"{}\"{ws}:{ws}{}", KEYS[next(36)], value(next, depth))
+                })
+                .collect();
+            format!("{{{}}}", items.join(","))
+        }
+        let mut seed = 0x2545_f491_4f6c_dd1d_u64;
+        let mut next = move |n: usize| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            usize::try_from(seed % n as u64).expect("below n")
+        };
+        let mut out = Vec::new();
+        for _ in 0..6000 {
+            let t = object(&mut next, 0);
+            let b = t.as_bytes();
+            let mut cut = b.to_vec();
+            cut.remove(next(b.len()));
+            let mut put = b.to_vec();
+            put.insert(next(b.len() + 1), b",:]}\"0 x"[next(8)]);
+            for d in [cut, put] {
+                if let Ok(d) = String::from_utf8(d) {
+                    out.push(d);
+                }
+            }
+            out.push(t);
+        }
+        out
+    }
+
+    /// Where `pluck` reads a message's or a part's `data`, it reads what
+    /// the parse reads (every field, compared whole), and it reads most of
+    /// the texts the parse reads; a part with a `state` is the parse's.
+    #[test]
+    fn a_plucked_message_or_part_is_the_parsed_one() {
+        let texts = data_texts();
+        let (mut msgs, mut parts, mut parsed) = (0, 0, 0);
+        for text in &texts {
+            let full = parse::<data::Msg<'_>>(text);
+            if full.is_ok() {
+                parsed += 1;
+            }
+            if let Some(m) = data::Msg::pluck(text) {
+                msgs += 1;
+                assert_eq!(
+                    format!("{:?}", Ok::<_, ()>(Node::Obj(m))),
+                    format!("{:?}", full.map_err(|_| ())),
+                    "{text}"
+                );
+            }
+            if let Some(p) = data::Part::pluck(text) {
+                parts += 1;
+                assert!(matches!(p.state, Node::Absent), "{text}");
+                assert_eq!(
+                    format!("{:?}", Ok::<_, ()>(Node::Obj(p))),
+                    format!("{:?}", parse::<data::Part<'_>>(text).map_err(|_| ())),
+                    "{text}"
+                );
+            }
+        }
+        assert_eq!(
+            (texts.len(), parsed, msgs, parts),
+            (17_902, 11_465, 4_695, 4_452)
+        );
     }
 }
