@@ -738,6 +738,73 @@ fn a_row_of_the_wrong_type_is_a_counted_skip_not_a_wall() {
     fs::remove_dir_all(d).unwrap();
 }
 
+/// A message's `data` and a part's that are text but not UTF-8: each a
+/// counted skip at its message's rowid, saying so, the rest read, alike
+/// with one job, with several (the batches read ahead, the text checked on
+/// the counting thread) and in a stats run (the parts glanced at, by
+/// either thread).
+#[test]
+fn data_that_is_not_utf8_is_a_counted_skip_however_it_is_read() {
+    let d = tmpdir("not-utf8");
+    let (_, c) = new_db(&d, true);
+    user(&c, "msg_1", 1, "one");
+    c.execute(
+        "INSERT INTO message VALUES ('msg_2', 'ses_1', 2, 2, \
+         CAST(x'7b22726f6c65223a2275736572ff227d' AS TEXT))",
+        [],
+    )
+    .unwrap();
+    user(&c, "msg_3", 3, "three");
+    c.execute(
+        "INSERT INTO part VALUES ('prt_bad', 'msg_3', 'ses_1', 4, 4, \
+         CAST(x'7b2274797065223a2274657874ff227d' AS TEXT))",
+        [],
+    )
+    .unwrap();
+    drop(c);
+    let want_skips = [
+        (2, "message msg_2: data is not UTF-8 text".to_owned()),
+        (
+            3,
+            "part prt_bad of message msg_3: data is not UTF-8 text".to_owned(),
+        ),
+    ];
+    let skips = |r: &mem_ingest::Report| -> Vec<(u64, String)> {
+        r.skips
+            .iter()
+            .map(|k| (k.line, k.reason.to_string()))
+            .collect()
+    };
+    for jobs in [1, 2] {
+        let b = || {
+            Archive::builder()
+                .path(&d)
+                .formats(vec![Arc::new(OpenCode) as Arc<dyn Format>])
+                .jobs(jobs)
+                .build()
+        };
+        let mut got = Vec::new();
+        let s = b().backfill(&mut ForEach(|r| got.push(r))).unwrap();
+        assert!(s.failures.is_empty(), "{:?}", s.failures);
+        let keys: Vec<(&str, &str)> = got
+            .iter()
+            .map(|r| (r.key.as_str(), r.text.as_str()))
+            .collect();
+        assert_eq!(keys, [("ses_1:msg_1", "one"), ("ses_1:msg_3", "three")]);
+        let found = skips(&s.report);
+        assert_eq!(found.len(), 2, "{found:?}");
+        for ((line, why), (want_line, want)) in found.iter().zip(&want_skips) {
+            assert_eq!(line, want_line);
+            assert!(why.contains(want.as_str()), "{why}");
+        }
+        let u = b().usage().unwrap();
+        assert!(u.failures.is_empty(), "{:?}", u.failures);
+        assert_eq!(skips(&u.report), found, "jobs {jobs}");
+        assert_eq!(u.report.records, 2, "jobs {jobs}");
+    }
+    fs::remove_dir_all(d).unwrap();
+}
+
 /// Two different answers in two sessions (not a fork: no parent), without
 /// `time.created`, whose first calls are equal in every field (tokens,
 /// cost, place, provider, model): the second answer's equal call is taken
