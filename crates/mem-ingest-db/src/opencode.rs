@@ -362,6 +362,7 @@ struct MsgRef<'b> {
 #[derive(Default, Clone, Copy)]
 struct Sizes {
     text: usize,
+    data: usize,
     msgs: usize,
     parts: usize,
 }
@@ -374,8 +375,12 @@ type GlanceAt = (Option<Span>, Node<Option<Span>>);
 /// known before.
 #[derive(Default)]
 struct Batch {
-    /// Every id, session id and `data` of the batch, one after another.
+    /// Every id and session id of the batch, one after another.
     text: String,
+    /// Every `data` of the batch, one after another, as SQLite gave it:
+    /// checked as UTF-8 where it is read ([`Batch::data_str`]), on the
+    /// counting thread (the reading one has the longer work).
+    data: Vec<u8>,
     msgs: Vec<Msg>,
     parts: Vec<Part>,
     /// The glances (each part's `type` and tool state's `status` as spans
@@ -392,6 +397,7 @@ impl Batch {
     fn sized_as(like: &Sizes) -> Batch {
         Batch {
             text: String::with_capacity(like.text + like.text / 4),
+            data: Vec::with_capacity(like.data + like.data / 4),
             msgs: Vec::with_capacity(like.msgs),
             parts: Vec::with_capacity(like.parts),
             glances: Vec::new(),
@@ -402,14 +408,16 @@ impl Batch {
     fn sizes(&self) -> Sizes {
         Sizes {
             text: self.text.len(),
+            data: self.data.len(),
             msgs: self.msgs.len(),
             parts: self.parts.len(),
         }
     }
 
-    /// Column `i` of a row appended to the batch's text: its span, or
-    /// what the column holds instead of UTF-8 text (as
-    /// [`crate::sqlite::text_of`] says it).
+    /// Column `i` of a row appended to the batch's `data`: its span, or
+    /// what the column holds instead of text (as
+    /// [`crate::sqlite::text_of`] says it; text that is not UTF-8 is said
+    /// where it is read, [`Batch::data_str`]).
     fn text_of(
         &mut self,
         r: &rusqlite::Row<'_>,
@@ -417,19 +425,23 @@ impl Batch {
     ) -> rusqlite::Result<Result<Span, &'static str>> {
         use rusqlite::types::ValueRef;
         Ok(match r.get_ref(i)? {
-            ValueRef::Text(t) => match simdutf8::basic::from_utf8(t) {
-                Ok(t) => {
-                    let from = self.text.len();
-                    self.text.push_str(t);
-                    Ok(from..self.text.len())
-                }
-                Err(_) => Err("not UTF-8 text"),
-            },
+            ValueRef::Text(t) => {
+                let from = self.data.len();
+                self.data.extend_from_slice(t);
+                Ok(from..self.data.len())
+            }
             ValueRef::Null => Err("NULL"),
             ValueRef::Blob(_) => Err("a BLOB"),
             ValueRef::Integer(_) => Err("an integer"),
             ValueRef::Real(_) => Err("a real"),
         })
+    }
+
+    /// A `data` of the batch as text, or what it is instead (as
+    /// [`crate::sqlite::text_of`] says it).
+    fn data_str(&self, d: &Result<Span, &'static str>) -> Result<&str, &'static str> {
+        let d = d.as_ref().map_err(|why| *why)?;
+        simdutf8::basic::from_utf8(&self.data[d.clone()]).map_err(|_| "not UTF-8 text")
     }
 
     /// Column `i` (text, as `String` reads it) appended to the batch's
@@ -482,20 +494,19 @@ impl Batch {
             bytes += self.parts[m.parts.clone()].iter().map(size).sum::<usize>();
             upto = m.parts.end;
         }
-        let text = &self.text;
-        self.glances = self.parts[..upto]
+        let glances = self.parts[..upto]
             .iter()
             .map(|p| {
-                let d = p.data.as_ref().ok()?;
-                let t = &text[d.clone()];
+                let t = self.data_str(&p.data).ok()?;
                 let at = |s: &str| {
-                    let o = d.start + (s.as_ptr() as usize - t.as_ptr() as usize);
+                    let o = s.as_ptr() as usize - t.as_ptr() as usize;
                     o..o + s.len()
                 };
                 let g = glance(t, "type", "state", "status")?;
                 Some((g.key.map(at), g.obj.map(|s| s.map(at))))
             })
             .collect();
+        self.glances = glances;
     }
 
     fn str(&self, s: &Span) -> &str {
@@ -505,27 +516,34 @@ impl Batch {
     /// Message `i` with its texts.
     fn msg(&self, i: usize) -> MsgRef<'_> {
         let m = &self.msgs[i];
+        let parts: Vec<(&str, PartData<'_>)> = self.parts[m.parts.clone()]
+            .iter()
+            .map(|p| (self.str(&p.id), self.data_str(&p.data)))
+            .collect();
+        // A glance's spans are in its part's `data`.
+        let glances = self
+            .glances
+            .get(m.parts.clone())
+            .unwrap_or_default()
+            .iter()
+            .zip(&parts)
+            .map(|(g, (_, d))| {
+                let (key, obj) = g.as_ref()?;
+                let d = d.ok()?;
+                let of = |k: &Span| d.get(k.clone());
+                Some(Glance {
+                    key: key.as_ref().and_then(of),
+                    obj: obj.clone().map(|s| s.as_ref().and_then(of)),
+                })
+            })
+            .collect();
         MsgRef {
             rowid: m.rowid,
             id: self.str(&m.id),
             session: self.str(&m.session),
-            data: m.data.clone().map(|d| self.str(&d)),
-            parts: self.parts[m.parts.clone()]
-                .iter()
-                .map(|p| (self.str(&p.id), p.data.clone().map(|d| self.str(&d))))
-                .collect(),
-            glances: self
-                .glances
-                .get(m.parts.clone())
-                .unwrap_or_default()
-                .iter()
-                .map(|g| {
-                    g.as_ref().map(|(key, obj)| Glance {
-                        key: key.as_ref().map(|k| self.str(k)),
-                        obj: obj.clone().map(|s| s.map(|s| self.str(&s))),
-                    })
-                })
-                .collect(),
+            data: self.data_str(&m.data),
+            parts,
+            glances,
         }
     }
 }
@@ -728,10 +746,22 @@ fn read(
                 // (message, time_created, part)
                 let mut found: Vec<(usize, SqlValue, Part)> = Vec::with_capacity(like.parts);
                 let mut rows = st.query(rusqlite::params![lo, hi])?;
+                // The join gives the rows message by message in rowid
+                // order (its outer loop): each message the one at the
+                // cursor or after it, else (another plan) found by search.
+                let mut at = 0;
                 while let Some(r) = rows.next()? {
                     let rowid: i64 = r.get(0)?;
-                    let Ok(i) = b.msgs.binary_search_by_key(&rowid, |m| m.rowid) else {
-                        continue;
+                    while b.msgs.get(at).is_some_and(|m| m.rowid < rowid) {
+                        at += 1;
+                    }
+                    let i = if b.msgs.get(at).is_some_and(|m| m.rowid == rowid) {
+                        at
+                    } else {
+                        match b.msgs.binary_search_by_key(&rowid, |m| m.rowid) {
+                            Ok(i) => i,
+                            Err(_) => continue,
+                        }
                     };
                     let time: SqlValue = r.get(2)?;
                     let id = b.str_of(r, 1)?;
@@ -1899,6 +1929,11 @@ mod tests {
             b.text.push_str(t);
             from..b.text.len()
         };
+        let data_span = |b: &mut Batch, t: &str| {
+            let from = b.data.len();
+            b.data.extend_from_slice(t.as_bytes());
+            from..b.data.len()
+        };
         let part = |ty: &str, n: usize| {
             let body = format!(r#"{{"type":"{ty}","text":""}}"#);
             let pad = "x".repeat(n - body.len());
@@ -1910,11 +1945,11 @@ mod tests {
         {
             let id = span(&mut b, &format!("m{i}"));
             let session = span(&mut b, "s");
-            let data = span(&mut b, "{}");
+            let data = data_span(&mut b, "{}");
             let from = b.parts.len();
             for (j, n) in sizes.into_iter().enumerate() {
                 let pid = span(&mut b, &format!("p{i}{j}"));
-                let d = span(&mut b, &part(if j == 0 { "text" } else { "tool" }, n));
+                let d = data_span(&mut b, &part(if j == 0 { "text" } else { "tool" }, n));
                 b.parts.push(Part {
                     id: pid,
                     data: Ok(d),
@@ -1943,11 +1978,9 @@ mod tests {
             b.glance_parts(share);
             ends.push(b.glances.len());
             for (p, g) in b.parts.iter().zip(&b.glances) {
-                let t = &b.text[p.data.clone().unwrap()];
+                let t = b.data_str(&p.data).unwrap();
                 let want = glance(t, "type", "state", "status").map(|g| g.key.map(str::to_owned));
-                let got = g
-                    .as_ref()
-                    .map(|(k, _)| k.clone().map(|k| b.text[k].to_owned()));
+                let got = g.as_ref().map(|(k, _)| k.clone().map(|k| t[k].to_owned()));
                 assert_eq!(got, want, "share {share}");
             }
         }
