@@ -805,6 +805,45 @@ fn data_that_is_not_utf8_is_a_counted_skip_however_it_is_read() {
     fs::remove_dir_all(d).unwrap();
 }
 
+/// A message whose id is text but not UTF-8 fails the read of its
+/// database, naming it and saying what it could not read (the id is the
+/// message's identity: there is no record to skip to), with one job and
+/// with several (the batches read ahead): the batch it is in is not read,
+/// the message before it in that batch included (OpenCode's ids are
+/// ASCII it makes itself: this is a damaged database, said, not guessed
+/// at).
+#[test]
+fn a_message_id_that_is_not_utf8_fails_the_read_naming_the_database() {
+    let d = tmpdir("id-not-utf8");
+    let (db, c) = new_db(&d, true);
+    user(&c, "msg_1", 1, "one");
+    c.execute(
+        "INSERT INTO message VALUES (CAST(x'6d73675fff' AS TEXT), 'ses_1', 2, 2, \
+         '{\"role\":\"user\"}')",
+        [],
+    )
+    .unwrap();
+    drop(c);
+    for jobs in [1, 2] {
+        let s = Archive::builder()
+            .path(&d)
+            .formats(vec![Arc::new(OpenCode) as Arc<dyn Format>])
+            .jobs(jobs)
+            .build()
+            .backfill(&mut ForEach(|_| {}))
+            .unwrap();
+        assert_eq!(s.written, 0, "jobs {jobs}");
+        assert_eq!(s.failures.len(), 1, "jobs {jobs}: {:?}", s.failures);
+        assert_eq!(Path::new(&s.failures[0].0), db, "jobs {jobs}");
+        assert!(
+            s.failures[0].1.contains("cannot read its messages"),
+            "jobs {jobs}: {}",
+            s.failures[0].1
+        );
+    }
+    fs::remove_dir_all(d).unwrap();
+}
+
 /// Two different answers in two sessions (not a fork: no parent), without
 /// `time.created`, whose first calls are equal in every field (tokens,
 /// cost, place, provider, model): the second answer's equal call is taken
