@@ -414,11 +414,7 @@ const GLANCE_DEPTH: u32 = 64;
 /// or control character found at once: [`plain_run`]), nothing decoded,
 /// where a parse decodes every string.
 pub(crate) fn glance<'a>(text: &'a str, key: &str, obj: &str, inner: &str) -> Option<Glance<'a>> {
-    let mut s = Scan {
-        b: text.as_bytes(),
-        t: text,
-        i: 0,
-    };
+    let mut s = Scan::new(text);
     s.ws();
     let mut g = Glance::default();
     s.object(0, |s, k| {
@@ -474,11 +470,7 @@ pub(crate) fn pluck<'a, T: Default>(
     fields: impl FnMut(&mut Pluck<'a>, &mut T, &'a [u8]) -> Option<()>,
 ) -> Option<T> {
     let mut p = Pluck {
-        s: Scan {
-            b: text.as_bytes(),
-            t: text,
-            i: 0,
-        },
+        s: Scan::new(text),
         depth: 0,
     };
     p.s.ws();
@@ -540,59 +532,25 @@ impl<'a> Pluck<'a> {
             self.skip()?;
             return Some(Num::None);
         }
-        let s = &mut self.s;
-        let from = s.i;
-        let neg = s.eat(b'-').is_some();
-        let mut digits = 0_u64;
-        let mut n = 0;
-        let lead = s.peek()?;
-        while let Some(&c @ b'0'..=b'9') = s.b.get(s.i) {
-            digits = digits * 10 + u64::from(c - b'0');
-            n += 1;
-            s.i += 1;
-            if n > 15 {
-                return None;
-            }
-        }
-        if n == 0 || (lead == b'0' && n > 1) {
-            return None;
-        }
-        let mut f = 0;
-        if s.eat(b'.').is_some() {
-            while let Some(&c @ b'0'..=b'9') = s.b.get(s.i) {
-                if n + f < 15 {
-                    digits = digits * 10 + u64::from(c - b'0');
-                }
-                f += 1;
-                s.i += 1;
-                if f > 30 {
-                    return None;
-                }
-            }
-            if f == 0 {
-                return None;
-            }
-        }
-        if let Some(b'e' | b'E') = s.peek() {
-            return None;
-        }
-        Some(if f > 0 {
-            if n + f <= 15 && f < POW10.len() {
+        let from = self.s.i;
+        let n = self.s.number()?;
+        Some(if n.frac > 0 {
+            if n.int + n.frac <= 15 && n.frac < POW10.len() {
                 #[allow(clippy::cast_precision_loss)]
-                let v = digits as f64 / POW10[f];
-                Num::F(if neg { -v } else { v })
+                let v = n.digits as f64 / POW10[n.frac];
+                Num::F(if n.neg { -v } else { v })
             } else {
                 // serde_json's own reading of the digits.
-                Num::F(serde_json::from_str(&s.t[from..s.i]).ok()?)
+                Num::F(serde_json::from_str(&self.s.t[from..self.s.i]).ok()?)
             }
-        } else if neg {
+        } else if n.neg {
             // `-0` is a float to serde_json.
-            if digits == 0 {
+            if n.digits == 0 {
                 return None;
             }
-            Num::I(-i64::try_from(digits).ok()?)
+            Num::I(-i64::try_from(n.digits).ok()?)
         } else {
-            Num::U(digits)
+            Num::U(n.digits)
         })
     }
 
@@ -678,6 +636,17 @@ fn object_of<'a, C>(
     }
 }
 
+/// A number as [`Scan::number`] read it: its sign, its first 15 digits
+/// as one integer (all of them where it has no more), and how many
+/// digits it has before and after the point.
+#[derive(Default)]
+struct Number {
+    neg: bool,
+    digits: u64,
+    int: usize,
+    frac: usize,
+}
+
 /// The strict scanner of [`glance`]: every method `None` where it is not
 /// sure.
 struct Scan<'a> {
@@ -687,6 +656,15 @@ struct Scan<'a> {
 }
 
 impl<'a> Scan<'a> {
+    /// A scan of `text` from its start.
+    fn new(text: &'a str) -> Self {
+        Scan {
+            b: text.as_bytes(),
+            t: text,
+            i: 0,
+        }
+    }
+
     fn ws(&mut self) {
         while let Some(b' ' | b'\t' | b'\n' | b'\r') = self.b.get(self.i) {
             self.i += 1;
@@ -792,7 +770,7 @@ impl<'a> Scan<'a> {
             b't' => self.word(b"true"),
             b'f' => self.word(b"false"),
             b'n' => self.word(b"null"),
-            b'-' | b'0'..=b'9' => self.number(),
+            b'-' | b'0'..=b'9' => self.number().map(|_| ()),
             _ => None,
         }
     }
@@ -802,30 +780,45 @@ impl<'a> Scan<'a> {
     }
 
     /// A number of at most 15 integer digits and 30 fraction digits, no
-    /// exponent (surely in range: anything else is left to the parse).
-    fn number(&mut self) -> Option<()> {
-        let _ = self.eat(b'-');
-        let digits = |s: &mut Self| {
-            let from = s.i;
-            while let Some(b'0'..=b'9') = s.b.get(s.i) {
-                s.i += 1;
-            }
-            s.i - from
+    /// exponent (surely in range: anything else is left to the parse):
+    /// its reading ([`Number`]). Inlined: where only its end is wanted
+    /// (a value skipped), the digits' sum is left out of the code.
+    #[inline(always)]
+    fn number(&mut self) -> Option<Number> {
+        let mut n = Number {
+            neg: self.eat(b'-').is_some(),
+            ..Number::default()
         };
         let lead = self.peek()?;
-        let n = digits(self);
-        if n == 0 || n > 15 || (lead == b'0' && n > 1) {
+        while let Some(&c @ b'0'..=b'9') = self.b.get(self.i) {
+            if n.int == 15 {
+                return None;
+            }
+            n.digits = n.digits * 10 + u64::from(c - b'0');
+            n.int += 1;
+            self.i += 1;
+        }
+        if n.int == 0 || (lead == b'0' && n.int > 1) {
             return None;
         }
         if self.eat(b'.').is_some() {
-            let f = digits(self);
-            if f == 0 || f > 30 {
+            while let Some(&c @ b'0'..=b'9') = self.b.get(self.i) {
+                if n.frac == 30 {
+                    return None;
+                }
+                if n.int + n.frac < 15 {
+                    n.digits = n.digits * 10 + u64::from(c - b'0');
+                }
+                n.frac += 1;
+                self.i += 1;
+            }
+            if n.frac == 0 {
                 return None;
             }
         }
         match self.peek() {
             Some(b'e' | b'E') => None,
-            _ => Some(()),
+            _ => Some(n),
         }
     }
 }
