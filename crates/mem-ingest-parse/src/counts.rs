@@ -130,6 +130,13 @@ impl Tracker {
         &self.last
     }
 
+    /// What the last entry's line added, taken (the tracker keeps none
+    /// after): a source that keeps each entry's counts moves them instead
+    /// of copying them (their changes are a list of their own).
+    pub fn take_last(&mut self) -> LineCounts {
+        std::mem::take(&mut self.last)
+    }
+
     /// Learns what moved among the type counters since the last line.
     /// Most lines move one type's count once: that move, which the
     /// counters keep, is all there is to learn. After any other change

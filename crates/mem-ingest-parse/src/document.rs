@@ -126,7 +126,7 @@ impl<'a> Items<'a> {
         report.lines += 1;
         self.tracker.after_line(report, true);
         self.list
-            .push((item, self.tracker.last().clone(), self.parent));
+            .push((item, self.tracker.take_last(), self.parent));
     }
 
     /// The session the items pushed from now on belong to was forked from

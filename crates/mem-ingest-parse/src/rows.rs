@@ -25,7 +25,8 @@
 //! Memory is bounded by a batch: the records of one batch are built in an
 //! arena that is emptied before the next batch is read.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::hash::BuildHasherDefault;
 use std::path::Path;
 
 pub use bumpalo::Bump;
@@ -34,6 +35,7 @@ use crate::counts::{LineCounts, Tracker};
 use crate::error::Error;
 use crate::format::BoxedSource;
 use crate::json::fingerprint;
+use crate::json::hash::FingerprintHasher;
 use crate::line::{Entry, Header};
 use crate::record::{Record, RoleFilter};
 use crate::report::{Report, SkipReason};
@@ -62,7 +64,9 @@ pub struct Row<'a> {
 /// The rows a [`Database`] reads in one batch, each pushed after the
 /// format counted it in the report.
 pub struct Rows<'a> {
-    list: Vec<(Row<'a>, LineCounts, Option<&'a str>)>,
+    /// Each `Some` when pushed, taken (`None`) when handed out: the list
+    /// is kept from batch to batch, its room with it.
+    list: Vec<Option<(Row<'a>, LineCounts, Option<&'a str>)>>,
     tracker: Tracker,
     parent: Option<&'a str>,
 }
@@ -77,7 +81,7 @@ impl<'a> Rows<'a> {
         report.lines += 1;
         self.tracker.after_line(report, true);
         self.list
-            .push((row, self.tracker.last().clone(), self.parent));
+            .push(Some((row, self.tracker.take_last(), self.parent)));
     }
 
     /// The session the rows pushed from now on belong to was forked from
@@ -111,9 +115,15 @@ pub struct Cursor {
     /// What the format checks before it trusts its marks (a hash of the
     /// row at a mark, a table's first rowid, the database's id).
     pub guards: BTreeMap<String, u64>,
-    /// Keys emitted (hashed), whatever their rowid.
-    emitted: BTreeSet<u64>,
+    /// Keys emitted (hashed), whatever their rowid (in order when
+    /// encoded).
+    emitted: KeySet,
 }
+
+/// A set of key hashes, each its own hash ([`FingerprintHasher`]): one
+/// lookup for each row handed out, where a tree's were a fifth of the
+/// time the driver took over a row.
+type KeySet = HashSet<u64, BuildHasherDefault<FingerprintHasher>>;
 
 /// The first byte of an encoded [`Cursor`].
 const CURSOR_TAG: u8 = b'R';
@@ -165,7 +175,9 @@ impl Cursor {
             b.extend_from_slice(&v.to_le_bytes());
         }
         b.extend_from_slice(&(self.emitted.len() as u64).to_le_bytes());
-        for k in &self.emitted {
+        let mut emitted: Vec<u64> = self.emitted.iter().copied().collect();
+        emitted.sort_unstable();
+        for k in emitted {
             b.extend_from_slice(&k.to_le_bytes());
         }
         b
@@ -307,7 +319,13 @@ pub trait MapRows: Send + Sync {
 /// The source over a database: batches read one at a time.
 struct RowsSource {
     // Declared first, dropped first: the rows borrow the arena.
-    ready: std::vec::IntoIter<(Row<'static>, LineCounts, Option<&'static str>)>,
+    /// The rows of the batch read last; the list is kept from batch to
+    /// batch, so that it grows only to the largest batch (made anew for
+    /// each batch, a list grown from the last batch's size was copied at
+    /// most batches, each copy of rows of some 500 bytes).
+    ready: Vec<Option<(Row<'static>, LineCounts, Option<&'static str>)>>,
+    /// The next row of `ready` to hand out.
+    at: usize,
     db: Option<Box<dyn Database>>,
     last_counts: Option<LineCounts>,
     header: Option<Header>,
@@ -317,10 +335,6 @@ struct RowsSource {
     error: Option<Error>,
     /// Rows handed out by this read.
     handed: u64,
-    /// How many rows the batch before gave: the next batch's list is made
-    /// with room for as many (grown from nothing, a batch's list was
-    /// copied about ten times over).
-    batch_rows: usize,
     arena: Box<Bump>,
 }
 
@@ -336,7 +350,8 @@ pub fn open<'d>(
         .and_then(|(_, c)| Cursor::decode(c))
         .unwrap_or_default();
     let mut src = RowsSource {
-        ready: Vec::new().into_iter(),
+        ready: Vec::new(),
+        at: 0,
         db: None,
         last_counts: None,
         header: prior.map(|(h, _)| h.clone()),
@@ -345,7 +360,6 @@ pub fn open<'d>(
         filter: opts.filter,
         error: None,
         handed: 0,
-        batch_rows: 0,
         arena: Box::new(Bump::new()),
     };
     match map.open_with(path, &mut cursor, opts) {
@@ -366,15 +380,18 @@ impl RowsSource {
     /// Reads batches until one gives rows or the database has no more.
     fn fill(&mut self) -> Result<bool, Error> {
         loop {
-            if self.ready.len() > 0 {
+            if self.at < self.ready.len() {
                 return Ok(true);
             }
             let Some(db) = self.db.as_mut() else {
                 return Ok(false);
             };
             // Nothing borrows the arena: the rows of the batch before
-            // were all handed out, each borrowing the source mutably.
-            self.ready = Vec::new().into_iter();
+            // were all handed out, each borrowing the source mutably (the
+            // list, kept for its room, holds none).
+            let mut list = std::mem::take(&mut self.ready);
+            list.clear();
+            self.at = 0;
             self.arena.reset();
             // SAFETY: the rows built below borrow the arena, boxed in
             // `self` at an address that does not move; they live in
@@ -385,7 +402,7 @@ impl RowsSource {
             #[allow(unsafe_code)]
             let arena: &'static Bump = unsafe { &*std::ptr::from_ref::<Bump>(&self.arena) };
             let mut rows = Rows {
-                list: Vec::with_capacity(self.batch_rows),
+                list,
                 tracker: Tracker::new(&self.report),
                 parent: None,
             };
@@ -400,8 +417,7 @@ impl RowsSource {
                 // Closed now: no handle is kept while the rows are sent.
                 self.db = None;
             }
-            self.batch_rows = rows.list.len();
-            self.ready = rows.list.into_iter();
+            self.ready = rows.list;
         }
     }
 
@@ -443,7 +459,8 @@ impl RowsSource {
                     return Err(e);
                 }
             }
-            let (row, counts, parent) = self.ready.next().expect("filled");
+            let (row, counts, parent) = self.ready[self.at].take().expect("filled");
+            self.at += 1;
             if !self.cursor.emitted.insert(key_hash(row.key)) {
                 // Emitted before (a format that pushed it anyway): not
                 // handed out again.
@@ -520,7 +537,7 @@ impl RecordSource for RowsSource {
         // out: the report covers exactly the rows handed out only once
         // the batch's last one was (the next batch is read at the next
         // entry asked for, into the report left here).
-        if self.ready.len() > 0 {
+        if self.at < self.ready.len() {
             return None;
         }
         Some(self.take_report())
