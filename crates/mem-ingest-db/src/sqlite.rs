@@ -57,7 +57,18 @@ pub fn open_read_only(path: &Path) -> Result<Connection, Error> {
             &e,
         )
     })?;
+    // The query planner's stability guarantee: a statement's plan does not
+    // depend on the values bound to it, so a kept statement is not
+    // prepared again at each new mark bound (SQLite's STAT4 re-prepares
+    // one whose range the values bound could narrow: once a batch).
     conn.busy_timeout(BUSY_WAIT)
+        .and_then(|()| {
+            conn.set_db_config(
+                rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG,
+                true,
+            )
+            .map(drop)
+        })
         .and_then(|()| conn.pragma_update(None, "query_only", 1))
         .map_err(|e| fail(path, "cannot set up the read-only connection", &e))?;
     Ok(conn)
@@ -76,11 +87,17 @@ pub fn in_read<T>(
     let mut tries = 0;
     loop {
         tries += 1;
+        // Both statements kept prepared (a batch's read is a few
+        // statements: preparing these two at each was one in a hundred of
+        // the reading thread's instructions).
         let r = conn
-            .execute_batch("BEGIN DEFERRED")
-            .and_then(|()| read(conn));
+            .prepare_cached("BEGIN DEFERRED")
+            .and_then(|mut s| s.execute([]))
+            .and_then(|_| read(conn));
         // Ended whatever happened: a read transaction holds nothing after.
-        let _ = conn.execute_batch("COMMIT");
+        let _ = conn
+            .prepare_cached("COMMIT")
+            .and_then(|mut s| s.execute([]));
         match r {
             Err(e)
                 if tries < BUSY_TRIES
