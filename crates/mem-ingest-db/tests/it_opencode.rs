@@ -1006,3 +1006,50 @@ fn reading_ahead_with_several_jobs_gives_what_one_job_gives() {
     assert_eq!(fs::read(&one.0).unwrap(), fs::read(&two.0).unwrap());
     fs::remove_dir_all(d).unwrap();
 }
+
+/// With several jobs the thread taking the batches is kept on its CPU
+/// while the one reading ahead starts off it (`sys::keep_on`), and runs
+/// where it could before once the read is done: a library caller's thread
+/// is never left kept. Read on a thread of its own (its CPUs are changed).
+#[test]
+fn the_thread_taking_the_batches_runs_where_it_could_after_the_read() {
+    use mem_ingest_parse::{rows, sys, SourceOptions};
+    let d = tmpdir("kept");
+    let a = d.join("data");
+    fs::create_dir_all(&a).unwrap();
+    let (db, c) = new_db(&a, true);
+    c.execute_batch("BEGIN").unwrap();
+    for i in 0..600_i64 {
+        user(
+            &c,
+            &format!("msg_{i:04}_u"),
+            i * 10,
+            &format!("question {i}"),
+        );
+    }
+    c.execute_batch("COMMIT").unwrap();
+    let (may, during, young, n, after) = std::thread::spawn(move || {
+        let may = sys::allowed_cpus();
+        let opened = std::time::Instant::now();
+        let mut src = rows::open(&OpenCode, &db, None, &SourceOptions::new().jobs(2));
+        assert!(src.next_entry().unwrap().is_some());
+        let during = (sys::allowed_cpus(), sys::current_cpu());
+        // Kept for 50 ms from the first batch: still kept if read sooner.
+        let young = opened.elapsed() < std::time::Duration::from_millis(40);
+        let mut n = 1;
+        while src.next_entry().unwrap().is_some() {
+            n += 1;
+        }
+        drop(src);
+        (may, during, young, n, sys::allowed_cpus())
+    })
+    .join()
+    .unwrap();
+    assert_eq!(n, 600);
+    assert_eq!(after, may);
+    if may.len() > 1 && young {
+        assert_eq!(during.0.len(), 1, "{during:?}");
+        assert_eq!(Some(during.0[0]), during.1);
+    }
+    fs::remove_dir_all(d).unwrap();
+}
