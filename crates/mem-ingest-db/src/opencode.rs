@@ -42,7 +42,7 @@ use serde_json::Value;
 
 use crate::lenient::{glance, parse, Any, Glance, Node, Num};
 use crate::lineage::Lineages;
-use crate::sqlite::{fail, has_table, in_read, open_read_only};
+use crate::sqlite::{fail, has_table, in_read, open_read_only, RawRows};
 
 mod tree;
 mod v2;
@@ -425,8 +425,13 @@ impl Batch {
         r: &rusqlite::Row<'_>,
         i: usize,
     ) -> rusqlite::Result<Result<Span, &'static str>> {
+        Ok(self.text_from(r.get_ref(i)?))
+    }
+
+    /// [`Batch::text_of`] of a column's value.
+    fn text_from(&mut self, v: rusqlite::types::ValueRef<'_>) -> Result<Span, &'static str> {
         use rusqlite::types::ValueRef;
-        Ok(match r.get_ref(i)? {
+        match v {
             ValueRef::Text(t) => {
                 let from = self.data.len();
                 self.data.extend_from_slice(t);
@@ -436,7 +441,7 @@ impl Batch {
             ValueRef::Blob(_) => Err("a BLOB"),
             ValueRef::Integer(_) => Err("an integer"),
             ValueRef::Real(_) => Err("a real"),
-        })
+        }
     }
 
     /// A `data` of the batch as text, or what it is instead (as
@@ -449,8 +454,21 @@ impl Batch {
     /// Column `i` (text, as `String` reads it) appended to the batch's
     /// text.
     fn str_of(&mut self, r: &rusqlite::Row<'_>, i: usize) -> rusqlite::Result<Span> {
+        match self.str_from(r.get_ref(i)?) {
+            Some(s) => Ok(s),
+            // Not UTF-8 text: the error reading it as a `String` gives.
+            None => Err(r
+                .get::<_, String>(i)
+                .err()
+                .unwrap_or(rusqlite::Error::InvalidColumnIndex(i))),
+        }
+    }
+
+    /// [`Batch::str_of`] of a column's value: `None` when it is not UTF-8
+    /// text.
+    fn str_from(&mut self, v: rusqlite::types::ValueRef<'_>) -> Option<Span> {
         let from = self.text.len();
-        let utf8 = match r.get_ref(i)? {
+        let utf8 = match v {
             // An id is ASCII: a word at a time, where a UTF-8 check of a
             // short text cost ten times as much (a fifth of this thread's
             // own instructions went to ids).
@@ -462,12 +480,8 @@ impl Batch {
             rusqlite::types::ValueRef::Text(t) => simdutf8::basic::from_utf8(t).ok(),
             _ => None,
         };
-        match utf8 {
-            Some(t) => self.text.push_str(t),
-            // Not UTF-8 text: the error reading it as a `String` gives.
-            None => self.text.push_str(&r.get::<_, String>(i)?),
-        }
-        Ok(from..self.text.len())
+        self.text.push_str(utf8?);
+        Some(from..self.text.len())
     }
 
     /// A message row (`MSG_COLS`), its parts none yet.
@@ -779,20 +793,24 @@ fn read(
                 // orders them. Each part found by its message's rowid
                 // (the batch's messages are in rowid order).
                 let (lo, hi) = (first.rowid, last.rowid);
-                let mut st = c.prepare_cached(
+                // Read by SQLite's own calls ([`RawRows`]): a sixth of
+                // this thread's instructions were rusqlite's column reads.
+                let mut st = RawRows::prepare(
+                    c,
                     "SELECT m.rowid, p.id, p.time_created, p.data \
                      FROM message m JOIN part p ON p.message_id = m.id \
                      WHERE m.rowid >= ?1 AND m.rowid <= ?2",
                 )?;
+                st.bind(1, lo)?;
+                st.bind(2, hi)?;
                 // (message, time_created, part)
                 let mut found: Vec<(usize, SqlValue, Part)> = Vec::with_capacity(like.parts);
-                let mut rows = st.query(rusqlite::params![lo, hi])?;
                 // The join gives the rows message by message in rowid
                 // order (its outer loop): each message the one at the
                 // cursor or after it, else (another plan) found by search.
                 let mut at = 0;
-                while let Some(r) = rows.next()? {
-                    let rowid: i64 = r.get(0)?;
+                while st.step()? {
+                    let rowid: i64 = st.get_as(0)?;
                     while b.msgs.get(at).is_some_and(|m| m.rowid < rowid) {
                         at += 1;
                     }
@@ -804,12 +822,19 @@ fn read(
                             Err(_) => continue,
                         }
                     };
-                    let time: SqlValue = r.get(2)?;
-                    let id = b.str_of(r, 1)?;
-                    let data = b.text_of(r, 3)?;
+                    let time: SqlValue = st.get_as(2)?;
+                    let Some(id) = b.str_from(st.get(1)?) else {
+                        // Not UTF-8 text: the error reading it as a
+                        // `String` gives.
+                        return Err(st
+                            .get_as::<String>(1)
+                            .err()
+                            .unwrap_or(rusqlite::Error::InvalidColumnIndex(1)));
+                    };
+                    let data = b.text_from(st.get(3)?);
                     found.push((i, time, Part { id, data }));
                 }
-                drop(rows);
+                drop(st);
                 found.sort_by(|x, y| {
                     x.0.cmp(&y.0)
                         .then_with(|| sql_order(&x.1, &y.1))
@@ -851,8 +876,16 @@ fn read(
         }
         let mut sessions: Vec<(String, Session)> = Vec::new();
         let mut st = c.prepare_cached("SELECT directory FROM session WHERE id = ?1")?;
+        // A batch's messages come session by session, mostly: the one
+        // before's session is looked up once (a hash of each message's
+        // session was one in forty of the reading thread's instructions).
+        let mut before: Option<&str> = None;
         for m in &b.msgs {
             let session = b.str(&m.session);
+            if before == Some(session) {
+                continue;
+            }
+            before = Some(session);
             if known(session) || sessions.iter().any(|(s, _)| s == session) {
                 continue;
             }

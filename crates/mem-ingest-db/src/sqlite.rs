@@ -183,3 +183,294 @@ pub fn tables_in(conn: &Connection, tables: &[&str]) -> bool {
     })
     .unwrap_or(false)
 }
+
+/// A statement stepped by SQLite's own calls, for a loop over many rows
+/// (OpenCode's parts): each column read as one value (SQLite's
+/// `sqlite3_column_value`, then the value's type, text and length),
+/// where rusqlite's `Row::get_ref` makes three column calls, each
+/// checking the statement and taking the connection's mutex, and checks
+/// the column's index (a column read cost about twice as many
+/// instructions: a sixth of the reading thread's). Only for a
+/// connection used by one thread at a time (every connection here is
+/// opened `SQLITE_OPEN_NO_MUTEX`): SQLite's values read this way are
+/// "unprotected", which is safe where no other thread uses the
+/// connection. Finalized when dropped, before its connection (it borrows
+/// it).
+pub struct RawRows<'c> {
+    stmt: std::ptr::NonNull<rusqlite::ffi::sqlite3_stmt>,
+    db: *mut rusqlite::ffi::sqlite3,
+    columns: i32,
+    _conn: std::marker::PhantomData<&'c Connection>,
+}
+
+impl<'c> RawRows<'c> {
+    /// `sql` prepared on `conn`.
+    ///
+    /// # Errors
+    /// SQLite's, as rusqlite gives them (an empty statement: misuse).
+    #[allow(unsafe_code)]
+    pub fn prepare(conn: &'c Connection, sql: &str) -> rusqlite::Result<RawRows<'c>> {
+        use rusqlite::ffi;
+        let len = i32::try_from(sql.len()).map_err(|_| failure(ffi::SQLITE_TOOBIG, None))?;
+        // SAFETY: the handle is the open connection's, used on this
+        // thread only while `conn` is borrowed; `sql` is `len` bytes
+        // (SQLite reads no further, no NUL needed); `stmt` is written
+        // (null when the text holds no statement).
+        unsafe {
+            let db = conn.handle();
+            let mut stmt = std::ptr::null_mut();
+            let rc = ffi::sqlite3_prepare_v2(
+                db,
+                sql.as_ptr().cast(),
+                len,
+                &mut stmt,
+                std::ptr::null_mut(),
+            );
+            if rc != ffi::SQLITE_OK {
+                return Err(error_of(db, rc));
+            }
+            let stmt =
+                std::ptr::NonNull::new(stmt).ok_or_else(|| failure(ffi::SQLITE_MISUSE, None))?;
+            Ok(RawRows {
+                stmt,
+                db,
+                columns: ffi::sqlite3_column_count(stmt.as_ptr()),
+                _conn: std::marker::PhantomData,
+            })
+        }
+    }
+
+    /// Binds `v` to parameter `i` (from 1).
+    ///
+    /// # Errors
+    /// No parameter `i`.
+    #[allow(unsafe_code)]
+    pub fn bind(&mut self, i: i32, v: i64) -> rusqlite::Result<()> {
+        // SAFETY: the statement is live (finalized only when dropped).
+        let rc = unsafe { rusqlite::ffi::sqlite3_bind_int64(self.stmt.as_ptr(), i, v) };
+        match rc {
+            rusqlite::ffi::SQLITE_OK => Ok(()),
+            rc => Err(self.error(rc)),
+        }
+    }
+
+    /// Steps to the next row: `Ok(false)` after the last.
+    ///
+    /// # Errors
+    /// SQLite's (a writer's lock beyond the busy wait among them, as
+    /// rusqlite says it: [`in_read`] retries it).
+    #[allow(unsafe_code)]
+    pub fn step(&mut self) -> rusqlite::Result<bool> {
+        // SAFETY: the statement is live.
+        match unsafe { rusqlite::ffi::sqlite3_step(self.stmt.as_ptr()) } {
+            rusqlite::ffi::SQLITE_ROW => Ok(true),
+            rusqlite::ffi::SQLITE_DONE => Ok(false),
+            rc => Err(self.error(rc)),
+        }
+    }
+
+    /// Column `i` of the row stepped to, as rusqlite's `Row::get_ref`
+    /// gives it (text in UTF-8, as SQLite converts a UTF-16 database's).
+    ///
+    /// # Errors
+    /// No column `i`; SQLite out of memory converting a text.
+    #[allow(unsafe_code)]
+    pub fn get(&self, i: i32) -> rusqlite::Result<rusqlite::types::ValueRef<'_>> {
+        use rusqlite::ffi;
+        use rusqlite::types::ValueRef;
+        if !(0..self.columns).contains(&i) {
+            return Err(rusqlite::Error::InvalidColumnIndex(i as usize));
+        }
+        // SAFETY: the statement is live and on a row (the caller stepped
+        // to one: else SQLite gives NULL); `i` is one of its columns. The
+        // value, and the text or blob it points to, stay SQLite's until
+        // the statement is stepped, reset or finalized, each of which
+        // takes `self` mutably: the slice borrows `self`. A text is read
+        // (converted) before its length, as SQLite asks.
+        unsafe {
+            let v = ffi::sqlite3_column_value(self.stmt.as_ptr(), i);
+            Ok(match ffi::sqlite3_value_type(v) {
+                ffi::SQLITE_INTEGER => ValueRef::Integer(ffi::sqlite3_value_int64(v)),
+                ffi::SQLITE_FLOAT => ValueRef::Real(ffi::sqlite3_value_double(v)),
+                ffi::SQLITE_TEXT => {
+                    let p = ffi::sqlite3_value_text(v);
+                    let n = usize::try_from(ffi::sqlite3_value_bytes(v)).unwrap_or(0);
+                    if p.is_null() {
+                        return Err(failure(ffi::SQLITE_NOMEM, None));
+                    }
+                    ValueRef::Text(std::slice::from_raw_parts(p, n))
+                }
+                ffi::SQLITE_BLOB => {
+                    let p = ffi::sqlite3_value_blob(v);
+                    let n = usize::try_from(ffi::sqlite3_value_bytes(v)).unwrap_or(0);
+                    if p.is_null() || n == 0 {
+                        ValueRef::Blob(&[])
+                    } else {
+                        ValueRef::Blob(std::slice::from_raw_parts(p.cast(), n))
+                    }
+                }
+                _ => ValueRef::Null,
+            })
+        }
+    }
+
+    /// Column `i` of the row stepped to as a `T`, or the error
+    /// rusqlite's `Row::get` gives (the same kinds, the same column).
+    ///
+    /// # Errors
+    /// As [`RawRows::get`]; a value `T` cannot take.
+    pub fn get_as<T: rusqlite::types::FromSql>(&self, i: i32) -> rusqlite::Result<T> {
+        use rusqlite::types::FromSqlError;
+        use rusqlite::Error;
+        let v = self.get(i)?;
+        let idx = i as usize;
+        T::column_result(v).map_err(|err| match err {
+            FromSqlError::InvalidType => {
+                Error::InvalidColumnType(idx, self.column_name(i), v.data_type())
+            }
+            FromSqlError::OutOfRange(n) => Error::IntegralValueOutOfRange(idx, n),
+            FromSqlError::Utf8Error(e) => Error::Utf8Error(idx, e),
+            FromSqlError::Other(e) => Error::FromSqlConversionFailure(idx, v.data_type(), e),
+            e @ FromSqlError::InvalidBlobSize { .. } => {
+                Error::FromSqlConversionFailure(idx, v.data_type(), Box::new(e))
+            }
+            e => Error::FromSqlConversionFailure(idx, v.data_type(), Box::new(e)),
+        })
+    }
+
+    #[allow(unsafe_code)]
+    fn column_name(&self, i: i32) -> String {
+        // SAFETY: the statement is live; SQLite's name is a NUL-ended
+        // string it keeps (null when out of memory).
+        unsafe {
+            let p = rusqlite::ffi::sqlite3_column_name(self.stmt.as_ptr(), i);
+            if p.is_null() {
+                String::new()
+            } else {
+                std::ffi::CStr::from_ptr(p).to_string_lossy().into_owned()
+            }
+        }
+    }
+
+    fn error(&self, rc: i32) -> rusqlite::Error {
+        error_of(self.db, rc)
+    }
+}
+
+impl Drop for RawRows<'_> {
+    #[allow(unsafe_code)]
+    fn drop(&mut self) {
+        // SAFETY: finalized once, here; the connection outlives it.
+        unsafe {
+            rusqlite::ffi::sqlite3_finalize(self.stmt.as_ptr());
+        }
+    }
+}
+
+/// The error of result code `rc` on `db`, with SQLite's message, as
+/// rusqlite makes it.
+#[allow(unsafe_code)]
+fn error_of(db: *mut rusqlite::ffi::sqlite3, rc: i32) -> rusqlite::Error {
+    // SAFETY: `db` is an open connection; its message is a NUL-ended
+    // string SQLite keeps until the next call on it (copied here).
+    let message = unsafe {
+        let p = rusqlite::ffi::sqlite3_errmsg(db);
+        (!p.is_null()).then(|| std::ffi::CStr::from_ptr(p).to_string_lossy().into_owned())
+    };
+    // The extended code (SQLITE_BUSY_SNAPSHOT, ...) where SQLite has one.
+    // SAFETY: as above.
+    let extended = unsafe { rusqlite::ffi::sqlite3_extended_errcode(db) };
+    let rc = if extended & 0xff == rc & 0xff {
+        extended
+    } else {
+        rc
+    };
+    failure(rc, message)
+}
+
+fn failure(rc: i32, message: Option<String>) -> rusqlite::Error {
+    rusqlite::Error::SqliteFailure(rusqlite::ffi::Error::new(rc), message)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rusqlite::types::{Value, ValueRef};
+
+    /// Every kind of value, in a UTF-8 and a UTF-16 database: `RawRows`
+    /// reads what rusqlite's rows read (text in UTF-8, converted), and
+    /// fails where they fail with the same error (text not UTF-8 read as
+    /// a `String`, a real read as an integer, a column past the last).
+    #[test]
+    fn raw_rows_read_what_rusqlite_reads() {
+        for encoding in ["UTF-8", "UTF-16le"] {
+            let c = Connection::open_in_memory().unwrap();
+            c.pragma_update(None, "encoding", encoding).unwrap();
+            c.execute_batch(
+                "CREATE TABLE t (a);
+                 INSERT INTO t VALUES (NULL), (-7), (2.5), ('é ok'), (x'00ff'), (x''),
+                   (''), (CAST(x'6d73675fff' AS TEXT)), (9223372036854775807);",
+            )
+            .unwrap();
+            let sql = "SELECT rowid, a FROM t WHERE rowid >= ?1 ORDER BY rowid";
+            let mut theirs = Vec::new();
+            let mut st = c.prepare(sql).unwrap();
+            let mut rows = st.query([2_i64]).unwrap();
+            while let Some(r) = rows.next().unwrap() {
+                let v = format!("{:?}", r.get_ref(1).unwrap());
+                theirs.push((
+                    r.get::<_, i64>(0).unwrap(),
+                    v,
+                    format!("{:?}", r.get::<_, String>(1)),
+                    format!("{:?}", r.get::<_, i64>(1)),
+                    format!("{:?}", r.get::<_, Value>(1)),
+                    format!("{:?}", r.get_ref(2).err()),
+                ));
+            }
+            let mut ours = Vec::new();
+            let mut raw = RawRows::prepare(&c, sql).unwrap();
+            raw.bind(1, 2).unwrap();
+            while raw.step().unwrap() {
+                let v = format!("{:?}", raw.get(1).unwrap());
+                ours.push((
+                    raw.get_as::<i64>(0).unwrap(),
+                    v,
+                    format!("{:?}", raw.get_as::<String>(1)),
+                    format!("{:?}", raw.get_as::<i64>(1)),
+                    format!("{:?}", raw.get_as::<Value>(1)),
+                    format!("{:?}", raw.get(2).err()),
+                ));
+            }
+            assert_eq!(ours.len(), 8, "{encoding}");
+            assert_eq!(ours, theirs, "{encoding}");
+            // The UTF-8 text, as text; the damaged one fails as a String.
+            assert_eq!(
+                ours[2].1,
+                format!("{:?}", ValueRef::Text("é ok".as_bytes())),
+                "{encoding}"
+            );
+            if encoding == "UTF-8" {
+                assert!(ours[6].2.contains("Utf8Error"), "{}", ours[6].2);
+            }
+            // After the last row: no value (NULL), as rusqlite's rows end.
+            assert!(matches!(raw.get(0), Ok(ValueRef::Null)), "{:?}", raw.get(0));
+        }
+    }
+
+    /// A statement that fails says SQLite's error as rusqlite does: the
+    /// code and the message (a busy database is told by its code).
+    #[test]
+    fn raw_rows_fail_as_rusqlite_fails() {
+        let c = Connection::open_in_memory().unwrap();
+        let e = RawRows::prepare(&c, "SELECT nope FROM nowhere")
+            .err()
+            .unwrap();
+        let r = c.prepare("SELECT nope FROM nowhere").err().unwrap();
+        assert_eq!(e.sqlite_error_code(), r.sqlite_error_code());
+        assert_eq!(format!("{e}"), format!("{r}"));
+        assert!(format!("{e}").contains("no such table: nowhere"), "{e}");
+        let mut st = RawRows::prepare(&c, "SELECT ?1").unwrap();
+        assert!(st.bind(2, 1).is_err());
+        assert!(RawRows::prepare(&c, "  ").is_err());
+    }
+}
