@@ -407,6 +407,20 @@ impl Batch {
         }
     }
 
+    /// The batch emptied, its room kept: a batch the counting thread
+    /// took, given back to the reading one ([`Ahead::give_back`]) to read
+    /// the next into (each batch's `data` allocated anew, the reading
+    /// thread's first writes into it were page faults: half of a read's).
+    fn emptied(mut self) -> Batch {
+        self.text.clear();
+        self.data.clear();
+        self.msgs.clear();
+        self.parts.clear();
+        self.glances.clear();
+        self.sessions.clear();
+        self
+    }
+
     fn sizes(&self) -> Sizes {
         Sizes {
             text: self.text.len(),
@@ -612,6 +626,8 @@ struct Ahead {
     share: std::sync::Arc<Share>,
     /// The counting thread kept on its CPU, and since when.
     kept: Option<(sys::Kept, Instant)>,
+    /// The batches taken, back to the reading thread ([`Ahead::give_back`]).
+    given: std::sync::mpsc::SyncSender<Batch>,
 }
 
 /// How long the reading and counting threads are kept on CPUs apart at
@@ -659,6 +675,8 @@ impl Share {
 impl Ahead {
     fn start(path: PathBuf, mut mark: i64, glances: bool) -> Ahead {
         let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        // The batches taken, given back to be read into again.
+        let (given, back) = std::sync::mpsc::sync_channel(2);
         let share = std::sync::Arc::new(Share(std::sync::atomic::AtomicU32::new(Share::WHOLE / 2)));
         let reading_share = share.clone();
         // The two threads start apart: the counting one kept where it is,
@@ -677,7 +695,8 @@ impl Ahead {
             let mut known = std::collections::HashSet::new();
             let mut like = Sizes::default();
             loop {
-                let batch = read(&conn, &|s| known.contains(s), None, mark, &like)
+                let spare = back.try_recv().ok();
+                let batch = read(&conn, &|s| known.contains(s), None, mark, &like, spare)
                     .map(|mut b| {
                         if glances {
                             b.glance_parts(reading_share.get());
@@ -718,7 +737,14 @@ impl Ahead {
             thread: Some(thread),
             share,
             kept: cpu.map(|c| (sys::keep_on(c, false), Instant::now())),
+            given,
         }
+    }
+
+    /// Gives a batch taken back to the reading thread, to read another
+    /// into (dropped here when two wait already, or the thread ended).
+    fn give_back(&self, b: Batch) {
+        let _ = self.given.try_send(b);
     }
 
     /// The next batch: `None` when the thread ended before it (it ends
@@ -762,9 +788,13 @@ fn read(
     pending: Option<&[String]>,
     mark: i64,
     like: &Sizes,
+    spare: Option<Batch>,
 ) -> rusqlite::Result<Batch> {
+    let mut spare = spare;
     in_read(conn, |c| {
-        let mut b = Batch::sized_as(like);
+        let mut b = spare
+            .take()
+            .map_or_else(|| Batch::sized_as(like), Batch::emptied);
         match pending {
             Some(ids) => {
                 let mut st = c.prepare_cached(&format!("{MSG_COLS} WHERE id = ?1"))?;
@@ -1448,8 +1478,15 @@ impl Database for Db {
             _ => {
                 let known = |s: &str| self.sessions.contains_key(s);
                 Some(
-                    read(&self.conn, &known, pending.as_deref(), mark, &self.like)
-                        .map_err(|e| fail(&self.path, "cannot read its messages", &e)),
+                    read(
+                        &self.conn,
+                        &known,
+                        pending.as_deref(),
+                        mark,
+                        &self.like,
+                        None,
+                    )
+                    .map_err(|e| fail(&self.path, "cannot read its messages", &e)),
                 )
             }
         };
@@ -1606,6 +1643,9 @@ impl Database for Db {
                 .map(|p| &*arena.alloc_str(&p));
             rows.set_parent_session(parent);
             self.emit(&m, &data, &parts, arena, filter, report, rows);
+        }
+        if let Some(a) = &self.ahead {
+            a.give_back(batch);
         }
         let more = pending.is_some() || full;
         if !more && self.v2 {
