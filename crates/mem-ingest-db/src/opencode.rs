@@ -515,6 +515,31 @@ impl Batch {
         Ok(())
     }
 
+    /// [`Batch::push_msg`] of a row of a [`RawRows`], failing as it
+    /// fails.
+    fn push_raw_msg(&mut self, r: &RawRows<'_>) -> rusqlite::Result<()> {
+        let rowid = r.get_as(0)?;
+        let str_of = |b: &mut Batch, i| match b.str_from(r.get(i)?) {
+            Some(s) => Ok(s),
+            None => Err(r
+                .get_as::<String>(i)
+                .err()
+                .unwrap_or(rusqlite::Error::InvalidColumnIndex(i as usize))),
+        };
+        let id = str_of(self, 1)?;
+        let session = str_of(self, 2)?;
+        let data = self.text_from(r.get(3)?);
+        let at = self.parts.len();
+        self.msgs.push(Msg {
+            rowid,
+            id,
+            session,
+            data,
+            parts: at..at,
+        });
+        Ok(())
+    }
+
     /// Glances at the `data` ([`glance`]) of the batch's first parts,
     /// keeping spans: those of the first `share` sixteenths of the parts'
     /// bytes ([`Share`]; the counting thread glances at the rest), by
@@ -806,12 +831,15 @@ fn read(
                 }
             }
             None => {
-                let mut st = c.prepare_cached(&format!(
-                    "{MSG_COLS} WHERE rowid > ?1 ORDER BY rowid LIMIT ?2"
-                ))?;
-                let mut rows = st.query(rusqlite::params![mark, BATCH])?;
-                while let Some(r) = rows.next()? {
-                    b.push_msg(r)?;
+                // By SQLite's own calls, as the parts below.
+                let mut st = RawRows::prepare(
+                    c,
+                    &format!("{MSG_COLS} WHERE rowid > ?1 ORDER BY rowid LIMIT ?2"),
+                )?;
+                st.bind(1, mark)?;
+                st.bind(2, BATCH)?;
+                while st.step()? {
+                    b.push_raw_msg(&st)?;
                 }
             }
         }
