@@ -121,6 +121,10 @@ impl Tracker {
         // hold counts that no move the tracker could follow made).
         t.compare_entries(&report.entries, &mut LineCounts::default());
         t.moves = report.entries.moves().0;
+        // The usage rows as they stand: the line counted below adds none
+        // (walked, each was a change of a line no one takes: a batch's
+        // tracker walked every row of the batches before it).
+        t.rows = report.usage_rows.len();
         t.after_line(report, false);
         t
     }
