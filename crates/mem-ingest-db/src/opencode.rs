@@ -42,7 +42,7 @@ use serde_json::Value;
 
 use crate::lenient::{glance, parse, Any, Glance, Node, Num};
 use crate::lineage::Lineages;
-use crate::sqlite::{fail, has_table, in_read, open_read_only, RawRows};
+use crate::sqlite::{fail, has_table, in_read, kept, open_read_only, RawRows};
 
 mod tree;
 mod v2;
@@ -635,6 +635,24 @@ struct Db {
 
 const MSG_COLS: &str = "SELECT rowid, id, session_id, data FROM message";
 
+/// A batch's messages after the mark (`MSG_COLS`).
+const MSGS_AFTER: &str =
+    "SELECT rowid, id, session_id, data FROM message WHERE rowid > ?1 ORDER BY rowid LIMIT ?2";
+
+/// The parts of the messages of a rowid range.
+const PARTS_OF: &str = "SELECT m.rowid, p.id, p.time_created, p.data \
+     FROM message m JOIN part p ON p.message_id = m.id \
+     WHERE m.rowid >= ?1 AND m.rowid <= ?2";
+
+/// The statements a read keeps prepared from batch to batch (the thread
+/// reading ahead: each prepared once; a read on the caller's thread
+/// prepares them at each batch).
+#[derive(Default)]
+struct Stmts<'c> {
+    msgs: Option<RawRows<'c>>,
+    parts: Option<RawRows<'c>>,
+}
+
 /// Reads the batches after a mark on a thread of its own, each in a read
 /// transaction of its own on a read-only connection of its own (the
 /// read's own serves the pending ids and the sessions' lineages), one
@@ -717,18 +735,28 @@ impl Ahead {
                     return;
                 }
             };
+            // Declared after the connection: dropped (finalized) before it.
+            let mut stmts = Stmts::default();
             let mut known = std::collections::HashSet::new();
             let mut like = Sizes::default();
             loop {
                 let spare = back.try_recv().ok();
-                let batch = read(&conn, &|s| known.contains(s), None, mark, &like, spare)
-                    .map(|mut b| {
-                        if glances {
-                            b.glance_parts(reading_share.get());
-                        }
-                        b
-                    })
-                    .map_err(|e| fail(&path, "cannot read its messages", &e));
+                let batch = read(
+                    &conn,
+                    &mut stmts,
+                    &|s| known.contains(s),
+                    None,
+                    mark,
+                    &like,
+                    spare,
+                )
+                .map(|mut b| {
+                    if glances {
+                        b.glance_parts(reading_share.get());
+                    }
+                    b
+                })
+                .map_err(|e| fail(&path, "cannot read its messages", &e));
                 let end = match &batch {
                     Ok(b) => {
                         like = b.sizes();
@@ -807,8 +835,9 @@ impl Drop for Ahead {
 /// The messages of one batch with their parts, and the sessions they name
 /// that `known` does not, in one read transaction: the `pending` ids, or
 /// the batch after `mark`.
-fn read(
-    conn: &Connection,
+fn read<'c>(
+    conn: &'c Connection,
+    stmts: &mut Stmts<'c>,
     known: &dyn Fn(&str) -> bool,
     pending: Option<&[String]>,
     mark: i64,
@@ -832,10 +861,7 @@ fn read(
             }
             None => {
                 // By SQLite's own calls, as the parts below.
-                let mut st = RawRows::prepare(
-                    c,
-                    &format!("{MSG_COLS} WHERE rowid > ?1 ORDER BY rowid LIMIT ?2"),
-                )?;
+                let mut st = kept(&mut stmts.msgs, conn, MSGS_AFTER)?;
                 st.bind(1, mark)?;
                 st.bind(2, BATCH)?;
                 while st.step()? {
@@ -853,12 +879,7 @@ fn read(
                 let (lo, hi) = (first.rowid, last.rowid);
                 // Read by SQLite's own calls ([`RawRows`]): a sixth of
                 // this thread's instructions were rusqlite's column reads.
-                let mut st = RawRows::prepare(
-                    c,
-                    "SELECT m.rowid, p.id, p.time_created, p.data \
-                     FROM message m JOIN part p ON p.message_id = m.id \
-                     WHERE m.rowid >= ?1 AND m.rowid <= ?2",
-                )?;
+                let mut st = kept(&mut stmts.parts, conn, PARTS_OF)?;
                 st.bind(1, lo)?;
                 st.bind(2, hi)?;
                 // (message, time_created, part)
@@ -1508,6 +1529,7 @@ impl Database for Db {
                 Some(
                     read(
                         &self.conn,
+                        &mut Stmts::default(),
                         &known,
                         pending.as_deref(),
                         mark,

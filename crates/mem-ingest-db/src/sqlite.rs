@@ -357,6 +357,62 @@ impl<'c> RawRows<'c> {
     }
 }
 
+/// A [`RawRows`] being stepped ([`RawRows::stepping`]): reset when
+/// dropped, whatever ended its rows (the last, an error, a `?`), so a
+/// statement kept for the next batch holds nothing of the read
+/// transaction it ran in (an active statement would fail that
+/// transaction's `COMMIT`, and leave it open).
+pub struct Stepping<'s, 'c>(&'s mut RawRows<'c>);
+
+impl<'c> std::ops::Deref for Stepping<'_, 'c> {
+    type Target = RawRows<'c>;
+    fn deref(&self) -> &RawRows<'c> {
+        self.0
+    }
+}
+
+impl<'c> std::ops::DerefMut for Stepping<'_, 'c> {
+    fn deref_mut(&mut self) -> &mut RawRows<'c> {
+        self.0
+    }
+}
+
+impl Drop for Stepping<'_, '_> {
+    #[allow(unsafe_code)]
+    fn drop(&mut self) {
+        // SAFETY: the statement is live; a reset cannot fail in a way
+        // that leaves it running (its result repeats the last step's).
+        unsafe {
+            rusqlite::ffi::sqlite3_reset(self.0.stmt.as_ptr());
+        }
+    }
+}
+
+impl<'c> RawRows<'c> {
+    /// The statement to bind and step, reset when the [`Stepping`] is
+    /// dropped: a statement prepared once and stepped batch after batch.
+    pub fn stepping(&mut self) -> Stepping<'_, 'c> {
+        Stepping(self)
+    }
+}
+
+/// The statement kept in `slot`, `sql` prepared on `conn` at its first
+/// use (the caller keeps the text the same for the slot), to step: a
+/// statement prepared once for a read's batches.
+///
+/// # Errors
+/// As [`RawRows::prepare`].
+pub fn kept<'s, 'c>(
+    slot: &'s mut Option<RawRows<'c>>,
+    conn: &'c Connection,
+    sql: &str,
+) -> rusqlite::Result<Stepping<'s, 'c>> {
+    if slot.is_none() {
+        *slot = Some(RawRows::prepare(conn, sql)?);
+    }
+    Ok(slot.as_mut().expect("prepared above").stepping())
+}
+
 impl Drop for RawRows<'_> {
     #[allow(unsafe_code)]
     fn drop(&mut self) {
@@ -454,6 +510,53 @@ mod tests {
             }
             // After the last row: no value (NULL), as rusqlite's rows end.
             assert!(matches!(raw.get(0), Ok(ValueRef::Null)), "{:?}", raw.get(0));
+        }
+    }
+
+    /// A kept statement left in the middle of its rows (an error, a `?`)
+    /// is reset when its `Stepping` goes: after the `COMMIT` the
+    /// connection holds no read transaction (a statement left active
+    /// keeps one, on a WAL database a snapshot the agent's checkpoints
+    /// cannot pass, until it is reset), and it steps again from the first
+    /// row.
+    #[test]
+    fn a_kept_statement_left_midway_holds_nothing() {
+        use rusqlite::TransactionState;
+        let d = std::env::temp_dir().join(format!("mi-kept-{}.db", std::process::id()));
+        let _ = std::fs::remove_file(&d);
+        let w = Connection::open(&d).unwrap();
+        w.pragma_update(None, "journal_mode", "wal").unwrap();
+        w.execute_batch("CREATE TABLE t (a); INSERT INTO t VALUES (1), (2), (3);")
+            .unwrap();
+        let c = open_read_only(&d).unwrap();
+        let state = || c.transaction_state(Some("main")).unwrap();
+        let mut slot = None;
+        for _ in 0..2 {
+            c.execute_batch("BEGIN DEFERRED").unwrap();
+            {
+                let mut st = kept(&mut slot, &c, "SELECT a FROM t WHERE a >= ?1").unwrap();
+                st.bind(1, 1).unwrap();
+                assert!(st.step().unwrap());
+                assert_eq!(st.get_as::<i64>(0).unwrap(), 1);
+                assert_eq!(state(), TransactionState::Read);
+                // Left here, two rows unread.
+            }
+            c.execute_batch("COMMIT").unwrap();
+            assert_eq!(state(), TransactionState::None);
+        }
+        // A statement stepped without a `Stepping` keeps its read
+        // transaction past the COMMIT, until it goes.
+        let mut raw = RawRows::prepare(&c, "SELECT a FROM t").unwrap();
+        c.execute_batch("BEGIN DEFERRED").unwrap();
+        assert!(raw.step().unwrap());
+        c.execute_batch("COMMIT").unwrap();
+        assert_eq!(state(), TransactionState::Read);
+        drop(raw);
+        assert_eq!(state(), TransactionState::None);
+        drop(slot);
+        drop((c, w));
+        for f in ["", "-wal", "-shm"] {
+            let _ = std::fs::remove_file(format!("{}{f}", d.display()));
         }
     }
 
