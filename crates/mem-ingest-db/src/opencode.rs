@@ -42,7 +42,7 @@ use serde_json::Value;
 
 use crate::lenient::{glance, parse, Any, Glance, Node, Num};
 use crate::lineage::Lineages;
-use crate::sqlite::{fail, has_table, in_read, kept, open_read_only, RawRows};
+use crate::sqlite::{fail, has_table, in_read, kept, open_read_only, Columns, RawRows};
 
 mod tree;
 mod v2;
@@ -434,18 +434,16 @@ impl Batch {
     /// what the column holds instead of text (as
     /// [`crate::sqlite::text_of`] says it; text that is not UTF-8 is said
     /// where it is read, [`Batch::data_str`]).
+    // Inlined: one call a column (a call of its own cost the reading
+    // thread 1% of its instructions).
+    #[inline(always)]
     fn text_of(
         &mut self,
-        r: &rusqlite::Row<'_>,
+        r: &impl Columns,
         i: usize,
     ) -> rusqlite::Result<Result<Span, &'static str>> {
-        Ok(self.text_from(r.get_ref(i)?))
-    }
-
-    /// [`Batch::text_of`] of a column's value.
-    fn text_from(&mut self, v: rusqlite::types::ValueRef<'_>) -> Result<Span, &'static str> {
         use rusqlite::types::ValueRef;
-        match v {
+        Ok(match r.value(i)? {
             ValueRef::Text(t) => {
                 let from = self.data.len();
                 self.data.extend_from_slice(t);
@@ -455,7 +453,7 @@ impl Batch {
             ValueRef::Blob(_) => Err("a BLOB"),
             ValueRef::Integer(_) => Err("an integer"),
             ValueRef::Real(_) => Err("a real"),
-        }
+        })
     }
 
     /// A `data` of the batch as text, or what it is instead (as
@@ -467,22 +465,12 @@ impl Batch {
 
     /// Column `i` (text, as `String` reads it) appended to the batch's
     /// text.
-    fn str_of(&mut self, r: &rusqlite::Row<'_>, i: usize) -> rusqlite::Result<Span> {
-        match self.str_from(r.get_ref(i)?) {
-            Some(s) => Ok(s),
-            // Not UTF-8 text: the error reading it as a `String` gives.
-            None => Err(r
-                .get::<_, String>(i)
-                .err()
-                .unwrap_or(rusqlite::Error::InvalidColumnIndex(i))),
-        }
-    }
-
-    /// [`Batch::str_of`] of a column's value: `None` when it is not UTF-8
-    /// text.
-    fn str_from(&mut self, v: rusqlite::types::ValueRef<'_>) -> Option<Span> {
+    // Inlined: one call a column (a call of its own cost the reading
+    // thread 1% of its instructions).
+    #[inline(always)]
+    fn str_of(&mut self, r: &impl Columns, i: usize) -> rusqlite::Result<Span> {
         let from = self.text.len();
-        let utf8 = match v {
+        let utf8 = match r.value(i)? {
             // An id is ASCII: a word at a time, where a UTF-8 check of a
             // short text cost ten times as much (a fifth of this thread's
             // own instructions went to ids).
@@ -494,41 +482,20 @@ impl Batch {
             rusqlite::types::ValueRef::Text(t) => simdutf8::basic::from_utf8(t).ok(),
             _ => None,
         };
-        self.text.push_str(utf8?);
-        Some(from..self.text.len())
+        match utf8 {
+            Some(t) => self.text.push_str(t),
+            // Not UTF-8 text: the error reading it as a `String` gives.
+            None => self.text.push_str(&r.value_as::<String>(i)?),
+        }
+        Ok(from..self.text.len())
     }
 
     /// A message row (`MSG_COLS`), its parts none yet.
-    fn push_msg(&mut self, r: &rusqlite::Row<'_>) -> rusqlite::Result<()> {
-        let rowid = r.get(0)?;
+    fn push_msg(&mut self, r: &impl Columns) -> rusqlite::Result<()> {
+        let rowid = r.value_as(0)?;
         let id = self.str_of(r, 1)?;
         let session = self.str_of(r, 2)?;
         let data = self.text_of(r, 3)?;
-        let at = self.parts.len();
-        self.msgs.push(Msg {
-            rowid,
-            id,
-            session,
-            data,
-            parts: at..at,
-        });
-        Ok(())
-    }
-
-    /// [`Batch::push_msg`] of a row of a [`RawRows`], failing as it
-    /// fails.
-    fn push_raw_msg(&mut self, r: &RawRows<'_>) -> rusqlite::Result<()> {
-        let rowid = r.get_as(0)?;
-        let str_of = |b: &mut Batch, i| match b.str_from(r.get(i)?) {
-            Some(s) => Ok(s),
-            None => Err(r
-                .get_as::<String>(i)
-                .err()
-                .unwrap_or(rusqlite::Error::InvalidColumnIndex(i as usize))),
-        };
-        let id = str_of(self, 1)?;
-        let session = str_of(self, 2)?;
-        let data = self.text_from(r.get(3)?);
         let at = self.parts.len();
         self.msgs.push(Msg {
             rowid,
@@ -865,7 +832,7 @@ fn read<'c>(
                 st.bind(1, mark)?;
                 st.bind(2, BATCH)?;
                 while st.step()? {
-                    b.push_raw_msg(&st)?;
+                    b.push_msg(&*st)?;
                 }
             }
         }
@@ -902,15 +869,8 @@ fn read<'c>(
                         }
                     };
                     let time: SqlValue = st.get_as(2)?;
-                    let Some(id) = b.str_from(st.get(1)?) else {
-                        // Not UTF-8 text: the error reading it as a
-                        // `String` gives.
-                        return Err(st
-                            .get_as::<String>(1)
-                            .err()
-                            .unwrap_or(rusqlite::Error::InvalidColumnIndex(1)));
-                    };
-                    let data = b.text_from(st.get(3)?);
+                    let id = b.str_of(&*st, 1)?;
+                    let data = b.text_of(&*st, 3)?;
                     found.push((i, time, Part { id, data }));
                 }
                 drop(st);

@@ -275,12 +275,13 @@ impl<'c> RawRows<'c> {
     /// # Errors
     /// No column `i`; SQLite out of memory converting a text.
     #[allow(unsafe_code)]
-    pub fn get(&self, i: i32) -> rusqlite::Result<rusqlite::types::ValueRef<'_>> {
+    pub fn get(&self, i: usize) -> rusqlite::Result<rusqlite::types::ValueRef<'_>> {
         use rusqlite::ffi;
         use rusqlite::types::ValueRef;
-        if !(0..self.columns).contains(&i) {
-            return Err(rusqlite::Error::InvalidColumnIndex(i as usize));
-        }
+        let i = match i32::try_from(i) {
+            Ok(c) if c < self.columns => c,
+            _ => return Err(rusqlite::Error::InvalidColumnIndex(i)),
+        };
         // SAFETY: the statement is live and on a row (the caller stepped
         // to one: else SQLite gives NULL); `i` is one of its columns. The
         // value, and the text or blob it points to, stay SQLite's until
@@ -319,11 +320,11 @@ impl<'c> RawRows<'c> {
     ///
     /// # Errors
     /// As [`RawRows::get`]; a value `T` cannot take.
-    pub fn get_as<T: rusqlite::types::FromSql>(&self, i: i32) -> rusqlite::Result<T> {
+    pub fn get_as<T: rusqlite::types::FromSql>(&self, i: usize) -> rusqlite::Result<T> {
         use rusqlite::types::FromSqlError;
         use rusqlite::Error;
         let v = self.get(i)?;
-        let idx = i as usize;
+        let idx = i;
         T::column_result(v).map_err(|err| match err {
             FromSqlError::InvalidType => {
                 Error::InvalidColumnType(idx, self.column_name(i), v.data_type())
@@ -339,7 +340,10 @@ impl<'c> RawRows<'c> {
     }
 
     #[allow(unsafe_code)]
-    fn column_name(&self, i: i32) -> String {
+    fn column_name(&self, i: usize) -> String {
+        let Ok(i) = i32::try_from(i) else {
+            return String::new();
+        };
         // SAFETY: the statement is live; SQLite's name is a NUL-ended
         // string it keeps (null when out of memory).
         unsafe {
@@ -411,6 +415,42 @@ pub fn kept<'s, 'c>(
         *slot = Some(RawRows::prepare(conn, sql)?);
     }
     Ok(slot.as_mut().expect("prepared above").stepping())
+}
+
+/// A row's columns, as rusqlite's rows and [`RawRows`] give them: one
+/// reading of a row (a batch's, `opencode::Batch`) for both.
+pub trait Columns {
+    /// Column `i`'s value (rusqlite's `Row::get_ref`).
+    ///
+    /// # Errors
+    /// No column `i`.
+    fn value(&self, i: usize) -> rusqlite::Result<rusqlite::types::ValueRef<'_>>;
+
+    /// Column `i` as a `T` (rusqlite's `Row::get`, its errors).
+    ///
+    /// # Errors
+    /// No column `i`, or a value `T` cannot take.
+    fn value_as<T: rusqlite::types::FromSql>(&self, i: usize) -> rusqlite::Result<T>;
+}
+
+impl Columns for rusqlite::Row<'_> {
+    fn value(&self, i: usize) -> rusqlite::Result<rusqlite::types::ValueRef<'_>> {
+        self.get_ref(i)
+    }
+
+    fn value_as<T: rusqlite::types::FromSql>(&self, i: usize) -> rusqlite::Result<T> {
+        self.get(i)
+    }
+}
+
+impl Columns for RawRows<'_> {
+    fn value(&self, i: usize) -> rusqlite::Result<rusqlite::types::ValueRef<'_>> {
+        self.get(i)
+    }
+
+    fn value_as<T: rusqlite::types::FromSql>(&self, i: usize) -> rusqlite::Result<T> {
+        self.get_as(i)
+    }
 }
 
 impl Drop for RawRows<'_> {
