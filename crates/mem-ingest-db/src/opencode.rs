@@ -600,11 +600,17 @@ struct Db {
     v2_pending_read: bool,
 }
 
-const MSG_COLS: &str = "SELECT rowid, id, session_id, data FROM message";
+/// A message row's columns, as [`Batch::push_msg`] reads them.
+macro_rules! msg_cols {
+    () => {
+        "SELECT rowid, id, session_id, data FROM message"
+    };
+}
 
-/// A batch's messages after the mark (`MSG_COLS`).
-const MSGS_AFTER: &str =
-    "SELECT rowid, id, session_id, data FROM message WHERE rowid > ?1 ORDER BY rowid LIMIT ?2";
+const MSG_COLS: &str = msg_cols!();
+
+/// A batch's messages after the mark.
+const MSGS_AFTER: &str = concat!(msg_cols!(), " WHERE rowid > ?1 ORDER BY rowid LIMIT ?2");
 
 /// The parts of the messages of a rowid range.
 const PARTS_OF: &str = "SELECT m.rowid, p.id, p.time_created, p.data \
@@ -634,8 +640,8 @@ struct Ahead {
     rx: Option<std::sync::mpsc::Receiver<Result<Batch, Error>>>,
     thread: Option<std::thread::JoinHandle<()>>,
     share: std::sync::Arc<Share>,
-    /// The counting thread kept on its CPU, and since when.
-    kept: Option<(sys::Kept, Instant)>,
+    /// The counting thread kept on its CPU.
+    kept: Apart,
     /// The batches taken, back to the reading thread ([`Ahead::give_back`]).
     given: std::sync::mpsc::SyncSender<Batch>,
 }
@@ -649,6 +655,29 @@ struct Ahead {
 /// medians 128, 125, 111 and 117 ms; in 31 rounds, not kept and kept
 /// 50 ms: 88.5 and 83.0 ms.
 const KEPT_APART: Duration = Duration::from_millis(50);
+
+/// A thread kept on its CPU or off it ([`sys::keep_on`]) for
+/// [`KEPT_APART`], and since when.
+struct Apart(Option<(sys::Kept, Instant)>);
+
+impl Apart {
+    /// The calling thread kept on `cpu` (`apart: false`) or off it.
+    fn keep(cpu: Option<usize>, apart: bool) -> Apart {
+        Apart(cpu.map(|c| (sys::keep_on(c, apart), Instant::now())))
+    }
+
+    /// Lets the thread run where it could before, once kept for
+    /// [`KEPT_APART`].
+    fn check(&mut self) {
+        if self
+            .0
+            .as_ref()
+            .is_some_and(|(_, t)| t.elapsed() >= KEPT_APART)
+        {
+            self.0 = None;
+        }
+    }
+}
 
 /// How much of a batch's glancing the thread reading ahead takes, in
 /// sixteenths of its parts' bytes, moved by whichever thread waits: the
@@ -694,7 +723,7 @@ impl Ahead {
         // ([`sys::keep_on`]), then where the system puts them.
         let cpu = sys::current_cpu();
         let thread = std::thread::spawn(move || {
-            let mut kept = cpu.map(|c| (sys::keep_on(c, true), Instant::now()));
+            let mut kept = Apart::keep(cpu, true);
             let conn = match open_read_only(&path) {
                 Ok(c) => c,
                 Err(e) => {
@@ -733,12 +762,7 @@ impl Ahead {
                     }
                     Err(_) => true,
                 };
-                if kept
-                    .as_ref()
-                    .is_some_and(|(_, t)| t.elapsed() >= KEPT_APART)
-                {
-                    kept = None;
-                }
+                kept.check();
                 let sent = match tx.try_send(batch) {
                     Ok(()) => true,
                     Err(std::sync::mpsc::TrySendError::Full(batch)) => {
@@ -756,7 +780,7 @@ impl Ahead {
             rx: Some(rx),
             thread: Some(thread),
             share,
-            kept: cpu.map(|c| (sys::keep_on(c, false), Instant::now())),
+            kept: Apart::keep(cpu, false),
             given,
         }
     }
@@ -770,13 +794,7 @@ impl Ahead {
     /// The next batch: `None` when the thread ended before it (it ends
     /// after the last batch, which the caller does not ask past).
     fn next(&mut self) -> Option<Result<Batch, Error>> {
-        if self
-            .kept
-            .as_ref()
-            .is_some_and(|(_, t)| t.elapsed() >= KEPT_APART)
-        {
-            self.kept = None;
-        }
+        self.kept.check();
         let rx = self.rx.as_ref()?;
         match rx.try_recv() {
             Ok(b) => Some(b),
