@@ -393,6 +393,11 @@ enum Fault {
     /// The file of this name fails when a worker opens it (its task), not
     /// when the delivering thread reads it ahead as a fork's parent.
     FailsOnWorker(&'static str),
+    /// When the context at this byte (the start of a part) is looked for,
+    /// the newline at the second byte of the file at the path becomes a
+    /// space: the part's bytes change after a two-job run counted its
+    /// newlines, before they are read.
+    JoinsAt(u64, u64, PathBuf),
 }
 
 /// Pi's format (its sessions, lineages and forks), with a [`Fault`].
@@ -433,20 +438,39 @@ impl Format for Faulty {
         path: &Path,
         opts: &mem_ingest::SourceOptions,
     ) -> Result<BoxedSource<'d>, SourceError> {
-        match self.0 {
+        match &self.0 {
             Fault::Panics => assert!(!path.ends_with("bomb.jsonl"), "a bug in this format"),
             Fault::ShiftedAt(_) => return Ok(Box::new(NoCounts(Pi.open(input, path, opts)?))),
             Fault::FailsOnWorker(name) => {
                 let worker = std::thread::current().name().is_none();
-                if worker && path.file_name().is_some_and(|n| n == name) {
+                if worker && path.file_name().is_some_and(|n| n == *name) {
                     return Err(SourceError::new(
                         path,
                         mem_ingest::SourceErrorKind::Io(std::io::Error::other("flaky read")),
                     ));
                 }
             }
+            Fault::JoinsAt(..) => {}
         }
         Pi.open(input, path, opts)
+    }
+
+    fn context_before(
+        &self,
+        file: &std::fs::File,
+        header: &Header,
+        byte: u64,
+        reach: Option<u64>,
+        opts: &mem_ingest::SourceOptions,
+    ) -> std::io::Result<Option<Vec<u8>>> {
+        if let Fault::JoinsAt(at, newline, path) = &self.0 {
+            if byte == *at {
+                use std::os::unix::fs::FileExt;
+                let f = fs::OpenOptions::new().write(true).open(path)?;
+                f.write_all_at(b" ", *newline)?;
+            }
+        }
+        Pi.context_before(file, header, byte, reach, opts)
     }
 
     fn resume<'d>(
@@ -645,6 +669,105 @@ fn a_panic_in_a_format_fails_its_file_and_the_run_goes_on() {
             )
         );
     }
+    fs::remove_dir_all(d).unwrap();
+}
+
+/// With several jobs, a part that ends before its file counts its
+/// newlines first, so that the parts after it number their lines without
+/// waiting for it to be parsed. A part whose bytes change between that
+/// count and its read (a newline of the file's second part made a space
+/// when its context is looked for) fails its file with its bytes and both
+/// counts, rather than number the lines of the parts after it wrong: the
+/// first part's records come, and every other file's. With one job the
+/// parts are read one after the other, and the changed bytes are read as
+/// they are: the joined line is skipped, and the file does not fail.
+#[test]
+fn a_part_whose_bytes_change_after_its_count_fails_its_file() {
+    let d = tmpdir("changes");
+    let whole = big_session(None);
+    let newlines: Vec<u64> = whole
+        .text
+        .match_indices('\n')
+        .map(|(i, _)| i as u64)
+        .collect();
+    let part = mem_ingest::archive::PART_BYTES;
+    // The second part: after the first part's last line, to the first
+    // newline from its size on.
+    let start = newlines[whole.first] + 1;
+    let last = newlines.iter().position(|&n| n >= 2 * part - 1).unwrap();
+    let end = newlines[last] + 1;
+    let counted = (last - whole.first) as u64;
+    let joined = newlines[whole.first + 10];
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/hand-built.jsonl");
+    let (want_other, _) = {
+        let other = d.join("other");
+        fs::create_dir_all(&other).unwrap();
+        fs::copy(&fixture, other.join("hand-built.jsonl")).unwrap();
+        let r = keys_of(&other, Arc::new(Pi), 1, true, None);
+        fs::remove_dir_all(&other).unwrap();
+        r
+    };
+    assert_eq!(want_other.len(), 22, "hand-built.jsonl's records");
+    let run = |jobs| {
+        let root = d.join(format!("jobs-{jobs}"));
+        fs::create_dir_all(&root).unwrap();
+        fs::copy(&fixture, root.join("hand-built.jsonl")).unwrap();
+        let big = root.join("big.jsonl");
+        fs::write(&big, &whole.text).unwrap();
+        let fault = Faulty(Fault::JoinsAt(start, joined, big.clone()));
+        let r = keys_of(&root, Arc::new(fault), jobs, true, None);
+        assert_eq!(
+            fs::read(&big).unwrap()[joined as usize],
+            b' ',
+            "--jobs {jobs}"
+        );
+        r
+    };
+    let (got, summary) = run(2);
+    let (big_keys, rest): (Vec<String>, Vec<String>) =
+        got.into_iter().partition(|k| k.starts_with("big:"));
+    assert_eq!(rest, want_other);
+    assert_eq!(big_keys, whole.keys[..whole.first]);
+    assert_eq!((summary.files, summary.files_failed), (2, 1));
+    let failures: Vec<(String, String)> = summary
+        .failures
+        .iter()
+        .map(|(p, e)| {
+            (
+                Path::new(p)
+                    .file_name()
+                    .unwrap()
+                    .to_string_lossy()
+                    .into_owned(),
+                e.clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        failures,
+        [(
+            "big.jsonl".to_owned(),
+            format!(
+                "bytes {start}..{end} changed while they were read ({counted} lines counted, then {} read): run again",
+                counted - 1
+            )
+        )]
+    );
+    // One job: the line joined to the next is skipped, the file read.
+    let (got, summary) = run(1);
+    let (big_keys, rest): (Vec<String>, Vec<String>) =
+        got.into_iter().partition(|k| k.starts_with("big:"));
+    assert_eq!(rest, want_other);
+    assert_eq!((summary.files, summary.files_failed), (2, 0));
+    // The joined newline ends line `whole.first + 10` after the header
+    // (key b{first + 9}): that line and the next are one line now.
+    let lost = [whole.first + 9, whole.first + 10];
+    let want: Vec<String> = (0..whole.n)
+        .filter(|i| !lost.contains(i))
+        .map(|i| format!("big:b{i}"))
+        .collect();
+    assert_eq!(big_keys, want);
+    assert_eq!(summary.report.skipped, 1);
     fs::remove_dir_all(d).unwrap();
 }
 

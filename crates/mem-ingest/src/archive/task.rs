@@ -294,16 +294,17 @@ pub(super) fn read_task<E: Encoder>(
         res.notes
             .reserve(usize::try_from(size / 1024).unwrap_or(0).min(1 << 16));
     }
-    // With several jobs, a part is read into memory and its newlines
-    // counted at once, so that the parts after it learn where their lines
-    // start without waiting for it to be parsed. With one job nothing runs
-    // ahead of it: every task is streamed through the chunked reader, whose
-    // buffer stays in cache (reading 8 MiB first and passing over it twice
-    // more cost a tenth of a one-thread run).
-    // A part is cut at the first newline after its size: one that holds a
-    // long line is streamed too (read whole, a part of a line of 600 MB
-    // of zeros was held whole), and its parts after it wait for it.
-    let in_memory = cfg.jobs > 1 && size <= 2 * plan::PART_BYTES;
+    // With several jobs, a part that ends before its file counts its
+    // newlines first (a pass over its bytes in chunks that stay in cache),
+    // so that the parts after it learn where their lines start without
+    // waiting for it to be parsed; then it is streamed through the chunked
+    // reader as every task is. With one job nothing runs ahead of it.
+    // Read into memory instead (8 MiB, then parsed from there), a part took
+    // 4-8 ms to read where its count takes 2 (the part after it waiting as
+    // long), copied from the page cache into memory out of cache, and each
+    // worker held a buffer of 8-32 MiB: a two-job `stats` of the held-out
+    // Codex home peaked at 36 MB, and takes 22 now.
+    let counts_first = cfg.jobs > 1 && task.end.is_some();
     let published = std::cell::Cell::new(false);
     let publish = |n: u64| {
         if task.end.is_some() && !published.replace(true) {
@@ -321,7 +322,7 @@ pub(super) fn read_task<E: Encoder>(
                 &task.context,
                 path,
                 opts,
-                || 0,
+                0,
             )?;
             let handing = emit.as_mut().map(|emit| Handing {
                 emit: &mut **emit,
@@ -343,6 +344,17 @@ pub(super) fn read_task<E: Encoder>(
         // A usage re-read ends what its checkpoint ended, holds what it held.
         let end_final = cfg.cover.as_ref().map(|c| !c.held.contains(path));
         let opts = &opts.clone().read_again(again).end_final(end_final);
+        // Counted before the context is looked for, which may wait for the
+        // part before to end. A region read again later (the file changed
+        // since the count) fails its file, below, rather than number the
+        // lines of the parts after it wrong.
+        let counted = if counts_first && !stream {
+            let n = count_newlines_at(&handle, task.start, size).map_err(|e| e.to_string())?;
+            publish(n);
+            Some(n)
+        } else {
+            None
+        };
         // A part after the first, or a file resumed from a checkpoint
         // that saved no context: the format finds it from the lines
         // before (pi has none). A part after another of its region looks
@@ -369,89 +381,60 @@ pub(super) fn read_task<E: Encoder>(
             f.seek(SeekFrom::Start(task.start))
                 .map_err(|e| e.to_string())?;
         }
-        let mut f = f.take(len);
-        let lines = || task.lines.unwrap_or_else(|| bases.lines_before(plan, i));
+        let f = f.take(len);
         // A read to the file's end hands its parts over as it reads: a
         // stream, or a compressed file read into memory (of any length
         // decompressed).
-        let mut handing = emit
+        let handing = emit
             .as_mut()
             .filter(|_| task.end.is_none())
             .map(|emit| Handing {
                 emit: &mut **emit,
                 copies: &copies_of,
             });
-        if !in_memory || stream {
-            let before = if task.header.is_some() { lines() } else { 0 };
-            // A file smaller than the reader's buffer gets a buffer of its
-            // size (it grows for a line longer): a one-job run over
-            // thousands of small files zeroed 256 KiB for each.
-            let small;
-            let opts = match usize::try_from(size) {
-                Ok(s) if s < opts.buffer_bytes() && !stream => {
-                    small = opts.clone().buffer_capacity((s + 1).max(4096));
-                    &small
-                }
-                _ => opts,
-            };
-            let input: Box<dyn Read + Send> = if prefix.is_empty() {
-                Box::new(f)
-            } else {
-                Box::new(std::io::Cursor::new(prefix).chain(f))
-            };
-            let src = open(
-                format,
-                Input::Reader(input),
-                task,
-                context,
-                path,
-                opts,
-                || before,
-            )?;
-            let drained = drain(src, format, &mut res, cfg, encoder, &file, handing.take());
-            // The part's newlines, for the parts after it (one job: they
-            // wait for it anyway).
-            publish(res.position.map_or(0, |p| p.line.saturating_sub(before)));
-            return drained;
-        }
-        // One buffer per worker thread, reused from task to task: no fresh
-        // pages to fault in for every file. It stays initialised (zeroed
-        // once, when it grows), so that each read fills as much of it as
-        // it can in one call: `read_to_end` through a `Take` reads 8 KiB,
-        // then twice as much each time (five reads for a file of 120 KB,
-        // six for each 256 KiB a part counts).
-        thread_local! {
-            static DATA: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
-        }
-        DATA.with_borrow_mut(|data| {
-            // A part that ends before its file has parts after it waiting
-            // for its newlines (a whole file spent 1.4-3% of a two-job run
-            // counting them for nobody). They are counted as each chunk
-            // arrives, while it is still in cache.
-            let mut newlines = task.end.is_some().then_some(0u64);
-            let filled = read_whole(&mut f, data, size, newlines.as_mut());
-            if let Some(n) = newlines {
-                publish(n);
+        // Lines before its start: none when it reads its header itself.
+        let before = match task.header {
+            Some(_) => task.lines.unwrap_or_else(|| bases.lines_before(plan, i)),
+            None => 0,
+        };
+        // A file smaller than the reader's buffer gets a buffer of its
+        // size (it grows for a line longer): a one-job run over
+        // thousands of small files zeroed 256 KiB for each.
+        let small;
+        let opts = match usize::try_from(size) {
+            Ok(s) if s < opts.buffer_bytes() && !stream => {
+                small = opts.clone().buffer_capacity((s + 1).max(4096));
+                &small
             }
-            let filled = filled.map_err(|e| e.to_string())?;
-            let src = open(
-                format,
-                Input::Bytes(&data[..filled]),
-                task,
-                context,
-                path,
-                opts,
-                lines,
-            );
-            let drained = src
-                .and_then(|src| drain(src, format, &mut res, cfg, encoder, &file, handing.take()));
-            if data.len() > 4 * plan::PART_BYTES as usize {
-                // Keep no more than about a part between tasks.
-                data.truncate(2 * plan::PART_BYTES as usize);
-                data.shrink_to_fit();
-            }
-            drained
-        })
+            _ => opts,
+        };
+        let input: Box<dyn Read + Send> = if prefix.is_empty() {
+            Box::new(f)
+        } else {
+            Box::new(std::io::Cursor::new(prefix).chain(f))
+        };
+        let src = open(
+            format,
+            Input::Reader(input),
+            task,
+            context,
+            path,
+            opts,
+            before,
+        )?;
+        let drained = drain(src, format, &mut res, cfg, encoder, &file, handing);
+        // The part's newlines, for the parts after it, when it did not
+        // count them first (one job: they wait for it anyway).
+        let read = res.position.map_or(0, |p| p.line.saturating_sub(before));
+        publish(read);
+        match counted {
+            Some(n) if n != read && drained.is_ok() => Err(format!(
+                "bytes {}..{} changed while they were read ({n} lines counted, then {read} read): run again",
+                task.start,
+                task.start + size
+            )),
+            _ => drained,
+        }
     })();
     if let Err(e) = result {
         // Parts after a failed one must not wait for it: the file fails.
@@ -468,53 +451,36 @@ pub(super) fn read_task<E: Encoder>(
     res
 }
 
-/// Reads `r` to its end into `data` from its start (`size`: the bytes
-/// expected; `data` grows when there are more), a read of all the room
-/// left at a time, or of [`COUNT_CHUNK`] bytes when its newlines are
-/// counted into `newlines`; returns how many bytes were read. `data` is
-/// only ever lengthened (zeroed once where it grows), never shortened.
-pub(super) fn read_whole(
-    r: &mut impl Read,
-    data: &mut Vec<u8>,
-    size: u64,
-    mut newlines: Option<&mut u64>,
-) -> io::Result<usize> {
-    let want = usize::try_from(size)
-        .unwrap_or(usize::MAX)
-        .saturating_add(1);
-    if data.len() < want {
-        data.resize(want, 0);
-    }
-    let mut filled = 0;
-    loop {
-        if filled == data.len() {
-            // More than expected (the file grew since it was listed).
-            let more = (data.len() / 2).max(64 << 10);
-            data.resize(data.len() + more, 0);
-        }
-        let end = match newlines {
-            Some(_) => data.len().min(filled + COUNT_CHUNK as usize),
-            None => data.len(),
-        };
-        let n = match r.read(&mut data[filled..end]) {
-            Ok(0) => return Ok(filled),
-            Ok(n) => n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e),
-        };
-        if let Some(c) = newlines.as_deref_mut() {
-            *c += memchr::memchr_iter(b'\n', &data[filled..filled + n]).count() as u64;
-        }
-        filled += n;
-    }
-}
-
-/// What a part reads at a time while it counts its newlines: small enough
-/// to be counted from the cache the kernel copied it into.
+/// What a part counts its newlines in at a time: small enough to be
+/// counted from the cache the kernel copied it into, and to stay there.
 pub(super) const COUNT_CHUNK: u64 = 256 << 10;
 
+/// The newlines of `len` bytes of `file` from `at` (of fewer when the file
+/// ends before), read [`COUNT_CHUNK`] bytes at a time into one buffer per
+/// thread and counted while they are in cache.
+pub(super) fn count_newlines_at(file: &File, at: u64, len: u64) -> io::Result<u64> {
+    thread_local! {
+        static CHUNK: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+    }
+    CHUNK.with_borrow_mut(|buf| {
+        buf.resize(COUNT_CHUNK as usize, 0);
+        let (mut done, mut newlines) = (0u64, 0u64);
+        while done < len {
+            let want = (len - done).min(COUNT_CHUNK) as usize;
+            let got = crate::line_reader::read_full_at(file, &mut buf[..want], at + done)?;
+            newlines += memchr::memchr_iter(b'\n', &buf[..got]).count() as u64;
+            done += got as u64;
+            if got < want {
+                break;
+            }
+        }
+        Ok(newlines)
+    })
+}
+
 /// A source over a task's `input`: from the start of its file, or resumed
-/// after a header read before, in the running `context` there.
+/// after a header read before, in the running `context` there, after
+/// `lines_before` lines (0 for a task that reads its header itself).
 pub(super) fn open<'d>(
     format: &dyn Format,
     input: Input<'d>,
@@ -522,13 +488,13 @@ pub(super) fn open<'d>(
     context: &[u8],
     path: &Path,
     opts: &SourceOptions,
-    lines: impl FnOnce() -> u64,
+    lines_before: u64,
 ) -> Result<BoxedSource<'d>, String> {
     let at = At {
         header: task.header.as_ref(),
         context,
         byte: task.start,
-        lines_before: if task.header.is_some() { lines() } else { 0 },
+        lines_before,
     };
     open_at(format, input, path, at, opts)
 }
@@ -757,24 +723,12 @@ pub(super) fn reread<'f>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::io::{self, Read};
 
-    /// `read_whole` reads all of its input, however its reads are cut and
-    /// whatever size it was told, counts the newlines of what it read, and
-    /// never shortens its buffer.
+    /// `count_newlines_at` counts the newlines of the bytes asked for:
+    /// from any offset, across its chunks of 256 KiB, of fewer bytes when
+    /// the file ends before, and of none past its end.
     #[test]
-    fn read_whole_reads_everything_in_few_reads() {
-        /// Hands out at most `step` bytes a read, and counts the reads.
-        struct Steps<'a>(&'a [u8], usize, usize);
-        impl Read for Steps<'_> {
-            fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
-                self.2 += 1;
-                let n = out.len().min(self.1).min(self.0.len());
-                out[..n].copy_from_slice(&self.0[..n]);
-                self.0 = &self.0[n..];
-                Ok(n)
-            }
-        }
+    fn count_newlines_at_counts_the_bytes_asked_for() {
         let input: Vec<u8> = (0..700_000u32)
             .map(|i| {
                 if i % 97 == 0 {
@@ -784,32 +738,36 @@ mod tests {
                 }
             })
             .collect();
-        let want_lines = input.iter().filter(|&&b| b == b'\n').count() as u64;
-        for (size, step) in [
-            (700_000, usize::MAX),
-            (10, usize::MAX),
-            (700_000, 1000),
-            (0, 7),
+        let path = std::env::temp_dir().join(format!("mem-ingest-count-{}", std::process::id()));
+        std::fs::write(&path, &input).unwrap();
+        let file = File::open(&path).unwrap();
+        let want = |at: usize, len: usize| {
+            let end = (at + len).min(input.len());
+            input[at.min(end)..end]
+                .iter()
+                .filter(|&&b| b == b'\n')
+                .count() as u64
+        };
+        // 700,000 / 97 rounded up: 7,217 newlines (the first at 0).
+        assert_eq!(count_newlines_at(&file, 0, 700_000).unwrap(), 7_217);
+        for (at, len) in [
+            (0, 0),
+            (0, 1),
+            (1, 96),
+            (1, 97),
+            (5, COUNT_CHUNK as usize),
+            (COUNT_CHUNK as usize - 3, COUNT_CHUNK as usize + 7),
+            (100, 2 * COUNT_CHUNK as usize + 1),
+            (600_000, 1 << 20),
+            (700_000, 10),
+            (800_000, 10),
         ] {
-            let mut data = vec![1u8; 3];
-            let mut newlines = 0;
-            let mut r = Steps(&input, step, 0);
-            let n = read_whole(&mut r, &mut data, size, Some(&mut newlines)).unwrap();
-            assert_eq!((n, &data[..n]), (input.len(), &input[..]), "{size} {step}");
-            assert_eq!(newlines, want_lines, "{size} {step}");
-            let mut again = Steps(&input, step, 0);
-            let len = data.len();
             assert_eq!(
-                read_whole(&mut again, &mut data, 5, None).unwrap(),
-                input.len()
+                count_newlines_at(&file, at as u64, len as u64).unwrap(),
+                want(at, len),
+                "{at} {len}"
             );
-            assert_eq!(&data[..input.len()], &input[..]);
-            assert_eq!(data.len(), len, "never shortened");
-            if step == usize::MAX && size == 700_000 {
-                // Three chunks of 256 KiB counted, then the read of 0; one
-                // read of it all, then the read of 0, when not counting.
-                assert_eq!((r.2, again.2), (4, 2));
-            }
         }
+        std::fs::remove_file(&path).unwrap();
     }
 }
