@@ -31,12 +31,13 @@ impl FpSet {
         self.recent.contains(&fp) || sorted_contains(&self.sorted, fp)
     }
 
-    /// Inserts; false when it was there.
+    /// Inserts; false when it was there. The recent set is probed once,
+    /// by its insert (a look before it probed it twice for every new
+    /// fingerprint, the many).
     pub fn insert(&mut self, fp: u64) -> bool {
-        if self.contains(fp) {
+        if sorted_contains(&self.sorted, fp) || !self.recent.insert(fp) {
             return false;
         }
-        self.recent.insert(fp);
         if self.recent.len() >= self.merge_at() {
             self.compact();
         }
