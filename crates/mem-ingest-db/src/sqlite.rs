@@ -324,18 +324,17 @@ impl<'c> RawRows<'c> {
         use rusqlite::types::FromSqlError;
         use rusqlite::Error;
         let v = self.get(i)?;
-        let idx = i;
         T::column_result(v).map_err(|err| match err {
             FromSqlError::InvalidType => {
-                Error::InvalidColumnType(idx, self.column_name(i), v.data_type())
+                Error::InvalidColumnType(i, self.column_name(i), v.data_type())
             }
-            FromSqlError::OutOfRange(n) => Error::IntegralValueOutOfRange(idx, n),
-            FromSqlError::Utf8Error(e) => Error::Utf8Error(idx, e),
-            FromSqlError::Other(e) => Error::FromSqlConversionFailure(idx, v.data_type(), e),
+            FromSqlError::OutOfRange(n) => Error::IntegralValueOutOfRange(i, n),
+            FromSqlError::Utf8Error(e) => Error::Utf8Error(i, e),
+            FromSqlError::Other(e) => Error::FromSqlConversionFailure(i, v.data_type(), e),
             e @ FromSqlError::InvalidBlobSize { .. } => {
-                Error::FromSqlConversionFailure(idx, v.data_type(), Box::new(e))
+                Error::FromSqlConversionFailure(i, v.data_type(), Box::new(e))
             }
-            e => Error::FromSqlConversionFailure(idx, v.data_type(), Box::new(e)),
+            e => Error::FromSqlConversionFailure(i, v.data_type(), Box::new(e)),
         })
     }
 
