@@ -393,9 +393,9 @@ enum Fault {
     /// The file of this name fails when a worker opens it (its task), not
     /// when the delivering thread reads it ahead as a fork's parent.
     FailsOnWorker(&'static str),
-    /// When the context at this byte (the start of a part) is looked for,
-    /// the newline at the second byte of the file at the path becomes a
-    /// space: the part's bytes change after a two-job run counted its
+    /// When the context at the first offset (the start of a part) is looked
+    /// for, the byte at the second (a newline) of the file at the path
+    /// becomes a space: the part's bytes change after a two-job run counted its
     /// newlines, before they are read.
     JoinsAt(u64, u64, PathBuf),
 }
@@ -641,17 +641,7 @@ fn a_panic_in_a_format_fails_its_file_and_the_run_goes_on() {
             (4, 2),
             "--jobs {jobs}"
         );
-        let mut failures = summary.failures.clone();
-        failures.sort();
-        let name = |p: &str| {
-            Path::new(p)
-                .file_name()
-                .unwrap()
-                .to_string_lossy()
-                .into_owned()
-        };
-        let failures: Vec<(String, String)> =
-            failures.iter().map(|(p, e)| (name(p), e.clone())).collect();
+        let failures = failures_by_name(&summary);
         assert_eq!(failures.len(), 2, "{failures:?}");
         assert_eq!(failures[0].0, "big-bomb.jsonl");
         assert!(
@@ -670,6 +660,20 @@ fn a_panic_in_a_format_fails_its_file_and_the_run_goes_on() {
         );
     }
     fs::remove_dir_all(d).unwrap();
+}
+
+/// A run's failures in the order of their paths, each as its file's name
+/// and its message.
+fn failures_by_name(summary: &mem_ingest::archive::Summary) -> Vec<(String, String)> {
+    let mut failures = summary.failures.clone();
+    failures.sort();
+    failures
+        .iter()
+        .map(|(p, e)| {
+            let name = Path::new(p).file_name().unwrap().to_string_lossy();
+            (name.into_owned(), e.clone())
+        })
+        .collect()
 }
 
 /// With several jobs, a part that ends before its file counts its
@@ -729,22 +733,8 @@ fn a_part_whose_bytes_change_after_its_count_fails_its_file() {
     assert_eq!(rest, want_other);
     assert_eq!(big_keys, whole.keys[..whole.first]);
     assert_eq!((summary.files, summary.files_failed), (2, 1));
-    let failures: Vec<(String, String)> = summary
-        .failures
-        .iter()
-        .map(|(p, e)| {
-            (
-                Path::new(p)
-                    .file_name()
-                    .unwrap()
-                    .to_string_lossy()
-                    .into_owned(),
-                e.clone(),
-            )
-        })
-        .collect();
     assert_eq!(
-        failures,
+        failures_by_name(&summary),
         [(
             "big.jsonl".to_owned(),
             format!(
