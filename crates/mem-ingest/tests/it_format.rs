@@ -761,6 +761,57 @@ fn a_part_whose_bytes_change_after_its_count_fails_its_file() {
     fs::remove_dir_all(d).unwrap();
 }
 
+/// With several jobs, a file whose parts the files after it leave time
+/// for (here 20 MiB, before another of 20 MiB) is read by one job, part
+/// after part, each numbering its lines from where the part before it
+/// ended: no part counts its newlines first. The bytes that change
+/// between a count and a read in the test above change here too, and are
+/// read as they are, as with one job: the joined line is one skip, the
+/// file does not fail, and both jobs give the same records, in order.
+#[test]
+fn a_file_read_part_after_part_by_one_job_counts_nothing_first() {
+    let d = tmpdir("span");
+    let whole = big_session(None);
+    let newlines: Vec<u64> = whole
+        .text
+        .match_indices('\n')
+        .map(|(i, _)| i as u64)
+        .collect();
+    let start = newlines[whole.first] + 1;
+    let joined = newlines[whole.first + 10];
+    let later = whole
+        .text
+        .replace(r#""id":"big""#, r#""id":"later""#)
+        .replace(&"x".repeat(1000), &"y".repeat(1000));
+    assert_eq!(later.len(), whole.text.len() + 2);
+    let lost = [whole.first + 9, whole.first + 10];
+    let mut want: Vec<String> = (0..whole.n)
+        .filter(|i| !lost.contains(i))
+        .map(|i| format!("big:b{i}"))
+        .collect();
+    want.extend((0..whole.n).map(|i| format!("later:b{i}")));
+    for jobs in [2, 1] {
+        let root = d.join(format!("jobs-{jobs}"));
+        fs::create_dir_all(&root).unwrap();
+        let big = root.join("big.jsonl");
+        fs::write(&big, &whole.text).unwrap();
+        fs::write(root.join("later.jsonl"), &later).unwrap();
+        let fault = Faulty(Fault::JoinsAt(start, joined, big.clone()));
+        let (got, summary) = keys_of(&root, Arc::new(fault), jobs, true, None);
+        assert_eq!(fs::read(&big).unwrap()[joined as usize], b' ');
+        assert_eq!(
+            (summary.files, summary.files_failed),
+            (2, 0),
+            "--jobs {jobs}: {:?}",
+            summary.failures
+        );
+        assert_eq!(summary.report.skipped, 1, "--jobs {jobs}");
+        assert_eq!(got.len(), 2 * whole.n - 2, "--jobs {jobs}");
+        assert!(got == want, "--jobs {jobs}");
+    }
+    fs::remove_dir_all(d).unwrap();
+}
+
 /// A file that fails after some of its parts were delivered (here a panic
 /// in its second part; an I/O error goes the same way) with a checkpoint
 /// kept (a state, or a store): the checkpoint moves past the parts the

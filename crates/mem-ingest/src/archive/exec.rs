@@ -165,9 +165,18 @@ pub fn run_inline<T>(
 /// for its end): each is delivered before the task's later ones, once the
 /// tasks before it are delivered; the task waits while its last one is
 /// not (one at most waits), and learns whether to go on.
+///
+/// The worker that takes task `i` also runs the `span(i) - 1` tasks after
+/// it, one after the other (`span` is read only for the first task of a
+/// span, and 0 counts as 1): the parts of a file
+/// whose lines each part numbers from where the part before it ended,
+/// with no count of their newlines first ([`super::task::PartLines`]).
+/// Each task of a span starts under the same bounds as any other, and
+/// its result is delivered once the tasks before it are.
 pub fn run_ordered<T: Send>(
     n: usize,
     jobs: usize,
+    span: impl Fn(usize) -> usize + Sync,
     weight: impl Fn(usize) -> u64 + Sync,
     budget: u64,
     work: impl Fn(usize, &mut dyn FnMut(T) -> bool) -> T + Sync,
@@ -197,19 +206,40 @@ pub fn run_ordered<T: Send>(
             advanced: &advanced,
         };
         for _ in 0..workers {
-            let (next, shared, filled, advanced, work, weight) =
-                (&next, &shared, &filled, &advanced, &work, &weight);
+            let (next, shared, filled, advanced, work, weight, span) =
+                (&next, &shared, &filled, &advanced, &work, &weight, &span);
             s.spawn(move || {
                 let _ending = Ending {
                     shared,
                     filled,
                     advanced,
                 };
+                let mut taken = 0..0;
                 loop {
-                    let i = next.fetch_add(1, Ordering::SeqCst);
-                    if i >= n {
-                        return;
-                    }
+                    let i = match taken.next() {
+                        Some(i) => i,
+                        None => {
+                            // The next span, taken whole.
+                            let mut i = next.load(Ordering::SeqCst);
+                            let end = loop {
+                                if i >= n {
+                                    return;
+                                }
+                                let end = (i + span(i).max(1)).min(n);
+                                match next.compare_exchange_weak(
+                                    i,
+                                    end,
+                                    Ordering::SeqCst,
+                                    Ordering::SeqCst,
+                                ) {
+                                    Ok(_) => break end,
+                                    Err(now) => i = now,
+                                }
+                            };
+                            taken = i + 1..end;
+                            i
+                        }
+                    };
                     let w = weight(i);
                     {
                         // The next task to deliver always starts.
@@ -321,6 +351,7 @@ mod tests {
                 50,
                 jobs,
                 |_| 1,
+                |_| 1,
                 10,
                 |i, _| {
                     std::thread::sleep(std::time::Duration::from_micros((50 - i as u64) * 20));
@@ -339,6 +370,58 @@ mod tests {
         }
     }
 
+    /// The tasks of a span run one after the other on the worker that took
+    /// its first, with no task of another between them, while the other
+    /// workers go on past it (the span's first task sleeps: without spans
+    /// they would take the tasks after it); every result arrives once, in
+    /// order, under a budget that holds fewer bytes than a span.
+    #[test]
+    fn a_span_runs_on_one_worker_while_the_others_go_on() {
+        for jobs in [2, 3, 8] {
+            let span = |i: usize| if i.is_multiple_of(10) { 5 } else { 1 };
+            let seen = Mutex::new(Vec::new());
+            let mut got = Vec::new();
+            run_ordered(
+                100,
+                jobs,
+                span,
+                |_| 1 << 20,
+                3 << 20,
+                |i, _| {
+                    if i.is_multiple_of(10) {
+                        std::thread::sleep(std::time::Duration::from_millis(2));
+                    }
+                    lock(&seen).push((i, std::thread::current().id()));
+                    i * 2
+                },
+                |i, r| {
+                    got.push((i, r));
+                    true
+                },
+            );
+            assert_eq!(got, (0..100).map(|i| (i, i * 2)).collect::<Vec<_>>());
+            let seen = seen.into_inner().unwrap();
+            assert_eq!(seen.len(), 100, "jobs {jobs}");
+            for first in (0..100).step_by(10) {
+                let (_, thread) = seen.iter().find(|&&(i, _)| i == first).unwrap();
+                let on_it: Vec<usize> = seen
+                    .iter()
+                    .filter(|(_, t)| t == thread)
+                    .map(|&(i, _)| i)
+                    .collect();
+                let at = on_it.iter().position(|&i| i == first).unwrap();
+                assert_eq!(
+                    on_it[at..at + 5],
+                    [first, first + 1, first + 2, first + 3, first + 4],
+                    "jobs {jobs}: {on_it:?}"
+                );
+            }
+            // The other workers took tasks too.
+            let threads: std::collections::HashSet<_> = seen.iter().map(|(_, t)| t).collect();
+            assert!(threads.len() > 1, "jobs {jobs}: one thread ran all");
+        }
+    }
+
     /// Thousands of tasks of uneven weights under a small budget, on 1 to
     /// 4 threads: each delivered once, in order (the batched wake-ups of
     /// the delivery thread never leave it asleep with work it can do).
@@ -350,6 +433,7 @@ mod tests {
             run_ordered(
                 3000,
                 jobs,
+                |_| 1,
                 weight,
                 6 << 20,
                 |i, _| {
@@ -378,6 +462,7 @@ mod tests {
                 run_ordered(
                     100,
                     2,
+                    |_| 1,
                     |_| 1,
                     u64::MAX,
                     |i, _| {
@@ -426,6 +511,7 @@ mod tests {
             1000,
             2,
             |_| 1,
+            |_| 1,
             u64::MAX,
             |_, _| started.fetch_add(1, Ordering::SeqCst),
             |_, _| {
@@ -448,6 +534,7 @@ mod tests {
         run_ordered(
             40,
             4,
+            |_| 1,
             |_| 10,
             30,
             |_, _| {
@@ -490,6 +577,7 @@ mod tests {
                 n,
                 2,
                 |_| 1,
+                |_| 1,
                 budget,
                 |i, _| {
                     assert_ne!(i, fails, "task {fails} fails");
@@ -519,6 +607,7 @@ mod tests {
                 3 * WINDOW,
                 2,
                 |_| 1,
+                |_| 1,
                 u64::MAX,
                 |i, _| i,
                 |i, _| {
@@ -542,6 +631,7 @@ mod tests {
                 run_ordered(
                     n,
                     jobs,
+                    |_| 1,
                     |_| w,
                     budget,
                     |i, _| i,
@@ -565,6 +655,7 @@ mod tests {
                 run_ordered(
                     500,
                     jobs,
+                    |_| 1,
                     |_| 1,
                     3,
                     |i, _| i,
@@ -591,6 +682,7 @@ mod tests {
                 run_ordered(
                     40,
                     jobs,
+                    |_| 1,
                     |_| 1,
                     4,
                     |i, part| {
@@ -641,6 +733,7 @@ mod tests {
             run_ordered(
                 20,
                 2,
+                |_| 1,
                 |_| 1,
                 4,
                 |i, part| {

@@ -618,10 +618,11 @@ fn pass<S: Sink>(ctx: &mut Ctx<'_, S>) -> Result<Summary, Error> {
     let mut current: Option<Assembling> = None;
     let mut next_file = 0usize;
     let mut failure: Option<Error> = None;
-    let bases = PartLines::default();
     // Bytes of input in flight: a few parts per worker and 64 MiB of small
     // files; what waits to be delivered holds their records.
     let budget = 64 * (1 << 20) + 2 * plan::PART_BYTES * ctx.cfg.jobs as u64;
+    let spans = spans(&plan, ctx.cfg.jobs, budget);
+    let bases = PartLines::with_followed(followed(&spans));
     let cfg = ctx.cfg;
     // The workers share an encoder of their own while delivery holds the
     // context.
@@ -682,6 +683,7 @@ fn pass<S: Sink>(ctx: &mut Ctx<'_, S>) -> Result<Summary, Error> {
         exec::run_ordered(
             plan.tasks.len(),
             cfg.jobs,
+            |i| spans[i],
             |i| task_bytes(&plan, &plan.tasks[i]),
             budget,
             work,
@@ -818,6 +820,52 @@ fn task_bytes(plan: &Plan, t: &Task) -> u64 {
     t.end.unwrap_or(size).saturating_sub(t.start)
 }
 
+/// How many tasks from each run on the worker that takes it, one after
+/// the other (see [`exec::run_ordered`]): 1 but for the first
+/// part of a file read in parts whose parts all run as one span. With
+/// several jobs, a file's parts are one span where the tasks after them
+/// hold bytes enough to keep the other workers busy meanwhile, and
+/// what those read ahead of the span's delivery fits half the `budget`
+/// of bytes in flight: each part then starts its lines where the part
+/// before it ended, with no count of its newlines first (a second read
+/// of its bytes, a tenth of a two-job run's work on a Codex home whose
+/// large rollouts made 151 of its 330 MB parts that end before their
+/// file). The other files' parts are tasks of their own, read by every
+/// worker at once (a file of several GB, or one at the end of the run).
+/// The parts are the same either way ([`plan::PART_BYTES`]): what a run
+/// writes does not depend on its spans.
+fn spans(plan: &Plan, jobs: usize, budget: u64) -> Vec<usize> {
+    let mut spans = vec![1; plan.tasks.len()];
+    let Some(others) = (jobs as u64).checked_sub(1).filter(|&o| o > 0) else {
+        return spans;
+    };
+    // The files from the last: the bytes of the tasks after each.
+    let (mut end, mut after) = (plan.tasks.len(), 0u64);
+    while end > 0 {
+        let first = plan.tasks[end - 1].first_task;
+        let bytes: u64 = plan.tasks[first..end]
+            .iter()
+            .map(|t| task_bytes(plan, t))
+            .sum();
+        let ahead = bytes.saturating_mul(others);
+        if end - first > 1 && ahead <= after && ahead <= budget / 2 {
+            spans[first] = end - first;
+        }
+        after += bytes;
+        end = first;
+    }
+    spans
+}
+
+/// Whether each task is followed on its worker by the next one.
+fn followed(spans: &[usize]) -> Vec<bool> {
+    let mut followed = vec![false; spans.len()];
+    for (i, &n) in spans.iter().enumerate().filter(|&(_, &n)| n > 1) {
+        followed[i..(i + n).min(spans.len()) - 1].fill(true);
+    }
+    followed
+}
+
 /// Files with no task before `upto` (unchanged since the state was saved)
 /// are accounted in order, from what the state says of them.
 fn settle_files_before(
@@ -890,6 +938,78 @@ mod tests {
     /// A state of version 1 is read, and a run that reads nothing saves it
     /// in version 2, with the same files and lineages: the next run finds
     /// the archive unchanged and still deduplicates against them.
+    /// A plan of files of these sizes in MiB, each cut in parts of
+    /// [`plan::PART_BYTES`] (8 MiB) as planning cuts them.
+    fn plan_of(mib: &[u64]) -> Plan {
+        let mut plan = Plan::default();
+        for (file, &m) in mib.iter().enumerate() {
+            let size = m << 20;
+            let first_task = plan.tasks.len();
+            let mut start = 0;
+            while start < size {
+                let end = (start + plan::PART_BYTES).min(size);
+                plan.tasks.push(Task {
+                    file,
+                    start,
+                    end: (end < size).then_some(end),
+                    lines: (start == 0).then_some(0),
+                    first_task,
+                    header: None,
+                    context: Vec::new(),
+                });
+                start = end;
+            }
+            plan.files.push(plan::PlannedFile {
+                path: PathBuf::from(format!("{file}.jsonl")),
+                format: 0,
+                identity: crate::checkpoint::stamp::Identity {
+                    dev: 1,
+                    ino: file as u64,
+                    size,
+                    mtime_ns: 0,
+                },
+                tasks: plan.tasks.len() - first_task,
+                mode: plan::Mode::New,
+                prior: None,
+                reread: None,
+            });
+        }
+        plan
+    }
+
+    /// A file's parts are one span when the files after it hold as many
+    /// bytes for each other worker and half the budget holds as many:
+    /// 20 MiB (3 parts) before 33 MiB of files with two jobs; not with
+    /// three (40 MiB for the others), nor under a budget of 30 MiB; never
+    /// the file at the end, nor with one job. Spans say which tasks are
+    /// followed on their worker.
+    #[test]
+    fn a_file_is_one_span_where_the_files_after_it_keep_the_others_busy() {
+        // Tasks: A 0-2, B 3, C 4-7, D 8.
+        let plan = plan_of(&[20, 1, 30, 2]);
+        assert_eq!(plan.tasks.len(), 9);
+        let budget = 96 << 20;
+        assert_eq!(spans(&plan, 2, budget), [3, 1, 1, 1, 1, 1, 1, 1, 1]);
+        assert_eq!(
+            followed(&spans(&plan, 2, budget)),
+            [true, true, false, false, false, false, false, false, false]
+        );
+        assert_eq!(spans(&plan, 3, budget), [1; 9]);
+        assert_eq!(spans(&plan, 2, 30 << 20), [1; 9]);
+        assert_eq!(spans(&plan, 1, budget), [1; 9]);
+        assert_eq!(followed(&[1; 9]), [false; 9]);
+        // C is a span once 30 MiB follow it; A then has 63 MiB after it.
+        let plan = plan_of(&[20, 1, 30, 30]);
+        assert_eq!(
+            spans(&plan, 2, budget),
+            [3, 1, 1, 1, 4, 1, 1, 1, 1, 1, 1, 1]
+        );
+        assert_eq!(
+            followed(&spans(&plan, 2, budget)),
+            [true, true, false, false, true, true, true, false, false, false, false, false]
+        );
+    }
+
     #[test]
     fn a_version_1_state_is_saved_anew() {
         let (d, arch, state_path, archive) = upgrade_setup("upgrade", &[]);

@@ -153,9 +153,27 @@ pub(crate) struct PartLines {
     /// [`Format::context_before`]); taken by that part.
     contexts: Mutex<HashMap<usize, Vec<u8>>>,
     ended: Condvar,
+    /// The tasks whose next task runs after them on the same worker (a
+    /// span of [`super::exec::run_ordered`]): nothing runs ahead of that
+    /// one, which learns its lines when this one ends.
+    followed: Vec<bool>,
 }
 
 impl PartLines {
+    /// For a run whose task `i` is followed by task `i + 1` on the same
+    /// worker where `followed[i]` says so.
+    pub(super) fn with_followed(followed: Vec<bool>) -> Self {
+        PartLines {
+            followed,
+            ..PartLines::default()
+        }
+    }
+
+    /// Whether task `i + 1` runs after task `i` on the same worker.
+    fn followed(&self, i: usize) -> bool {
+        self.followed.get(i).copied().unwrap_or(false)
+    }
+
     /// Publishes a part's newlines; the first count published stays (a
     /// part that failed after publishing publishes 0 again).
     fn publish(&self, task: usize, newlines: u64) {
@@ -248,11 +266,11 @@ pub(super) fn run_task<E: Encoder>(
     })
 }
 
-/// Reads one task. A part that ends before the file does is read into
-/// memory (about [`plan::PART_BYTES`]), counts its newlines for the parts
-/// after it, and is parsed from there; a region too large to hold is
-/// streamed through the chunked reader; one that reads to its file's end
-/// hands its results over in parts as it reads ([`Handing`]).
+/// Reads one task through the chunked reader. With several jobs, a part
+/// that ends before its file does and whose next part may run beside it
+/// counts its newlines first, for the parts after it; a task that reads
+/// to its file's end hands its results over in parts as it reads
+/// ([`Handing`]).
 #[allow(clippy::too_many_arguments)]
 pub(super) fn read_task<E: Encoder>(
     plan: &Plan,
@@ -304,7 +322,9 @@ pub(super) fn read_task<E: Encoder>(
     // long), copied from the page cache into memory out of cache, and each
     // worker held a buffer of 8-32 MiB: a two-job `stats` of the held-out
     // Codex home peaked at 36 MB, and takes 22 now.
-    let counts_first = cfg.jobs > 1 && task.end.is_some();
+    // A part whose next part runs after it on the same worker counts
+    // nothing either (see `run_ordered`).
+    let counts_first = cfg.jobs > 1 && task.end.is_some() && !bases.followed(i);
     let published = std::cell::Cell::new(false);
     let publish = |n: u64| {
         if task.end.is_some() && !published.replace(true) {
