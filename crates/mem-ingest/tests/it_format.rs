@@ -764,50 +764,57 @@ fn a_part_whose_bytes_change_after_its_count_fails_its_file() {
 /// With several jobs, a file whose parts the files after it leave time
 /// for (here 20 MiB, before another of 20 MiB) is read by one job, part
 /// after part, each numbering its lines from where the part before it
-/// ended: no part counts its newlines first. The bytes that change
-/// between a count and a read in the test above change here too, and are
-/// read as they are, as with one job: the joined line is one skip, the
-/// file does not fail, and both jobs give the same records, in order.
+/// ended: no part counts its newlines first; so is the file at the end,
+/// which the file before it leaves time for (a span taken early, from
+/// the run's start). The bytes that change between a count and a read in
+/// the test above change here too, in one file or the other, and are
+/// read as they are, as with one job: the joined line is one skip, no
+/// file fails, and both jobs give the same records, in order.
 #[test]
 fn a_file_read_part_after_part_by_one_job_counts_nothing_first() {
     let d = tmpdir("span");
     let whole = big_session(None);
-    let newlines: Vec<u64> = whole
-        .text
-        .match_indices('\n')
-        .map(|(i, _)| i as u64)
-        .collect();
-    let start = newlines[whole.first] + 1;
-    let joined = newlines[whole.first + 10];
+    // As long as it: each leaves the other time enough.
     let later = whole
         .text
-        .replace(r#""id":"big""#, r#""id":"later""#)
+        .replace(r#""id":"big""#, r#""id":"end""#)
         .replace(&"x".repeat(1000), &"y".repeat(1000));
-    assert_eq!(later.len(), whole.text.len() + 2);
-    let lost = [whole.first + 9, whole.first + 10];
-    let mut want: Vec<String> = (0..whole.n)
-        .filter(|i| !lost.contains(i))
-        .map(|i| format!("big:b{i}"))
-        .collect();
-    want.extend((0..whole.n).map(|i| format!("later:b{i}")));
-    for jobs in [2, 1] {
-        let root = d.join(format!("jobs-{jobs}"));
-        fs::create_dir_all(&root).unwrap();
-        let big = root.join("big.jsonl");
-        fs::write(&big, &whole.text).unwrap();
-        fs::write(root.join("later.jsonl"), &later).unwrap();
-        let fault = Faulty(Fault::JoinsAt(start, joined, big.clone()));
-        let (got, summary) = keys_of(&root, Arc::new(fault), jobs, true, None);
-        assert_eq!(fs::read(&big).unwrap()[joined as usize], b' ');
-        assert_eq!(
-            (summary.files, summary.files_failed),
-            (2, 0),
-            "--jobs {jobs}: {:?}",
-            summary.failures
-        );
-        assert_eq!(summary.report.skipped, 1, "--jobs {jobs}");
-        assert_eq!(got.len(), 2 * whole.n - 2, "--jobs {jobs}");
-        assert!(got == want, "--jobs {jobs}");
+    assert_eq!(later.len(), whole.text.len());
+    let texts = [("big", &whole.text), ("end", &later)];
+    for (changed, text) in texts {
+        let newlines: Vec<u64> = text.match_indices('\n').map(|(i, _)| i as u64).collect();
+        let start = newlines[whole.first] + 1;
+        let joined = newlines[whole.first + 10];
+        let lost = [whole.first + 9, whole.first + 10];
+        let mut want = Vec::new();
+        for (name, _) in texts {
+            want.extend(
+                (0..whole.n)
+                    .filter(|i| name != changed || !lost.contains(i))
+                    .map(|i| format!("{name}:b{i}")),
+            );
+        }
+        for jobs in [2, 1] {
+            let why = format!("{changed}.jsonl changed, --jobs {jobs}");
+            let root = d.join(format!("{changed}-{jobs}"));
+            fs::create_dir_all(&root).unwrap();
+            for (name, text) in texts {
+                fs::write(root.join(format!("{name}.jsonl")), text).unwrap();
+            }
+            let path = root.join(format!("{changed}.jsonl"));
+            let fault = Faulty(Fault::JoinsAt(start, joined, path.clone()));
+            let (got, summary) = keys_of(&root, Arc::new(fault), jobs, true, None);
+            assert_eq!(fs::read(&path).unwrap()[joined as usize], b' ', "{why}");
+            assert_eq!(
+                (summary.files, summary.files_failed),
+                (2, 0),
+                "{why}: {:?}",
+                summary.failures
+            );
+            assert_eq!(summary.report.skipped, 1, "{why}");
+            assert_eq!(got.len(), 2 * whole.n - 2, "{why}");
+            assert!(got == want, "{why}");
+        }
     }
     fs::remove_dir_all(d).unwrap();
 }

@@ -12,7 +12,7 @@ use std::sync::{Condvar, Mutex, MutexGuard};
 /// tasks ahead hold; this bounds only their number (files of no bytes).
 /// At 64, the workers of a Claude Code archive's run waited behind large
 /// files: stretches of 1.1-1.5 busy cores out of 2.
-const WINDOW: usize = 1024;
+pub(super) const WINDOW: usize = 1024;
 
 /// The delivery thread is woken when this many results are ready, the
 /// next one to deliver among them, or results of this many bytes of
@@ -172,11 +172,18 @@ pub fn run_inline<T>(
 /// whose lines each part numbers from where the part before it ended,
 /// with no count of their newlines first ([`super::task::PartLines`]).
 /// Each task of a span starts under the same bounds as any other, and
-/// its result is delivered once the tasks before it are.
+/// its result is delivered once the tasks before it are. The spans that
+/// start at the tasks of `early` are taken first, in that order (a large
+/// file near the run's end, read by one worker from the start while the
+/// others read the files before it); the others in task order. An early
+/// span's tasks wait for room as any other's: one that starts more than
+/// the window ahead of the next to deliver waits for it.
+#[allow(clippy::too_many_arguments)]
 pub fn run_ordered<T: Send>(
     n: usize,
     jobs: usize,
     span: impl Fn(usize) -> usize + Sync,
+    early: &[usize],
     weight: impl Fn(usize) -> u64 + Sync,
     budget: u64,
     work: impl Fn(usize, &mut dyn FnMut(T) -> bool) -> T + Sync,
@@ -186,6 +193,11 @@ pub fn run_ordered<T: Send>(
     let workers = jobs.min(n);
     let window = jobs + WINDOW;
     let next = AtomicUsize::new(0);
+    let taken_early = AtomicUsize::new(0);
+    let mut is_early = vec![false; n];
+    for &i in early.iter().filter(|&&i| i < n) {
+        is_early[i] = true;
+    }
     let shared = Mutex::new(Shared {
         ready: BTreeMap::new(),
         partial: BTreeMap::new(),
@@ -208,6 +220,7 @@ pub fn run_ordered<T: Send>(
         for _ in 0..workers {
             let (next, shared, filled, advanced, work, weight, span) =
                 (&next, &shared, &filled, &advanced, &work, &weight, &span);
+            let (taken_early, is_early) = (&taken_early, &is_early);
             s.spawn(move || {
                 let _ending = Ending {
                     shared,
@@ -219,25 +232,34 @@ pub fn run_ordered<T: Send>(
                     let i = match taken.next() {
                         Some(i) => i,
                         None => {
-                            // The next span, taken whole.
-                            let mut i = next.load(Ordering::SeqCst);
-                            let end = loop {
-                                if i >= n {
-                                    return;
-                                }
-                                let end = (i + span(i).max(1)).min(n);
-                                match next.compare_exchange_weak(
-                                    i,
-                                    end,
-                                    Ordering::SeqCst,
-                                    Ordering::SeqCst,
-                                ) {
-                                    Ok(_) => break end,
-                                    Err(now) => i = now,
+                            // The next span, taken whole: an early one
+                            // while any is left, else the next in order
+                            // that is not early (taken before it).
+                            let first = match early.get(taken_early.fetch_add(1, Ordering::SeqCst))
+                            {
+                                Some(&i) if i < n => i,
+                                _ => {
+                                    let mut i = next.load(Ordering::SeqCst);
+                                    loop {
+                                        if i >= n {
+                                            return;
+                                        }
+                                        let end = (i + span(i).max(1)).min(n);
+                                        match next.compare_exchange_weak(
+                                            i,
+                                            end,
+                                            Ordering::SeqCst,
+                                            Ordering::SeqCst,
+                                        ) {
+                                            Ok(_) if is_early[i] => i = end,
+                                            Ok(_) => break i,
+                                            Err(now) => i = now,
+                                        }
+                                    }
                                 }
                             };
-                            taken = i + 1..end;
-                            i
+                            taken = first + 1..(first + span(first).max(1)).min(n);
+                            first
                         }
                     };
                     let w = weight(i);
@@ -351,6 +373,7 @@ mod tests {
                 50,
                 jobs,
                 |_| 1,
+                &[],
                 |_| 1,
                 10,
                 |i, _| {
@@ -385,6 +408,7 @@ mod tests {
                 100,
                 jobs,
                 span,
+                &[],
                 |_| 1 << 20,
                 3 << 20,
                 |i, _| {
@@ -422,6 +446,64 @@ mod tests {
         }
     }
 
+    /// A span taken early starts before the tasks before it (among the
+    /// first `jobs` tasks started), runs on one worker, part after part,
+    /// and every result still arrives once, in order: under a budget that
+    /// its own undelivered tasks nearly fill (they wait for room, and the
+    /// tasks before them, the next to deliver, always start), and under
+    /// one that holds it all.
+    #[test]
+    fn an_early_span_starts_first_and_arrives_in_its_place() {
+        for (jobs, budget) in [(2, 3 << 20), (2, 64 << 20), (3, 3 << 20), (4, 64 << 20)] {
+            let span = |i: usize| if i == 10 || i == 90 { 5 } else { 1 };
+            let started = Mutex::new(Vec::new());
+            let mut got = Vec::new();
+            run_ordered(
+                100,
+                jobs,
+                span,
+                &[90],
+                |_| 1 << 20,
+                budget,
+                |i, _| {
+                    lock(&started).push((i, std::thread::current().id()));
+                    if i.is_multiple_of(7) {
+                        std::thread::sleep(std::time::Duration::from_micros(300));
+                    }
+                    i + 1
+                },
+                |i, r| {
+                    got.push((i, r));
+                    true
+                },
+            );
+            let why = format!("jobs {jobs}, budget {budget}");
+            assert_eq!(
+                got,
+                (0..100).map(|i| (i, i + 1)).collect::<Vec<_>>(),
+                "{why}"
+            );
+            let started = started.into_inner().unwrap();
+            assert_eq!(started.len(), 100, "{why}");
+            let at = started.iter().position(|&(i, _)| i == 90).unwrap();
+            assert!(at < jobs, "{why}: task 90 started {at}th");
+            for first in [10, 90] {
+                let thread = started[started.iter().position(|&(i, _)| i == first).unwrap()].1;
+                let on_it: Vec<usize> = started
+                    .iter()
+                    .filter(|(_, t)| *t == thread)
+                    .map(|&(i, _)| i)
+                    .collect();
+                let k = on_it.iter().position(|&i| i == first).unwrap();
+                assert_eq!(
+                    on_it[k..k + 5],
+                    [first, first + 1, first + 2, first + 3, first + 4],
+                    "{why}: {on_it:?}"
+                );
+            }
+        }
+    }
+
     /// Thousands of tasks of uneven weights under a small budget, on 1 to
     /// 4 threads: each delivered once, in order (the batched wake-ups of
     /// the delivery thread never leave it asleep with work it can do).
@@ -434,6 +516,7 @@ mod tests {
                 3000,
                 jobs,
                 |_| 1,
+                &[],
                 weight,
                 6 << 20,
                 |i, _| {
@@ -463,6 +546,7 @@ mod tests {
                     100,
                     2,
                     |_| 1,
+                    &[],
                     |_| 1,
                     u64::MAX,
                     |i, _| {
@@ -511,6 +595,7 @@ mod tests {
             1000,
             2,
             |_| 1,
+            &[],
             |_| 1,
             u64::MAX,
             |_, _| started.fetch_add(1, Ordering::SeqCst),
@@ -535,6 +620,7 @@ mod tests {
             40,
             4,
             |_| 1,
+            &[],
             |_| 10,
             30,
             |_, _| {
@@ -577,6 +663,7 @@ mod tests {
                 n,
                 2,
                 |_| 1,
+                &[],
                 |_| 1,
                 budget,
                 |i, _| {
@@ -607,6 +694,7 @@ mod tests {
                 3 * WINDOW,
                 2,
                 |_| 1,
+                &[],
                 |_| 1,
                 u64::MAX,
                 |i, _| i,
@@ -632,6 +720,7 @@ mod tests {
                     n,
                     jobs,
                     |_| 1,
+                    &[],
                     |_| w,
                     budget,
                     |i, _| i,
@@ -656,6 +745,7 @@ mod tests {
                     500,
                     jobs,
                     |_| 1,
+                    &[],
                     |_| 1,
                     3,
                     |i, _| i,
@@ -683,6 +773,7 @@ mod tests {
                     40,
                     jobs,
                     |_| 1,
+                    &[],
                     |_| 1,
                     4,
                     |i, part| {
@@ -734,6 +825,7 @@ mod tests {
                 20,
                 2,
                 |_| 1,
+                &[],
                 |_| 1,
                 4,
                 |i, part| {

@@ -621,7 +621,7 @@ fn pass<S: Sink>(ctx: &mut Ctx<'_, S>) -> Result<Summary, Error> {
     // Bytes of input in flight: a few parts per worker and 64 MiB of small
     // files; what waits to be delivered holds their records.
     let budget = 64 * (1 << 20) + 2 * plan::PART_BYTES * ctx.cfg.jobs as u64;
-    let spans = spans(&plan, ctx.cfg.jobs, budget);
+    let (spans, early) = spans(&plan, ctx.cfg.jobs, budget);
     let bases = PartLines::with_followed(followed(&spans));
     let cfg = ctx.cfg;
     // The workers share an encoder of their own while delivery holds the
@@ -684,6 +684,7 @@ fn pass<S: Sink>(ctx: &mut Ctx<'_, S>) -> Result<Summary, Error> {
             plan.tasks.len(),
             cfg.jobs,
             |i| spans[i],
+            &early,
             |i| task_bytes(&plan, &plan.tasks[i]),
             budget,
             work,
@@ -821,26 +822,32 @@ fn task_bytes(plan: &Plan, t: &Task) -> u64 {
 }
 
 /// How many tasks from each run on the worker that takes it, one after
-/// the other (see [`exec::run_ordered`]): 1 but for the first
-/// part of a file read in parts whose parts all run as one span. With
-/// several jobs, a file's parts are one span where the tasks after them
-/// hold bytes enough to keep the other workers busy meanwhile, and
-/// what those read ahead of the span's delivery fits half the `budget`
-/// of bytes in flight: each part then starts its lines where the part
-/// before it ended, with no count of its newlines first (a second read
-/// of its bytes, a tenth of a two-job run's work on a Codex home whose
-/// large rollouts made 151 of its 330 MB parts that end before their
-/// file). The other files' parts are tasks of their own, read by every
-/// worker at once (a file of several GB, or one at the end of the run).
-/// The parts are the same either way ([`plan::PART_BYTES`]): what a run
-/// writes does not depend on its spans.
-fn spans(plan: &Plan, jobs: usize, budget: u64) -> Vec<usize> {
+/// the other (see [`exec::run_ordered`]): 1 but for the first part of a
+/// file read in parts whose parts all run as one span; and the spans
+/// taken before the others (`early`). With several jobs, a file's parts
+/// are one span where the tasks after them hold bytes enough to keep the
+/// other workers busy meanwhile, and what those read ahead of the span's
+/// delivery fits half the `budget` of bytes in flight: each part then
+/// starts its lines where the part before it ended, with no count of its
+/// newlines first (a second read of its bytes, a tenth of a two-job run's
+/// work on a Codex home whose large rollouts made 151 of its 330 MB parts
+/// that end before their file). A file too near the run's end for that,
+/// whose parts the tasks before it would keep the others busy for, is a
+/// span taken early (its worker reads it from the run's start), while
+/// the spans taken early fit that half budget together and start within
+/// the window of tasks that may run ahead of delivery. The other files'
+/// parts are tasks of their own, read by every worker at once (a file of
+/// several GB). The parts are the same either way ([`plan::PART_BYTES`]):
+/// what a run writes does not depend on its spans.
+fn spans(plan: &Plan, jobs: usize, budget: u64) -> (Vec<usize>, Vec<usize>) {
     let mut spans = vec![1; plan.tasks.len()];
+    let mut early = Vec::new();
     let Some(others) = (jobs as u64).checked_sub(1).filter(|&o| o > 0) else {
-        return spans;
+        return (spans, early);
     };
+    let total: u64 = plan.tasks.iter().map(|t| task_bytes(plan, t)).sum();
     // The files from the last: the bytes of the tasks after each.
-    let (mut end, mut after) = (plan.tasks.len(), 0u64);
+    let (mut end, mut after, mut early_bytes) = (plan.tasks.len(), 0u64, 0u64);
     while end > 0 {
         let first = plan.tasks[end - 1].first_task;
         let bytes: u64 = plan.tasks[first..end]
@@ -848,13 +855,23 @@ fn spans(plan: &Plan, jobs: usize, budget: u64) -> Vec<usize> {
             .map(|t| task_bytes(plan, t))
             .sum();
         let ahead = bytes.saturating_mul(others);
-        if end - first > 1 && ahead <= after && ahead <= budget / 2 {
-            spans[first] = end - first;
+        if end - first > 1 && ahead <= budget / 2 {
+            if ahead <= after {
+                spans[first] = end - first;
+            } else if ahead <= total - after - bytes
+                && early_bytes.saturating_add(ahead) <= budget / 2
+                && end <= exec::WINDOW
+            {
+                spans[first] = end - first;
+                early_bytes += ahead;
+                early.push(first);
+            }
         }
         after += bytes;
         end = first;
     }
-    spans
+    // Early spans nearest the run's end first: its last tasks wait for it.
+    (spans, early)
 }
 
 /// Whether each task is followed on its worker by the next one.
@@ -981,33 +998,51 @@ mod tests {
     /// bytes for each other worker and half the budget holds as many:
     /// 20 MiB (3 parts) before 33 MiB of files with two jobs; not with
     /// three (40 MiB for the others), nor under a budget of 30 MiB; never
-    /// the file at the end, nor with one job. Spans say which tasks are
-    /// followed on their worker.
+    /// with one job. A file near the end is a span taken early when the
+    /// files before it hold as many bytes for the others (not C, 30 MiB
+    /// after 21; D, 30 MiB after 51); the early spans fit half the budget
+    /// together (E, 30 MiB after 75, and not D, 35 MiB after 40, with 48).
+    /// Spans say which tasks are followed on their worker.
     #[test]
     fn a_file_is_one_span_where_the_files_after_it_keep_the_others_busy() {
         // Tasks: A 0-2, B 3, C 4-7, D 8.
         let plan = plan_of(&[20, 1, 30, 2]);
         assert_eq!(plan.tasks.len(), 9);
         let budget = 96 << 20;
-        assert_eq!(spans(&plan, 2, budget), [3, 1, 1, 1, 1, 1, 1, 1, 1]);
+        let none: Vec<usize> = Vec::new();
         assert_eq!(
-            followed(&spans(&plan, 2, budget)),
+            spans(&plan, 2, budget),
+            (vec![3, 1, 1, 1, 1, 1, 1, 1, 1], none.clone())
+        );
+        assert_eq!(
+            followed(&spans(&plan, 2, budget).0),
             [true, true, false, false, false, false, false, false, false]
         );
-        assert_eq!(spans(&plan, 3, budget), [1; 9]);
-        assert_eq!(spans(&plan, 2, 30 << 20), [1; 9]);
-        assert_eq!(spans(&plan, 1, budget), [1; 9]);
+        assert_eq!(spans(&plan, 3, budget), (vec![1; 9], none.clone()));
+        assert_eq!(spans(&plan, 2, 30 << 20), (vec![1; 9], none.clone()));
+        assert_eq!(spans(&plan, 1, budget), (vec![1; 9], none.clone()));
         assert_eq!(followed(&[1; 9]), [false; 9]);
-        // C is a span once 30 MiB follow it; A then has 63 MiB after it.
+        // C is a span once 30 MiB follow it; A then has 63 MiB after it;
+        // D, at the end, is taken early.
         let plan = plan_of(&[20, 1, 30, 30]);
         assert_eq!(
             spans(&plan, 2, budget),
-            [3, 1, 1, 1, 4, 1, 1, 1, 1, 1, 1, 1]
+            (vec![3, 1, 1, 1, 4, 1, 1, 1, 4, 1, 1, 1], vec![8])
         );
         assert_eq!(
-            followed(&spans(&plan, 2, budget)),
-            [true, true, false, false, true, true, true, false, false, false, false, false]
+            followed(&spans(&plan, 2, budget).0),
+            [true, true, false, false, true, true, true, false, true, true, true, false]
         );
+        // Tasks: A 0-4, D 5-9, E 10-13 (40, 35 and 30 MiB). E is taken
+        // early (30 MiB after 75); so would D be (35 after 40), but both
+        // take 65 MiB of the 48: D's parts are read by both workers.
+        let plan = plan_of(&[40, 35, 30]);
+        let mut want = vec![1; 14];
+        (want[0], want[10]) = (5, 4);
+        assert_eq!(spans(&plan, 2, budget), (want.clone(), vec![10]));
+        // A budget for both: E, then D.
+        want[5] = 5;
+        assert_eq!(spans(&plan, 2, 160 << 20), (want, vec![10, 5]));
     }
 
     #[test]
