@@ -393,6 +393,28 @@ mod tests {
         }
     }
 
+    /// Asserts that the tasks of `span` ran on the thread that ran its
+    /// first, in order, and nothing else between them (`ran`: each task
+    /// and its thread, in the order they started).
+    fn assert_one_after_the_other(
+        ran: &[(usize, std::thread::ThreadId)],
+        span: std::ops::Range<usize>,
+        why: &str,
+    ) {
+        let (_, thread) = ran.iter().find(|&&(i, _)| i == span.start).unwrap();
+        let on_it: Vec<usize> = ran
+            .iter()
+            .filter(|(_, t)| t == thread)
+            .map(|&(i, _)| i)
+            .collect();
+        let at = on_it.iter().position(|&i| i == span.start).unwrap();
+        assert_eq!(
+            on_it[at..at + span.len()],
+            span.collect::<Vec<_>>(),
+            "{why}: {on_it:?}"
+        );
+    }
+
     /// The tasks of a span run one after the other on the worker that took
     /// its first, with no task of another between them, while the other
     /// workers go on past it (the span's first task sleeps: without spans
@@ -427,18 +449,7 @@ mod tests {
             let seen = seen.into_inner().unwrap();
             assert_eq!(seen.len(), 100, "jobs {jobs}");
             for first in (0..100).step_by(10) {
-                let (_, thread) = seen.iter().find(|&&(i, _)| i == first).unwrap();
-                let on_it: Vec<usize> = seen
-                    .iter()
-                    .filter(|(_, t)| t == thread)
-                    .map(|&(i, _)| i)
-                    .collect();
-                let at = on_it.iter().position(|&i| i == first).unwrap();
-                assert_eq!(
-                    on_it[at..at + 5],
-                    [first, first + 1, first + 2, first + 3, first + 4],
-                    "jobs {jobs}: {on_it:?}"
-                );
+                assert_one_after_the_other(&seen, first..first + 5, &format!("jobs {jobs}"));
             }
             // The other workers took tasks too.
             let threads: std::collections::HashSet<_> = seen.iter().map(|(_, t)| t).collect();
@@ -488,18 +499,7 @@ mod tests {
             let at = started.iter().position(|&(i, _)| i == 90).unwrap();
             assert!(at < jobs, "{why}: task 90 started {at}th");
             for first in [10, 90] {
-                let thread = started[started.iter().position(|&(i, _)| i == first).unwrap()].1;
-                let on_it: Vec<usize> = started
-                    .iter()
-                    .filter(|(_, t)| *t == thread)
-                    .map(|&(i, _)| i)
-                    .collect();
-                let k = on_it.iter().position(|&i| i == first).unwrap();
-                assert_eq!(
-                    on_it[k..k + 5],
-                    [first, first + 1, first + 2, first + 3, first + 4],
-                    "{why}: {on_it:?}"
-                );
+                assert_one_after_the_other(&started, first..first + 5, &why);
             }
         }
     }
