@@ -952,9 +952,6 @@ mod tests {
         (d, arch, state_path, archive)
     }
 
-    /// A state of version 1 is read, and a run that reads nothing saves it
-    /// in version 2, with the same files and lineages: the next run finds
-    /// the archive unchanged and still deduplicates against them.
     /// A plan of files of these sizes in MiB, each cut in parts of
     /// [`plan::PART_BYTES`] (8 MiB) as planning cuts them.
     fn plan_of(mib: &[u64]) -> Plan {
@@ -1045,6 +1042,9 @@ mod tests {
         assert_eq!(spans(&plan, 2, 160 << 20), (want, vec![10, 5]));
     }
 
+    /// A state of version 1 is read, and a run that reads nothing saves it
+    /// in version 2, with the same files and lineages: the next run finds
+    /// the archive unchanged and still deduplicates against them.
     #[test]
     fn a_version_1_state_is_saved_anew() {
         let (d, arch, state_path, archive) = upgrade_setup("upgrade", &[]);
