@@ -168,9 +168,9 @@ pub fn run_inline<T>(
 ///
 /// The worker that takes task `i` also runs the `span(i) - 1` tasks after
 /// it, one after the other (`span` is read only for the first task of a
-/// span, and 0 counts as 1): the parts of a file
-/// whose lines each part numbers from where the part before it ended,
-/// with no count of their newlines first ([`super::task::PartLines`]).
+/// span, and 0 counts as 1): the parts of a file whose lines each part
+/// numbers from where the part before it ended, with no count of their
+/// newlines first ([`super::task::PartLines`]).
 /// Each task of a span starts under the same bounds as any other, and
 /// its result is delivered once the tasks before it are. The spans that
 /// start at the tasks of `early` are taken first, in that order (a large
@@ -198,6 +198,27 @@ pub fn run_ordered<T: Send>(
     for &i in early.iter().filter(|&&i| i < n) {
         is_early[i] = true;
     }
+    // The tasks of the next span, taken whole: an early one while any is
+    // left, else the next in order that is not early (taken before it);
+    // none when every task is taken.
+    let claim = || -> Option<std::ops::Range<usize>> {
+        let end_of = |i: usize| (i + span(i).max(1)).min(n);
+        if let Some(&i) = early.get(taken_early.fetch_add(1, Ordering::SeqCst)) {
+            if i < n {
+                return Some(i..end_of(i));
+            }
+        }
+        let mut i = next.load(Ordering::SeqCst);
+        while i < n {
+            let end = end_of(i);
+            match next.compare_exchange_weak(i, end, Ordering::SeqCst, Ordering::SeqCst) {
+                Ok(_) if is_early[i] => i = end,
+                Ok(_) => return Some(i..end),
+                Err(now) => i = now,
+            }
+        }
+        None
+    };
     let shared = Mutex::new(Shared {
         ready: BTreeMap::new(),
         partial: BTreeMap::new(),
@@ -218,9 +239,8 @@ pub fn run_ordered<T: Send>(
             advanced: &advanced,
         };
         for _ in 0..workers {
-            let (next, shared, filled, advanced, work, weight, span) =
-                (&next, &shared, &filled, &advanced, &work, &weight, &span);
-            let (taken_early, is_early) = (&taken_early, &is_early);
+            let (shared, filled, advanced, work, weight, claim) =
+                (&shared, &filled, &advanced, &work, &weight, &claim);
             s.spawn(move || {
                 let _ending = Ending {
                     shared,
@@ -229,38 +249,11 @@ pub fn run_ordered<T: Send>(
                 };
                 let mut taken = 0..0;
                 loop {
-                    let i = match taken.next() {
-                        Some(i) => i,
-                        None => {
-                            // The next span, taken whole: an early one
-                            // while any is left, else the next in order
-                            // that is not early (taken before it).
-                            let first = match early.get(taken_early.fetch_add(1, Ordering::SeqCst))
-                            {
-                                Some(&i) if i < n => i,
-                                _ => {
-                                    let mut i = next.load(Ordering::SeqCst);
-                                    loop {
-                                        if i >= n {
-                                            return;
-                                        }
-                                        let end = (i + span(i).max(1)).min(n);
-                                        match next.compare_exchange_weak(
-                                            i,
-                                            end,
-                                            Ordering::SeqCst,
-                                            Ordering::SeqCst,
-                                        ) {
-                                            Ok(_) if is_early[i] => i = end,
-                                            Ok(_) => break i,
-                                            Err(now) => i = now,
-                                        }
-                                    }
-                                }
-                            };
-                            taken = first + 1..(first + span(first).max(1)).min(n);
-                            first
-                        }
+                    let Some(i) = taken.next().or_else(|| {
+                        taken = claim()?;
+                        taken.next()
+                    }) else {
+                        return;
                     };
                     let w = weight(i);
                     {

@@ -321,8 +321,8 @@ pub(super) fn read_task<E: Encoder>(
     // 4-8 ms to read where its count takes 2 (the part after it waiting as
     // long), copied from the page cache into memory out of cache, and each
     // worker held a buffer of 8-32 MiB: a two-job `stats` of the held-out
-    // Codex home peaked at 36 MB, and took 22 after (26-27 with spans,
-    // whose files after them wait to be delivered with what they found).
+    // Codex home peaked at 36 MB, and took 22 after (29 with spans: what
+    // the files read beside a span found waits for its delivery).
     // A part whose next part runs after it on the same worker counts
     // nothing either (see `run_ordered`).
     let counts_first = cfg.jobs > 1 && task.end.is_some() && !bases.followed(i);
