@@ -40,16 +40,16 @@ pub fn parse<'a>(
     tape: &mut Vec<Node<'a>>,
     odd: Option<&mut Vec<usize>>,
 ) -> bool {
-    parse_with(line, arena, tape, odd, avx2())
+    parse_with(line, arena, tape, odd, scan())
 }
 
-/// [`parse`], with the AVX2 block scans or the portable ones.
+/// [`parse`], with the block scans of `scan` ([`scan`] or a lesser one).
 fn parse_with<'a>(
     line: &'a [u8],
     arena: &'a Bump,
     tape: &mut Vec<Node<'a>>,
     odd: Option<&mut Vec<usize>>,
-    avx2: bool,
+    scan: u8,
 ) -> bool {
     tape.clear();
     if simdutf8::basic::from_utf8(line).is_err() {
@@ -58,9 +58,9 @@ fn parse_with<'a>(
     match odd {
         Some(odd) => {
             odd.clear();
-            parse_noting::<true>(line, arena, tape, odd, avx2)
+            parse_noting::<true>(line, arena, tape, odd, scan)
         }
-        None => parse_noting::<false>(line, arena, tape, &mut Vec::new(), avx2),
+        None => parse_noting::<false>(line, arena, tape, &mut Vec::new(), scan),
     }
 }
 
@@ -71,28 +71,78 @@ fn parse_noting<'a, const NOTE: bool>(
     arena: &'a Bump,
     tape: &mut Vec<Node<'a>>,
     odd: &mut Vec<usize>,
-    avx2: bool,
+    scan: u8,
 ) -> bool {
     #[cfg(target_arch = "x86_64")]
-    if avx2 {
-        let mut p = Parser::<NOTE, true> {
+    if scan == SCAN_AVX512 {
+        let mut p = Parser::<NOTE, SCAN_AVX512> {
             b: line,
             arena,
             tape,
             odd,
         };
         #[allow(unsafe_code)]
-        // SAFETY: AVX2 is there (`avx2()`).
+        // SAFETY: AVX-512 (F, BW) and AVX2 are there (`scan()`).
+        return unsafe { p.run_avx512() }.is_some();
+    }
+    #[cfg(target_arch = "x86_64")]
+    if scan == SCAN_AVX2 {
+        let mut p = Parser::<NOTE, SCAN_AVX2> {
+            b: line,
+            arena,
+            tape,
+            odd,
+        };
+        #[allow(unsafe_code)]
+        // SAFETY: AVX2 is there (`scan()`).
         return unsafe { p.run_avx2() }.is_some();
     }
-    let _ = avx2;
-    let mut p = Parser::<NOTE, false> {
+    let mut p = Parser::<NOTE, SCAN_BYTES> {
         b: line,
         arena,
         tape,
         odd,
     };
     p.run().is_some()
+}
+
+/// The block scans of a parse: a byte at a time (the portable ones, and
+/// the reference of the vector ones' tests), AVX2's, or AVX-512's (BW:
+/// a 64-byte block's masks from one load and one compare each, where AVX2
+/// takes two loads, two compares and two `movemask`s joined).
+const SCAN_BYTES: u8 = 0;
+const SCAN_AVX2: u8 = 1;
+const SCAN_AVX512: u8 = 2;
+
+/// The widest block scan that can run here.
+fn scan() -> u8 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::sync::atomic::{AtomicU8, Ordering};
+        // Asked for every line: the answer is kept (0xff: not yet asked).
+        static SCAN: AtomicU8 = AtomicU8::new(0xff);
+        let s = SCAN.load(Ordering::Relaxed);
+        if s != 0xff {
+            return s;
+        }
+        let s = if std::env::var_os("MEM_INGEST_NO_AVX512").is_none()
+            && std::arch::is_x86_feature_detected!("avx512f")
+            && std::arch::is_x86_feature_detected!("avx512bw")
+            && avx2()
+        {
+            SCAN_AVX512
+        } else if avx2() {
+            SCAN_AVX2
+        } else {
+            SCAN_BYTES
+        };
+        SCAN.store(s, Ordering::Relaxed);
+        s
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        SCAN_BYTES
+    }
 }
 
 /// Whether the AVX2 block scan can run.
@@ -479,11 +529,11 @@ static HEX: [u8; 256] = {
     t
 };
 
-/// The parse of one line; with `AVX2`, its block scans are AVX2's (a
-/// constant, not a field: the scans of every string of a line, and of each
-/// 64-byte block of a long one, asked a field whether AVX2 is there, and
-/// such a parser is made only where it is).
-struct Parser<'a, 't, const NOTE: bool, const AVX2: bool> {
+/// The parse of one line; its block scans are `SCAN`'s (a constant, not a
+/// field: the scans of every string of a line, and of each 64-byte block
+/// of a long one, asked a field whether AVX2 is there, and such a parser is
+/// made only where its scans can run).
+struct Parser<'a, 't, const NOTE: bool, const SCAN: u8> {
     b: &'a [u8],
     arena: &'a Bump,
     tape: &'t mut Vec<Node<'a>>,
@@ -504,7 +554,16 @@ fn ends_scalar(c: Option<&u8>) -> bool {
     matches!(c, Some(b',' | b']' | b'}' | b' ' | b'\t' | b'\r' | b'\n'))
 }
 
-impl<'a, const NOTE: bool, const AVX2: bool> Parser<'a, '_, NOTE, AVX2> {
+impl<'a, const NOTE: bool, const SCAN: u8> Parser<'a, '_, NOTE, SCAN> {
+    /// [`Parser::run`] compiled for AVX-512 (F, BW), the block scans
+    /// inlined in it.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,avx512f,avx512bw")]
+    #[allow(unsafe_code)]
+    unsafe fn run_avx512(&mut self) -> Option<()> {
+        self.run()
+    }
+
     /// [`Parser::run`] compiled for AVX2, the block scans inlined in it.
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2")]
@@ -759,7 +818,7 @@ impl<'a, const NOTE: bool, const AVX2: bool> Parser<'a, '_, NOTE, AVX2> {
         // block scan below costs a 64-byte block's masks and its escape
         // arithmetic; any other string is scanned by it from the start.
         #[cfg(target_arch = "x86_64")]
-        if AVX2 {
+        if SCAN != SCAN_BYTES {
             if let Some(head) = b.get(i..i + 32) {
                 let head: &[u8; 32] = head.try_into().ok()?;
                 #[allow(unsafe_code)]
@@ -796,7 +855,7 @@ impl<'a, const NOTE: bool, const AVX2: bool> Parser<'a, '_, NOTE, AVX2> {
                     &tail
                 }
             };
-            let m = masks(block, AVX2);
+            let m = masks(block, SCAN);
             // The bytes a backslash escapes, and whether the block ends in
             // a run of odd length.
             let (escaped, over) = if (m.backslash & m.backslash << 1) | carry == 0 {
@@ -819,14 +878,27 @@ impl<'a, const NOTE: bool, const AVX2: bool> Parser<'a, '_, NOTE, AVX2> {
             let esc = escaped & before;
             if esc != 0 {
                 escapes = true;
-                let (known, us) = escape_chars(block, AVX2);
+                let (known, us) = escape_chars(block, SCAN);
                 if esc & !known != 0 {
                     return None;
                 }
                 if NOTE && !odd {
-                    odd = esc & slashes(block, AVX2) != 0;
+                    odd = esc & slashes(block, SCAN != SCAN_BYTES) != 0;
                 }
                 let mut us = esc & us;
+                // Most `\u` escapes are terminal colours (`\u001b`), in
+                // runs: where each of a block's has four hex digits within
+                // the block and is no surrogate (its first digit is no
+                // `d`), one look at the block's hex digits checks them all
+                // (each alone cost a twentieth of a Codex `stats`).
+                if !NOTE && us != 0 && us >> 60 == 0 {
+                    let (hex, d) = hex_digits(block, SCAN);
+                    let digits = us << 1 | us << 2 | us << 3 | us << 4;
+                    if digits & !hex == 0 && us << 1 & d == 0 {
+                        us = 0;
+                        low = usize::MAX;
+                    }
+                }
                 while us != 0 {
                     let at = p + us.trailing_zeros() as usize;
                     us &= us - 1;
@@ -903,14 +975,18 @@ struct Masks {
 }
 
 #[inline(always)]
-fn masks(block: &[u8; 64], avx2: bool) -> Masks {
+fn masks(block: &[u8; 64], scan: u8) -> Masks {
     #[cfg(target_arch = "x86_64")]
-    if avx2 {
+    match scan {
         #[allow(unsafe_code)]
-        // SAFETY: AVX2 is there (`avx2()`).
-        return unsafe { masks_avx2(block) };
+        // SAFETY: AVX-512 (F, BW) is there (`scan()`).
+        SCAN_AVX512 => return unsafe { masks_avx512(block) },
+        #[allow(unsafe_code)]
+        // SAFETY: AVX2 is there (`scan()`).
+        SCAN_AVX2 => return unsafe { masks_avx2(block) },
+        _ => {}
     }
-    let _ = avx2;
+    let _ = scan;
     masks_bytes(block)
 }
 
@@ -933,15 +1009,106 @@ fn masks_bytes(block: &[u8; 64]) -> Masks {
 /// Which bytes of a block may follow a backslash (`"\/bfnrt` and `u`),
 /// and which are `u`.
 #[inline(always)]
-fn escape_chars(block: &[u8; 64], avx2: bool) -> (u64, u64) {
+fn escape_chars(block: &[u8; 64], scan: u8) -> (u64, u64) {
     #[cfg(target_arch = "x86_64")]
-    if avx2 {
+    match scan {
         #[allow(unsafe_code)]
-        // SAFETY: AVX2 is there (`avx2()`).
-        return unsafe { escape_chars_avx2(block) };
+        // SAFETY: AVX-512 (F, BW) is there (`scan()`).
+        SCAN_AVX512 => return unsafe { escape_chars_avx512(block) },
+        #[allow(unsafe_code)]
+        // SAFETY: AVX2 is there (`scan()`).
+        SCAN_AVX2 => return unsafe { escape_chars_avx2(block) },
+        _ => {}
     }
-    let _ = avx2;
+    let _ = scan;
     escape_chars_bytes(block)
+}
+
+/// Which bytes of a block are hex digits (`0-9a-fA-F`), and which are `d`
+/// or `D` (the first digit of a surrogate's escape).
+#[inline(always)]
+fn hex_digits(block: &[u8; 64], scan: u8) -> (u64, u64) {
+    #[cfg(target_arch = "x86_64")]
+    match scan {
+        #[allow(unsafe_code)]
+        // SAFETY: AVX-512 (F, BW) is there (`scan()`).
+        SCAN_AVX512 => return unsafe { hex_digits_avx512(block) },
+        #[allow(unsafe_code)]
+        // SAFETY: AVX2 is there (`scan()`).
+        SCAN_AVX2 => return unsafe { hex_digits_avx2(block) },
+        _ => {}
+    }
+    let _ = scan;
+    hex_digits_bytes(block)
+}
+
+fn hex_digits_bytes(block: &[u8; 64]) -> (u64, u64) {
+    let (mut hex, mut d) = (0u64, 0u64);
+    for (k, &c) in block.iter().enumerate() {
+        hex |= u64::from(c.is_ascii_hexdigit()) << k;
+        d |= u64::from(matches!(c, b'd' | b'D')) << k;
+    }
+    (hex, d)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+#[allow(unsafe_code)]
+#[inline]
+unsafe fn hex_digits_avx2(block: &[u8; 64]) -> (u64, u64) {
+    use std::arch::x86_64::{
+        __m256i, _mm256_cmpeq_epi8, _mm256_loadu_si256, _mm256_min_epu8, _mm256_movemask_epi8,
+        _mm256_or_si256, _mm256_set1_epi8, _mm256_sub_epi8,
+    };
+    let p = block.as_ptr().cast::<__m256i>();
+    // SAFETY: both loads' 32 bytes are in the 64-byte block.
+    let (lo, hi) = unsafe { (_mm256_loadu_si256(p), _mm256_loadu_si256(p.add(1))) };
+    // `x <= n`, unsigned: min(x, n) == x.
+    macro_rules! at_most {
+        ($x:expr, $n:expr) => {{
+            let x = $x;
+            _mm256_cmpeq_epi8(_mm256_min_epu8(x, _mm256_set1_epi8($n)), x)
+        }};
+    }
+    macro_rules! half {
+        ($v:expr) => {{
+            let v = $v;
+            let lower = _mm256_or_si256(v, _mm256_set1_epi8(0x20));
+            let digit = at_most!(_mm256_sub_epi8(v, _mm256_set1_epi8(b'0' as i8)), 9);
+            let letter = at_most!(_mm256_sub_epi8(lower, _mm256_set1_epi8(b'a' as i8)), 5);
+            let d = _mm256_cmpeq_epi8(lower, _mm256_set1_epi8(b'd' as i8));
+            (
+                u64::from(_mm256_movemask_epi8(_mm256_or_si256(digit, letter)) as u32),
+                u64::from(_mm256_movemask_epi8(d) as u32),
+            )
+        }};
+    }
+    let ((hex_lo, d_lo), (hex_hi, d_hi)) = (half!(lo), half!(hi));
+    (hex_lo | hex_hi << 32, d_lo | d_hi << 32)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw")]
+#[allow(unsafe_code)]
+#[inline]
+unsafe fn hex_digits_avx512(block: &[u8; 64]) -> (u64, u64) {
+    use std::arch::x86_64::{
+        __m512i, _mm512_cmpeq_epi8_mask, _mm512_cmple_epu8_mask, _mm512_loadu_si512,
+        _mm512_or_si512, _mm512_set1_epi8, _mm512_sub_epi8,
+    };
+    // SAFETY: the load's 64 bytes are the block's.
+    let v = unsafe { _mm512_loadu_si512(block.as_ptr().cast::<__m512i>()) };
+    let lower = _mm512_or_si512(v, _mm512_set1_epi8(0x20));
+    let digit = _mm512_cmple_epu8_mask(
+        _mm512_sub_epi8(v, _mm512_set1_epi8(b'0' as i8)),
+        _mm512_set1_epi8(9),
+    );
+    let letter = _mm512_cmple_epu8_mask(
+        _mm512_sub_epi8(lower, _mm512_set1_epi8(b'a' as i8)),
+        _mm512_set1_epi8(5),
+    );
+    let d = _mm512_cmpeq_epi8_mask(lower, _mm512_set1_epi8(b'd' as i8));
+    (digit | letter, d)
 }
 
 /// Which bytes of a block are `/` (rarely asked: only for a block with
@@ -1101,6 +1268,70 @@ unsafe fn escape_chars_avx2(block: &[u8; 64]) -> (u64, u64) {
     (known, u)
 }
 
+/// [`masks_avx2`] with AVX-512 (BW): the block in one load, each mask one
+/// compare.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw")]
+#[allow(unsafe_code)]
+#[inline]
+unsafe fn masks_avx512(block: &[u8; 64]) -> Masks {
+    use std::arch::x86_64::{
+        __m512i, _mm512_cmpeq_epi8_mask, _mm512_cmple_epu8_mask, _mm512_loadu_si512,
+        _mm512_set1_epi8,
+    };
+    // SAFETY: the load's 64 bytes are the block's.
+    let v = unsafe { _mm512_loadu_si512(block.as_ptr().cast::<__m512i>()) };
+    Masks {
+        quote: _mm512_cmpeq_epi8_mask(v, _mm512_set1_epi8(b'"' as i8)),
+        backslash: _mm512_cmpeq_epi8_mask(v, _mm512_set1_epi8(b'\\' as i8)),
+        control: _mm512_cmple_epu8_mask(v, _mm512_set1_epi8(0x1f)),
+    }
+}
+
+/// [`escape_chars_avx2`] with AVX-512 (BW): the same class by nibble, over
+/// the whole block at once.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw")]
+#[allow(unsafe_code)]
+#[inline]
+unsafe fn escape_chars_avx512(block: &[u8; 64]) -> (u64, u64) {
+    use std::arch::x86_64::{
+        __m512i, _mm512_and_si512, _mm512_broadcast_i32x4, _mm512_cmpeq_epi8_mask,
+        _mm512_loadu_si512, _mm512_set1_epi8, _mm512_shuffle_epi8, _mm512_srli_epi16,
+        _mm512_test_epi8_mask, _mm_setr_epi8,
+    };
+    // SAFETY: the load's 64 bytes are the block's.
+    let v = unsafe { _mm512_loadu_si512(block.as_ptr().cast::<__m512i>()) };
+    // The tables of `escape_chars_avx2`, in each 16-byte lane.
+    let by_low = _mm512_broadcast_i32x4(_mm_setr_epi8(
+        0,
+        0,
+        1 | 4 | 8,
+        0,
+        8,
+        8,
+        4,
+        0,
+        0,
+        0,
+        0,
+        0,
+        2,
+        0,
+        4,
+        1,
+    ));
+    let by_high = _mm512_broadcast_i32x4(_mm_setr_epi8(
+        0, 0, 1, 0, 0, 2, 4, 8, 0, 0, 0, 0, 0, 0, 0, 0,
+    ));
+    let nibble = _mm512_set1_epi8(0x0f);
+    let low = _mm512_shuffle_epi8(by_low, _mm512_and_si512(v, nibble));
+    let high = _mm512_shuffle_epi8(by_high, _mm512_and_si512(_mm512_srli_epi16::<4>(v), nibble));
+    let known = _mm512_test_epi8_mask(low, high);
+    let u = _mm512_cmpeq_epi8_mask(v, _mm512_set1_epi8(b'u' as i8));
+    (known, u)
+}
+
 /// Parses `line` with the lean parse (both its AVX2 and its portable block
 /// scans, where AVX2 is there) and with simd-json, and compares: `Ok(true)`
 /// when the lean parse took the line and simd-json gives the same tape
@@ -1112,13 +1343,29 @@ pub fn agrees_with_simd_json(line: &[u8]) -> Result<bool, String> {
     let arena = Bump::new();
     let copy: &[u8] = arena.alloc_slice_copy(line);
     let (mut lean, mut odd) = (Vec::new(), Vec::new());
-    let took = parse_with(copy, &arena, &mut lean, Some(&mut odd), avx2());
+    let took = parse_with(copy, &arena, &mut lean, Some(&mut odd), scan());
     let (mut portable, mut portable_odd) = (Vec::new(), Vec::new());
-    if parse_with(copy, &arena, &mut portable, Some(&mut portable_odd), false) != took {
-        return Err("the AVX2 and the portable scans disagree on taking it".to_owned());
+    if parse_with(
+        copy,
+        &arena,
+        &mut portable,
+        Some(&mut portable_odd),
+        SCAN_BYTES,
+    ) != took
+    {
+        return Err("the vector and the portable scans disagree on taking it".to_owned());
+    }
+    if scan() == SCAN_AVX512 {
+        let (mut narrow, mut narrow_odd) = (Vec::new(), Vec::new());
+        if parse_with(copy, &arena, &mut narrow, Some(&mut narrow_odd), SCAN_AVX2) != took
+            || narrow != lean
+            || narrow_odd != odd
+        {
+            return Err("the AVX-512 and the AVX2 scans differ".to_owned());
+        }
     }
     let mut unnoted = Vec::new();
-    if parse_with(copy, &arena, &mut unnoted, None, avx2()) != took || (took && unnoted != lean) {
+    if parse_with(copy, &arena, &mut unnoted, None, scan()) != took || (took && unnoted != lean) {
         return Err("the parse noting odd strings and the one not differ".to_owned());
     }
     if !took {
@@ -1351,6 +1598,38 @@ mod tests {
     /// decide (a top-level scalar, integers of 19 digits or more, an
     /// infinite float, a raw control byte, a lone surrogate, invalid UTF-8,
     /// nesting past [`MAX_DEPTH`]).
+    /// `\u` escapes at every place of a string's 64-byte blocks (the last
+    /// four of a block among them, whose digits are in the next), alone,
+    /// in runs and beside surrogate pairs: the lean parse takes those
+    /// simd-json takes, with the same values, and leaves to it a lone
+    /// surrogate and an escape without four hex digits.
+    #[test]
+    fn unicode_escapes_are_checked_at_every_place_of_a_block() {
+        let escapes = [
+            ("\\u001b[31m", true),
+            ("\\u00e9\\u001B", true),
+            ("\\uABCD\\uabcd\\uFfFf", true),
+            ("\\uD83D\\uDE00", true),
+            ("\\ud83d\\ude00\\u001b", true),
+            ("\\udbff\\udfff", true),
+            ("\\u0000\\u001b\\u001b\\u001b\\u001b\\u001b\\u001b", true),
+            ("\\u001b\\uD83D", false),
+            ("\\uDE00", false),
+            ("\\udc00\\u001b", false),
+            ("\\u00g0", false),
+            ("\\u12", false),
+            ("\\u001b\\u0x1b", false),
+        ];
+        for pad in 0..140 {
+            for (escape, valid) in escapes {
+                for after in ["x", "", "\\u001b"] {
+                    let line = format!(r#"{{"k":"{}{escape}{after}"}}"#, "a".repeat(pad));
+                    assert_eq!(agrees_with_simd_json(line.as_bytes()), Ok(valid), "{line}");
+                }
+            }
+        }
+    }
+
     #[test]
     fn what_the_lean_parse_does_not_take() {
         let deep = |n: usize| format!("{}{}", "[".repeat(n), "]".repeat(n)).into_bytes();
@@ -1696,6 +1975,16 @@ mod tests {
         }
     }
 
+    /// The vector block scans that can run here, each to be compared with
+    /// the byte ones.
+    fn vector_scans() -> Vec<u8> {
+        match scan() {
+            SCAN_AVX512 => vec![SCAN_AVX2, SCAN_AVX512],
+            SCAN_AVX2 => vec![SCAN_AVX2],
+            _ => Vec::new(),
+        }
+    }
+
     #[test]
     fn the_vector_masks_are_the_byte_ones() {
         if !avx2() {
@@ -1713,12 +2002,16 @@ mod tests {
                     _ => (x >> 8) as u8,
                 }
             });
-            let (a, b) = (masks(&block, true), masks_bytes(&block));
-            assert_eq!(
-                (a.quote, a.backslash, a.control),
-                (b.quote, b.backslash, b.control)
-            );
-            assert_eq!(escape_chars(&block, true), escape_chars_bytes(&block));
+            for scan in vector_scans() {
+                let (a, b) = (masks(&block, scan), masks_bytes(&block));
+                assert_eq!(
+                    (a.quote, a.backslash, a.control),
+                    (b.quote, b.backslash, b.control),
+                    "scan {scan}"
+                );
+                assert_eq!(escape_chars(&block, scan), escape_chars_bytes(&block));
+                assert_eq!(hex_digits(&block, scan), hex_digits_bytes(&block));
+            }
             assert_eq!(slashes(&block, true), slashes_bytes(&block));
         }
         // Every byte value, in each of the block's halves.
@@ -1726,11 +2019,18 @@ mod tests {
             for half in [0..32, 32..64] {
                 let mut block = [b'a'; 64];
                 block[half].fill(c);
-                assert_eq!(
-                    escape_chars(&block, true),
-                    escape_chars_bytes(&block),
-                    "byte {c:#04x}"
-                );
+                for scan in vector_scans() {
+                    assert_eq!(
+                        escape_chars(&block, scan),
+                        escape_chars_bytes(&block),
+                        "byte {c:#04x}, scan {scan}"
+                    );
+                    assert_eq!(
+                        hex_digits(&block, scan),
+                        hex_digits_bytes(&block),
+                        "byte {c:#04x}, scan {scan}"
+                    );
+                }
             }
         }
     }
