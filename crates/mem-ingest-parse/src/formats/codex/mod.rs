@@ -1140,15 +1140,18 @@ impl CodexContext {
 /// first did (a malformed line never enters the memo).
 ///
 /// The memo is one direct-mapped table of `2^18` words for the process
-/// (2 MiB, content-addressed, so valid across runs): each word holds 28
-/// bits of the line's hash (beyond its slot) mixed with its length and 28
-/// bits of its hash under a key drawn for the process, beside its 8-bit
-/// mapping, read and written whole (a slot taken by another line is a
-/// miss: that line is parsed). The keyed bits are there because the line hash is not
-/// keyed: collisions with it can be crafted, and a crafted line must not
-/// be counted as another (a malformed one as valid) from the table.
+/// (2 MiB, content-addressed, so valid across runs), a line's slot chosen
+/// by a few of its bytes and its length (known before its hash, so that
+/// the slot is fetched while the line is hashed): each word holds 28 bits
+/// of the line's hash mixed with its length and 28 bits of its hash under
+/// a key drawn for the process, beside its 8-bit mapping, read and written
+/// whole (a slot taken by another line is a miss: that line is parsed),
+/// and a byte beside it, 7 of those bits, answers most looks without the
+/// word. The keyed bits are there because the line hash is not keyed:
+/// collisions with it can be crafted, and a crafted line must not be
+/// counted as another (a malformed one as valid) from the table.
 pub mod memo {
-    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 
     use crate::json::LineHash;
     use crate::record::Role;
@@ -1164,6 +1167,23 @@ pub mod memo {
     struct Table([AtomicU64; 1 << BITS]);
 
     static TABLE: Table = Table([const { AtomicU64::new(0) }; 1 << BITS]);
+
+    /// A byte for each slot: the low 7 of its word's check bits, and the
+    /// high bit once written; 0 while empty. A look is at the byte before
+    /// the word: nearly every line looked for is in no slot (read once),
+    /// and its byte (of 256 KiB, in cache) answers where its word (of
+    /// 2 MiB, mostly not) was a miss to memory for each line (a twentieth
+    /// of a Codex `stats`). Written after the word: a look that sees a
+    /// byte and another line's word, or the reverse, misses.
+    #[repr(C, align(4096))]
+    struct Tags([AtomicU8; 1 << BITS]);
+
+    static TAGS: Tags = Tags([const { AtomicU8::new(0) }; 1 << BITS]);
+
+    /// A slot's byte in [`TAGS`], from its word's check bits.
+    fn tag(check: u64) -> u8 {
+        (check >> 8) as u8 & 0x7f | 0x80
+    }
 
     /// The table's slots a page (of 4 KiB: the table is aligned to one).
     const PAGE_SLOTS: usize = 4096 / 8;
@@ -1229,10 +1249,54 @@ pub mod memo {
     const CHECK: u64 = (1 << 28) - 1;
 
     /// The slot of a line, and its check bits from its (unkeyed) hash.
-    fn slot(scheme: LineHash, hash: u64, len: usize) -> (usize, u64) {
+    fn slot(scheme: LineHash, hash: u64, line: &[u8]) -> (usize, u64) {
         let k = hash ^ u64::from(scheme.id()).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-        let mixed = (k >> BITS) ^ (len as u64).wrapping_mul(0xff51_afd7_ed55_8ccd) >> BITS;
-        ((k as usize) & ((1 << BITS) - 1), (mixed & CHECK) << 8)
+        let mixed = (k >> BITS) ^ (line.len() as u64).wrapping_mul(0xff51_afd7_ed55_8ccd) >> BITS;
+        (index(line), (mixed & CHECK) << 8)
+    }
+
+    /// The slot of a line, from a few of its bytes and its length: known
+    /// before its hash (a pass over all its bytes), so that the look for it
+    /// can be fetched from memory while that hash is computed
+    /// ([`prefetch`]). The bytes are those that differ most from line to
+    /// line: after a Codex line's first 24 (`{"timestamp":"2026-01-23`),
+    /// its time to the millisecond and what follows, and its last 16. Lines
+    /// alike there and as long share a slot (the last one kept wins it):
+    /// a miss, parsed, never another line's mapping (the check bits are
+    /// from the whole line's hash).
+    fn index(line: &[u8]) -> usize {
+        let n = line.len();
+        let word = |at: usize| {
+            line.get(at..at + 8)
+                .map_or(0, |w| u64::from_le_bytes(w.try_into().expect("8 bytes")))
+        };
+        let x = word(24)
+            ^ word(32).rotate_left(16)
+            ^ word(n.saturating_sub(16)).rotate_left(32)
+            ^ word(n.saturating_sub(8)).rotate_left(48)
+            ^ (n as u64).wrapping_mul(0xff51_afd7_ed55_8ccd);
+        (x.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - BITS)) as usize
+    }
+
+    /// Asks for the memory of `line`'s slot to be brought into cache,
+    /// without waiting for it: each line looked for is in a slot of its
+    /// own, and that look was a miss to memory (a twentieth of a Codex
+    /// `stats`), now taken while the line is hashed.
+    pub fn prefetch(line: &[u8]) {
+        #[cfg(target_arch = "x86_64")]
+        {
+            use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+            let i = index(line);
+            #[allow(unsafe_code)]
+            // SAFETY: SSE is there on every x86-64; a prefetch reads
+            // nothing and faults on no address.
+            unsafe {
+                _mm_prefetch::<_MM_HINT_T0>(std::ptr::from_ref(&TAGS.0[i]).cast::<i8>());
+                _mm_prefetch::<_MM_HINT_T0>(std::ptr::from_ref(&TABLE.0[i]).cast::<i8>());
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = line;
     }
 
     /// The check bits of a line from its keyed hash.
@@ -1245,9 +1309,13 @@ pub mod memo {
     /// to collide with another's fingerprint still meets 28 bits it cannot
     /// know in advance.
     pub fn get(scheme: LineHash, hash: u64, line: &[u8]) -> Option<Mapped> {
-        let (i, check) = slot(scheme, hash, line.len());
+        let (i, check) = slot(scheme, hash, line);
         let (written, bit) = page_bit(i);
-        if written.load(Ordering::Relaxed) & bit == 0 {
+        // (A page of the table never written: neither is any byte of its
+        // slots, nor read.)
+        if written.load(Ordering::Relaxed) & bit == 0
+            || TAGS.0[i].load(Ordering::Relaxed) != tag(check)
+        {
             return None;
         }
         let w = TABLE.0[i].load(Ordering::Relaxed);
@@ -1259,8 +1327,9 @@ pub mod memo {
 
     /// Keeps a line's mapping (in the slot of its hash, in place of any).
     pub fn put(scheme: LineHash, hash: u64, line: &[u8], m: Mapped) {
-        let (i, check) = slot(scheme, hash, line.len());
+        let (i, check) = slot(scheme, hash, line);
         TABLE.0[i].store(keyed(line) | check | m.code(), Ordering::Relaxed);
+        TAGS.0[i].store(tag(check), Ordering::Relaxed);
         let (written, bit) = page_bit(i);
         if written.load(Ordering::Relaxed) & bit == 0 {
             written.fetch_or(bit, Ordering::Relaxed);
@@ -1335,8 +1404,12 @@ pub mod memo {
                 // a crafted collision would be: the keyed check refuses
                 // them (but for a chance of 2^-28).
                 assert_eq!(get(LineHash::Wide, h, &forged), None);
-                // Same slot (same low bits), another line: it takes the slot.
-                let (other, second) = (h ^ 1 << 30, vec![b'c'; 4096]);
+                // Same slot (same bytes where the slot is read from, same
+                // length), another line: it takes the slot.
+                let mut second = line.clone();
+                second[2000] = b'c';
+                assert_eq!(index(&second), index(&line));
+                let other = h ^ 1 << 30;
                 assert_eq!(get(LineHash::Wide, other, &second), None);
                 put(LineHash::Wide, other, &second, Mapped { item, role: None });
                 assert_eq!(get(LineHash::Wide, h, &line), None);
@@ -1718,6 +1791,7 @@ impl CodexContext {
         if !filter.builds_none() || raw.len() < memo::MIN_LEN {
             return None;
         }
+        memo::prefetch(raw);
         let hash = self.hash.of(raw);
         let Some(m) = memo::get(self.hash, hash, raw) else {
             self.hashed.set((pos.byte + 1, hash));
