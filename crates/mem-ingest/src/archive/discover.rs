@@ -241,7 +241,18 @@ impl Walk {
     /// files, found under two paths, keep the first one when the listing
     /// is sorted and its duplicates dropped, as one walk in path order
     /// would have found them.
-    fn items(&mut self, items: Vec<Item>, seen: &mut Seen, threads: usize) {
+    fn items(&mut self, mut items: Vec<Item>, seen: &mut Seen, threads: usize) {
+        // A folder alone (a Codex home's `sessions/`): the threads split
+        // the folders below it (its years), as one walk would list them.
+        if threads >= 2 {
+            while let [Item::Dir(path, m)] = &items[..] {
+                let (path, m) = (path.clone(), m.clone());
+                match self.list(&path, &m, seen) {
+                    Some(below) => items = below,
+                    None => return,
+                }
+            }
+        }
         let dirs = items.iter().filter(|i| matches!(i, Item::Dir(..))).count();
         if threads < 2 || dirs < 2 {
             return self.walk(items, seen);
@@ -419,6 +430,28 @@ mod tests {
         let ba = discover(&[d.clone(), d.join("a")], 2, &jsonl(), Links::Follow);
         assert_eq!(rel(&ab), rel(&one));
         assert_eq!(rel(&ba), rel(&one));
+        // A folder holding one folder (as a Codex home holds `sessions/`):
+        // the threads split the folders below that one, and list the same.
+        let wrap = d.join("g/sessions");
+        fs::create_dir_all(&wrap).unwrap();
+        symlink(&d, wrap.join("all")).unwrap();
+        fs::create_dir_all(wrap.join("2026/01")).unwrap();
+        fs::write(wrap.join("2026/01/r.jsonl"), "{}\n").unwrap();
+        let alone = discover(&[d.join("g")], 1, &jsonl(), Links::Follow);
+        // The one file below it, then every file of the tree through the
+        // link, the tree's own loop back to it met once more.
+        assert_eq!(alone.files.len(), 158);
+        assert_eq!(
+            alone
+                .files
+                .last()
+                .map(|(p, _)| p.strip_prefix(&d).unwrap().to_owned()),
+            Some(PathBuf::from("g/sessions/all/top.jsonl"))
+        );
+        for threads in [2, 3] {
+            let many = discover(&[d.join("g")], threads, &jsonl(), Links::Follow);
+            assert_eq!(rel(&many), rel(&alone), "{threads} threads");
+        }
         fs::remove_dir_all(&d).unwrap();
     }
 
