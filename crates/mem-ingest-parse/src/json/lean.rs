@@ -993,6 +993,25 @@ fn written_u(hex: Option<&[u8]>) -> bool {
     }
 }
 
+/// `$wide`, `$avx2` or `$bytes` (calls of a block scan's three forms),
+/// as `$scan` says.
+macro_rules! by_scan {
+    ($scan:expr, $wide:expr, $avx2:expr, $bytes:expr) => {{
+        #[cfg(target_arch = "x86_64")]
+        match $scan {
+            #[allow(unsafe_code)]
+            // SAFETY: AVX-512 (F, BW) is there (`scan()`).
+            SCAN_AVX512 => return unsafe { $wide },
+            #[allow(unsafe_code)]
+            // SAFETY: AVX2 is there (`scan()`).
+            SCAN_AVX2 => return unsafe { $avx2 },
+            _ => {}
+        }
+        let _ = $scan;
+        $bytes
+    }};
+}
+
 /// A 64-byte block's quotes, backslashes and control bytes (below 0x20),
 /// one bit per byte.
 struct Masks {
@@ -1003,18 +1022,12 @@ struct Masks {
 
 #[inline(always)]
 fn masks(block: &[u8; 64], scan: u8) -> Masks {
-    #[cfg(target_arch = "x86_64")]
-    match scan {
-        #[allow(unsafe_code)]
-        // SAFETY: AVX-512 (F, BW) is there (`scan()`).
-        SCAN_AVX512 => return unsafe { masks_avx512(block) },
-        #[allow(unsafe_code)]
-        // SAFETY: AVX2 is there (`scan()`).
-        SCAN_AVX2 => return unsafe { masks_avx2(block) },
-        _ => {}
-    }
-    let _ = scan;
-    masks_bytes(block)
+    by_scan!(
+        scan,
+        masks_avx512(block),
+        masks_avx2(block),
+        masks_bytes(block)
+    )
 }
 
 /// [`masks`] a byte at a time: the portable path, and the reference of the
@@ -1037,36 +1050,24 @@ fn masks_bytes(block: &[u8; 64]) -> Masks {
 /// and which are `u`.
 #[inline(always)]
 fn escape_chars(block: &[u8; 64], scan: u8) -> (u64, u64) {
-    #[cfg(target_arch = "x86_64")]
-    match scan {
-        #[allow(unsafe_code)]
-        // SAFETY: AVX-512 (F, BW) is there (`scan()`).
-        SCAN_AVX512 => return unsafe { escape_chars_avx512(block) },
-        #[allow(unsafe_code)]
-        // SAFETY: AVX2 is there (`scan()`).
-        SCAN_AVX2 => return unsafe { escape_chars_avx2(block) },
-        _ => {}
-    }
-    let _ = scan;
-    escape_chars_bytes(block)
+    by_scan!(
+        scan,
+        escape_chars_avx512(block),
+        escape_chars_avx2(block),
+        escape_chars_bytes(block)
+    )
 }
 
 /// Which bytes of a block are hex digits (`0-9a-fA-F`), and which are `d`
 /// or `D` (the first digit of a surrogate's escape).
 #[inline(always)]
 fn hex_digits(block: &[u8; 64], scan: u8) -> (u64, u64) {
-    #[cfg(target_arch = "x86_64")]
-    match scan {
-        #[allow(unsafe_code)]
-        // SAFETY: AVX-512 (F, BW) is there (`scan()`).
-        SCAN_AVX512 => return unsafe { hex_digits_avx512(block) },
-        #[allow(unsafe_code)]
-        // SAFETY: AVX2 is there (`scan()`).
-        SCAN_AVX2 => return unsafe { hex_digits_avx2(block) },
-        _ => {}
-    }
-    let _ = scan;
-    hex_digits_bytes(block)
+    by_scan!(
+        scan,
+        hex_digits_avx512(block),
+        hex_digits_avx2(block),
+        hex_digits_bytes(block)
+    )
 }
 
 fn hex_digits_bytes(block: &[u8; 64]) -> (u64, u64) {
