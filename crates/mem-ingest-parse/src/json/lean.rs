@@ -1371,7 +1371,6 @@ unsafe fn escape_chars_avx512(block: &[u8; 64]) -> (u64, u64) {
 /// block from the string's closing quote on count as zeros (ASCII): a
 /// sequence the quote cuts short is an error.
 #[cfg(target_arch = "x86_64")]
-#[derive(Clone, Copy)]
 struct Utf8 {
     /// The block before (zeros at the string's start: its quote).
     prev: std::arch::x86_64::__m512i,
@@ -1799,10 +1798,6 @@ mod tests {
         }
     }
 
-    /// Left to simd-json: what it refuses, and what the lean parse does not
-    /// decide (a top-level scalar, integers of 19 digits or more, an
-    /// infinite float, a raw control byte, a lone surrogate, invalid UTF-8,
-    /// nesting past [`MAX_DEPTH`]).
     /// A line's UTF-8 is checked exactly: with AVX-512's scans each
     /// string's as it is scanned, not the whole line first, and they take
     /// exactly the lines the AVX2 scans take (after simdutf8's check of the
@@ -1943,6 +1938,10 @@ mod tests {
         }
     }
 
+    /// Left to simd-json: what it refuses, and what the lean parse does not
+    /// decide (a top-level scalar, integers of 19 digits or more, an
+    /// infinite float, a raw control byte, a lone surrogate, invalid UTF-8,
+    /// nesting past [`MAX_DEPTH`]).
     #[test]
     fn what_the_lean_parse_does_not_take() {
         let deep = |n: usize| format!("{}{}", "[".repeat(n), "]".repeat(n)).into_bytes();
